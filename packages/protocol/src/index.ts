@@ -1,0 +1,13 @@
+export * from "./access-pass.ts";
+export * from "./body-digest.ts";
+export * from "./crypto-provider.ts";
+export { canonicalJson, fromBase64Url, toBase64Url } from "./encoding.ts";
+export * from "./errors.ts";
+export * from "./experiment-config.ts";
+export { experimentIdSchema, NONCE_BYTES, scopeSchema, usernameSchema } from "./fields.ts";
+export * from "./keys.ts";
+export * from "./replay-guard.ts";
+export * from "./signed-config.ts";
+export { SignatureDomain, signingBytes } from "./signed-message.ts";
+export * from "./signed-request.ts";
+export * from "./signed-response.ts";

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs a command with a suitable Node.js and installed workspace dependencies.
+#
+#   scripts/with-node.sh <command> [args...]
+#
+# 1. If the `node` on PATH is older than the minimum (see `engines` in package.json),
+#    Node.js $BARNRAISE_NODE_VERSION is installed from the npm registry into .tools/
+#    and put first on PATH. Native addons are then built against that Node's headers
+#    (npm_config_nodedir), so they load under the Node that runs them.
+# 2. If package-lock.json changed since the last install, `npm ci` runs.
+# 3. The command runs with that environment.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+node_version="${BARNRAISE_NODE_VERSION:-24.21.0}"
+min_major=22
+min_minor=18
+tools="$root/.tools/node-$node_version"
+
+log() { printf '[barnraise] %s\n' "$*" >&2; }
+
+node_ok() {
+  command -v node >/dev/null 2>&1 || return 1
+  local v major minor
+  v="$(node -p 'process.versions.node' 2>/dev/null)" || return 1
+  major="${v%%.*}"
+  minor="${v#*.}"
+  minor="${minor%%.*}"
+  ((major > min_major || (major == min_major && minor >= min_minor)))
+}
+
+if ! node_ok; then
+  if [[ ! -x "$tools/node_modules/.bin/node" ]]; then
+    found="$(command -v node >/dev/null 2>&1 && node --version || echo none)"
+    log "Node.js $found is older than $min_major.$min_minor; installing Node.js $node_version from the npm registry into .tools/"
+    rm -rf "$tools" && mkdir -p "$tools"
+    (cd "$tools" && npm install --no-save --no-package-lock --no-audit --no-fund --loglevel=error "node@$node_version" >&2)
+  fi
+  export PATH="$tools/node_modules/.bin:$PATH"
+  headers="$(ls -d "$tools"/node_modules/node/node_modules/node-*/include 2>/dev/null | head -n 1 || true)"
+  if [[ -n "$headers" ]]; then
+    export npm_config_nodedir="${headers%/include}"
+  fi
+  node_ok || { log "could not provision Node.js $node_version"; exit 1; }
+fi
+
+lock="$root/package-lock.json"
+stamp="$root/node_modules/.barnraise-installed"
+if [[ ! -f "$stamp" ]] || ! cmp -s <(sha256sum <"$lock") "$stamp"; then
+  log "installing dependencies with Node.js $(node --version)"
+  (cd "$root" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 NEXT_TELEMETRY_DISABLED=1 npm ci --no-audit --no-fund --loglevel=error >&2)
+  sha256sum <"$lock" >"$stamp"
+fi
+
+export NEXT_TELEMETRY_DISABLED=1
+cd "$root"
+exec "$@"

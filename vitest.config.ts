@@ -1,0 +1,9 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["packages/*/test/**/*.test.ts", "apps/*/test/**/*.test.ts"],
+    exclude: ["**/node_modules/**", "e2e/**"],
+    testTimeout: 30_000,
+  },
+});
