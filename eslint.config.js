@@ -4,7 +4,17 @@ import prettier from "eslint-config-prettier";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["**/node_modules/", "**/.next/", ".tools/", "**/dist/", "**/next-env.d.ts", "test-results/", "playwright-report/"] },
+  {
+    ignores: [
+      "**/node_modules/",
+      "**/.next/",
+      ".tools/",
+      "**/dist/",
+      "**/next-env.d.ts",
+      "test-results/",
+      "playwright-report/",
+    ],
+  },
   js.configs.recommended,
   tseslint.configs.strictTypeChecked,
   {

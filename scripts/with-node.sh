@@ -53,5 +53,6 @@ if [[ ! -f "$stamp" ]] || ! cmp -s <(sha256sum <"$lock") "$stamp"; then
 fi
 
 export NEXT_TELEMETRY_DISABLED=1
+export PATH="$root/node_modules/.bin:$PATH"
 cd "$root"
 exec "$@"

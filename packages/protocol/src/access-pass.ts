@@ -1,7 +1,7 @@
 import { LRUCache } from "lru-cache";
 import { z } from "zod";
 import type { CryptoProvider } from "./crypto-provider.ts";
-import { PUBLIC_KEY_BYTES } from "./crypto-provider.ts";
+import { isUsablePublicKey, PUBLIC_KEY_BYTES } from "./crypto-provider.ts";
 import { ProtocolError, ProtocolErrorCode } from "./errors.ts";
 import { encodePublicKey, type KeyPair } from "./keys.ts";
 import { openToken, sealToken, SignatureDomain, verifyTokenSignature } from "./signed-message.ts";
@@ -51,6 +51,9 @@ export function issueAccessPass(crypto: CryptoProvider, authority: KeyPair, init
   if (!(init.expiresAt > init.issuedAt)) {
     throw new RangeError("a pass must expire after it is issued");
   }
+  if (!isUsablePublicKey(init.peerPublicKey)) {
+    throw new ProtocolError(ProtocolErrorCode.INVALID_KEY, "peer public key is not a usable Ed25519 key");
+  }
   const payload: z.input<typeof passPayloadSchema> = {
     v: 1,
     experimentId: init.experimentId,
@@ -67,7 +70,10 @@ export function issueAccessPass(crypto: CryptoProvider, authority: KeyPair, init
 
 /** Reads a pass without checking its signature, e.g. to show it. Never use the result for authorization. */
 export function decodeAccessPassUnverified(token: string): AccessPass {
-  return toAccessPass(openToken(token, passPayloadSchema, MAX_PASS_TOKEN_LENGTH, "access pass").payload, token);
+  return toAccessPass(
+    openToken(token, passPayloadSchema, MAX_PASS_TOKEN_LENGTH, "access pass").payload,
+    token,
+  );
 }
 
 export interface PassVerifierOptions {
@@ -133,7 +139,10 @@ export class AccessPassVerifier {
       );
     }
     if (check.roles !== undefined && !check.roles.includes(verified.role)) {
-      throw new ProtocolError(ProtocolErrorCode.PASS_WRONG_ROLE, `role ${verified.role} is not accepted here`);
+      throw new ProtocolError(
+        ProtocolErrorCode.PASS_WRONG_ROLE,
+        `role ${verified.role} is not accepted here`,
+      );
     }
     return verified;
   }

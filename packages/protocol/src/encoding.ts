@@ -4,7 +4,8 @@ import type { z } from "zod";
 import { ProtocolError, ProtocolErrorCode } from "./errors.ts";
 
 const utf8Encoder = new TextEncoder();
-const utf8Decoder = new TextDecoder("utf-8", { fatal: true });
+// ignoreBOM keeps a leading byte-order mark in the text, so JSON.parse refuses it: one byte form per payload.
+const utf8Decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 export function toBase64Url(bytes: Uint8Array): string {
   return base64urlnopad.encode(bytes);
@@ -24,7 +25,10 @@ export function fromBase64Url(text: string, what: string): Uint8Array {
 export function fromBase64UrlExact(text: string, length: number, what: string): Uint8Array {
   const bytes = fromBase64Url(text, what);
   if (bytes.length !== length) {
-    throw new ProtocolError(ProtocolErrorCode.MALFORMED, `${what} must be ${length} bytes, got ${bytes.length}`);
+    throw new ProtocolError(
+      ProtocolErrorCode.MALFORMED,
+      `${what} must be ${length} bytes, got ${bytes.length}`,
+    );
   }
   return bytes;
 }
@@ -40,17 +44,26 @@ export function canonicalJson(value: unknown): Uint8Array {
  * Parses payload bytes that were signed: UTF-8, JSON, canonical (so each payload has exactly one
  * byte form), then the schema. Errors never leak parser internals beyond the message.
  */
-export function parseCanonicalPayload<T extends z.ZodType>(bytes: Uint8Array, schema: T, what: string): z.output<T> {
+export function parseCanonicalPayload<T extends z.ZodType>(
+  bytes: Uint8Array,
+  schema: T,
+  what: string,
+): z.output<T> {
   let text: string;
   let value: unknown;
   try {
     text = utf8Decoder.decode(bytes);
     value = JSON.parse(text);
   } catch (error) {
-    throw new ProtocolError(ProtocolErrorCode.MALFORMED, `${what} payload is not UTF-8 JSON`, { cause: error });
+    throw new ProtocolError(ProtocolErrorCode.MALFORMED, `${what} payload is not UTF-8 JSON`, {
+      cause: error,
+    });
   }
-  if (canonicalize(value) !== text) {
-    throw new ProtocolError(ProtocolErrorCode.NON_CANONICAL, `${what} payload is not canonical JSON (RFC 8785)`);
+  if (canonicalOrUndefined(value) !== text) {
+    throw new ProtocolError(
+      ProtocolErrorCode.NON_CANONICAL,
+      `${what} payload is not canonical JSON (RFC 8785)`,
+    );
   }
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
@@ -59,4 +72,13 @@ export function parseCanonicalPayload<T extends z.ZodType>(bytes: Uint8Array, sc
     throw new ProtocolError(ProtocolErrorCode.MALFORMED, `${what} ${where}: ${issue?.message ?? "invalid"}`);
   }
   return parsed.data;
+}
+
+/** canonicalize throws for values JCS cannot represent (non-finite numbers, lone surrogates). */
+function canonicalOrUndefined(value: unknown): string | undefined {
+  try {
+    return canonicalize(value);
+  } catch {
+    return undefined;
+  }
 }

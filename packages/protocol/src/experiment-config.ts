@@ -75,7 +75,9 @@ export const CompressionMethod = {
 
 export const experimentConfigSchema = z
   .strictObject({
-    model: z.discriminatedUnion("preset", [mnistMlpSchema, albertMlmSchema]).prefault({ preset: "mnist-mlp" }),
+    model: z
+      .discriminatedUnion("preset", [mnistMlpSchema, albertMlmSchema])
+      .prefault({ preset: "mnist-mlp" }),
     training: z
       .strictObject({
         /** Samples the whole swarm accumulates before each collaborative optimizer step. */
@@ -123,16 +125,20 @@ export const experimentConfigSchema = z
       })
       .prefault({}),
   })
-  .superRefine((config, ctx) => {
-    const expected = presetDataset[config.model.preset];
-    if (config.dataset.name !== undefined && config.dataset.name !== expected) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["dataset", "name"],
-        message: `model ${config.model.preset} trains on ${expected}, not ${config.dataset.name}`,
-      });
-    }
-  })
+  .superRefine(
+    (config, ctx) => {
+      const expected = presetDataset[config.model.preset];
+      if (config.dataset.name !== undefined && config.dataset.name !== expected) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["dataset", "name"],
+          message: `model ${config.model.preset} trains on ${expected}, not ${config.dataset.name}`,
+        });
+      }
+    },
+    // Also run when other fields are wrong, so the organizer sees every problem at once.
+    { when: (payload) => presetAndDatasetAreValid(payload.value) },
+  )
   .transform((config) => ({
     ...config,
     dataset: { ...config.dataset, name: config.dataset.name ?? presetDataset[config.model.preset] },
@@ -159,7 +165,10 @@ export function safeParseExperimentConfig(input: unknown): ConfigParseResult {
   if (parsed.success) return { ok: true, config: parsed.data };
   return {
     ok: false,
-    issues: parsed.error.issues.map((issue) => ({ path: issue.path.map(String).join("."), message: issue.message })),
+    issues: parsed.error.issues.map((issue) => ({
+      path: issue.path.map(String).join("."),
+      message: issue.message,
+    })),
   };
 }
 
@@ -169,4 +178,15 @@ export function parseExperimentConfig(input: unknown): ExperimentConfig {
   if (result.ok) return result.config;
   const lines = result.issues.map((issue) => `${issue.path || "config"}: ${issue.message}`);
   throw new ProtocolError(ProtocolErrorCode.CONFIG_INVALID, `invalid experiment config: ${lines.join("; ")}`);
+}
+
+function presetAndDatasetAreValid(value: unknown): boolean {
+  const config = value as { model?: { preset?: unknown }; dataset?: { name?: unknown } } | undefined;
+  const preset = config?.model?.preset;
+  const dataset = config?.dataset?.name;
+  return (
+    typeof preset === "string" &&
+    preset in presetDataset &&
+    (dataset === undefined || Object.values<unknown>(DatasetName).includes(dataset))
+  );
 }

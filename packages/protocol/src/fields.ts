@@ -41,6 +41,9 @@ export const scopeSchema = z
   .string()
   .min(1)
   .max(256)
-  .regex(/^[\x21-\x7e]+( [\x21-\x7e]+)?$/, "must be printable ASCII, e.g. 'POST /api/v1/x' or '/barnraise/x/1'");
+  .regex(
+    /^[\x21-\x7e]+( [\x21-\x7e]+)?$/,
+    "must be printable ASCII, e.g. 'POST /api/v1/x' or '/barnraise/x/1'",
+  );
 
 export const NONCE_BYTES = 16;

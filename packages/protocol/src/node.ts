@@ -40,6 +40,7 @@ export const nodeCrypto: CryptoProvider = {
   },
   verify(message, signature, publicKey) {
     if (signature.length !== SIGNATURE_BYTES || publicKey.length !== PUBLIC_KEY_BYTES) return false;
+    // OpenSSL already refuses S ≥ L and small-order keys (RFC 8032 strict), as portableCrypto does.
     try {
       return verify(null, message, publicKeyObject(publicKey), signature);
     } catch {

@@ -34,10 +34,20 @@ export interface SignConfigInit {
 }
 
 /** Signs a complete experiment config with the authority key. Returns the compact token. */
-export function signExperimentConfig(crypto: CryptoProvider, authority: KeyPair, init: SignConfigInit): string {
+export function signExperimentConfig(
+  crypto: CryptoProvider,
+  authority: KeyPair,
+  init: SignConfigInit,
+): string {
   // Sign the normalized form, so every peer reads the same complete config.
   const config = parseExperimentConfig(init.config);
-  const payload = { v: 1, experimentId: init.experimentId, version: init.version, issuedAt: init.issuedAt, config };
+  const payload = {
+    v: 1,
+    experimentId: init.experimentId,
+    version: init.version,
+    issuedAt: init.issuedAt,
+    config,
+  };
   configPayloadSchema.parse(payload);
   return sealToken(crypto, SignatureDomain.config, payload, authority.secretKey);
 }
@@ -50,7 +60,10 @@ export function verifyExperimentConfig(
 ): SignedConfig {
   const opened = openToken(token, configPayloadSchema, MAX_CONFIG_TOKEN_LENGTH, "signed config");
   if (!verifyTokenSignature(crypto, SignatureDomain.config, opened, expected.authorityPublicKey)) {
-    throw new ProtocolError(ProtocolErrorCode.CONFIG_BAD_SIGNATURE, "config is not signed by the experiment's authority");
+    throw new ProtocolError(
+      ProtocolErrorCode.CONFIG_BAD_SIGNATURE,
+      "config is not signed by the experiment's authority",
+    );
   }
   if (opened.payload.experimentId !== expected.experimentId) {
     throw new ProtocolError(

@@ -1,7 +1,13 @@
 import type { z } from "zod";
 import type { CryptoProvider } from "./crypto-provider.ts";
 import { SIGNATURE_BYTES } from "./crypto-provider.ts";
-import { canonicalJson, fromBase64Url, fromBase64UrlExact, parseCanonicalPayload, toBase64Url } from "./encoding.ts";
+import {
+  canonicalJson,
+  fromBase64Url,
+  fromBase64UrlExact,
+  parseCanonicalPayload,
+  toBase64Url,
+} from "./encoding.ts";
 import { ProtocolError, ProtocolErrorCode } from "./errors.ts";
 
 /**

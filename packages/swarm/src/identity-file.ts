@@ -1,0 +1,101 @@
+import { mkdir, open, readFile, rename, stat } from "node:fs/promises";
+import { dirname } from "node:path";
+import {
+  fromBase64Url,
+  generateKeyPair,
+  keyPairFromSecretKey,
+  peerIdFromEd25519PublicKey,
+  toBase64Url,
+  type KeyPair,
+} from "@barnraise/protocol";
+import { z } from "zod";
+
+/**
+ * A node's Ed25519 identity on disk. The same key signs the node's access-pass requests and is its
+ * libp2p identity, so a node keeps its PeerId across restarts.
+ *
+ * File format (JSON, mode 0600): { "version": 1, "type": "Ed25519", "peerId": "12D3…",
+ * "secretKey": base64url(seed ‖ public key) }. The PeerId is stored for people to read and is
+ * checked against the key on load.
+ */
+
+const identityFileSchema = z.strictObject({
+  version: z.literal(1),
+  type: z.literal("Ed25519"),
+  peerId: z.string(),
+  secretKey: z.string(),
+});
+
+export class IdentityFileError extends Error {
+  override readonly name = "IdentityFileError";
+  readonly path: string;
+
+  constructor(path: string, message: string, options?: { cause?: unknown }) {
+    super(`identity file ${path}: ${message}`, options);
+    this.path = path;
+  }
+}
+
+export interface Identity {
+  readonly keyPair: KeyPair;
+  readonly peerId: string;
+  /** True when the file did not exist and a new identity was written. */
+  readonly created: boolean;
+}
+
+/** Loads the identity at `path`, or creates one there (atomically, mode 0600) if there is none. */
+export async function loadOrCreateIdentity(path: string): Promise<Identity> {
+  const existing = await loadIdentity(path);
+  if (existing !== undefined) return existing;
+  const keyPair = generateKeyPair();
+  const peerId = peerIdFromEd25519PublicKey(keyPair.publicKey).toString();
+  const body = JSON.stringify(
+    { version: 1, type: "Ed25519", peerId, secretKey: toBase64Url(keyPair.secretKey) },
+    null,
+    2,
+  );
+  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  const temporary = `${path}.${process.pid}.tmp`;
+  const file = await open(temporary, "wx", 0o600);
+  try {
+    await file.writeFile(`${body}\n`);
+    await file.sync();
+  } finally {
+    await file.close();
+  }
+  await rename(temporary, path);
+  return { keyPair, peerId, created: true };
+}
+
+/** Loads the identity at `path`; undefined when there is no file. Refuses a file others can read. */
+export async function loadIdentity(path: string): Promise<Identity | undefined> {
+  let text: string;
+  try {
+    const info = await stat(path);
+    if ((info.mode & 0o077) !== 0) {
+      throw new IdentityFileError(path, `is readable by other users; run: chmod 600 ${path}`);
+    }
+    text = await readFile(path, "utf8");
+  } catch (error) {
+    if (error instanceof IdentityFileError) throw error;
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw new IdentityFileError(path, "cannot be read", { cause: error });
+  }
+  let parsed: z.output<typeof identityFileSchema>;
+  try {
+    parsed = identityFileSchema.parse(JSON.parse(text));
+  } catch (error) {
+    throw new IdentityFileError(path, "is not a Barnraise identity file", { cause: error });
+  }
+  let keyPair: KeyPair;
+  try {
+    keyPair = keyPairFromSecretKey(fromBase64Url(parsed.secretKey, "secretKey"));
+  } catch (error) {
+    throw new IdentityFileError(path, "holds an invalid key", { cause: error });
+  }
+  const peerId = peerIdFromEd25519PublicKey(keyPair.publicKey).toString();
+  if (peerId !== parsed.peerId) {
+    throw new IdentityFileError(path, `says PeerId ${parsed.peerId} but its key is ${peerId}`);
+  }
+  return { keyPair, peerId, created: false };
+}

@@ -1,0 +1,2 @@
+export * from "./identity-file.ts";
+export * from "./identity-command.ts";
