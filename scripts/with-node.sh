@@ -34,7 +34,11 @@ if ! node_ok; then
     found="$(command -v node >/dev/null 2>&1 && node --version || echo none)"
     log "Node.js $found is older than $min_major.$min_minor; installing Node.js $node_version from the npm registry into .tools/"
     rm -rf "$tools" && mkdir -p "$tools"
-    (cd "$tools" && npm install --no-save --no-package-lock --no-audit --no-fund --loglevel=error "node@$node_version" >&2)
+    # A package.json of its own keeps npm from walking up into the workspace and installing there.
+    printf '{ "private": true }\n' >"$tools/package.json"
+    npm install --prefix "$tools" --no-save --no-package-lock --no-audit --no-fund --loglevel=error \
+      "node@$node_version" >&2
+    [[ -x "$tools/node_modules/.bin/node" ]] || { log "Node.js $node_version did not install into .tools/"; exit 1; }
   fi
   export PATH="$tools/node_modules/.bin:$PATH"
   headers="$(ls -d "$tools"/node_modules/node/node_modules/node-*/include 2>/dev/null | head -n 1 || true)"
@@ -51,6 +55,7 @@ if [[ ! -f "$stamp" ]] || ! cmp -s <(sha256sum <"$lock") "$stamp"; then
   (cd "$root" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 NEXT_TELEMETRY_DISABLED=1 npm ci --no-audit --no-fund --loglevel=error >&2)
   sha256sum <"$lock" >"$stamp"
 fi
+node_ok || { log "Node.js $(node --version) is on PATH after setup; expected $min_major.$min_minor or newer"; exit 1; }
 
 export NEXT_TELEMETRY_DISABLED=1
 export PATH="$root/node_modules/.bin:$PATH"
