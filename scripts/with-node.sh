@@ -4,10 +4,10 @@
 #   scripts/with-node.sh <command> [args...]
 #
 # 1. If the `node` on PATH is older than the minimum (see `engines` in package.json),
-#    Node.js $BARNRAISE_NODE_VERSION is installed from the npm registry into .tools/
+#    Node.js $BARNRAISE_NODE_VERSION (default 24.21.0) is installed from the npm registry into .tools/
 #    and put first on PATH. Native addons are then built against that Node's headers
 #    (npm_config_nodedir), so they load under the Node that runs them.
-# 2. If package-lock.json changed since the last install, `npm ci` runs.
+# 2. If package-lock.json or the Node.js version changed since the last install, `npm ci` runs.
 # 3. The command runs with that environment.
 set -euo pipefail
 
@@ -48,12 +48,13 @@ if ! node_ok; then
   node_ok || { log "could not provision Node.js $node_version"; exit 1; }
 fi
 
-lock="$root/package-lock.json"
+# Reinstall when the lockfile or the Node.js version changes (native addons are built per version).
 stamp="$root/node_modules/.barnraise-installed"
-if [[ ! -f "$stamp" ]] || ! cmp -s <(sha256sum <"$lock") "$stamp"; then
+installed() { sha256sum <"$root/package-lock.json"; node --version; }
+if [[ ! -f "$stamp" ]] || ! cmp -s <(installed) "$stamp"; then
   log "installing dependencies with Node.js $(node --version)"
   (cd "$root" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 NEXT_TELEMETRY_DISABLED=1 npm ci --no-audit --no-fund --loglevel=error >&2)
-  sha256sum <"$lock" >"$stamp"
+  installed >"$stamp"
 fi
 node_ok || { log "Node.js $(node --version) is on PATH after setup; expected $min_major.$min_minor or newer"; exit 1; }
 

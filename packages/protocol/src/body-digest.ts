@@ -1,7 +1,7 @@
 import type { CryptoProvider } from "./crypto-provider.ts";
 import { SHA256_BYTES } from "./crypto-provider.ts";
 import { ProtocolError, ProtocolErrorCode } from "./errors.ts";
-import { equalBytes } from "./keys.ts";
+import { equalBytes } from "./encoding.ts";
 
 /**
  * The body of a signed message, given as bytes, or as its SHA-256 when the caller hashed a stream.

@@ -82,3 +82,11 @@ function canonicalOrUndefined(value: unknown): string | undefined {
     return undefined;
   }
 }
+
+/** Constant-time comparison of two byte strings. */
+export function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= (a[i] ?? 0) ^ (b[i] ?? 0);
+  return diff === 0;
+}

@@ -3,7 +3,7 @@ import { isPeerId, type Ed25519PrivateKey, type PeerId } from "@libp2p/interface
 import { peerIdFromPublicKey, peerIdFromString } from "@libp2p/peer-id";
 import nacl from "tweetnacl";
 import { isUsablePublicKey, PUBLIC_KEY_BYTES, SECRET_KEY_BYTES, SEED_BYTES } from "./crypto-provider.ts";
-import { fromBase64UrlExact, toBase64Url } from "./encoding.ts";
+import { equalBytes, fromBase64UrlExact, toBase64Url } from "./encoding.ts";
 import { ProtocolError, ProtocolErrorCode } from "./errors.ts";
 
 /** An Ed25519 key pair in tweetnacl's layout: the secret key is seed (32 bytes) then public key (32). */
@@ -99,11 +99,4 @@ export function libp2pPrivateKey(keyPair: KeyPair): Ed25519PrivateKey {
   if (key.type !== "Ed25519")
     throw new ProtocolError(ProtocolErrorCode.INVALID_KEY, "expected an Ed25519 key");
   return key;
-}
-
-export function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  let diff = 0;
-  for (let i = 0; i < a.length; i++) diff |= (a[i] ?? 0) ^ (b[i] ?? 0);
-  return diff === 0;
 }

@@ -8,10 +8,10 @@ import {
 import { bodyDigest, checkBodyDigest, type Body } from "./body-digest.ts";
 import type { CryptoProvider } from "./crypto-provider.ts";
 import { PUBLIC_KEY_BYTES, SHA256_BYTES } from "./crypto-provider.ts";
-import { toBase64Url } from "./encoding.ts";
+import { equalBytes, toBase64Url } from "./encoding.ts";
 import { ProtocolError, ProtocolErrorCode } from "./errors.ts";
 import { base64UrlField, NONCE_BYTES, scopeSchema, timestampSchema } from "./fields.ts";
-import { encodePublicKey, equalBytes, type KeyPair } from "./keys.ts";
+import { encodePublicKey, type KeyPair } from "./keys.ts";
 import type { ReplayGuard } from "./replay-guard.ts";
 import { openToken, sealToken, SignatureDomain, verifyTokenSignature } from "./signed-message.ts";
 

@@ -3,10 +3,10 @@ import { MAX_PASS_TOKEN_LENGTH, type AccessPass, type AccessPassVerifier } from 
 import { bodyDigest, checkBodyDigest, type Body } from "./body-digest.ts";
 import type { CryptoProvider } from "./crypto-provider.ts";
 import { SHA256_BYTES } from "./crypto-provider.ts";
-import { toBase64Url } from "./encoding.ts";
+import { equalBytes, toBase64Url } from "./encoding.ts";
 import { ProtocolError, ProtocolErrorCode } from "./errors.ts";
 import { base64UrlField, NONCE_BYTES } from "./fields.ts";
-import { equalBytes, type KeyPair } from "./keys.ts";
+import type { KeyPair } from "./keys.ts";
 import { openToken, sealToken, SignatureDomain, verifyTokenSignature } from "./signed-message.ts";
 
 export const MAX_RESPONSE_TOKEN_LENGTH = 4096;
