@@ -9,6 +9,7 @@ export default tseslint.config(
       "**/node_modules/",
       "**/.next/",
       ".tools/",
+      "prisma/generated/",
       "**/dist/",
       "**/next-env.d.ts",
       "test-results/",

@@ -2,7 +2,7 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    include: ["packages/*/test/**/*.test.ts", "apps/*/test/**/*.test.ts"],
+    include: ["packages/*/test/**/*.test.ts", "apps/*/test/**/*.test.ts", "prisma/test/**/*.test.ts"],
     exclude: ["**/node_modules/**", "e2e/**"],
     testTimeout: 30_000,
   },

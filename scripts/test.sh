@@ -3,7 +3,10 @@
 # Run after scripts/with-node.sh has set up Node and packages (npm test does both).
 set -euo pipefail
 bash scripts/check.sh
-echo "[barnraise] unit and integration tests"
+echo "[barnraise] unit and integration tests (SQLite and PostgreSQL)"
+BARNRAISE_TEST_POSTGRES_URL="$(bash scripts/postgres.sh start)"
+export BARNRAISE_TEST_POSTGRES_URL
+trap 'bash scripts/postgres.sh stop' EXIT
 vitest run
 echo "[barnraise] end-to-end tests"
 bash scripts/e2e.sh

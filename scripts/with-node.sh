@@ -7,7 +7,8 @@
 #    Node.js $BARNRAISE_NODE_VERSION (default 24.21.0) is installed from the npm registry into .tools/
 #    and put first on PATH. Native addons are then built against that Node's headers
 #    (npm_config_nodedir), so they load under the Node that runs them.
-# 2. If package-lock.json or the Node.js version changed since the last install, `npm ci` runs.
+# 2. If package-lock.json or the Node.js version changed since the last install, `npm ci` runs;
+#    if prisma/schema.prisma changed, the database clients are generated again.
 # 3. The command runs with that environment.
 set -euo pipefail
 
@@ -48,13 +49,20 @@ if ! node_ok; then
   node_ok || { log "could not provision Node.js $node_version"; exit 1; }
 fi
 
-# Reinstall when the lockfile or the Node.js version changes (native addons are built per version).
+# Reinstall when the lockfile or the Node.js version changes (native addons are built per version),
+# and regenerate the database clients when the schema changes.
 stamp="$root/node_modules/.barnraise-installed"
 installed() { sha256sum <"$root/package-lock.json"; node --version; }
 if [[ ! -f "$stamp" ]] || ! cmp -s <(installed) "$stamp"; then
   log "installing dependencies with Node.js $(node --version)"
   (cd "$root" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 NEXT_TELEMETRY_DISABLED=1 npm ci --no-audit --no-fund --loglevel=error >&2)
   installed >"$stamp"
+fi
+generated="$root/prisma/generated/.schema-sha256"
+if [[ ! -f "$generated" ]] || ! cmp -s <(sha256sum <"$root/prisma/schema.prisma") "$generated"; then
+  log "generating the database clients"
+  (cd "$root" && npm run --silent db:generate >/dev/null)
+  sha256sum <"$root/prisma/schema.prisma" >"$generated"
 fi
 node_ok || { log "Node.js $(node --version) is on PATH after setup; expected $min_major.$min_minor or newer"; exit 1; }
 

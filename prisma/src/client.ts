@@ -1,0 +1,28 @@
+import { resolve } from "node:path";
+import { PrismaLibSQL } from "@prisma/adapter-libsql";
+import { PrismaPg } from "@prisma/adapter-pg";
+import { PrismaClient as PostgresClient } from "../generated/postgresql/index.js";
+import { PrismaClient as SqliteClient } from "../generated/sqlite/index.js";
+
+/**
+ * The models are the same for both databases (prisma/postgresql/schema.prisma is generated from
+ * prisma/schema.prisma), so the application is typed against one client.
+ */
+export type Database = SqliteClient;
+export type DatabaseProvider = "sqlite" | "postgresql";
+
+export const DEFAULT_DATABASE_URL = `file:${resolve(".data/barnraise.db")}`;
+
+export function databaseProvider(url: string): DatabaseProvider {
+  if (/^postgres(ql)?:\/\//.test(url)) return "postgresql";
+  if (url.startsWith("file:")) return "sqlite";
+  throw new Error("DATABASE_URL must start with file: (SQLite) or postgresql:// (PostgreSQL)");
+}
+
+/** A client for the database at `url`: a `file:` URL for SQLite, `postgresql://` for PostgreSQL. */
+export function createDatabase(url: string): Database {
+  if (databaseProvider(url) === "postgresql") {
+    return new PostgresClient({ adapter: new PrismaPg({ connectionString: url }) }) as unknown as Database;
+  }
+  return new SqliteClient({ adapter: new PrismaLibSQL({ url }) });
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL cluster on loopback, for the integration tests.
+#
+#   scripts/postgres.sh start   # prints the DATABASE_URL on stdout
+#   scripts/postgres.sh stop
+#
+# Uses Debian's PostgreSQL, installing it with apt-get when it is missing and this runs as root.
+# The cluster lives in $BARNRAISE_PG_DIR (default /tmp/barnraise-postgres-$port), trusts local
+# connections, listens only on 127.0.0.1:$BARNRAISE_PG_PORT (default 55432), and is deleted on stop.
+set -euo pipefail
+
+port="${BARNRAISE_PG_PORT:-55432}"
+dir="${BARNRAISE_PG_DIR:-/tmp/barnraise-postgres-$port}"
+log() { printf '[barnraise] %s\n' "$*" >&2; }
+
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
+
+# initdb refuses to run as root: run the server tools as the postgres user then.
+as_owner() {
+  if [[ "$(id -u)" -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+start() {
+  if [[ -z "$(pg_bin)" ]]; then
+    if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+      log "PostgreSQL is missing; installing Debian's postgresql package"
+      apt-get update -qq >&2
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
+    else
+      log "the PostgreSQL tests need Debian's postgresql package: sudo apt-get install -y postgresql"
+      exit 1
+    fi
+  fi
+  local bin
+  bin="$(pg_bin)"
+  stop_quietly
+  mkdir -p "$dir"
+  [[ "$(id -u)" -ne 0 ]] || chown postgres: "$dir"
+  as_owner "$bin/initdb" -D "$dir" -U barnraise --auth=trust --encoding=UTF8 --no-instructions >/dev/null
+  as_owner "$bin/pg_ctl" -D "$dir" -l "$dir/server.log" -w \
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null
+  as_owner "$bin/createdb" -h 127.0.0.1 -p "$port" -U barnraise barnraise
+  echo "postgresql://barnraise@127.0.0.1:$port/barnraise"
+}
+
+stop_quietly() {
+  local bin
+  bin="$(pg_bin)"
+  if [[ -n "$bin" && -f "$dir/postmaster.pid" ]]; then
+    as_owner "$bin/pg_ctl" -D "$dir" -m fast -w stop >/dev/null 2>&1 || true
+  fi
+  rm -rf "$dir"
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop_quietly ;;
+  *)
+    echo "usage: $0 start|stop" >&2
+    exit 64
+    ;;
+esac
