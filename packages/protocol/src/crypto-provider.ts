@@ -25,7 +25,7 @@ export const SHA256_BYTES = 32;
 const GROUP_ORDER = ed25519.Point.CURVE().n;
 
 /** S, the second half of a signature, read as a little-endian integer, must be below L (RFC 8032 §5.1.7). */
-export function hasCanonicalScalar(signature: Uint8Array): boolean {
+function hasCanonicalScalar(signature: Uint8Array): boolean {
   let s = 0n;
   for (let i = SIGNATURE_BYTES - 1; i >= 32; i--) s = (s << 8n) | BigInt(signature[i] ?? 0);
   return s < GROUP_ORDER;

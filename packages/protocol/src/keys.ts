@@ -96,7 +96,8 @@ export function ed25519PublicKeyFromPeerId(peerId: PeerId | string): Uint8Array 
 /** The libp2p private key for a key pair, so the pass key can be the node's identity. */
 export function libp2pPrivateKey(keyPair: KeyPair): Ed25519PrivateKey {
   const key = privateKeyFromRaw(keyPairFromSecretKey(keyPair.secretKey).secretKey);
-  if (key.type !== "Ed25519")
+  if (key.type !== "Ed25519") {
     throw new ProtocolError(ProtocolErrorCode.INVALID_KEY, "expected an Ed25519 key");
+  }
   return key;
 }
