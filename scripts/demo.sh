@@ -11,7 +11,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 port="${PORT:-3000}"
 export NEXT_TELEMETRY_DISABLED=1
 
-log() { printf '[barnraise] %s\n' "$*" >&2; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 if ! [[ "$port" =~ ^[0-9]+$ ]] || ((port < 1 || port > 65535)); then
   log "PORT must be a TCP port number, got '$port'"

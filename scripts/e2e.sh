@@ -14,19 +14,17 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 chromium="${CHROMIUM_PATH:-/usr/bin/chromium}"
 export NEXT_TELEMETRY_DISABLED=1
 
-log() { printf '[barnraise] %s\n' "$*" >&2; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 if [[ ! -x "$chromium" ]]; then
-  if [[ "$chromium" == /usr/bin/chromium && "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-    log "Chromium is missing; installing Debian's chromium package"
-    apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2
-  else
-    log "the e2e tests need Chromium at $chromium, and it is not there."
-    log "On Debian or Ubuntu, install it with:  sudo apt-get install -y chromium"
-    log "or point CHROMIUM_PATH at an existing Chromium or Chrome binary."
+  if [[ "$chromium" != /usr/bin/chromium ]]; then
+    log "CHROMIUM_PATH is $chromium, and there is no program there"
     exit 1
   fi
+  install_debian_package chromium "the browser tests" || {
+    log "or point CHROMIUM_PATH at an existing Chromium or Chrome binary."
+    exit 1
+  }
 fi
 
 cd "$root"

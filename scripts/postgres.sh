@@ -11,7 +11,7 @@ set -euo pipefail
 
 port="${BARNRAISE_PG_PORT:-55432}"
 dir="${BARNRAISE_PG_DIR:-/tmp/barnraise-postgres-$port}"
-log() { printf '[barnraise] %s\n' "$*" >&2; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 
@@ -21,16 +21,7 @@ as_owner() {
 }
 
 start() {
-  if [[ -z "$(pg_bin)" ]]; then
-    if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-      log "PostgreSQL is missing; installing Debian's postgresql package"
-      apt-get update -qq >&2
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
-    else
-      log "the PostgreSQL tests need Debian's postgresql package: sudo apt-get install -y postgresql"
-      exit 1
-    fi
-  fi
+  [[ -n "$(pg_bin)" ]] || install_debian_package postgresql "the PostgreSQL tests" || exit 1
   local bin
   bin="$(pg_bin)"
   stop_quietly

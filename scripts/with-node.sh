@@ -18,7 +18,7 @@ min_major=22
 min_minor=18
 tools="$root/.tools/node-$node_version"
 
-log() { printf '[barnraise] %s\n' "$*" >&2; }
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 node_ok() {
   command -v node >/dev/null 2>&1 || return 1
