@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { defineConfig, devices } from "@playwright/test";
 
@@ -42,7 +43,12 @@ export default defineConfig({
   webServer: {
     command: "npm run start -w @barnraise/web",
     cwd: repoRoot,
-    env: { PORT: String(port), NEXT_TELEMETRY_DISABLED: "1" },
+    env: {
+      PORT: String(port),
+      NEXT_TELEMETRY_DISABLED: "1",
+      AUTH_SECRET: randomBytes(32).toString("base64"),
+      BARNRAISE_SECRET: randomBytes(32).toString("base64"),
+    },
     url: `${baseURL}/api/v1/health`,
     reuseExistingServer: !isCI,
     timeout: 60_000,

@@ -1,70 +1,22 @@
-import { execFile } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { promisify } from "node:util";
 import { MemoryNonceStore, ProtocolErrorCode, ReplayGuard } from "@barnraise/protocol";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase, DatabaseNonceStore, type Database } from "../src/index.ts";
+import {
+  migrateTestDatabase,
+  openTestDatabase,
+  testDatabaseProviders,
+  type TestDatabase,
+} from "../src/testing.ts";
 
-const run = promisify(execFile);
-const repoRoot = resolve(import.meta.dirname, "../..");
+const providers = testDatabaseProviders();
 
-/** PostgreSQL comes from scripts/postgres.sh (npm test starts it); CI must not silently skip it. */
-const postgresUrl = process.env.BARNRAISE_TEST_POSTGRES_URL;
-if (postgresUrl === undefined && process.env.CI !== undefined) {
-  throw new Error("BARNRAISE_TEST_POSTGRES_URL is not set: the PostgreSQL tests cannot run");
-}
-
-interface TestDatabase {
-  url: string;
-  dispose(): Promise<void>;
-}
-
-async function sqliteDatabase(): Promise<TestDatabase> {
-  const dir = await mkdtemp(join(tmpdir(), "barnraise-db-"));
-  return { url: `file:${join(dir, "test.db")}`, dispose: () => rm(dir, { recursive: true, force: true }) };
-}
-
-/** A new database on the test server, dropped afterwards, so runs never see each other's rows. */
-async function postgresDatabase(serverUrl: string): Promise<TestDatabase> {
-  const name = `test_${Date.now()}_${Math.floor(Math.random() * 1e6)}`;
-  const admin = new pg.Client({ connectionString: serverUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(serverUrl);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    async dispose() {
-      const client = new pg.Client({ connectionString: serverUrl });
-      await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await client.end();
-    },
-  };
-}
-
-async function migrate(url: string): Promise<string> {
-  const { stdout } = await run("prisma", ["migrate", "deploy"], {
-    cwd: repoRoot,
-    env: { ...process.env, DATABASE_URL: url },
-  });
-  return stdout;
-}
-
-const providers: [string, () => Promise<TestDatabase>][] = [["sqlite", sqliteDatabase]];
-if (postgresUrl !== undefined) providers.push(["postgresql", () => postgresDatabase(postgresUrl)]);
-
-describe.each(providers)("database on %s", (_, open) => {
+describe.each(providers)("database on %s", (provider) => {
   let testDb: TestDatabase;
   let db: Database;
 
   beforeAll(async () => {
-    testDb = await open();
-    expect(await migrate(testDb.url)).toMatch(/successfully applied|No pending migrations/);
+    testDb = await openTestDatabase(provider);
+    expect(await migrateTestDatabase(testDb.url)).toMatch(/successfully applied|No pending migrations/);
     db = createDatabase(testDb.url);
   }, 60_000);
 
@@ -89,7 +41,7 @@ describe.each(providers)("database on %s", (_, open) => {
   }
 
   it("applies the migrations, and a second deploy has nothing to do", async () => {
-    expect(await migrate(testDb.url)).toContain("No pending migrations");
+    expect(await migrateTestDatabase(testDb.url)).toContain("No pending migrations");
   });
 
   it("keeps one allowlist entry per user and experiment", async () => {

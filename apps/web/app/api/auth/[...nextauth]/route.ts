@@ -1,0 +1,3 @@
+import { handlers } from "../../../../src/server/auth/auth.ts";
+
+export const { GET, POST } = handlers;

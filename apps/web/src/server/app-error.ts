@@ -1,0 +1,89 @@
+/**
+ * One error type for the platform's use cases. Each code has one HTTP status, mapped in
+ * `http/route.ts`; clients branch on `code`, never on the message.
+ */
+export const AppErrorCode = {
+  /** The request needs a signed-in user. */
+  UNAUTHENTICATED: "UNAUTHENTICATED",
+  /** The signed-in user may not do this. */
+  FORBIDDEN: "FORBIDDEN",
+  NOT_FOUND: "NOT_FOUND",
+  /** The body, query or path failed validation; `issues` says where. */
+  INVALID_INPUT: "INVALID_INPUT",
+  /** The request conflicts with the current state (e.g. the id is taken). */
+  CONFLICT: "CONFLICT",
+  PAYLOAD_TOO_LARGE: "PAYLOAD_TOO_LARGE",
+  UNSUPPORTED_MEDIA_TYPE: "UNSUPPORTED_MEDIA_TYPE",
+  /** A cookie-authenticated mutation came from another origin. */
+  CROSS_SITE_REQUEST: "CROSS_SITE_REQUEST",
+  RATE_LIMITED: "RATE_LIMITED",
+  SIGNUP_CLOSED: "SIGNUP_CLOSED",
+
+  /** Join: the peer token is unknown or malformed. */
+  TOKEN_INVALID: "TOKEN_INVALID",
+  /** Join: the peer token was revoked. */
+  TOKEN_REVOKED: "TOKEN_REVOKED",
+  /** Join: the token's owner is not (or no longer) on the experiment's allowlist. */
+  NOT_ALLOWLISTED: "NOT_ALLOWLISTED",
+  /** Join: the token's owner is banned from the experiment. */
+  BANNED: "BANNED",
+  /** Join: the organizer has paused the run. */
+  EXPERIMENT_PAUSED: "EXPERIMENT_PAUSED",
+
+  /** Upload: the file does not hash to the declared SHA-256. */
+  CHECKSUM_MISMATCH: "CHECKSUM_MISMATCH",
+  /** Upload: the body ended before the declared size, or ran past it. */
+  SIZE_MISMATCH: "SIZE_MISMATCH",
+  RANGE_NOT_SATISFIABLE: "RANGE_NOT_SATISFIABLE",
+} as const;
+export type AppErrorCode = (typeof AppErrorCode)[keyof typeof AppErrorCode];
+
+export const appErrorStatus: Record<AppErrorCode, number> = {
+  UNAUTHENTICATED: 401,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  INVALID_INPUT: 400,
+  CONFLICT: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  CROSS_SITE_REQUEST: 403,
+  RATE_LIMITED: 429,
+  SIGNUP_CLOSED: 403,
+  TOKEN_INVALID: 401,
+  TOKEN_REVOKED: 401,
+  NOT_ALLOWLISTED: 403,
+  BANNED: 403,
+  EXPERIMENT_PAUSED: 409,
+  CHECKSUM_MISMATCH: 400,
+  SIZE_MISMATCH: 400,
+  RANGE_NOT_SATISFIABLE: 416,
+};
+
+export interface InputIssue {
+  /** Dotted path of the offending field, "" for the whole input. */
+  readonly path: string;
+  readonly message: string;
+}
+
+export class AppError extends Error {
+  override readonly name = "AppError";
+  readonly code: AppErrorCode;
+  readonly issues: readonly InputIssue[] | undefined;
+  /** Extra response headers, e.g. Retry-After. */
+  readonly headers: Readonly<Record<string, string>> | undefined;
+
+  constructor(
+    code: AppErrorCode,
+    message: string,
+    options: { issues?: readonly InputIssue[]; headers?: Record<string, string> } = {},
+  ) {
+    super(message);
+    this.code = code;
+    this.issues = options.issues;
+    this.headers = options.headers;
+  }
+}
+
+export function isAppError(error: unknown): error is AppError {
+  return error instanceof AppError;
+}

@@ -1,0 +1,48 @@
+import { createDatabase, type Database } from "@barnraise/prisma";
+import type { CryptoProvider } from "@barnraise/protocol";
+import { nodeCrypto } from "@barnraise/protocol/node";
+import { loadServerEnv, type ServerEnv } from "./env.ts";
+import { createLogger, type Logger } from "./logger.ts";
+
+/**
+ * Everything a use case needs, built once per process from the environment. Use cases and routes
+ * receive it rather than importing singletons, so tests and scripts build their own on any database.
+ */
+export interface AppContext {
+  readonly env: ServerEnv;
+  readonly db: Database;
+  readonly crypto: CryptoProvider;
+  readonly logger: Logger;
+  /** Unix time in milliseconds. */
+  readonly now: () => number;
+}
+
+export interface AppContextOverrides {
+  db?: Database;
+  logger?: Logger;
+  now?: () => number;
+}
+
+export function createAppContext(env: ServerEnv, overrides: AppContextOverrides = {}): AppContext {
+  return {
+    env,
+    db: overrides.db ?? createDatabase(env.databaseUrl),
+    crypto: nodeCrypto,
+    logger: overrides.logger ?? createLogger(env.logLevel),
+    now: overrides.now ?? Date.now,
+  };
+}
+
+// One context per process, kept on globalThis so that Next's module reloading in development
+// does not open a new database pool each time.
+const holder = globalThis as typeof globalThis & { __barnraiseAppContext?: AppContext };
+
+export function getAppContext(): AppContext {
+  holder.__barnraiseAppContext ??= createAppContext(loadServerEnv());
+  return holder.__barnraiseAppContext;
+}
+
+/** Replaces the process's context: for tests and command-line scripts that bring their own. */
+export function installAppContext(context: AppContext | undefined): void {
+  holder.__barnraiseAppContext = context;
+}
