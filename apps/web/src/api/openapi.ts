@@ -1,6 +1,7 @@
 import { createDocument } from "zod-openapi";
 import packageJson from "../../package.json" with { type: "json" };
 import { accountPaths } from "./paths/accounts.ts";
+import { datasetPaths } from "./paths/datasets.ts";
 import { experimentPaths } from "./paths/experiments.ts";
 import { peerPaths } from "./paths/peer.ts";
 import { publicPaths } from "./paths/public.ts";
@@ -18,6 +19,6 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
         "`Authorization: Barnraise <token>`. Every error is `{ error: { code, message, issues? } }`.",
     },
     servers: [{ url: "/" }],
-    paths: { ...publicPaths, ...accountPaths, ...experimentPaths, ...peerPaths },
+    paths: { ...publicPaths, ...accountPaths, ...experimentPaths, ...peerPaths, ...datasetPaths },
   });
 }
