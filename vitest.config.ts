@@ -5,5 +5,6 @@ export default defineConfig({
     include: ["packages/*/test/**/*.test.ts", "apps/*/test/**/*.test.ts", "prisma/test/**/*.test.ts"],
     exclude: ["**/node_modules/**", "e2e/**"],
     testTimeout: 30_000,
+    globalSetup: ["./vitest.global-setup.ts"],
   },
 });

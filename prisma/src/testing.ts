@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { copyFile, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
@@ -42,15 +42,22 @@ export async function openTestDatabase(provider: DatabaseProvider): Promise<Test
   }
   const serverUrl = process.env.BARNRAISE_TEST_POSTGRES_URL;
   if (serverUrl === undefined) throw new Error("BARNRAISE_TEST_POSTGRES_URL is not set");
-  const name = `test_${Date.now()}_${Math.floor(Math.random() * 1e6)}`;
+  return createPostgresDatabase(serverUrl, "");
+}
+
+async function createPostgresDatabase(serverUrl: string, options: string): Promise<TestDatabase> {
+  const name = `test_${Date.now()}_${Math.floor(Math.random() * 1e9)}`;
   const admin = new pg.Client({ connectionString: serverUrl });
   await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
+  try {
+    await admin.query(`CREATE DATABASE ${name} ${options}`);
+  } finally {
+    await admin.end();
+  }
   const url = new URL(serverUrl);
   url.pathname = `/${name}`;
   return {
-    provider,
+    provider: "postgresql",
     url: url.toString(),
     async dispose() {
       const client = new pg.Client({ connectionString: serverUrl });
@@ -68,4 +75,55 @@ export async function migrateTestDatabase(url: string): Promise<string> {
     env: { ...process.env, DATABASE_URL: url },
   });
   return stdout;
+}
+
+/** Migrated, never-connected databases that test databases are cloned from (one migration per run). */
+export interface TestDatabaseTemplates {
+  /** A migrated SQLite file, copied for each test database. */
+  readonly sqlite: string;
+  /** A migrated PostgreSQL database name, used as `CREATE DATABASE … TEMPLATE`; null without PostgreSQL. */
+  readonly postgresql: string | null;
+}
+
+/** Makes the templates (vitest's global setup calls this once per run); `dispose` drops them. */
+export async function createTestDatabaseTemplates(): Promise<{
+  templates: TestDatabaseTemplates;
+  dispose(): Promise<void>;
+}> {
+  const providers = testDatabaseProviders();
+  const sqlite = await openTestDatabase("sqlite");
+  await migrateTestDatabase(sqlite.url);
+  let postgres: TestDatabase | null = null;
+  if (providers.includes("postgresql")) {
+    postgres = await openTestDatabase("postgresql");
+    await migrateTestDatabase(postgres.url);
+  }
+  return {
+    templates: {
+      sqlite: sqlite.url.slice("file:".length),
+      postgresql: postgres === null ? null : new URL(postgres.url).pathname.slice(1),
+    },
+    async dispose() {
+      await sqlite.dispose();
+      await postgres?.dispose();
+    },
+  };
+}
+
+/** A new database of `provider` with the migrations applied, cloned from the run's template. */
+export async function openMigratedTestDatabase(
+  provider: DatabaseProvider,
+  templates: TestDatabaseTemplates,
+): Promise<TestDatabase> {
+  if (provider === "sqlite") {
+    const dir = await mkdtemp(join(tmpdir(), "barnraise-db-"));
+    const file = join(dir, "test.db");
+    await copyFile(templates.sqlite, file);
+    return { provider, url: `file:${file}`, dispose: () => rm(dir, { recursive: true, force: true }) };
+  }
+  const serverUrl = process.env.BARNRAISE_TEST_POSTGRES_URL;
+  if (serverUrl === undefined || templates.postgresql === null) {
+    throw new Error("BARNRAISE_TEST_POSTGRES_URL is not set");
+  }
+  return createPostgresDatabase(serverUrl, `TEMPLATE ${templates.postgresql}`);
 }

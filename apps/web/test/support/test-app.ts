@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { encode } from "@auth/core/jwt";
 import type { Database, DatabaseProvider } from "@barnraise/prisma";
-import { migrateTestDatabase, openTestDatabase } from "@barnraise/prisma/testing";
+import { openMigratedTestDatabase } from "@barnraise/prisma/testing";
+import { inject } from "vitest";
 import { createAppContext, installAppContext, type AppContext } from "../../src/server/context.ts";
 import { loadServerEnv } from "../../src/server/env.ts";
 
@@ -32,8 +33,7 @@ export async function createTestApp(
   provider: DatabaseProvider,
   options: TestAppOptions = {},
 ): Promise<TestApp> {
-  const database = await openTestDatabase(provider);
-  await migrateTestDatabase(database.url);
+  const database = await openMigratedTestDatabase(provider, inject("testDatabaseTemplates"));
   const dataDir = await mkdtemp(join(tmpdir(), "barnraise-web-"));
   const env = loadServerEnv({
     NODE_ENV: "test",
