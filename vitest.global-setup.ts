@@ -1,11 +1,5 @@
-import { createTestDatabaseTemplates, type TestDatabaseTemplates } from "@barnraise/prisma/testing";
+import { createTestDatabaseTemplates } from "@barnraise/prisma/testing";
 import type { TestProject } from "vitest/node";
-
-declare module "vitest" {
-  interface ProvidedContext {
-    testDatabaseTemplates: TestDatabaseTemplates;
-  }
-}
 
 /** Migrates one template database per provider for the whole run; test databases are cloned from it. */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {

@@ -77,6 +77,12 @@ export async function migrateTestDatabase(url: string): Promise<string> {
   return stdout;
 }
 
+declare module "vitest" {
+  interface ProvidedContext {
+    testDatabaseTemplates: TestDatabaseTemplates;
+  }
+}
+
 /** Migrated, never-connected databases that test databases are cloned from (one migration per run). */
 export interface TestDatabaseTemplates {
   /** A migrated SQLite file, copied for each test database. */
