@@ -1,8 +1,8 @@
 import { resolve } from "node:path";
 import { PrismaLibSQL } from "@prisma/adapter-libsql";
 import { PrismaPg } from "@prisma/adapter-pg";
-import { PrismaClient as PostgresClient } from "../generated/postgresql/index.js";
-import { PrismaClient as SqliteClient } from "../generated/sqlite/index.js";
+import { PrismaClient as PostgresClient } from "../generated/postgresql/client.ts";
+import { PrismaClient as SqliteClient } from "../generated/sqlite/client.ts";
 
 /**
  * The models are the same for both databases (prisma/postgresql/schema.prisma is generated from

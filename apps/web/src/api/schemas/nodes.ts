@@ -1,0 +1,26 @@
+import { z } from "zod";
+import { PeerNotCountedReason } from "../../server/services/peer-status.ts";
+
+/** "My nodes": the signed-in user's peers and whether each one counts. */
+
+export const nodeSchema = z
+  .strictObject({
+    id: z.string(),
+    experimentId: z.string(),
+    experimentName: z.string(),
+    peerId: z.string().meta({ description: "The node's libp2p PeerId" }),
+    role: z.enum(["trainer", "aux"]),
+    address: z.string().nullable(),
+    tokenLabel: z.string(),
+    tokenPrefix: z.string(),
+    lastSeenAt: z.iso.datetime(),
+    passExpiresAt: z.iso.datetime(),
+    counted: z.boolean(),
+    reason: z
+      .enum(Object.values(PeerNotCountedReason))
+      .nullable()
+      .meta({ description: "Why the node is not counted (null when it is), checked in the listed order" }),
+  })
+  .meta({ id: "Node" });
+
+export const nodeListSchema = z.strictObject({ nodes: z.array(nodeSchema) }).meta({ id: "NodeList" });

@@ -1,0 +1,84 @@
+import { AppError, AppErrorCode } from "../app-error.ts";
+import type { AppContext } from "../context.ts";
+import type { SessionUser } from "../http/session.ts";
+
+/**
+ * Loading an experiment and deciding who the caller is to it. Every session route goes through
+ * these, so "unknown experiment" is always 404 and "known experiment, not yours" always 403.
+ */
+
+export const ExperimentStatus = { running: "running", paused: "paused" } as const;
+export type ExperimentStatus = (typeof ExperimentStatus)[keyof typeof ExperimentStatus];
+
+export const AllowlistStatus = { pending: "pending", approved: "approved", banned: "banned" } as const;
+export type AllowlistStatus = (typeof AllowlistStatus)[keyof typeof AllowlistStatus];
+
+/** What the caller is to an experiment: its organizer, an allowlist status, or nothing. */
+export type Membership = "organizer" | AllowlistStatus | "none";
+
+/** An experiment row as stored (the columns the services read). */
+export interface ExperimentRecord {
+  readonly id: string;
+  readonly name: string;
+  readonly description: string;
+  readonly organizerId: string;
+  readonly config: string;
+  readonly configVersion: number;
+  readonly status: string;
+  readonly authorityPublicKey: string;
+  readonly authoritySecretKey: string;
+  readonly authorityKeyVersion: number;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+export async function findExperiment(ctx: AppContext, id: string): Promise<ExperimentRecord> {
+  const experiment = await ctx.db.experiment.findUnique({ where: { id } });
+  if (experiment === null) throw new AppError(AppErrorCode.NOT_FOUND, `no experiment with id ${id}`);
+  return experiment;
+}
+
+/** The experiment, if `user` organizes it: 404 when it does not exist, 403 when it is someone else's. */
+export async function requireOrganizer(
+  ctx: AppContext,
+  id: string,
+  user: SessionUser,
+): Promise<ExperimentRecord> {
+  const experiment = await findExperiment(ctx, id);
+  if (experiment.organizerId !== user.id) {
+    throw new AppError(AppErrorCode.FORBIDDEN, `only the organizer of ${id} may do this`);
+  }
+  return experiment;
+}
+
+export async function membershipOf(
+  ctx: AppContext,
+  experiment: Pick<ExperimentRecord, "id" | "organizerId">,
+  userId: string,
+): Promise<Membership> {
+  if (experiment.organizerId === userId) return "organizer";
+  const entry = await ctx.db.allowlistEntry.findUnique({
+    where: { experimentId_userId: { experimentId: experiment.id, userId } },
+    select: { status: true },
+  });
+  return entry === null ? "none" : parseAllowlistStatus(entry.status);
+}
+
+export async function findUserByUsername(
+  ctx: AppContext,
+  username: string,
+): Promise<{ id: string; username: string }> {
+  const user = await ctx.db.user.findUnique({ where: { username }, select: { id: true, username: true } });
+  if (user === null) throw new AppError(AppErrorCode.NOT_FOUND, `no user named ${username}`);
+  return user;
+}
+
+export function parseAllowlistStatus(value: string): AllowlistStatus {
+  if (value === "pending" || value === "approved" || value === "banned") return value;
+  throw new Error(`unknown allowlist status in the database: ${value}`);
+}
+
+export function parseExperimentStatus(value: string): ExperimentStatus {
+  if (value === "running" || value === "paused") return value;
+  throw new Error(`unknown experiment status in the database: ${value}`);
+}

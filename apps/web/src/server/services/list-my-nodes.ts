@@ -1,0 +1,75 @@
+import type { PeerRole } from "@barnraise/protocol";
+import type { AppContext } from "../context.ts";
+import type { SessionUser } from "../http/session.ts";
+import { parseAllowlistStatus, parseExperimentStatus } from "./experiment-access.ts";
+import { parsePeerRole } from "./list-peer-tokens.ts";
+import { peerStatus, type PeerNotCountedReason } from "./peer-status.ts";
+
+/** "My nodes": every node the signed-in user runs, in every experiment, and whether it counts. */
+
+export interface NodeView {
+  /** The Peer row's id. */
+  readonly id: string;
+  readonly experimentId: string;
+  readonly experimentName: string;
+  /** The node's libp2p PeerId. */
+  readonly peerId: string;
+  readonly role: PeerRole;
+  readonly address: string | null;
+  readonly tokenLabel: string;
+  readonly tokenPrefix: string;
+  readonly lastSeenAt: string;
+  readonly passExpiresAt: string;
+  readonly counted: boolean;
+  /** Why the node is not counted; null when it is. */
+  readonly reason: PeerNotCountedReason | null;
+}
+
+export async function listMyNodes(ctx: AppContext, user: SessionUser): Promise<NodeView[]> {
+  const peers = await ctx.db.peer.findMany({
+    where: { userId: user.id },
+    orderBy: [{ lastSeenAt: "desc" }, { id: "asc" }],
+    include: {
+      experiment: {
+        select: {
+          name: true,
+          status: true,
+          organizerId: true,
+          allowlist: { where: { userId: user.id }, select: { status: true } },
+        },
+      },
+      token: { select: { label: true, prefix: true, revokedAt: true } },
+    },
+  });
+  const now = ctx.now();
+  return peers.map((peer) => {
+    const entry = peer.experiment.allowlist[0];
+    const role = parsePeerRole(peer.role);
+    const status = peerStatus(
+      {
+        experimentStatus: parseExperimentStatus(peer.experiment.status),
+        role,
+        isOrganizer: peer.experiment.organizerId === user.id,
+        allowlistStatus: entry === undefined ? null : parseAllowlistStatus(entry.status),
+        tokenRevokedAt: peer.token.revokedAt,
+        passExpiresAt: peer.passExpiresAt,
+        lastSeenAt: peer.lastSeenAt,
+      },
+      now,
+    );
+    return {
+      id: peer.id,
+      experimentId: peer.experimentId,
+      experimentName: peer.experiment.name,
+      peerId: peer.peerId,
+      role,
+      address: peer.address,
+      tokenLabel: peer.token.label,
+      tokenPrefix: peer.token.prefix,
+      lastSeenAt: peer.lastSeenAt.toISOString(),
+      passExpiresAt: peer.passExpiresAt.toISOString(),
+      counted: status.counted,
+      reason: status.counted ? null : status.reason,
+    };
+  });
+}

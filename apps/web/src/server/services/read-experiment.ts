@@ -1,0 +1,102 @@
+import { parseExperimentConfig, type ExperimentConfig } from "@barnraise/protocol";
+import type { AppContext } from "../context.ts";
+import {
+  findExperiment,
+  parseExperimentStatus,
+  type ExperimentRecord,
+  type ExperimentStatus,
+} from "./experiment-access.ts";
+import { STALE_AFTER_MS } from "./peer-status.ts";
+
+/** The public view of experiments: the list on the landing page and one experiment's details. */
+
+export interface ExperimentView {
+  readonly id: string;
+  readonly name: string;
+  readonly description: string;
+  readonly status: ExperimentStatus;
+  /** The organizer's username. */
+  readonly organizer: string;
+  /** The complete config, every default applied. */
+  readonly config: ExperimentConfig;
+  readonly configVersion: number;
+  readonly authorityPublicKey: string;
+  readonly authorityKeyVersion: number;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+}
+
+export interface ExperimentSummary {
+  readonly id: string;
+  readonly name: string;
+  readonly description: string;
+  readonly status: ExperimentStatus;
+  readonly organizer: string;
+  readonly modelPreset: ExperimentConfig["model"]["preset"];
+  /** Peers seen within the last two minutes. */
+  readonly peersOnline: number;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+}
+
+export function toExperimentView(experiment: ExperimentRecord, organizer: string): ExperimentView {
+  return {
+    id: experiment.id,
+    name: experiment.name,
+    description: experiment.description,
+    status: parseExperimentStatus(experiment.status),
+    organizer,
+    config: parseExperimentConfig(JSON.parse(experiment.config)),
+    configVersion: experiment.configVersion,
+    authorityPublicKey: experiment.authorityPublicKey,
+    authorityKeyVersion: experiment.authorityKeyVersion,
+    createdAt: experiment.createdAt.toISOString(),
+    updatedAt: experiment.updatedAt.toISOString(),
+  };
+}
+
+/** The view of an experiment row that has just been written. */
+export async function experimentViewOf(
+  ctx: AppContext,
+  experiment: ExperimentRecord,
+): Promise<ExperimentView> {
+  const organizer = await ctx.db.user.findUniqueOrThrow({
+    where: { id: experiment.organizerId },
+    select: { username: true },
+  });
+  return toExperimentView(experiment, organizer.username);
+}
+
+export async function readExperiment(ctx: AppContext, id: string): Promise<ExperimentView> {
+  return experimentViewOf(ctx, await findExperiment(ctx, id));
+}
+
+/** Every experiment, newest first, with how many peers are online in each. */
+export async function listExperiments(ctx: AppContext): Promise<ExperimentSummary[]> {
+  const [experiments, online] = await Promise.all([
+    ctx.db.experiment.findMany({
+      orderBy: [{ createdAt: "desc" }, { id: "asc" }],
+      include: { organizer: { select: { username: true } } },
+    }),
+    ctx.db.peer.groupBy({
+      by: ["experimentId"],
+      where: { lastSeenAt: { gte: new Date(ctx.now() - STALE_AFTER_MS) } },
+      _count: { _all: true },
+    }),
+  ]);
+  const onlineBy = new Map(online.map((row) => [row.experimentId, row._count._all]));
+  return experiments.map((experiment) => {
+    const config = parseExperimentConfig(JSON.parse(experiment.config));
+    return {
+      id: experiment.id,
+      name: experiment.name,
+      description: experiment.description,
+      status: parseExperimentStatus(experiment.status),
+      organizer: experiment.organizer.username,
+      modelPreset: config.model.preset,
+      peersOnline: onlineBy.get(experiment.id) ?? 0,
+      createdAt: experiment.createdAt.toISOString(),
+      updatedAt: experiment.updatedAt.toISOString(),
+    };
+  });
+}

@@ -1,0 +1,51 @@
+import { usernameSchema } from "@barnraise/protocol";
+import { z } from "zod";
+import { AppError, AppErrorCode } from "../app-error.ts";
+import { hashPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from "../auth/passwords.ts";
+import { isUniqueViolation } from "../auth/users.ts";
+import type { AppContext } from "../context.ts";
+
+/** Self-service sign-up with a username and password (when BARNRAISE_SIGNUP is "open"). */
+
+export const registerUserInputSchema = z.strictObject({
+  username: usernameSchema,
+  password: z
+    .string()
+    .min(MIN_PASSWORD_LENGTH, `must be at least ${MIN_PASSWORD_LENGTH} characters`)
+    .max(MAX_PASSWORD_LENGTH, `must be at most ${MAX_PASSWORD_LENGTH} characters`),
+});
+export type RegisterUserInput = z.infer<typeof registerUserInputSchema>;
+
+export interface RegisteredUser {
+  readonly id: string;
+  readonly username: string;
+}
+
+export function assertSignupOpen(ctx: AppContext): void {
+  if (ctx.env.signup === "closed") {
+    throw new AppError(AppErrorCode.SIGNUP_CLOSED, "this platform does not accept new accounts");
+  }
+}
+
+export async function registerUser(ctx: AppContext, input: RegisterUserInput): Promise<RegisteredUser> {
+  assertSignupOpen(ctx);
+  const user = await createPasswordUser(ctx, input);
+  ctx.logger.info({ username: user.username }, "user registered");
+  return user;
+}
+
+/** Creates a user who signs in with a password; CONFLICT when the username is taken. */
+export async function createPasswordUser(ctx: AppContext, input: RegisterUserInput): Promise<RegisteredUser> {
+  const passwordHash = await hashPassword(input.password);
+  try {
+    return await ctx.db.user.create({
+      data: { username: input.username, passwordHash },
+      select: { id: true, username: true },
+    });
+  } catch (error) {
+    if (!isUniqueViolation(error)) throw error;
+    throw new AppError(AppErrorCode.CONFLICT, `the username ${input.username} is taken`, {
+      issues: [{ path: "username", message: "is taken" }],
+    });
+  }
+}

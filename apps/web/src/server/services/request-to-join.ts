@@ -1,0 +1,44 @@
+import { z } from "zod";
+import { AppError, AppErrorCode } from "../app-error.ts";
+import { isUniqueViolation } from "../auth/users.ts";
+import type { AppContext } from "../context.ts";
+import type { SessionUser } from "../http/session.ts";
+import { AllowlistStatus, findExperiment, membershipOf } from "./experiment-access.ts";
+import { toAllowlistEntryView, type AllowlistEntryView } from "./list-allowlist.ts";
+
+/** A volunteer asks to join; the organizer sees a pending entry to approve or deny. */
+
+export const requestToJoinInputSchema = z.strictObject({});
+
+export async function requestToJoin(
+  ctx: AppContext,
+  user: SessionUser,
+  id: string,
+): Promise<AllowlistEntryView> {
+  const experiment = await findExperiment(ctx, id);
+  const membership = await membershipOf(ctx, experiment, user.id);
+  switch (membership) {
+    case "organizer":
+      throw new AppError(AppErrorCode.CONFLICT, "you organize this experiment; you need no request");
+    case "banned":
+      throw new AppError(AppErrorCode.BANNED, "you are banned from this experiment");
+    case "pending":
+      throw new AppError(AppErrorCode.CONFLICT, "you have already asked to join; the organizer will decide");
+    case "approved":
+      throw new AppError(AppErrorCode.CONFLICT, "you are already on the allowlist");
+    case "none":
+      break;
+  }
+  try {
+    const entry = await ctx.db.allowlistEntry.create({
+      data: { experimentId: id, userId: user.id, status: AllowlistStatus.pending },
+      include: { user: { select: { username: true } } },
+    });
+    ctx.logger.info({ experimentId: id, username: user.username }, "join requested");
+    return toAllowlistEntryView(entry);
+  } catch (error) {
+    // A concurrent request, or the organizer listing the user at the same moment.
+    if (!isUniqueViolation(error)) throw error;
+    throw new AppError(AppErrorCode.CONFLICT, "you are already on the allowlist");
+  }
+}

@@ -1,0 +1,34 @@
+import { AppError, AppErrorCode } from "../app-error.ts";
+import type { AppContext } from "../context.ts";
+import type { SessionUser } from "../http/session.ts";
+import { findExperiment } from "./experiment-access.ts";
+
+/**
+ * Revokes a peer token: its owner or the experiment's organizer may. Revoking twice is harmless and
+ * keeps the first revocation time. Nodes that joined with it stop being counted and cannot refresh
+ * their pass.
+ */
+export async function revokePeerToken(
+  ctx: AppContext,
+  user: SessionUser,
+  id: string,
+  tokenId: string,
+): Promise<void> {
+  const experiment = await findExperiment(ctx, id);
+  const token = await ctx.db.peerToken.findUnique({
+    where: { id: tokenId },
+    select: { experimentId: true, userId: true, revokedAt: true },
+  });
+  if (token === null || token.experimentId !== id) {
+    throw new AppError(AppErrorCode.NOT_FOUND, `no token ${tokenId} in experiment ${id}`);
+  }
+  if (token.userId !== user.id && experiment.organizerId !== user.id) {
+    throw new AppError(AppErrorCode.FORBIDDEN, "only the token's owner or the organizer may revoke it");
+  }
+  if (token.revokedAt !== null) return;
+  await ctx.db.peerToken.updateMany({
+    where: { id: tokenId, revokedAt: null },
+    data: { revokedAt: new Date(ctx.now()) },
+  });
+  ctx.logger.info({ experimentId: id, tokenId, by: user.username }, "peer token revoked");
+}

@@ -1,0 +1,38 @@
+import { z } from "zod";
+import { AppError, AppErrorCode } from "../app-error.ts";
+import type { AppContext } from "../context.ts";
+import type { SessionUser } from "../http/session.ts";
+import { AllowlistStatus, findUserByUsername, requireOrganizer } from "./experiment-access.ts";
+import { toAllowlistEntryView, type AllowlistEntryView } from "./list-allowlist.ts";
+
+/** The organizer approves a join request, bans a user, or lifts a ban (creating the entry if needed). */
+
+export const setAllowlistStatusInputSchema = z.strictObject({
+  status: z.enum([AllowlistStatus.approved, AllowlistStatus.banned]),
+});
+export type SetAllowlistStatusInput = z.infer<typeof setAllowlistStatusInputSchema>;
+
+export async function setAllowlistStatus(
+  ctx: AppContext,
+  organizer: SessionUser,
+  id: string,
+  username: string,
+  input: SetAllowlistStatusInput,
+): Promise<AllowlistEntryView> {
+  const experiment = await requireOrganizer(ctx, id, organizer);
+  const user = await findUserByUsername(ctx, username);
+  if (user.id === experiment.organizerId) {
+    throw new AppError(
+      AppErrorCode.INVALID_INPUT,
+      "the organizer is always allowed and cannot be banned or listed",
+    );
+  }
+  const entry = await ctx.db.allowlistEntry.upsert({
+    where: { experimentId_userId: { experimentId: id, userId: user.id } },
+    create: { experimentId: id, userId: user.id, status: input.status },
+    update: { status: input.status },
+    include: { user: { select: { username: true } } },
+  });
+  ctx.logger.info({ experimentId: id, username, status: input.status }, "allowlist status set");
+  return toAllowlistEntryView(entry);
+}

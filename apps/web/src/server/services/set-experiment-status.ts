@@ -1,0 +1,25 @@
+import { z } from "zod";
+import type { AppContext } from "../context.ts";
+import type { SessionUser } from "../http/session.ts";
+import { ExperimentStatus, requireOrganizer } from "./experiment-access.ts";
+import { experimentViewOf, type ExperimentView } from "./read-experiment.ts";
+
+/** The organizer pauses or resumes the run; while paused, joins are refused and no node is counted. */
+
+export const setExperimentStatusInputSchema = z.strictObject({
+  status: z.enum([ExperimentStatus.running, ExperimentStatus.paused]),
+});
+export type SetExperimentStatusInput = z.infer<typeof setExperimentStatusInputSchema>;
+
+export async function setExperimentStatus(
+  ctx: AppContext,
+  user: SessionUser,
+  id: string,
+  input: SetExperimentStatusInput,
+): Promise<ExperimentView> {
+  const experiment = await requireOrganizer(ctx, id, user);
+  if (experiment.status === input.status) return experimentViewOf(ctx, experiment);
+  const updated = await ctx.db.experiment.update({ where: { id }, data: { status: input.status } });
+  ctx.logger.info({ experimentId: id, status: input.status }, "experiment status changed");
+  return experimentViewOf(ctx, updated);
+}

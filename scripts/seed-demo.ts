@@ -1,0 +1,34 @@
+// Seeds the demo organizer and experiment into the database of the environment (DATABASE_URL or the
+// SQLite file in BARNRAISE_DATA_DIR). Idempotent. scripts/demo.sh runs it; the secrets come from there.
+//
+//   DEMO_ORGANIZER_PASSWORD=… node scripts/seed-demo.ts
+import { createAppContext } from "../apps/web/src/server/context.ts";
+import { EnvError, loadServerEnv } from "../apps/web/src/server/env.ts";
+import { seedDemo } from "../apps/web/src/server/seed/seed-demo.ts";
+
+export const DEMO_ORGANIZER = "demo-organizer";
+export const DEMO_EXPERIMENT_ID = "demo";
+
+const password = process.env.DEMO_ORGANIZER_PASSWORD;
+if (password === undefined || password.length < 8) {
+  console.error("[barnraise] DEMO_ORGANIZER_PASSWORD must be set (8 characters or more)");
+  process.exit(64);
+}
+
+try {
+  const ctx = createAppContext(loadServerEnv(), {});
+  const result = await seedDemo(ctx, {
+    organizerUsername: DEMO_ORGANIZER,
+    organizerPassword: password,
+    experimentId: DEMO_EXPERIMENT_ID,
+  });
+  const what = [
+    result.created.organizer ? "created organizer" : "organizer exists",
+    result.created.experiment ? "created experiment" : "experiment exists",
+  ];
+  console.error(`[barnraise] demo: ${what.join(", ")} (${result.organizer.username}, ${result.experiment.id})`);
+  await ctx.db.$disconnect();
+} catch (error) {
+  console.error(`[barnraise] seeding the demo failed: ${error instanceof EnvError ? error.message : String(error)}`);
+  process.exit(1);
+}
