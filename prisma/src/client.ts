@@ -26,3 +26,6 @@ export function createDatabase(url: string): Database {
   }
   return new SqliteClient({ adapter: new PrismaLibSQL({ url }) });
 }
+
+/** Prisma's SQL template helpers (`Prisma.sql`, `Prisma.join`, `Prisma.raw`), the same for both databases. */
+export { Prisma } from "../generated/sqlite/client.ts";

@@ -1,8 +1,12 @@
+import { join } from "node:path";
 import { createDatabase, type Database } from "@barnraise/prisma";
 import type { CryptoProvider } from "@barnraise/protocol";
 import { nodeCrypto } from "@barnraise/protocol/node";
 import { loadServerEnv, type ServerEnv } from "./env.ts";
 import { createLogger, type Logger } from "./logger.ts";
+import { PeerVerifierCache } from "./peer-verifier-cache.ts";
+import type { CheckpointStore } from "./storage/checkpoint-store.ts";
+import { LocalCheckpointStore } from "./storage/local-checkpoint-store.ts";
 
 /**
  * Everything a use case needs, built once per process from the environment. Use cases and routes
@@ -15,21 +19,29 @@ export interface AppContext {
   readonly logger: Logger;
   /** Unix time in milliseconds. */
   readonly now: () => number;
+  /** Checkpoint files; by default on local disk under `<data dir>/checkpoints`. */
+  readonly checkpoints: CheckpointStore;
+  /** Verifiers of peer-signed requests, one per experiment key, and their shared replay guard. */
+  readonly peerVerifiers: PeerVerifierCache;
 }
 
 export interface AppContextOverrides {
   db?: Database;
   logger?: Logger;
   now?: () => number;
+  checkpoints?: CheckpointStore;
 }
 
 export function createAppContext(env: ServerEnv, overrides: AppContextOverrides = {}): AppContext {
+  const db = overrides.db ?? createDatabase(env.databaseUrl);
   return {
     env,
-    db: overrides.db ?? createDatabase(env.databaseUrl),
+    db,
     crypto: nodeCrypto,
     logger: overrides.logger ?? createLogger(env.logLevel),
     now: overrides.now ?? Date.now,
+    checkpoints: overrides.checkpoints ?? new LocalCheckpointStore(join(env.dataDir, "checkpoints")),
+    peerVerifiers: new PeerVerifierCache(db, nodeCrypto),
   };
 }
 

@@ -1,3 +1,101 @@
-import type { ZodOpenApiPathsObject } from "zod-openapi";
+import { z } from "zod";
+import type {
+  ZodOpenApiOperationObject,
+  ZodOpenApiPathsObject,
+  ZodOpenApiResponsesObject,
+} from "zod-openapi";
+import { errorBodySchema } from "../schemas/errors.ts";
+import {
+  checkpointListSchema,
+  experimentIdParamSchema,
+  leaderboardSchema,
+  metricSeriesSchema,
+  readMetricsQuerySchema,
+} from "../schemas/public.ts";
 
-export const publicPaths: ZodOpenApiPathsObject = {};
+/**
+ * The public read API of an experiment: loss curve, leaderboard, checkpoints. The metrics and
+ * checkpoint-list reads share their paths with the aux peer's signed POSTs, so paths/peer.ts lists
+ * those paths with both operations (a path may appear in one paths object only).
+ */
+
+/** An error response (`ErrorResponse`) whose description names the codes a route returns with that status. */
+export function errorResponse(description: string) {
+  return { description, content: { "application/json": { schema: errorBodySchema } } };
+}
+
+const notFound = {
+  "404": errorResponse("NOT_FOUND: no such experiment"),
+} satisfies ZodOpenApiResponsesObject;
+
+export const readMetricsOperation: ZodOpenApiOperationObject = {
+  tags: ["public"],
+  summary: "The loss curve, downsampled for long runs",
+  requestParams: { path: experimentIdParamSchema, query: readMetricsQuerySchema },
+  responses: {
+    "200": {
+      description: "Recorded steps, ascending",
+      content: { "application/json": { schema: metricSeriesSchema } },
+    },
+    "400": errorResponse("INVALID_INPUT: maxPoints is not an integer from 2 to 5000"),
+    ...notFound,
+  },
+};
+
+export const listCheckpointsOperation: ZodOpenApiOperationObject = {
+  tags: ["public"],
+  summary: "The checkpoints, newest step first",
+  requestParams: { path: experimentIdParamSchema },
+  responses: {
+    "200": { description: "Checkpoints", content: { "application/json": { schema: checkpointListSchema } } },
+    ...notFound,
+  },
+};
+
+export const publicPaths: ZodOpenApiPathsObject = {
+  "/api/v1/experiments/{id}/leaderboard": {
+    get: {
+      tags: ["public"],
+      summary: "What each user's nodes contributed",
+      requestParams: { path: experimentIdParamSchema },
+      responses: {
+        "200": {
+          description: "One entry per user, most samples first",
+          content: { "application/json": { schema: leaderboardSchema } },
+        },
+        ...notFound,
+      },
+    },
+  },
+  "/api/v1/experiments/{id}/checkpoints/{checkpointId}": {
+    get: {
+      tags: ["public"],
+      summary: "Download a checkpoint",
+      description:
+        "The file, with `ETag` (its SHA-256), `Content-Disposition: attachment` and single-range " +
+        "support (`Range: bytes=a-b`, `a-` or `-n`).",
+      requestParams: {
+        path: experimentIdParamSchema.extend({ checkpointId: z.string() }),
+        header: z.object({
+          range: z
+            .string()
+            .optional()
+            .meta({ examples: ["bytes=0-1023"] }),
+        }),
+      },
+      responses: {
+        "200": {
+          description: "The whole file",
+          content: { "application/octet-stream": { schema: z.string().meta({ format: "binary" }) } },
+        },
+        "206": {
+          description: "The requested range",
+          content: { "application/octet-stream": { schema: z.string().meta({ format: "binary" }) } },
+        },
+        "304": { description: "Not modified (If-None-Match matched the ETag)" },
+        "404": errorResponse("NOT_FOUND: no such experiment or checkpoint"),
+        "416": errorResponse("RANGE_NOT_SATISFIABLE: the range starts beyond the end of the file"),
+      },
+    },
+  },
+};

@@ -1,0 +1,13 @@
+import { json, route } from "../../../../../../src/server/http/route.ts";
+import { listCheckpoints } from "../../../../../../src/server/services/list-checkpoints.ts";
+import { uploadCheckpoint } from "../../../../../../src/server/services/upload-checkpoint.ts";
+
+/** GET /api/v1/experiments/{id}/checkpoints: the checkpoints, newest step first. */
+export const GET = route<{ id: string }>(async ({ params, ctx }) =>
+  json(await listCheckpoints(ctx, params.id)),
+);
+
+/** POST /api/v1/experiments/{id}/checkpoints?step=&loss=&sizeBytes= (signed aux): the file, streamed. */
+export const POST = route<{ id: string }>(async ({ req, params, ctx }) =>
+  json(await uploadCheckpoint(ctx, req, params.id), { status: 201 }),
+);

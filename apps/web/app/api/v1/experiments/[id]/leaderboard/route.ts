@@ -1,0 +1,7 @@
+import { json, route } from "../../../../../../src/server/http/route.ts";
+import { readLeaderboard } from "../../../../../../src/server/services/read-leaderboard.ts";
+
+/** GET /api/v1/experiments/{id}/leaderboard: what each user's nodes contributed. */
+export const GET = route<{ id: string }>(async ({ params, ctx }) =>
+  json(await readLeaderboard(ctx, params.id)),
+);

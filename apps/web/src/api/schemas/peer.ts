@@ -1,0 +1,112 @@
+import { decodePublicKey } from "@barnraise/protocol";
+import { z } from "zod";
+import { queryFiniteNumber, queryInteger } from "./public.ts";
+
+/**
+ * The API that peer and aux programs call: join (authenticated by a peer token in the body) and the
+ * routes an aux peer calls with a signed request (`Authorization: Barnraise <signed request>`).
+ */
+
+const count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+const nonNegative = z.number().nonnegative().max(Number.MAX_VALUE);
+
+/** A peer's Ed25519 public key: 32 bytes as unpadded base64url, a usable (large-order) curve point. */
+export const peerPublicKeySchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{43}$/, "must be 32 bytes as unpadded base64url")
+  .transform((text, ctx) => {
+    try {
+      return decodePublicKey(text);
+    } catch {
+      ctx.addIssue({ code: "custom", message: "is not a usable Ed25519 public key" });
+      return z.NEVER;
+    }
+  })
+  .meta({ description: "The node's Ed25519 public key (its libp2p identity), unpadded base64url" });
+
+export const joinRequestSchema = z
+  .strictObject({
+    token: z.string().min(1).max(256).meta({ description: "A peer token of this experiment (brp_…)" }),
+    publicKey: peerPublicKeySchema,
+  })
+  .meta({ id: "JoinRequest" });
+export type JoinRequest = z.output<typeof joinRequestSchema>;
+
+export const joinResponseSchema = z
+  .strictObject({
+    pass: z.string().meta({ description: "The access pass, signed by the experiment's authority key" }),
+    passExpiresAt: z.iso.datetime().meta({ description: "Join again before this to refresh the pass" }),
+    authorityPublicKey: z
+      .string()
+      .meta({ description: "The experiment's authority key, unpadded base64url" }),
+    signedConfig: z.string().meta({ description: "The experiment config, signed by the authority key" }),
+    initialPeers: z
+      .array(z.string())
+      .meta({ description: "Multiaddrs of aux peers seen in the last 10 minutes, most recent first" }),
+    experiment: z.strictObject({ id: z.string(), name: z.string() }),
+  })
+  .meta({ id: "JoinResponse" });
+export type JoinResponse = z.infer<typeof joinResponseSchema>;
+
+export const MAX_MULTIADDRS = 8;
+export const MAX_MULTIADDR_LENGTH = 512;
+
+export const registerAddressRequestSchema = z
+  .strictObject({
+    multiaddrs: z
+      .array(
+        z
+          .string()
+          .max(MAX_MULTIADDR_LENGTH)
+          .regex(/^\/[\x21-\x7e]+$/, "must be a multiaddr: printable characters starting with '/'"),
+      )
+      .min(1)
+      .max(MAX_MULTIADDRS)
+      .meta({ description: "Where other peers can dial this aux peer; each ends with /p2p/<its PeerId>" }),
+  })
+  .meta({ id: "RegisterAddressRequest" });
+export type RegisterAddressRequest = z.infer<typeof registerAddressRequestSchema>;
+
+export const okResponseSchema = z.strictObject({ ok: z.literal(true) }).meta({ id: "Ok" });
+
+export const MAX_METRICS_BODY_BYTES = 256 * 1024;
+export const MAX_REPORTED_PEERS = 10_000;
+
+export const peerContributionReportSchema = z
+  .strictObject({
+    peerId: z.string().min(1).max(128),
+    samples: count.meta({ description: "Samples processed since the peer joined (cumulative)" }),
+    computeSeconds: nonNegative.meta({ description: "Seconds spent computing (cumulative)" }),
+    bytesAggregated: count.meta({ description: "Bytes reduced for others (cumulative)" }),
+    sessionSeconds: nonNegative.meta({ description: "Length of the peer's current uninterrupted session" }),
+  })
+  .meta({ id: "PeerContributionReport" });
+
+export const metricsReportSchema = z
+  .strictObject({
+    step: count,
+    loss: z.number(),
+    samplesPerSecond: nonNegative,
+    alivePeers: count,
+    time: count.meta({ description: "When the step was aggregated, Unix time in milliseconds" }),
+    peers: z.array(peerContributionReportSchema).max(MAX_REPORTED_PEERS),
+  })
+  .meta({ id: "MetricsReport", description: "One aggregated collaborative step" });
+export type MetricsReport = z.infer<typeof metricsReportSchema>;
+
+export const metricsIngestedSchema = z
+  .strictObject({
+    ok: z.literal(true),
+    unknownPeers: count.meta({ description: "Reported peers this experiment does not know (ignored)" }),
+  })
+  .meta({ id: "MetricsIngested" });
+export type MetricsIngested = z.infer<typeof metricsIngestedSchema>;
+
+export const checkpointUploadQuerySchema = z.object({
+  step: queryInteger(0, Number.MAX_SAFE_INTEGER),
+  loss: queryFiniteNumber.optional(),
+  sizeBytes: queryInteger(1, Number.MAX_SAFE_INTEGER).meta({
+    description: "The exact length of the body; it must equal Content-Length when that is sent",
+  }),
+});
+export type CheckpointUploadQuery = z.output<typeof checkpointUploadQuerySchema>;

@@ -1,0 +1,104 @@
+import { z } from "zod";
+
+/**
+ * The public read API of an experiment (anyone may call it): the loss curve, the leaderboard and the
+ * checkpoints. Dates are ISO 8601 strings; 64-bit counters are sent as JSON numbers.
+ */
+
+/** A decimal integer in a query string, e.g. `?step=120`: digits only, no sign, no exponent. */
+export function queryInteger(min: number, max: number) {
+  return z
+    .string()
+    .regex(/^\d{1,16}$/, "must be a decimal integer")
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+}
+
+/** A finite decimal number in a query string, e.g. `?loss=0.31` or `?loss=3.1e-1`. */
+export const queryFiniteNumber = z
+  .string()
+  .regex(/^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/, "must be a decimal number")
+  .transform(Number)
+  .pipe(z.number());
+
+const isoDate = z.iso.datetime().meta({ examples: ["2026-11-21T10:00:00.000Z"] });
+const count = z.number().int().nonnegative();
+
+export const experimentIdParamSchema = z.object({
+  id: z.string().meta({ description: "The experiment's id", examples: ["demo"] }),
+});
+
+export const DEFAULT_METRIC_POINTS = 500;
+export const MAX_METRIC_POINTS = 5000;
+
+export const readMetricsQuerySchema = z.object({
+  maxPoints: queryInteger(2, MAX_METRIC_POINTS)
+    .optional()
+    .meta({
+      description: `At most this many points (default ${DEFAULT_METRIC_POINTS}); a longer run is downsampled with LTTB on loss`,
+    }),
+});
+
+export const metricPointSchema = z
+  .strictObject({
+    step: count,
+    loss: z.number(),
+    samplesPerSecond: z.number().nonnegative(),
+    alivePeers: count,
+    recordedAt: isoDate,
+  })
+  .meta({ id: "MetricPoint", description: "One collaborative step, as aggregated by an aux monitor" });
+export type MetricPoint = z.infer<typeof metricPointSchema>;
+
+export const metricSeriesSchema = z
+  .strictObject({
+    points: z.array(metricPointSchema).meta({ description: "Ascending by step" }),
+    total: count.meta({ description: "How many steps are recorded before downsampling" }),
+  })
+  .meta({ id: "MetricSeries" });
+export type MetricSeries = z.infer<typeof metricSeriesSchema>;
+
+export const leaderboardEntrySchema = z
+  .strictObject({
+    username: z.string(),
+    samples: count.meta({ description: "Training samples processed, summed over the user's nodes" }),
+    computeSeconds: z.number().nonnegative(),
+    bytesAggregated: count.meta({ description: "Bytes reduced for others as an averaging helper" }),
+    longestSessionSeconds: z
+      .number()
+      .nonnegative()
+      .meta({ description: "The longest uninterrupted session of any of the user's nodes" }),
+    peers: count.meta({ description: "How many of the user's nodes contributed" }),
+  })
+  .meta({ id: "LeaderboardEntry" });
+export type LeaderboardEntry = z.infer<typeof leaderboardEntrySchema>;
+
+export const leaderboardSchema = z
+  .strictObject({
+    entries: z.array(leaderboardEntrySchema).meta({ description: "Most samples first" }),
+  })
+  .meta({ id: "Leaderboard" });
+export type Leaderboard = z.infer<typeof leaderboardSchema>;
+
+export const checkpointSchema = z
+  .strictObject({
+    id: z.string(),
+    step: count,
+    loss: z.number().nullable(),
+    sizeBytes: count,
+    sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .meta({ description: "SHA-256 of the file, lowercase hex" }),
+    createdAt: isoDate,
+    downloadUrl: z.string().meta({ examples: ["/api/v1/experiments/demo/checkpoints/cm0abc"] }),
+  })
+  .meta({ id: "Checkpoint" });
+export type CheckpointView = z.infer<typeof checkpointSchema>;
+
+export const checkpointListSchema = z
+  .strictObject({
+    checkpoints: z.array(checkpointSchema).meta({ description: "Newest step first" }),
+  })
+  .meta({ id: "CheckpointList" });
+export type CheckpointList = z.infer<typeof checkpointListSchema>;

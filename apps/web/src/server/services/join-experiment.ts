@@ -1,0 +1,195 @@
+import {
+  encodePublicKey,
+  issueAccessPass,
+  parseExperimentConfig,
+  peerIdFromEd25519PublicKey,
+  PeerRole,
+  signExperimentConfig,
+} from "@barnraise/protocol";
+import type { JoinRequest, JoinResponse } from "../../api/schemas/peer.ts";
+import { AppError, AppErrorCode } from "../app-error.ts";
+import { isUniqueViolation } from "../auth/users.ts";
+import { openAuthorityKeyPair } from "../authority-keys.ts";
+import type { AppContext } from "../context.ts";
+import { findExperiment } from "./experiment-access.ts";
+import { hashPeerToken, isWellFormedPeerToken } from "./peer-tokens.ts";
+
+/**
+ * A node joins an experiment with a peer token and its public key (DeDLOC I.5): the platform checks
+ * the token and its owner's standing, then returns a short-lived access pass binding the owner's
+ * username to the key, the signed config and the addresses of live aux peers. Calling it again with
+ * the same token and key is how a node refreshes its pass.
+ *
+ * Refusals, in the order they are checked: TOKEN_INVALID (malformed, unknown, or another
+ * experiment's token), TOKEN_REVOKED, BANNED, NOT_ALLOWLISTED (trainer tokens: the owner must
+ * organize the experiment or be approved), FORBIDDEN (aux tokens: the owner must still organize it),
+ * EXPERIMENT_PAUSED, and CONFLICT when another user already registered the key.
+ */
+
+/** Aux peers seen this recently are offered as initial peers. */
+export const INITIAL_PEER_WINDOW_MS = 10 * 60 * 1000;
+export const MAX_INITIAL_PEERS = 16;
+
+export async function joinExperiment(
+  ctx: AppContext,
+  experimentId: string,
+  input: JoinRequest,
+): Promise<JoinResponse> {
+  const experiment = await findExperiment(ctx, experimentId);
+  const token = isWellFormedPeerToken(input.token)
+    ? await ctx.db.peerToken.findUnique({
+        where: { tokenHash: hashPeerToken(input.token) },
+        select: {
+          id: true,
+          experimentId: true,
+          userId: true,
+          role: true,
+          revokedAt: true,
+          user: { select: { username: true } },
+        },
+      })
+    : null;
+  if (token === null || token.experimentId !== experiment.id) {
+    throw new AppError(AppErrorCode.TOKEN_INVALID, "the token is not a peer token of this experiment");
+  }
+  if (token.revokedAt !== null) throw new AppError(AppErrorCode.TOKEN_REVOKED, "the token was revoked");
+  const role = parseRole(token.role);
+
+  const isOrganizer = token.userId === experiment.organizerId;
+  if (!isOrganizer) {
+    const entry = await ctx.db.allowlistEntry.findUnique({
+      where: { experimentId_userId: { experimentId: experiment.id, userId: token.userId } },
+      select: { status: true },
+    });
+    if (entry?.status === "banned") {
+      throw new AppError(AppErrorCode.BANNED, "the token's owner is banned from this experiment");
+    }
+    if (role === PeerRole.trainer && entry?.status !== "approved") {
+      throw new AppError(
+        AppErrorCode.NOT_ALLOWLISTED,
+        "the token's owner is not on this experiment's allowlist",
+      );
+    }
+    if (role === PeerRole.aux) {
+      throw new AppError(AppErrorCode.FORBIDDEN, "aux tokens work only for the experiment's organizer");
+    }
+  }
+  if (experiment.status === "paused") {
+    throw new AppError(AppErrorCode.EXPERIMENT_PAUSED, "the organizer has paused this experiment");
+  }
+
+  const now = ctx.now();
+  const passExpiresAt = now + ctx.env.passTtlMs;
+  const authority = openAuthorityKeyPair(experiment, ctx.env.sealingSecrets);
+  const pass = issueAccessPass(ctx.crypto, authority, {
+    experimentId: experiment.id,
+    username: token.user.username,
+    role,
+    peerPublicKey: input.publicKey,
+    issuedAt: now,
+    expiresAt: passExpiresAt,
+  });
+  const signedConfig = signExperimentConfig(ctx.crypto, authority, {
+    experimentId: experiment.id,
+    version: experiment.configVersion,
+    issuedAt: now,
+    config: parseExperimentConfig(JSON.parse(experiment.config)),
+  });
+
+  const publicKey = encodePublicKey(input.publicKey);
+  await registerPeer(ctx, {
+    experimentId: experiment.id,
+    userId: token.userId,
+    tokenId: token.id,
+    publicKey,
+    peerId: peerIdFromEd25519PublicKey(input.publicKey).toString(),
+    role,
+    passExpiresAt: new Date(passExpiresAt),
+    lastSeenAt: new Date(now),
+  });
+  await ctx.db.peerToken.update({ where: { id: token.id }, data: { lastUsedAt: new Date(now) } });
+
+  return {
+    pass,
+    passExpiresAt: new Date(passExpiresAt).toISOString(),
+    authorityPublicKey: experiment.authorityPublicKey,
+    signedConfig,
+    initialPeers: await initialPeers(ctx, experiment.id, publicKey, now),
+    experiment: { id: experiment.id, name: experiment.name },
+  };
+}
+
+interface PeerRegistration {
+  experimentId: string;
+  userId: string;
+  tokenId: string;
+  publicKey: string;
+  peerId: string;
+  role: PeerRole;
+  passExpiresAt: Date;
+  lastSeenAt: Date;
+}
+
+/**
+ * Creates or refreshes the node's Peer row. A key belongs to the user who registered it first: the
+ * update is conditioned on the owner, so of two users racing for one key, one gets CONFLICT.
+ */
+async function registerPeer(ctx: AppContext, peer: PeerRegistration): Promise<void> {
+  const refresh = {
+    tokenId: peer.tokenId,
+    role: peer.role,
+    passExpiresAt: peer.passExpiresAt,
+    lastSeenAt: peer.lastSeenAt,
+  };
+  const ownRow = { experimentId: peer.experimentId, publicKey: peer.publicKey, userId: peer.userId };
+  const updated = await ctx.db.peer.updateMany({ where: ownRow, data: refresh });
+  if (updated.count > 0) return;
+  try {
+    await ctx.db.peer.create({ data: peer });
+    return;
+  } catch (error) {
+    if (!isUniqueViolation(error)) throw error;
+    // Someone registered the key in between: it is ours only if that someone was this user.
+    const retried = await ctx.db.peer.updateMany({ where: ownRow, data: refresh });
+    if (retried.count > 0) return;
+  }
+  throw new AppError(AppErrorCode.CONFLICT, "this public key is already registered to another user");
+}
+
+/** Multiaddrs of the experiment's aux peers seen in the last 10 minutes, most recent first. */
+async function initialPeers(
+  ctx: AppContext,
+  experimentId: string,
+  ownPublicKey: string,
+  now: number,
+): Promise<string[]> {
+  const peers = await ctx.db.peer.findMany({
+    where: {
+      experimentId,
+      role: PeerRole.aux,
+      address: { not: null },
+      publicKey: { not: ownPublicKey },
+      lastSeenAt: { gte: new Date(now - INITIAL_PEER_WINDOW_MS) },
+      passExpiresAt: { gt: new Date(now) },
+      token: { revokedAt: null },
+    },
+    orderBy: { lastSeenAt: "desc" },
+    take: MAX_INITIAL_PEERS,
+    select: { address: true },
+  });
+  return peers.flatMap((peer) => parsePeerAddresses(peer.address)).slice(0, MAX_INITIAL_PEERS);
+}
+
+/** Peer.address holds an aux peer's multiaddrs separated by single spaces (multiaddrs contain none). */
+export function parsePeerAddresses(address: string | null): string[] {
+  return address === null ? [] : address.split(" ").filter((part) => part.length > 0);
+}
+
+export function formatPeerAddresses(multiaddrs: readonly string[]): string {
+  return multiaddrs.join(" ");
+}
+
+function parseRole(value: string): PeerRole {
+  if (value === PeerRole.trainer || value === PeerRole.aux) return value;
+  throw new Error(`unknown peer token role in the database: ${value}`);
+}

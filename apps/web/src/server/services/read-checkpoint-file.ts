@@ -1,0 +1,35 @@
+import type { ServedFile } from "../http/byte-range.ts";
+import { AppError, AppErrorCode } from "../app-error.ts";
+import type { AppContext } from "../context.ts";
+
+/** Where a checkpoint's file is, to download it: 404 for an unknown id, or a file that is gone. */
+export async function readCheckpointFile(
+  ctx: AppContext,
+  experimentId: string,
+  checkpointId: string,
+): Promise<ServedFile> {
+  const row = await ctx.db.checkpoint.findUnique({ where: { id: checkpointId } });
+  if (row?.experimentId !== experimentId) {
+    throw new AppError(
+      AppErrorCode.NOT_FOUND,
+      `experiment ${experimentId} has no checkpoint ${checkpointId}`,
+    );
+  }
+  const stored = await ctx.checkpoints.find(row.storageKey);
+  if (stored === null) {
+    ctx.logger.error(
+      { checkpointId, storageKey: row.storageKey },
+      "checkpoint file is missing from the store",
+    );
+    throw new AppError(AppErrorCode.NOT_FOUND, `the file of checkpoint ${checkpointId} is not available`);
+  }
+  return {
+    path: stored.path,
+    size: stored.size,
+    contentType: "application/octet-stream",
+    etag: row.sha256,
+    filename: `${experimentId}-step-${row.step}.ckpt`,
+    // A checkpoint's bytes never change: the URL names one immutable file.
+    cacheControl: "public, max-age=31536000, immutable",
+  };
+}

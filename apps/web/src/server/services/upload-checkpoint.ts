@@ -1,0 +1,119 @@
+import { createHash, randomUUID } from "node:crypto";
+import { equalBytes } from "@barnraise/protocol";
+import { checkpointUploadQuerySchema } from "../../api/schemas/peer.ts";
+import type { CheckpointView } from "../../api/schemas/public.ts";
+import { AppError, AppErrorCode } from "../app-error.ts";
+import type { AppContext } from "../context.ts";
+import { parseInput } from "../http/json-body.ts";
+import type { StagedCheckpoint } from "../storage/checkpoint-store.ts";
+import { toCheckpointView } from "./list-checkpoints.ts";
+import { authenticateAux } from "./peer-auth.ts";
+
+/**
+ * An aux checkpointer uploads a checkpoint: `POST …/checkpoints?step=&loss=&sizeBytes=` with the
+ * file as the body, streamed. The signed request's body digest is the file's SHA-256, and the query
+ * (the checkpoint's metadata) is inside the signed scope.
+ *
+ * Refused before a byte is read: a declared size over BARNRAISE_MAX_CHECKPOINT_BYTES
+ * (PAYLOAD_TOO_LARGE), or a Content-Length other than the declared size (SIZE_MISMATCH). The body
+ * then streams into the store's staging area while it is hashed and counted; it is refused as soon
+ * as it runs past the declared size, and at the end if it is shorter (SIZE_MISMATCH) or hashes to
+ * another digest (CHECKSUM_MISMATCH). Only a complete, verified file is committed (fsynced and
+ * renamed into place) and recorded; if recording fails, the file is deleted again. Whatever goes
+ * wrong, nothing half-written becomes visible.
+ */
+export async function uploadCheckpoint(
+  ctx: AppContext,
+  req: Request,
+  experimentId: string,
+): Promise<CheckpointView> {
+  const caller = await authenticateAux(ctx, req, experimentId, "verify-later");
+  const query = parseInput(checkpointUploadQuerySchema, Object.fromEntries(new URL(req.url).searchParams));
+  const size = query.sizeBytes;
+  if (size > ctx.env.maxCheckpointBytes) {
+    throw new AppError(
+      AppErrorCode.PAYLOAD_TOO_LARGE,
+      `the checkpoint is ${size} bytes; this platform accepts at most ${ctx.env.maxCheckpointBytes}`,
+    );
+  }
+  const contentLength = req.headers.get("content-length");
+  if (contentLength !== null && Number(contentLength) !== size) {
+    throw new AppError(
+      AppErrorCode.SIZE_MISMATCH,
+      `Content-Length is ${contentLength} but sizeBytes is ${size}`,
+    );
+  }
+  if (req.body === null) throw new AppError(AppErrorCode.SIZE_MISMATCH, "the upload has no body");
+
+  const staged = await ctx.checkpoints.stage();
+  try {
+    const sha256 = await receive(req.body, staged, size);
+    if (!equalBytes(sha256, caller.verified.bodySha256)) {
+      throw new AppError(
+        AppErrorCode.CHECKSUM_MISMATCH,
+        "the file does not hash to the SHA-256 in the signed request",
+      );
+    }
+    const storageKey = `${caller.experiment.id}/${randomUUID()}.ckpt`;
+    await staged.commit(storageKey);
+    try {
+      const row = await ctx.db.checkpoint.create({
+        data: {
+          experimentId: caller.experiment.id,
+          step: query.step,
+          loss: query.loss ?? null,
+          sizeBytes: BigInt(size),
+          sha256: Buffer.from(sha256).toString("hex"),
+          storageKey,
+          uploadedBy: caller.peer.peerId,
+          createdAt: new Date(ctx.now()),
+        },
+      });
+      ctx.logger.info(
+        { experimentId: row.experimentId, step: row.step, sizeBytes: size, uploadedBy: row.uploadedBy },
+        "checkpoint uploaded",
+      );
+      return toCheckpointView(row);
+    } catch (error) {
+      await ctx.checkpoints.remove(storageKey);
+      throw error;
+    }
+  } finally {
+    // After a commit the staged file is already gone; otherwise this drops it.
+    await staged.discard();
+  }
+}
+
+/** Streams `body` into `staged`, refusing it past `size` bytes or short of it; returns its SHA-256. */
+async function receive(
+  body: ReadableStream<Uint8Array>,
+  staged: StagedCheckpoint,
+  size: number,
+): Promise<Uint8Array> {
+  const hash = createHash("sha256");
+  const reader = body.getReader();
+  let received = 0;
+  for (;;) {
+    let next: ReadableStreamReadResult<Uint8Array>;
+    try {
+      next = await reader.read();
+    } catch {
+      throw new AppError(
+        AppErrorCode.SIZE_MISMATCH,
+        `the upload was interrupted after ${received} of ${size} bytes`,
+      );
+    }
+    if (next.done) break;
+    received += next.value.byteLength;
+    if (received > size) {
+      await reader.cancel().catch(() => undefined);
+      throw new AppError(AppErrorCode.SIZE_MISMATCH, `the body is longer than sizeBytes (${size})`);
+    }
+    hash.update(next.value);
+    await staged.write(next.value);
+  }
+  if (received !== size) {
+    throw new AppError(AppErrorCode.SIZE_MISMATCH, `the body ended after ${received} of ${size} bytes`);
+  }
+  return new Uint8Array(hash.digest());
+}

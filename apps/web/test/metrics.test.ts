@@ -1,0 +1,307 @@
+import { testDatabaseProviders } from "@barnraise/prisma/testing";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { GET as getMetrics, POST as postMetrics } from "../app/api/v1/experiments/[id]/metrics/route.ts";
+import type { MetricSeries } from "../src/api/schemas/public.ts";
+import { downsampleSteps } from "../src/server/services/read-metrics.ts";
+import {
+  createToken,
+  createUser,
+  errorCode,
+  joinNode,
+  postSignedJson,
+  setAllowlistStatus,
+  setUpAux,
+  type AuxSetup,
+  type JoinedNode,
+} from "./support/peer-fixtures.ts";
+import { callRoute, createTestApp, type TestApp } from "./support/test-app.ts";
+
+interface PeerReport {
+  peerId: string;
+  samples: number;
+  computeSeconds: number;
+  bytesAggregated: number;
+  sessionSeconds: number;
+}
+
+describe.each(testDatabaseProviders())("metrics (%s)", (provider) => {
+  let app: TestApp;
+  let setup: AuxSetup;
+  let trainers: JoinedNode[];
+  let path: string;
+
+  beforeEach(async () => {
+    app = await createTestApp(provider);
+    setup = await setUpAux(app);
+    path = `/api/v1/experiments/${setup.experimentId}/metrics`;
+    trainers = [];
+    for (let i = 0; i < 2; i++) {
+      const volunteer = await createUser(app);
+      await setAllowlistStatus(app, setup.experimentId, volunteer, "approved");
+      trainers.push(
+        await joinNode(setup.experimentId, await createToken(app, setup.experimentId, volunteer)),
+      );
+    }
+  });
+  afterEach(async () => {
+    await app.dispose();
+  });
+
+  const peer = (node: JoinedNode, values: Partial<PeerReport> = {}): PeerReport => ({
+    peerId: node.peerId,
+    samples: 0,
+    computeSeconds: 0,
+    bytesAggregated: 0,
+    sessionSeconds: 0,
+    ...values,
+  });
+
+  function post(step: number, peers: PeerReport[], extra: Record<string, unknown> = {}): Promise<Response> {
+    return postSignedJson(postMetrics, path, { id: setup.experimentId }, setup.aux, {
+      step,
+      loss: 3 - step / 100,
+      samplesPerSecond: 120.5,
+      alivePeers: peers.length,
+      time: Date.UTC(2026, 10, 21, 12, 0, step),
+      peers,
+      ...extra,
+    });
+  }
+
+  async function contributionOf(node: JoinedNode) {
+    const row = await app.db.peer.findFirstOrThrow({
+      where: { peerId: node.peerId },
+      select: { lastSeenAt: true, contributions: true },
+    });
+    return { lastSeenAt: row.lastSeenAt, contribution: row.contributions[0] };
+  }
+
+  it("records the step and each known peer's contribution, ignoring unknown peers", async () => {
+    const [a, b] = trainers;
+    if (!a || !b) throw new Error("two trainers expected");
+    const before = Date.now();
+    await app.db.peer.updateMany({ data: { lastSeenAt: new Date(0) } });
+    const outsider = await setUpAux(app);
+    const response = await post(7, [
+      peer(a, { samples: 640, computeSeconds: 12.5, sessionSeconds: 30 }),
+      peer(b, { samples: 320, computeSeconds: 6 }),
+      peer(setup.aux, { bytesAggregated: 5_000_000_000 }),
+      // A real peer of another experiment, and a string that is no PeerId: both unknown here.
+      peer(outsider.aux, { samples: 99 }),
+      { ...peer(a), peerId: "12D3KooWnotapeer" },
+    ]);
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ ok: true, unknownPeers: 2 });
+
+    const metric = await app.db.metric.findFirstOrThrow({ where: { experimentId: setup.experimentId } });
+    expect(metric).toMatchObject({ step: 7, loss: 2.93, samplesPerSecond: 120.5, alivePeers: 5 });
+    expect(metric.recordedAt.toISOString()).toBe("2026-11-21T12:00:07.000Z");
+
+    const first = await contributionOf(a);
+    expect(first.contribution).toMatchObject({
+      samples: 640n,
+      computeSeconds: 12.5,
+      bytesAggregated: 0n,
+      longestSessionSeconds: 30,
+    });
+    expect(first.lastSeenAt.getTime()).toBeGreaterThanOrEqual(before);
+    // 64-bit counters survive.
+    expect((await contributionOf(setup.aux)).contribution?.bytesAggregated).toBe(5_000_000_000n);
+    expect(await app.db.contribution.count({ where: { experimentId: outsider.experimentId } })).toBe(0);
+  });
+
+  it("never moves cumulative counters backwards, and keeps the longest session", async () => {
+    const [a] = trainers;
+    if (!a) throw new Error("a trainer expected");
+    await post(1, [peer(a, { samples: 1000, computeSeconds: 50, bytesAggregated: 10, sessionSeconds: 600 })]);
+    // A lagging monitor reports older counters, and the peer restarted its session.
+    await post(2, [peer(a, { samples: 900, computeSeconds: 60, bytesAggregated: 5, sessionSeconds: 20 })]);
+    expect((await contributionOf(a)).contribution).toMatchObject({
+      samples: 1000n,
+      computeSeconds: 60,
+      bytesAggregated: 10n,
+      longestSessionSeconds: 600,
+    });
+    await post(3, [peer(a, { samples: 1500, computeSeconds: 61, bytesAggregated: 11, sessionSeconds: 700 })]);
+    expect((await contributionOf(a)).contribution).toMatchObject({
+      samples: 1500n,
+      computeSeconds: 61,
+      bytesAggregated: 11n,
+      longestSessionSeconds: 700,
+    });
+    expect(await app.db.contribution.count()).toBe(1);
+  });
+
+  it("keeps counters monotonic when two monitors report at once", async () => {
+    const [a] = trainers;
+    if (!a) throw new Error("a trainer expected");
+    const reports = Array.from({ length: 12 }, (_, i) => i * 100);
+    const responses = await Promise.all(
+      [...reports]
+        .reverse()
+        .map((samples, i) => post(100 + i, [peer(a, { samples, sessionSeconds: samples })])),
+    );
+    expect(responses.map((response) => response.status)).toEqual(reports.map(() => 200));
+    expect((await contributionOf(a)).contribution).toMatchObject({
+      samples: 1100n,
+      longestSessionSeconds: 1100,
+    });
+  });
+
+  it("counts a peer listed twice once, with the larger values", async () => {
+    const [a] = trainers;
+    if (!a) throw new Error("a trainer expected");
+    const response = await post(1, [
+      peer(a, { samples: 5, computeSeconds: 9 }),
+      peer(a, { samples: 8, computeSeconds: 2 }),
+    ]);
+    expect(await response.json()).toEqual({ ok: true, unknownPeers: 0 });
+    expect((await contributionOf(a)).contribution).toMatchObject({ samples: 8n, computeSeconds: 9 });
+  });
+
+  it("overwrites a step that is sent again", async () => {
+    await post(4, [], { loss: 1.5, alivePeers: 3 });
+    await post(4, [], { loss: 1.25, alivePeers: 4 });
+    const metrics = await app.db.metric.findMany({ where: { experimentId: setup.experimentId } });
+    expect(metrics).toHaveLength(1);
+    expect(metrics[0]).toMatchObject({ step: 4, loss: 1.25, alivePeers: 4 });
+  });
+
+  it("refuses malformed reports with the offending field", async () => {
+    const [a] = trainers;
+    if (!a) throw new Error("a trainer expected");
+    const cases: [Record<string, unknown>, string][] = [
+      [{ step: -1 }, "step"],
+      [{ step: 1.5 }, "step"],
+      [{ loss: "low" }, "loss"],
+      [{ samplesPerSecond: -3 }, "samplesPerSecond"],
+      [{ alivePeers: 2.5 }, "alivePeers"],
+      [{ time: "now" }, "time"],
+      [{ peers: [{ ...peer(a), samples: -1 }] }, "peers.0.samples"],
+      [{ peers: [{ ...peer(a), bytesAggregated: 0.5 }] }, "peers.0.bytesAggregated"],
+      [{ peers: [{ ...peer(a), sessionSeconds: -1 }] }, "peers.0.sessionSeconds"],
+      [{ peers: [{ peerId: a.peerId }] }, "peers.0.samples"],
+      [{ surprise: 1 }, ""],
+    ];
+    for (const [override, field] of cases) {
+      const response = await post(1, [], override);
+      const body = (await response.json()) as { error: { code: string; issues?: { path: string }[] } };
+      expect(response.status, JSON.stringify(override)).toBe(400);
+      expect(body.error.code).toBe("INVALID_INPUT");
+      expect(body.error.issues?.map((issue) => issue.path)).toContain(field);
+    }
+    expect(await app.db.metric.count()).toBe(0);
+  });
+
+  it("refuses a body over 256 KiB (PAYLOAD_TOO_LARGE)", async () => {
+    const [a] = trainers;
+    if (!a) throw new Error("a trainer expected");
+    const response = await post(
+      1,
+      Array.from({ length: 3000 }, () => peer(a)),
+    );
+    expect(await errorCode(response)).toEqual({ status: 413, code: "PAYLOAD_TOO_LARGE" });
+  });
+
+  it("downsamples a long run to at most maxPoints, keeping the first and last steps", async () => {
+    const steps = 5000;
+    await app.db.metric.createMany({
+      data: Array.from({ length: steps }, (_, step) => ({
+        experimentId: setup.experimentId,
+        step,
+        loss: 3 * Math.exp(-step / 1000) + 0.1 * Math.sin(step / 7),
+        samplesPerSecond: step * 2,
+        alivePeers: step % 13,
+        recordedAt: new Date(Date.UTC(2026, 10, 21) + step * 1000),
+      })),
+    });
+    const read = async (query: string) => {
+      const response = await callRoute(getMetrics, `${path}${query}`, { params: { id: setup.experimentId } });
+      expect(response.status).toBe(200);
+      return (await response.json()) as MetricSeries;
+    };
+
+    for (const [query, limit] of [
+      ["", 500],
+      ["?maxPoints=100", 100],
+      ["?maxPoints=2", 2],
+      ["?maxPoints=5000", 5000],
+    ] as const) {
+      const series = await read(query);
+      expect(series.total).toBe(steps);
+      expect(series.points.length).toBeLessThanOrEqual(limit);
+      expect(series.points.length).toBeGreaterThan(limit / 2);
+      expect(series.points[0]?.step).toBe(0);
+      expect(series.points.at(-1)?.step).toBe(steps - 1);
+      const order = series.points.map((point) => point.step);
+      expect(order).toEqual([...order].sort((x, y) => x - y));
+      // Each kept point keeps its own step's fields.
+      for (const point of series.points) {
+        expect(point.samplesPerSecond).toBe(point.step * 2);
+        expect(point.alivePeers).toBe(point.step % 13);
+        expect(point.recordedAt).toBe(new Date(Date.UTC(2026, 10, 21) + point.step * 1000).toISOString());
+      }
+    }
+    expect((await read("?maxPoints=5000")).points).toHaveLength(5000);
+
+    for (const query of [
+      "?maxPoints=1",
+      "?maxPoints=5001",
+      "?maxPoints=abc",
+      "?maxPoints=",
+      "?maxPoints=2.5",
+    ]) {
+      const response = await callRoute(getMetrics, `${path}${query}`, { params: { id: setup.experimentId } });
+      expect(await errorCode(response), query).toEqual({ status: 400, code: "INVALID_INPUT" });
+    }
+  });
+
+  it("returns a short run whole, and 404 for an unknown experiment", async () => {
+    await post(2, []);
+    await post(1, []);
+    const response = await callRoute(getMetrics, path, { params: { id: setup.experimentId } });
+    const series = (await response.json()) as MetricSeries;
+    expect(series.total).toBe(2);
+    expect(series.points.map((point) => point.step)).toEqual([1, 2]);
+    expect(series.points[0]).toEqual({
+      step: 1,
+      loss: 2.99,
+      samplesPerSecond: 120.5,
+      alivePeers: 0,
+      recordedAt: "2026-11-21T12:00:01.000Z",
+    });
+    const missing = await callRoute(getMetrics, "/api/v1/experiments/nope/metrics", {
+      params: { id: "nope" },
+    });
+    expect(await errorCode(missing)).toEqual({ status: 404, code: "NOT_FOUND" });
+  });
+});
+
+describe("downsampleSteps", () => {
+  const point = (step: number, loss: number) => ({
+    step,
+    loss,
+    samplesPerSecond: step,
+    alivePeers: 1,
+    recordedAt: new Date(step),
+  });
+
+  it("keeps the spike that a uniform stride would drop", () => {
+    const points = Array.from({ length: 1000 }, (_, step) => point(step, step === 503 ? 50 : 1));
+    const kept = downsampleSteps(points, 20);
+    expect(kept.length).toBeLessThanOrEqual(20);
+    expect(kept.map((p) => p.step)).toContain(503);
+    expect(kept[0]?.step).toBe(0);
+    expect(kept.at(-1)?.step).toBe(999);
+  });
+
+  it("keeps the first and last points when asked for two", () => {
+    const points = Array.from({ length: 10 }, (_, step) => point(step, step));
+    expect(downsampleSteps(points, 2).map((p) => p.step)).toEqual([0, 9]);
+  });
+
+  it("returns short series unchanged", () => {
+    const points = [point(0, 1), point(1, 2), point(2, 3)];
+    expect(downsampleSteps(points, 3)).toEqual(points);
+  });
+});
