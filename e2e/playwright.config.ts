@@ -1,17 +1,15 @@
-import { randomBytes } from "node:crypto";
-import { fileURLToPath } from "node:url";
 import { defineConfig, devices } from "@playwright/test";
+import { baseURL } from "./support/run-env.ts";
 
 // The tests run against a production build of apps/web: `npm run build -w @barnraise/web` first
-// (scripts/e2e.sh does both).
-const port = Number(process.env.E2E_PORT ?? "3100");
-const baseURL = `http://localhost:${port}`;
-const repoRoot = fileURLToPath(new URL("..", import.meta.url));
+// (scripts/e2e.sh does both). Global setup starts a local OIDC provider and then the platform, on a
+// fresh data directory and database, with the secrets of this run (support/run-env.ts).
 const isCI = Boolean(process.env.CI);
 
 export default defineConfig({
   testDir: "./tests",
   outputDir: "./test-results",
+  globalSetup: "./global-setup.ts",
   retries: 0,
   forbidOnly: isCI,
   reporter: [["list"], ["html", { outputFolder: "./playwright-report", open: "never" }]],
@@ -40,19 +38,4 @@ export default defineConfig({
       },
     },
   ],
-  webServer: {
-    command: "npm run start -w @barnraise/web",
-    cwd: repoRoot,
-    env: {
-      PORT: String(port),
-      NEXT_TELEMETRY_DISABLED: "1",
-      AUTH_SECRET: randomBytes(32).toString("base64"),
-      BARNRAISE_SECRET: randomBytes(32).toString("base64"),
-    },
-    url: `${baseURL}/api/v1/health`,
-    reuseExistingServer: !isCI,
-    timeout: 60_000,
-    stdout: "ignore",
-    stderr: "pipe",
-  },
 });

@@ -6,6 +6,10 @@
 # Run it after scripts/with-node.sh has set up Node.js and the dependencies (`npm test` does both and
 # runs this last).
 #
+# Playwright's global setup (e2e/global-setup.ts) starts a local OIDC provider and then the platform
+# on a fresh data directory with a migrated SQLite database. E2E_RUN_ID, set here once per run, seeds
+# the secrets that the platform and the tests share (e2e/support/run-env.ts).
+#
 # Needs Chromium at $CHROMIUM_PATH (default /usr/bin/chromium, Debian's `chromium` package). When it is
 # missing and this runs as root on a system with apt-get, it is installed.
 set -euo pipefail
@@ -30,6 +34,9 @@ fi
 cd "$root"
 log "building the web app"
 npm run build --silent -w @barnraise/web
+
+E2E_RUN_ID="$(node -e 'process.stdout.write(require("node:crypto").randomUUID())')"
+export E2E_RUN_ID
 
 log "running the Playwright tests"
 exec playwright test -c e2e/playwright.config.ts "$@"

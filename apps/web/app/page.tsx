@@ -1,3 +1,10 @@
+import Link from "next/link";
+import { getAppContext } from "../src/server/context.ts";
+import { currentUser } from "../src/server/queries/current-user.ts";
+import { listExperiments } from "../src/server/services/read-experiment.ts";
+import { formatCount } from "./_components/format.ts";
+import { ExperimentStatusBadge } from "./_components/status-badge.tsx";
+
 const steps = [
   {
     title: "An organizer publishes a training run",
@@ -13,7 +20,15 @@ const steps = [
   },
 ] as const;
 
-export default function LandingPage() {
+const presetNames: Record<string, string> = {
+  "mnist-mlp": "MNIST MLP",
+  "albert-mlm": "ALBERT masked LM",
+};
+
+export default async function LandingPage() {
+  const ctx = getAppContext();
+  const [experiments, user] = await Promise.all([listExperiments(ctx), currentUser(ctx)]);
+
   return (
     <main className="page">
       <header className="hero">
@@ -38,14 +53,63 @@ export default function LandingPage() {
         </ol>
       </section>
 
+      <section aria-labelledby="experiments" className="section">
+        <div className="page-head">
+          <h2 id="experiments">Experiments</h2>
+          {user ? (
+            <Link href="/experiments/new" className="button">
+              New experiment
+            </Link>
+          ) : null}
+        </div>
+        {experiments.length === 0 ? (
+          <p className="muted">
+            No training runs yet.{" "}
+            {user ? (
+              <Link href="/experiments/new">Publish the first one.</Link>
+            ) : (
+              <>
+                <Link href="/sign-in">Sign in</Link> to publish the first one.
+              </>
+            )}
+          </p>
+        ) : (
+          <ul className="experiment-list">
+            {experiments.map((experiment) => (
+              <li key={experiment.id}>
+                <article className="card experiment-card">
+                  <h3>
+                    <Link href={`/experiments/${encodeURIComponent(experiment.id)}`}>{experiment.name}</Link>
+                  </h3>
+                  <p>
+                    <ExperimentStatusBadge status={experiment.status} />{" "}
+                    {presetNames[experiment.modelPreset] ?? experiment.modelPreset} · by{" "}
+                    {experiment.organizer}
+                  </p>
+                  {experiment.description ? <p>{truncate(experiment.description, 160)}</p> : null}
+                  <p>
+                    {formatCount(experiment.peersOnline)} peer{experiment.peersOnline === 1 ? "" : "s"} online
+                  </p>
+                </article>
+              </li>
+            ))}
+          </ul>
+        )}
+      </section>
+
       <footer className="footer">
         <p>
           Open source under the Apache-2.0 license. Run it on your own server. Service status:{" "}
           <a href="/api/v1/health">
             <code>/api/v1/health</code>
           </a>
+          . API: <a href="/api/v1/openapi.json">OpenAPI document</a>.
         </p>
       </footer>
     </main>
   );
+}
+
+function truncate(text: string, length: number): string {
+  return text.length <= length ? text : `${text.slice(0, length - 1).trimEnd()}…`;
 }

@@ -1,0 +1,241 @@
+import {
+  albertSizes,
+  compressionOptions,
+  Field,
+  presetOptions,
+  type FieldErrors,
+  type FormValues,
+} from "./experiment-form-model.ts";
+import { FieldError } from "./field-error.tsx";
+import { fieldProps, inputId, Labelled } from "./labelled-field.tsx";
+
+export interface ConfigFieldsProps {
+  readonly values: FormValues;
+  readonly errors: FieldErrors;
+  readonly set: <K extends keyof FormValues>(key: K, value: FormValues[K]) => void;
+  readonly changeOptimizer: (next: FormValues["optimizer"]) => void;
+}
+
+/** The experiment form's training config: model, training, optimizer and averaging fields. */
+export function ConfigFields({ values, errors, set, changeOptimizer }: ConfigFieldsProps) {
+  const field = (path: Field) => fieldProps(path, errors);
+  return (
+    <>
+      <fieldset>
+        <legend>Model</legend>
+        <div className="stack">
+          <Labelled path={Field.preset} label="Model preset" error={errors[Field.preset]}>
+            <select
+              {...field(Field.preset)}
+              value={values.preset}
+              onChange={(event) => {
+                set("preset", event.target.value as FormValues["preset"]);
+              }}
+            >
+              {presetOptions.map((option) => (
+                <option key={option.value} value={option.value}>
+                  {option.label}
+                </option>
+              ))}
+            </select>
+          </Labelled>
+          {values.preset === "mnist-mlp" ? (
+            <Labelled
+              path={Field.hiddenUnits}
+              label="Hidden layer sizes"
+              hint="Units per hidden layer, separated by commas (1 to 8 layers)."
+              error={errors[Field.hiddenUnits]}
+            >
+              <input
+                {...field(Field.hiddenUnits)}
+                value={values.hiddenUnits}
+                onChange={(event) => {
+                  set("hiddenUnits", event.target.value);
+                }}
+                inputMode="numeric"
+              />
+            </Labelled>
+          ) : (
+            <div className="field-row">
+              {albertSizes.map(({ key, label, hint }) => (
+                <Labelled key={key} path={Field[key]} label={label} hint={hint} error={errors[Field[key]]}>
+                  <input
+                    {...field(Field[key])}
+                    type="number"
+                    value={values.albert[key]}
+                    onChange={(event) => {
+                      set("albert", { ...values.albert, [key]: event.target.value });
+                    }}
+                  />
+                </Labelled>
+              ))}
+            </div>
+          )}
+        </div>
+      </fieldset>
+
+      <fieldset>
+        <legend>Training</legend>
+        <div className="field-row">
+          <Labelled
+            path={Field.targetBatchSize}
+            label="Target batch size"
+            hint="Samples the whole swarm gathers before each optimizer step."
+            error={errors[Field.targetBatchSize]}
+          >
+            <input
+              {...field(Field.targetBatchSize)}
+              type="number"
+              min={1}
+              value={values.targetBatchSize}
+              onChange={(event) => {
+                set("targetBatchSize", event.target.value);
+              }}
+            />
+          </Labelled>
+          <div className="field">
+            <label htmlFor={inputId(Field.localBatchSize)}>Local batch size</label>
+            <label className="check">
+              <input
+                type="checkbox"
+                checked={values.localBatchAuto}
+                onChange={(event) => {
+                  set("localBatchAuto", event.target.checked);
+                }}
+              />
+              <span>Automatic (from each device’s speed and memory)</span>
+            </label>
+            <input
+              {...field(Field.localBatchSize)}
+              type="number"
+              min={1}
+              disabled={values.localBatchAuto}
+              value={values.localBatchAuto ? "" : values.localBatchSize}
+              placeholder={values.localBatchAuto ? "automatic" : undefined}
+              onChange={(event) => {
+                set("localBatchSize", event.target.value);
+              }}
+            />
+            <p id={`${inputId(Field.localBatchSize)}-hint`} className="hint">
+              Samples per step on each volunteer’s machine.
+            </p>
+            <FieldError
+              id={`${inputId(Field.localBatchSize)}-error`}
+              message={errors[Field.localBatchSize]}
+            />
+          </div>
+          <Labelled
+            path={Field.maxSteps}
+            label="Stop after (steps)"
+            hint="Leave empty to train until you pause the run."
+            error={errors[Field.maxSteps]}
+          >
+            <input
+              {...field(Field.maxSteps)}
+              type="number"
+              min={1}
+              value={values.maxSteps}
+              onChange={(event) => {
+                set("maxSteps", event.target.value);
+              }}
+            />
+          </Labelled>
+          <Labelled
+            path={Field.checkpointEvery}
+            label="Checkpoint every (steps)"
+            hint="The aux peer uploads the model this often."
+            error={errors[Field.checkpointEvery]}
+          >
+            <input
+              {...field(Field.checkpointEvery)}
+              type="number"
+              min={1}
+              value={values.checkpointEvery}
+              onChange={(event) => {
+                set("checkpointEvery", event.target.value);
+              }}
+            />
+          </Labelled>
+        </div>
+      </fieldset>
+
+      <fieldset>
+        <legend>Optimizer and averaging</legend>
+        <div className="field-row">
+          <Labelled path={Field.optimizer} label="Optimizer" error={errors[Field.optimizer]}>
+            <select
+              {...field(Field.optimizer)}
+              value={values.optimizer}
+              onChange={(event) => {
+                changeOptimizer(event.target.value as FormValues["optimizer"]);
+              }}
+            >
+              <option value="adam">Adam</option>
+              <option value="lamb">LAMB (for large batches)</option>
+            </select>
+          </Labelled>
+          <Labelled path={Field.learningRate} label="Learning rate" error={errors[Field.learningRate]}>
+            <input
+              {...field(Field.learningRate)}
+              inputMode="decimal"
+              value={values.learningRate}
+              onChange={(event) => {
+                set("learningRate", event.target.value);
+              }}
+            />
+          </Labelled>
+          <Labelled
+            path={Field.compression}
+            label="Compression"
+            hint="How gradients travel between peers. Adaptive sends large tensors in blockwise 8-bit and small ones in fp16."
+            error={errors[Field.compression]}
+          >
+            <select
+              {...field(Field.compression)}
+              value={values.compression}
+              onChange={(event) => {
+                set("compression", event.target.value as FormValues["compression"]);
+              }}
+            >
+              {compressionOptions.map((option) => (
+                <option key={option.value} value={option.value}>
+                  {option.label}
+                </option>
+              ))}
+            </select>
+          </Labelled>
+          <Labelled
+            path={Field.maxGroupSize}
+            label="Largest averaging group"
+            hint="Bigger swarms average in Moshpit groups of about this size."
+            error={errors[Field.maxGroupSize]}
+          >
+            <input
+              {...field(Field.maxGroupSize)}
+              type="number"
+              min={2}
+              value={values.maxGroupSize}
+              onChange={(event) => {
+                set("maxGroupSize", event.target.value);
+              }}
+            />
+          </Labelled>
+        </div>
+        <div className="field field-spaced">
+          <label className="check">
+            <input
+              id={inputId(Field.loadBalancing)}
+              type="checkbox"
+              checked={values.loadBalancing}
+              onChange={(event) => {
+                set("loadBalancing", event.target.checked);
+              }}
+            />
+            <span>Balance the averaging load by each peer’s bandwidth</span>
+          </label>
+          <FieldError id={`${inputId(Field.loadBalancing)}-error`} message={errors[Field.loadBalancing]} />
+        </div>
+      </fieldset>
+    </>
+  );
+}

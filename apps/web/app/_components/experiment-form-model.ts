@@ -1,0 +1,288 @@
+import {
+  CompressionMethod,
+  ModelPreset,
+  safeParseExperimentConfig,
+  type ExperimentConfig,
+  type ExperimentConfigInput,
+} from "@barnraise/protocol";
+
+/**
+ * The experiment form's data: the values of its fields, how they become an experiment config, and
+ * how validation issues (from the protocol's config schema in the browser, or from the API) find
+ * the field they belong to. Pure, so the form component stays about rendering.
+ */
+
+/** The form's fields, each named by the API path of the value it edits. */
+export const Field = {
+  id: "id",
+  name: "name",
+  description: "description",
+  preset: "config.model.preset",
+  hiddenUnits: "config.model.hiddenUnits",
+  vocabSize: "config.model.vocabSize",
+  embeddingSize: "config.model.embeddingSize",
+  hiddenSize: "config.model.hiddenSize",
+  numLayers: "config.model.numLayers",
+  numHeads: "config.model.numHeads",
+  intermediateSize: "config.model.intermediateSize",
+  maxSequenceLength: "config.model.maxSequenceLength",
+  targetBatchSize: "config.training.targetBatchSize",
+  localBatchSize: "config.training.localBatchSize",
+  maxSteps: "config.training.maxSteps",
+  optimizer: "config.optimizer.name",
+  learningRate: "config.optimizer.learningRate",
+  compression: "config.compression.method",
+  maxGroupSize: "config.averaging.maxGroupSize",
+  loadBalancing: "config.averaging.loadBalancing",
+  checkpointEvery: "config.checkpoints.everySteps",
+} as const;
+export type Field = (typeof Field)[keyof typeof Field];
+
+/** The fields in the order the form shows them. */
+export const fieldOrder: readonly Field[] = Object.values(Field);
+
+export type AlbertSize =
+  | "vocabSize"
+  | "embeddingSize"
+  | "hiddenSize"
+  | "numLayers"
+  | "numHeads"
+  | "intermediateSize"
+  | "maxSequenceLength";
+
+export const albertSizes: readonly { key: AlbertSize; label: string; hint: string }[] = [
+  { key: "vocabSize", label: "Vocabulary size", hint: "64 to 65,536 tokens" },
+  { key: "embeddingSize", label: "Embedding size", hint: "Factorized embeddings, as in ALBERT" },
+  { key: "hiddenSize", label: "Hidden size", hint: "Divisible by the number of heads" },
+  { key: "numLayers", label: "Layers", hint: "All layers share one set of weights" },
+  { key: "numHeads", label: "Attention heads", hint: "1 to 64" },
+  { key: "intermediateSize", label: "Feed-forward size", hint: "8 to 16,384" },
+  { key: "maxSequenceLength", label: "Sequence length", hint: "Tokens per sample, 8 to 2,048" },
+];
+
+/** What the fields hold, as typed (numbers stay text until the config is built). */
+export interface FormValues {
+  id: string;
+  name: string;
+  description: string;
+  preset: ExperimentConfig["model"]["preset"];
+  hiddenUnits: string;
+  albert: Record<AlbertSize, string>;
+  targetBatchSize: string;
+  localBatchAuto: boolean;
+  localBatchSize: string;
+  maxSteps: string;
+  optimizer: ExperimentConfig["optimizer"]["name"];
+  learningRate: string;
+  compression: ExperimentConfig["compression"]["method"];
+  maxGroupSize: string;
+  loadBalancing: boolean;
+  checkpointEvery: string;
+}
+
+export const compressionOptions: readonly { value: FormValues["compression"]; label: string }[] = [
+  { value: CompressionMethod.adaptive, label: "Adaptive (recommended)" },
+  { value: CompressionMethod.blockwise8, label: "Blockwise 8-bit" },
+  { value: CompressionMethod.quantile8, label: "8-bit quantile" },
+  { value: CompressionMethod.uniform8, label: "8-bit uniform" },
+  { value: CompressionMethod.fp16, label: "Half precision (fp16)" },
+  { value: CompressionMethod.none, label: "None (32-bit floats)" },
+];
+
+export const presetOptions: readonly { value: FormValues["preset"]; label: string }[] = [
+  { value: ModelPreset.mnistMlp, label: "MNIST MLP: handwritten digits, fast" },
+  { value: ModelPreset.albertMlm, label: "ALBERT masked language model on the Brown corpus" },
+];
+
+/** The complete config with every default applied: what a new experiment starts from. */
+export function defaultConfig(): ExperimentConfig {
+  const parsed = safeParseExperimentConfig({});
+  if (!parsed.ok) throw new Error("the default experiment config does not validate");
+  return parsed.config;
+}
+
+export function defaultLearningRate(optimizer: FormValues["optimizer"]): number {
+  const parsed = safeParseExperimentConfig({ optimizer: { name: optimizer } });
+  if (!parsed.ok) throw new Error(`the default ${optimizer} config does not validate`);
+  return parsed.config.optimizer.learningRate;
+}
+
+const albertDefaults = (() => {
+  const parsed = safeParseExperimentConfig({ model: { preset: ModelPreset.albertMlm } });
+  if (!parsed.ok || parsed.config.model.preset !== ModelPreset.albertMlm) {
+    throw new Error("the default albert-mlm config does not validate");
+  }
+  return parsed.config.model;
+})();
+
+export function formValuesOf(
+  experiment: { id: string; name: string; description: string },
+  config: ExperimentConfig,
+): FormValues {
+  const model = config.model;
+  const albert = model.preset === ModelPreset.albertMlm ? model : albertDefaults;
+  return {
+    id: experiment.id,
+    name: experiment.name,
+    description: experiment.description,
+    preset: model.preset,
+    hiddenUnits: model.preset === ModelPreset.mnistMlp ? model.hiddenUnits.join(", ") : "128, 64",
+    albert: {
+      vocabSize: String(albert.vocabSize),
+      embeddingSize: String(albert.embeddingSize),
+      hiddenSize: String(albert.hiddenSize),
+      numLayers: String(albert.numLayers),
+      numHeads: String(albert.numHeads),
+      intermediateSize: String(albert.intermediateSize),
+      maxSequenceLength: String(albert.maxSequenceLength),
+    },
+    targetBatchSize: String(config.training.targetBatchSize),
+    localBatchAuto: config.training.localBatchSize === "auto",
+    localBatchSize: config.training.localBatchSize === "auto" ? "32" : String(config.training.localBatchSize),
+    maxSteps: config.training.maxSteps === undefined ? "" : String(config.training.maxSteps),
+    optimizer: config.optimizer.name,
+    learningRate: String(config.optimizer.learningRate),
+    compression: config.compression.method,
+    maxGroupSize: String(config.averaging.maxGroupSize),
+    loadBalancing: config.averaging.loadBalancing,
+    checkpointEvery: String(config.checkpoints.everySteps),
+  };
+}
+
+export type FieldErrors = Partial<Record<Field, string>>;
+
+export type BuildResult =
+  { ok: true; config: ExperimentConfigInput } | { ok: false; errors: FieldErrors; other: string[] };
+
+/**
+ * The config the form describes, built over `base` (the experiment's current config) so settings the
+ * form does not show are kept, then validated with the protocol's schema.
+ */
+export function buildConfig(values: FormValues, base: ExperimentConfig): BuildResult {
+  const errors: FieldErrors = {};
+  const number = (field: Field, text: string): number | undefined => {
+    const trimmed = text.trim().replace(/_/g, "");
+    const value = trimmed === "" ? Number.NaN : Number(trimmed);
+    if (!Number.isFinite(value)) {
+      errors[field] = "Enter a number.";
+      return undefined;
+    }
+    return value;
+  };
+
+  let model: Record<string, unknown>;
+  if (values.preset === ModelPreset.mnistMlp) {
+    const parts = values.hiddenUnits.split(/[\s,]+/).filter((part) => part !== "");
+    const units = parts.map(Number);
+    if (parts.length === 0 || units.some((unit) => !Number.isFinite(unit))) {
+      errors[Field.hiddenUnits] = "Enter layer sizes as numbers separated by commas, e.g. 128, 64.";
+    }
+    model = {
+      ...(base.model.preset === values.preset ? base.model : {}),
+      preset: values.preset,
+      hiddenUnits: units,
+    };
+  } else {
+    model = { ...(base.model.preset === values.preset ? base.model : {}), preset: values.preset };
+    for (const { key } of albertSizes) model[key] = number(Field[key], values.albert[key]);
+  }
+
+  const localBatchSize = values.localBatchAuto ? "auto" : number(Field.localBatchSize, values.localBatchSize);
+  const maxSteps = values.maxSteps.trim() === "" ? undefined : number(Field.maxSteps, values.maxSteps);
+  const { maxSteps: _previousMaxSteps, ...training } = base.training;
+  const { name: _presetDataset, ...dataset } = base.dataset;
+  const config = {
+    ...base,
+    model,
+    training: {
+      ...training,
+      targetBatchSize: number(Field.targetBatchSize, values.targetBatchSize),
+      localBatchSize,
+      ...(maxSteps === undefined ? {} : { maxSteps }),
+    },
+    optimizer: {
+      ...(base.optimizer.name === values.optimizer ? base.optimizer : {}),
+      name: values.optimizer,
+      learningRate: number(Field.learningRate, values.learningRate),
+    },
+    compression: { ...base.compression, method: values.compression },
+    averaging: {
+      ...base.averaging,
+      maxGroupSize: number(Field.maxGroupSize, values.maxGroupSize),
+      loadBalancing: values.loadBalancing,
+    },
+    // The dataset follows from the model preset; leaving it out lets the schema choose it.
+    dataset,
+    checkpoints: { ...base.checkpoints, everySteps: number(Field.checkpointEvery, values.checkpointEvery) },
+  };
+  if (Object.keys(errors).length > 0) return { ok: false, errors, other: [] };
+
+  const parsed = safeParseExperimentConfig(config);
+  if (parsed.ok) return { ok: true, config: config as ExperimentConfigInput };
+  return {
+    ok: false,
+    ...placeIssues(parsed.issues.map((issue) => ({ ...issue, path: prefixed(issue.path) }))),
+  };
+}
+
+function prefixed(path: string): string {
+  return path === "" ? "config" : `config.${path}`;
+}
+
+/**
+ * Each issue under the field whose path is the longest prefix of the issue's path (an issue at
+ * "config.model.hiddenUnits.2" goes under the hidden-units field); the rest as sentences.
+ */
+export function placeIssues(issues: readonly { path: string; message: string }[]): {
+  errors: FieldErrors;
+  other: string[];
+} {
+  const errors: FieldErrors = {};
+  const other: string[] = [];
+  for (const issue of issues) {
+    const field = fieldOrder
+      .filter((path) => issue.path === path || issue.path.startsWith(`${path}.`))
+      .sort((a, b) => b.length - a.length)[0];
+    const message = humanMessage(issue.message, field);
+    if (field === undefined) other.push(issue.path === "" ? message : `${issue.path}: ${message}`);
+    else errors[field] ??= message;
+  }
+  return { errors, other };
+}
+
+/** Config keys that the schema's own messages mention, as the form names them. */
+const identifierWords: Record<string, string> = {
+  hiddenSize: "the hidden size",
+  numHeads: "the number of attention heads",
+};
+
+/** Zod's messages, rephrased for a person filling in the form. */
+export function humanMessage(message: string, field?: Field): string {
+  const bound =
+    /^Too (small|big): expected (number|array|string) to (?:be|have) ([<>]=?)(\S+?)(?: (items|characters))?$/.exec(
+      message,
+    );
+  if (bound) {
+    const [, , kind, op, limit] = bound;
+    const amount =
+      kind === "array"
+        ? `${limit} value${limit === "1" ? "" : "s"}`
+        : kind === "string"
+          ? `${limit} characters`
+          : limit;
+    if (kind === "number") {
+      if (op === ">=") return `Must be at least ${amount}.`;
+      if (op === ">") return `Must be greater than ${amount}.`;
+      if (op === "<=") return `Must be at most ${amount}.`;
+      return `Must be less than ${amount}.`;
+    }
+    return op?.startsWith(">") ? `Enter at least ${amount}.` : `Enter at most ${amount}.`;
+  }
+  if (/expected int/.test(message)) return "Must be a whole number.";
+  if (message === "Invalid input" && field === Field.localBatchSize) {
+    return "Must be a whole number from 1 to 65,536, or automatic.";
+  }
+  const worded = message.replace(/\b(hiddenSize|numHeads)\b/g, (name) => identifierWords[name] ?? name);
+  const sentence = worded.charAt(0).toUpperCase() + worded.slice(1);
+  return /[.!?]$/.test(sentence) ? sentence : `${sentence}.`;
+}

@@ -1,0 +1,152 @@
+"use client";
+
+import { useRouter } from "next/navigation";
+import { useState, useTransition } from "react";
+import { callApi, describeFailure } from "./api-client.ts";
+
+type Status = { kind: "error" | "ok"; text: string } | null;
+
+function useMutation() {
+  const router = useRouter();
+  const [busy, setBusy] = useState(false);
+  const [status, setStatus] = useState<Status>(null);
+  const [refreshing, startRefresh] = useTransition();
+  async function run(method: "POST", path: string, body: unknown, success: string): Promise<boolean> {
+    setBusy(true);
+    setStatus(null);
+    const result = await callApi(method, path, body);
+    setBusy(false);
+    if (!result.ok) {
+      setStatus({ kind: "error", text: describeFailure(result) });
+      return false;
+    }
+    setStatus({ kind: "ok", text: success });
+    startRefresh(() => {
+      router.refresh();
+    });
+    return true;
+  }
+  return { busy: busy || refreshing, status, run };
+}
+
+function StatusLine({ status }: { readonly status: Status }) {
+  return (
+    <p role="status" className={status ? `notice notice-${status.kind}` : "visually-hidden"}>
+      {status?.text ?? ""}
+    </p>
+  );
+}
+
+/** Pause or resume the run. */
+export function PauseResume({
+  experimentId,
+  status,
+}: {
+  readonly experimentId: string;
+  readonly status: "running" | "paused";
+}) {
+  const mutation = useMutation();
+  const next = status === "running" ? "paused" : "running";
+  return (
+    <div className="stack">
+      <p>
+        {status === "running"
+          ? "The run is open: peers may join and their work counts. Pausing refuses new joins and stops counting nodes until you resume."
+          : "The run is paused: peers cannot join and no node is counted. Resume it to continue training."}
+      </p>
+      <div className="actions">
+        <button
+          type="button"
+          className={status === "running" ? "button button-quiet" : "button"}
+          disabled={mutation.busy}
+          onClick={() =>
+            void mutation.run(
+              "POST",
+              `/api/v1/experiments/${encodeURIComponent(experimentId)}/status`,
+              { status: next },
+              next === "paused" ? "The run is paused." : "The run is running again.",
+            )
+          }
+        >
+          {status === "running" ? "Pause the run" : "Resume the run"}
+        </button>
+      </div>
+      <StatusLine status={mutation.status} />
+    </div>
+  );
+}
+
+/** Replace the experiment's authority key, after a confirmation step. */
+export function RotateAuthorityKey({
+  experimentId,
+  publicKey,
+  keyVersion,
+}: {
+  readonly experimentId: string;
+  readonly publicKey: string;
+  readonly keyVersion: number;
+}) {
+  const mutation = useMutation();
+  const [confirming, setConfirming] = useState(false);
+  return (
+    <div className="stack">
+      <p>
+        The authority key signs every access pass and the config peers train on. Key version{" "}
+        <strong>{keyVersion}</strong>, public key <code className="hash">{publicKey}</code>.
+      </p>
+      {confirming ? (
+        <div className="notice notice-warn stack">
+          <p>
+            <strong>Rotate the key?</strong> Passes signed by the current key stop working at once: every
+            peer, aux peers included, has to join again with its token to get a new pass. Do this when you
+            suspect the key leaked.
+          </p>
+          <div className="actions">
+            <button
+              type="button"
+              className="button button-danger"
+              disabled={mutation.busy}
+              onClick={() =>
+                void mutation
+                  .run(
+                    "POST",
+                    `/api/v1/experiments/${encodeURIComponent(experimentId)}/authority-key`,
+                    {},
+                    "The authority key was replaced. Peers pick up the new key when they join again.",
+                  )
+                  .then(() => {
+                    setConfirming(false);
+                  })
+              }
+            >
+              Yes, rotate the key
+            </button>
+            <button
+              type="button"
+              className="button button-quiet"
+              disabled={mutation.busy}
+              onClick={() => {
+                setConfirming(false);
+              }}
+            >
+              Cancel
+            </button>
+          </div>
+        </div>
+      ) : (
+        <div className="actions">
+          <button
+            type="button"
+            className="button button-quiet"
+            onClick={() => {
+              setConfirming(true);
+            }}
+          >
+            Rotate the authority key…
+          </button>
+        </div>
+      )}
+      <StatusLine status={mutation.status} />
+    </div>
+  );
+}

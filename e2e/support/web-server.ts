@@ -1,0 +1,126 @@
+import { spawn, execFile, type ChildProcess } from "node:child_process";
+import { createWriteStream } from "node:fs";
+import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { fileURLToPath } from "node:url";
+import { e2eRun } from "./run-env.ts";
+
+/**
+ * The platform under test: the production build of apps/web (`next start`) on a fresh data
+ * directory with a SQLite database migrated by `prisma migrate deploy`, the run's secrets, and the
+ * local OIDC provider configured as a sign-in option.
+ */
+
+const run = promisify(execFile);
+const repoRoot = fileURLToPath(new URL("../..", import.meta.url));
+const webDir = join(repoRoot, "apps/web");
+const requireFromWeb = createRequire(join(webDir, "package.json"));
+const requireFromRoot = createRequire(join(repoRoot, "package.json"));
+
+export interface RunningWebServer {
+  readonly dataDir: string;
+  readonly logFile: string;
+  stop(): Promise<void>;
+}
+
+export async function startWebServer(logDir: string): Promise<RunningWebServer> {
+  const { baseURL, webPort, oidc } = e2eRun;
+  if (await isUp(baseURL)) {
+    throw new Error(`something already answers at ${baseURL}; stop it or set E2E_PORT to a free port`);
+  }
+
+  const dataDir = await mkdtemp(join(tmpdir(), "barnraise-e2e-"));
+  const databaseUrl = `file:${join(dataDir, "barnraise.db")}`;
+  const prismaCli = requireFromRoot.resolve("prisma/build/index.js");
+  await run(process.execPath, [prismaCli, "migrate", "deploy"], {
+    cwd: repoRoot,
+    env: { ...process.env, DATABASE_URL: databaseUrl },
+  });
+
+  await mkdir(logDir, { recursive: true });
+  const logFile = join(logDir, "web-server.log");
+  const log = createWriteStream(logFile);
+  const nextCli = requireFromWeb.resolve("next/dist/bin/next");
+  const child = spawn(process.execPath, [nextCli, "start", "--port", String(webPort)], {
+    cwd: webDir,
+    // Its own process group, so stopping it also stops anything it started.
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: {
+      ...process.env,
+      NODE_ENV: "production",
+      NEXT_TELEMETRY_DISABLED: "1",
+      AUTH_SECRET: e2eRun.authSecret,
+      AUTH_URL: baseURL,
+      BARNRAISE_SECRET: e2eRun.barnraiseSecret,
+      BARNRAISE_DATA_DIR: dataDir,
+      BARNRAISE_PUBLIC_URL: baseURL,
+      BARNRAISE_SIGNUP: "open",
+      DATABASE_URL: databaseUrl,
+      BARNRAISE_OIDC_PROVIDERS: JSON.stringify([
+        {
+          id: oidc.id,
+          name: oidc.name,
+          issuer: oidc.issuer,
+          clientId: oidc.clientId,
+          clientSecret: oidc.clientSecret,
+        },
+      ]),
+      LOG_LEVEL: "info",
+    },
+  });
+  child.stdout.pipe(log, { end: false });
+  child.stderr.pipe(log, { end: false });
+  const exited = new Promise<number | null>((resolve) =>
+    child.once("exit", (code) => {
+      resolve(code);
+    }),
+  );
+
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) {
+      process.kill(-child.pid, "SIGTERM");
+      await exited;
+    }
+    log.end();
+    await rm(dataDir, { recursive: true, force: true });
+  };
+
+  try {
+    await waitUntilUp(baseURL, child);
+  } catch (error) {
+    await stop();
+    const output = await readFile(logFile, "utf8").catch(() => "");
+    throw new Error(`${(error as Error).message}\n--- web server output ---\n${output.slice(-4000)}`, {
+      cause: error,
+    });
+  }
+  return { dataDir, logFile, stop };
+}
+
+async function waitUntilUp(baseURL: string, child: ChildProcess) {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (await isUp(baseURL)) return;
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(
+        `the web server exited (${String(child.exitCode ?? child.signalCode)}) before it was up`,
+      );
+    }
+    if (Date.now() > deadline)
+      throw new Error(`the web server did not answer ${baseURL}/api/v1/health within 60 s`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+async function isUp(baseURL: string): Promise<boolean> {
+  try {
+    const response = await fetch(`${baseURL}/api/v1/health`, { signal: AbortSignal.timeout(2000) });
+    return response.ok;
+  } catch {
+    return false;
+  }
+}
