@@ -26,9 +26,13 @@ try {
     result.created.organizer ? "created organizer" : "organizer exists",
     result.created.experiment ? "created experiment" : "experiment exists",
   ];
-  console.error(`[barnraise] demo: ${what.join(", ")} (${result.organizer.username}, ${result.experiment.id})`);
+  console.error(
+    `[barnraise] demo: ${what.join(", ")} (${result.organizer.username}, ${result.experiment.id})`,
+  );
   await ctx.db.$disconnect();
 } catch (error) {
-  console.error(`[barnraise] seeding the demo failed: ${error instanceof EnvError ? error.message : String(error)}`);
+  console.error(
+    `[barnraise] seeding the demo failed: ${error instanceof EnvError ? error.message : String(error)}`,
+  );
   process.exit(1);
 }
