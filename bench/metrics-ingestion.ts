@@ -6,8 +6,7 @@
  *   npm run bench:ingest            # or: node bench/metrics-ingestion.ts [seconds] [connections] [peers]
  *
  * Defaults: 10 s, 16 connections, 16 peers per report. It builds apps/web first when the build is
- * missing or older than the sources, and holds /tmp/barnraise-next.lock (shared with every other
- * `next build`, `next start` and Playwright run) while building and while the server runs.
+ * missing or older than the sources.
  *
  * Prints requests/s, latency p50/p99, errors, and, measured in the same run, the in-process rate of
  * verifying the same signed requests, so the ratio shows what share of the platform's verification
@@ -48,7 +47,6 @@ const peersPerReport = Number(process.argv[4] ?? 16);
 
 const root = resolve(import.meta.dirname, "..");
 const web = join(root, "apps/web");
-const LOCK = "/tmp/barnraise-next.lock";
 const EXPERIMENT = "bench";
 const METRICS_PATH = `/api/v1/experiments/${EXPERIMENT}/metrics`;
 
@@ -91,7 +89,7 @@ async function ensureBuild(): Promise<void> {
     if (sources < built) return;
   }
   console.log("building apps/web (the build is missing or older than the sources) …");
-  await run("flock", [LOCK, "npm", "run", "build", "-w", "@barnraise/web"], root);
+  await run("npm", ["run", "build", "-w", "@barnraise/web"], root);
 }
 
 /** Signals the server's process group; it may be gone already. */
@@ -277,17 +275,13 @@ try {
 
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  // Its own process group, so stopping it stops flock and the server it runs.
-  server = spawn(
-    "flock",
-    [LOCK, join(root, "node_modules/.bin/next"), "start", "-p", String(port), "-H", "127.0.0.1"],
-    {
-      cwd: web,
-      detached: true,
-      stdio: ["ignore", "inherit", "inherit"],
-      env: { ...process.env, ...serverEnv, NODE_ENV: "production", NEXT_TELEMETRY_DISABLED: "1" },
-    },
-  );
+  // Its own process group, so stopping it stops everything the server runs.
+  server = spawn(join(root, "node_modules/.bin/next"), ["start", "-p", String(port), "-H", "127.0.0.1"], {
+    cwd: web,
+    detached: true,
+    stdio: ["ignore", "inherit", "inherit"],
+    env: { ...process.env, ...serverEnv, NODE_ENV: "production", NEXT_TELEMETRY_DISABLED: "1" },
+  });
   await waitForHealth(base, server);
 
   const key = generateKeyPair();
