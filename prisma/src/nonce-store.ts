@@ -33,6 +33,7 @@ export class DatabaseNonceStore implements NonceStore {
   }
 }
 
-function isUniqueViolation(error: unknown): boolean {
+/** Whether a Prisma error is a unique-constraint violation (P2002), on either database. */
+export function isUniqueViolation(error: unknown): boolean {
   return typeof error === "object" && error !== null && (error as { code?: unknown }).code === "P2002";
 }

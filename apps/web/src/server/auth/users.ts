@@ -1,3 +1,4 @@
+import { isUniqueViolation } from "@barnraise/prisma";
 import { usernameSchema } from "@barnraise/protocol";
 import type { AppContext } from "../context.ts";
 import { dummyPasswordHash, verifyPassword } from "./passwords.ts";
@@ -83,8 +84,4 @@ function usernameBase(profile: OidcProfile): string {
     if (usernameSchema.safeParse(cleaned).success) return cleaned;
   }
   return "user";
-}
-
-export function isUniqueViolation(error: unknown): boolean {
-  return typeof error === "object" && error !== null && (error as { code?: unknown }).code === "P2002";
 }

@@ -7,7 +7,7 @@ import {
 } from "@barnraise/protocol";
 import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
-import { isUniqueViolation } from "../auth/users.ts";
+import { isUniqueViolation } from "@barnraise/prisma";
 import { newAuthorityKey } from "../authority-keys.ts";
 import type { AppContext } from "../context.ts";
 import type { SessionUser } from "../http/session.ts";

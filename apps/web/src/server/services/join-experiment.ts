@@ -8,7 +8,7 @@ import {
 } from "@barnraise/protocol";
 import type { JoinRequest, JoinResponse } from "../../api/schemas/peer.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
-import { isUniqueViolation } from "../auth/users.ts";
+import { isUniqueViolation } from "@barnraise/prisma";
 import { openAuthorityKeyPair } from "../authority-keys.ts";
 import type { AppContext } from "../context.ts";
 import { findExperiment } from "./experiment-access.ts";

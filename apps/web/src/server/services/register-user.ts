@@ -2,7 +2,7 @@ import { usernameSchema } from "@barnraise/protocol";
 import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import { hashPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from "../auth/passwords.ts";
-import { isUniqueViolation } from "../auth/users.ts";
+import { isUniqueViolation } from "@barnraise/prisma";
 import type { AppContext } from "../context.ts";
 
 /** Self-service sign-up with a username and password (when BARNRAISE_SIGNUP is "open"). */

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
-import { isUniqueViolation } from "../auth/users.ts";
+import { isUniqueViolation } from "@barnraise/prisma";
 import type { AppContext } from "../context.ts";
 import type { SessionUser } from "../http/session.ts";
 import { AllowlistStatus, findExperiment, membershipOf } from "./experiment-access.ts";
