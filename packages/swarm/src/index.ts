@@ -1,2 +1,48 @@
+// Identity on disk
 export * from "./identity-file.ts";
 export * from "./identity-command.ts";
+// Errors
+export * from "./errors.ts";
+// The whole engine
+export * from "./swarm.ts";
+// p2p: libp2p node, pass gate, signed RPC
+export { SwarmNode, type SwarmNodeOptions } from "./p2p/swarm-node.ts";
+export { PeerAuthorizer } from "./p2p/peer-authorizer.ts";
+export { PassHolder } from "./p2p/pass-holder.ts";
+export type { AveragingMode } from "./p2p/hello.ts";
+export * from "./rpc/rpc.ts";
+export { Libp2pRpc, protocolId } from "./rpc/libp2p-rpc.ts";
+// Progress tracking
+export {
+  ProgressTracker,
+  type PeerProgressRecord,
+  type GlobalProgress,
+  type LocalProgress,
+} from "./progress/progress-tracker.ts";
+export type { ProgressRecord } from "./progress/progress-messages.ts";
+export type { SwarmEstimate, SwarmEstimatePeer } from "./progress/swarm-estimate.ts";
+// Averaging
+export { Averager, type AverageOutcome } from "./averaging/averager.ts";
+export {
+  AllReduceService,
+  type AllReduceResult,
+  type AllReduceRunOptions,
+} from "./averaging/butterfly-allreduce.ts";
+export { Matchmaking, type FormedGroup, type MemberOffer } from "./averaging/matchmaking.ts";
+export * from "./averaging/load-balancing.ts";
+export * from "./averaging/group-size.ts";
+export * from "./averaging/moshpit-grid.ts";
+export type { AllReduceGroup, GroupMember } from "./averaging/partition.ts";
+// Compression
+export * from "./compression/index.ts";
+// State sharing
+export { StateSharing, type StateDownloadOptions } from "./state/state-sharing.ts";
+export * from "./state/training-state.ts";
+export { serializeTrainingState, deserializeTrainingState } from "./state/state-snapshot.ts";
+// Collaborative optimizer
+export * from "./optim/ports.ts";
+export * from "./optim/parameter-layout.ts";
+export * from "./optim/flat-optimizer.ts";
+export { GradientAccumulator } from "./optim/gradient-accumulator.ts";
+export { warmupLearningRate } from "./optim/learning-rate.ts";
+export * from "./optim/collaborative-optimizer.ts";

@@ -1,0 +1,304 @@
+/**
+ * A lab of hosts in network namespaces, joined by Linux bridges in a separate "switch" namespace.
+ *
+ * Each subnet is one bridge; there is no routing between bridges, so hosts on different subnets cannot
+ * reach each other unless a host on both (a relay) carries the traffic itself. Each host interface is
+ * a veth pair: the host end's egress is the host's upload, the switch end's egress its download, and
+ * each can be shaped with tc (see tc-shaping.ts). Nothing is routed to or from the machine's own
+ * network: the namespaces have no default route.
+ */
+import type { ChildProcess } from "node:child_process";
+import { probeNetem } from "./availability.ts";
+import { NetLabError } from "./errors.ts";
+import { Host, type HostRuntime } from "./host.ts";
+import {
+  MAX_SUBNETS,
+  SUBNET_PREFIX_LENGTH,
+  bridgeName,
+  hostAddress,
+  hostInterfaceName,
+  hostNamespace,
+  randomLabName,
+  switchNamespace,
+  switchPortName,
+  validateHostName,
+  validateLabName,
+  validateSubnetName,
+} from "./names.ts";
+import { listNamespaces, removeNamespaces } from "./namespace-admin.ts";
+import { ip, tc } from "./run-command.ts";
+import { shapeOf, validateLink, type LinkOptions } from "./link-options.ts";
+import { needsNetem, shapingCommands } from "./tc-shaping.ts";
+
+/** Options for {@link NetLab.addHost}. */
+export interface AddHostOptions extends LinkOptions {
+  /** 1-20 lowercase letters or digits; unique in the lab. */
+  name: string;
+  /** The subnet to join (created on first use); default "lan". */
+  subnet?: string;
+}
+
+/** Options for {@link NetLab.addRouter}: a host on several subnets, each link shaped alike. */
+export interface AddRouterOptions extends LinkOptions {
+  name: string;
+  subnets: readonly string[];
+}
+
+interface SubnetRecord {
+  index: number;
+  bridge: string;
+  nextHostNumber: number;
+  ready: Promise<void>;
+}
+
+interface HostRecord {
+  host: Host;
+  index: number;
+  addresses: Map<string, string>;
+  nextInterface: number;
+  link: LinkOptions;
+}
+
+/** Hosts in network namespaces behind bridges, with tc-shaped links. Always `destroy()` it. */
+export class NetLab {
+  /** The lab's name; every namespace it makes starts with it. */
+  readonly name: string;
+  /** The namespace holding the bridges (and the download-side qdiscs). */
+  readonly switchNamespace: string;
+  readonly #hosts = new Map<string, HostRecord>();
+  readonly #subnets = new Map<string, SubnetRecord>();
+  readonly #namespaces: string[] = [];
+  readonly #children = new Set<ChildProcess>();
+  readonly #pending = new Set<Promise<unknown>>();
+  readonly #runtime: HostRuntime;
+  #nextHostIndex = 0;
+  #netem: Promise<boolean> | undefined;
+  #destroyed = false;
+  #destroying: Promise<void> | undefined;
+
+  private constructor(name: string) {
+    this.name = name;
+    this.switchNamespace = switchNamespace(name);
+    this.#runtime = {
+      assertAlive: (what) => {
+        this.#assertAlive(what);
+      },
+      track: (child) => {
+        this.#children.add(child);
+        child.once("exit", () => this.#children.delete(child));
+      },
+    };
+  }
+
+  /** Creates an empty lab (its switch namespace). `name` prefixes every namespace; default "br…". */
+  static async create(options: { name?: string } = {}): Promise<NetLab> {
+    const name = options.name ?? randomLabName();
+    validateLabName(name);
+    const lab = new NetLab(name);
+    try {
+      await ip(["netns", "add", lab.switchNamespace]);
+    } catch (error) {
+      lab.#destroyed = true; // the namespace may belong to another lab: leave it alone
+      throw new NetLabError(
+        "COMMAND_FAILED",
+        `cannot create namespace ${lab.switchNamespace} (a crashed run's leftover? NetLab.cleanupStale("${name}")): ${String(error)}`,
+        { cause: error },
+      );
+    }
+    lab.#namespaces.push(lab.switchNamespace);
+    try {
+      await ip(["-n", lab.switchNamespace, "link", "set", "lo", "up"]);
+    } catch (error) {
+      await lab.destroy().catch(() => undefined);
+      throw error;
+    }
+    return lab;
+  }
+
+  /**
+   * Removes every namespace whose name starts with `prefix` (ending its processes first), e.g. the
+   * leftovers of a crashed run of a lab with that name. Returns the names removed. Labs of other runs
+   * whose names share the prefix are removed too: pass a full lab name when others may be running.
+   */
+  static async cleanupStale(prefix: string): Promise<string[]> {
+    if (!/^[a-z0-9][a-z0-9-]*$/.test(prefix)) {
+      throw new NetLabError(
+        "INVALID_ARGUMENT",
+        `cleanupStale prefix ${JSON.stringify(prefix)} must be a lab name`,
+      );
+    }
+    const stale = (await listNamespaces()).filter((ns) => ns.startsWith(prefix));
+    await removeNamespaces(stale);
+    return stale;
+  }
+
+  /** The hosts added so far, in order. */
+  get hosts(): Host[] {
+    return [...this.#hosts.values()].map((record) => record.host);
+  }
+
+  /** Adds a host on one subnet; see {@link LinkOptions} for shaping. */
+  addHost(options: AddHostOptions): Promise<Host> {
+    return this.#track(this.#addHost(options.name, [options.subnet ?? "lan"], options));
+  }
+
+  /**
+   * Adds a host on several subnets, with one interface on each (a relay or bootstrap node that peers
+   * on isolated subnets can all reach). It does not forward packets between them.
+   */
+  addRouter(options: AddRouterOptions): Promise<Host> {
+    if (options.subnets.length === 0) {
+      return Promise.reject(
+        new NetLabError("INVALID_ARGUMENT", `router ${options.name} needs at least one subnet`),
+      );
+    }
+    return this.#track(this.#addHost(options.name, options.subnets, options));
+  }
+
+  /**
+   * Gives `host` an interface on `subnet` and returns its address there. The link is shaped with
+   * `link`, or like the host's first link when omitted (each interface is shaped on its own).
+   */
+  connect(host: Host, subnet: string, link?: LinkOptions): Promise<string> {
+    const record = this.#hosts.get(host.name);
+    if (record?.host !== host) {
+      return Promise.reject(
+        new NetLabError("INVALID_ARGUMENT", `host ${host.name} is not in lab ${this.name}`),
+      );
+    }
+    return this.#track(this.#attach(record, subnet, link ?? record.link));
+  }
+
+  /**
+   * Ends every process in the lab's namespaces and deletes them (with their veths and bridges). Safe
+   * to call twice, and after a failed `addHost`; a failed destroy can be retried.
+   */
+  destroy(): Promise<void> {
+    this.#destroyed = true;
+    this.#destroying ??= this.#destroyOnce().catch((error: unknown) => {
+      this.#destroying = undefined;
+      throw error;
+    });
+    return this.#destroying;
+  }
+
+  async #destroyOnce(): Promise<void> {
+    await Promise.allSettled([...this.#pending]);
+    for (const child of this.#children) child.kill("SIGTERM");
+    await removeNamespaces([...this.#namespaces]);
+  }
+
+  #assertAlive(what: string): void {
+    if (this.#destroyed) throw new NetLabError("DESTROYED", `cannot ${what}: lab ${this.name} was destroyed`);
+  }
+
+  #track<T>(operation: Promise<T>): Promise<T> {
+    this.#pending.add(operation);
+    const forget = (): void => void this.#pending.delete(operation);
+    operation.then(forget, forget);
+    return operation;
+  }
+
+  async #addHost(name: string, subnets: readonly string[], link: LinkOptions): Promise<Host> {
+    this.#assertAlive(`add host ${name}`);
+    validateHostName(name);
+    subnets.forEach(validateSubnetName);
+    validateLink(link, `host ${name}`);
+    if (this.#hosts.has(name))
+      throw new NetLabError("INVALID_ARGUMENT", `lab ${this.name} already has a host ${name}`);
+    const namespace = hostNamespace(this.name, name);
+    const addresses = new Map<string, string>();
+    const [first] = subnets;
+    const host = new Host({ name, namespace, subnet: first ?? "lan", addresses }, this.#runtime);
+    const record: HostRecord = { host, index: this.#nextHostIndex++, addresses, nextInterface: 0, link };
+    this.#hosts.set(name, record);
+    try {
+      await ip(["netns", "add", namespace]);
+    } catch (error) {
+      this.#hosts.delete(name);
+      throw error;
+    }
+    this.#namespaces.push(namespace);
+    try {
+      await ip(["-n", namespace, "link", "set", "lo", "up"]);
+      for (const subnet of subnets) await this.#attach(record, subnet, link);
+    } catch (error) {
+      // Take the half-made host out again, so the lab stays usable; destroy() retries if this fails.
+      await removeNamespaces([namespace]).then(
+        () => this.#namespaces.splice(this.#namespaces.indexOf(namespace), 1),
+        () => undefined,
+      );
+      this.#hosts.delete(name);
+      throw error;
+    }
+    return host;
+  }
+
+  async #attach(record: HostRecord, subnetName: string, link: LinkOptions): Promise<string> {
+    this.#assertAlive(`connect ${record.host.name} to ${subnetName}`);
+    validateSubnetName(subnetName);
+    validateLink(link, `host ${record.host.name}`);
+    if (record.addresses.has(subnetName)) {
+      throw new NetLabError(
+        "INVALID_ARGUMENT",
+        `host ${record.host.name} is already on subnet "${subnetName}"`,
+      );
+    }
+    if (needsNetem(shapeOf(link, undefined)) && !(await (this.#netem ??= probeNetem(this.switchNamespace)))) {
+      throw new NetLabError(
+        "UNSUPPORTED",
+        "delayMs needs the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM)",
+      );
+    }
+    const subnet = this.#subnet(subnetName);
+    const address = hostAddress(subnet.index, subnet.nextHostNumber++);
+    const interfaceIndex = record.nextInterface++;
+    const port = switchPortName(record.index, interfaceIndex);
+    const inner = hostInterfaceName(interfaceIndex);
+    const ns = record.host.namespace;
+    await subnet.ready;
+    await ip([
+      "-n",
+      this.switchNamespace,
+      "link",
+      "add",
+      port,
+      "type",
+      "veth",
+      "peer",
+      "name",
+      inner,
+      "netns",
+      ns,
+    ]);
+    await ip(["-n", this.switchNamespace, "link", "set", port, "master", subnet.bridge, "up"]);
+    await ip(["-n", ns, "address", "add", `${address}/${SUBNET_PREFIX_LENGTH}`, "dev", inner]);
+    await ip(["-n", ns, "link", "set", inner, "up"]);
+    for (const command of shapingCommands(inner, shapeOf(link, link.uploadMbit))) {
+      await tc(["-n", ns, ...command]);
+    }
+    for (const command of shapingCommands(port, shapeOf(link, link.downloadMbit))) {
+      await tc(["-n", this.switchNamespace, ...command]);
+    }
+    record.addresses.set(subnetName, address);
+    return address;
+  }
+
+  /** The subnet's record, creating its bridge on first use (concurrent callers share the creation). */
+  #subnet(name: string): SubnetRecord {
+    const known = this.#subnets.get(name);
+    if (known !== undefined) return known;
+    const index = this.#subnets.size;
+    if (index >= MAX_SUBNETS)
+      throw new NetLabError("INVALID_ARGUMENT", `a lab has at most ${MAX_SUBNETS} subnets`);
+    const bridge = bridgeName(index);
+    const ready = (async () => {
+      await ip(["-n", this.switchNamespace, "link", "add", bridge, "type", "bridge", "stp_state", "0"]);
+      await ip(["-n", this.switchNamespace, "link", "set", bridge, "up"]);
+    })();
+    ready.catch(() => undefined); // awaited by every attach; a failure surfaces there
+    const record: SubnetRecord = { index, bridge, nextHostNumber: 1, ready };
+    this.#subnets.set(name, record);
+    return record;
+  }
+}

@@ -1,0 +1,142 @@
+import type { ExperimentConfig } from "@barnraise/protocol";
+import type { Logger } from "pino";
+import type { AllReduceService } from "./butterfly-allreduce.ts";
+import { optimalGroupSize, moshpitDimensions } from "./group-size.ts";
+import {
+  optimalPartFractions,
+  partElementCounts,
+  uniformPartFractions,
+  type MemberCapacity,
+} from "./load-balancing.ts";
+import type { Matchmaking } from "./matchmaking.ts";
+import { groupKey, initialGridIndex, nextGridIndex } from "./moshpit-grid.ts";
+import type { AveragingMode } from "./partition.ts";
+
+export interface AveragerOptions {
+  self: string;
+  mode: AveragingMode;
+  matchmaking: Matchmaking;
+  allreduce: AllReduceService;
+  averaging: ExperimentConfig["averaging"];
+  compression: ExperimentConfig["compression"];
+  /** This peer's link capacity, bytes per second (measured or configured). */
+  bandwidth: { uploadBytesPerSecond: number; downloadBytesPerSecond: number };
+  /** How many peers are alive in the swarm (progress tracking); sizes the Moshpit grid. */
+  swarmSize: () => number;
+  /** Per-peer, per-round failure probability used to choose the group size (DeDLOC App. C). */
+  failureRate?: number;
+  random?: () => number;
+  logger: Logger;
+}
+
+export interface AverageOutcome {
+  vector: Float32Array;
+  /** Members of the last round's group. */
+  groupSize: number;
+  /** Sum of the weights that made it into the result. */
+  totalWeight: number;
+  rounds: number;
+}
+
+/**
+ * One averaging step for the optimizer: Moshpit All-Reduce (thesis Alg. 1) over groups formed by
+ * matchmaking, each round a load-balanced butterfly all-reduce. For swarms no larger than the
+ * best group size this is a single all-reduce of everyone (what DeDLOC ran); larger swarms average
+ * over ceil(log_m n) rounds in grid groups of m, so a failure only costs its own group.
+ */
+export class Averager {
+  readonly #options: AveragerOptions;
+  #gridIndex: number[] | undefined;
+  #bytesAggregated = 0;
+  /** Failed attempts per epoch: a retry matches under a fresh key, never the failed group's. */
+  readonly #attempts = new Map<number, number>();
+
+  constructor(options: AveragerOptions) {
+    this.#options = options;
+  }
+
+  /** Raw bytes this peer reduced for others so far (the leaderboard's "bytes aggregated"). */
+  get bytesAggregated(): number {
+    return this.#bytesAggregated;
+  }
+
+  async average(
+    epoch: number,
+    vector: Float32Array,
+    weight: number,
+    signal?: AbortSignal,
+  ): Promise<AverageOutcome> {
+    const attempt = this.#attempts.get(epoch) ?? 0;
+    if (this.#options.swarmSize() <= 1 && this.#options.mode !== "aux") {
+      // Alone in the swarm: the average of one is its own vector, so a lone volunteer still trains.
+      return { vector: vector.slice(), groupSize: 1, totalWeight: weight, rounds: 0 };
+    }
+    try {
+      return await this.#average(epoch, attempt, vector, weight, signal);
+    } catch (error) {
+      this.#attempts.set(epoch, attempt + 1);
+      for (const known of this.#attempts.keys()) if (known < epoch - 2) this.#attempts.delete(known);
+      throw error;
+    }
+  }
+
+  async #average(
+    epoch: number,
+    attempt: number,
+    vector: Float32Array,
+    weight: number,
+    signal?: AbortSignal,
+  ): Promise<AverageOutcome> {
+    const { averaging, compression, bandwidth, mode } = this.#options;
+    const peers = this.#options.swarmSize();
+    const m = optimalGroupSize(peers, this.#options.failureRate ?? 0.01, averaging.maxGroupSize);
+    const dimensions = moshpitDimensions(peers, m);
+    if (this.#gridIndex?.length !== dimensions - 1) {
+      this.#gridIndex = initialGridIndex(dimensions, m, this.#options.random ?? Math.random);
+    }
+    let current = vector;
+    let currentWeight = weight;
+    let groupSize = 1;
+    for (let round = 0; round < dimensions; round += 1) {
+      const key = groupKey(epoch, round, this.#gridIndex) + (attempt > 0 ? `a${attempt}` : "");
+      const group = await this.#options.matchmaking.form(
+        key,
+        { mode, weight: currentWeight, ...bandwidth },
+        signal,
+      );
+      const capacities: MemberCapacity[] = group.members.map((member) => ({
+        peerId: member.peerId,
+        uploadBytesPerSecond: member.uploadBytesPerSecond,
+        downloadBytesPerSecond: member.downloadBytesPerSecond,
+        canReduce: member.mode !== "client",
+        sends: member.mode !== "aux",
+      }));
+      const fractions = averaging.loadBalancing
+        ? await optimalPartFractions(capacities)
+        : uniformPartFractions(capacities);
+      const result = await this.#options.allreduce.run({
+        group: { groupId: group.groupId, members: group.members, fractions },
+        partCounts: partElementCounts(current.length, fractions),
+        vector: current,
+        weight: currentWeight,
+        compression: { method: compression.method, adaptiveThreshold: compression.adaptiveThreshold },
+        chunkSizeBytes: averaging.chunkSizeBytes,
+        timeoutMs: averaging.allreduceTimeoutMs,
+        ...(signal === undefined ? {} : { signal }),
+      });
+      this.#bytesAggregated += result.bytesAggregated;
+      current = result.vector;
+      currentWeight = result.totalWeight;
+      groupSize = group.members.length;
+      const position = group.members.findIndex((member) => member.peerId === this.#options.self);
+      this.#gridIndex = nextGridIndex(this.#gridIndex, position % m);
+      if (result.excluded.length > 0) {
+        this.#options.logger.info(
+          { epoch, round, excluded: result.excluded },
+          "members left the all-reduce; weights renormalized",
+        );
+      }
+    }
+    return { vector: current, groupSize, totalWeight: currentWeight, rounds: dimensions };
+  }
+}

@@ -1,0 +1,331 @@
+import { pino, type Logger } from "pino";
+import { compressorFor, type CompressionMethodName } from "../compression/index.ts";
+import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
+import type { Rpc, RpcIncoming } from "../rpc/rpc.ts";
+import {
+  allReduceMethod,
+  type AllReduceRequest,
+  type AllReduceResponse,
+  checkRequest,
+} from "./allreduce-messages.ts";
+import { exchangePart, type PartExchangeOutcome } from "./part-exchange.ts";
+import { type AllReduceGroup, chunkElementsFor, planRound, type RoundPlan } from "./partition.ts";
+import { type ReducerOutcome, ReducerSession } from "./reducer-session.ts";
+
+export interface AllReduceServiceOptions {
+  rpc: Rpc;
+  logger?: Logger;
+  /** How long a stream that arrives before the local round started waits for it; default 10 s. */
+  sessionWaitMs?: number;
+}
+
+export interface AllReduceRunOptions {
+  group: AllReduceGroup;
+  /** Elements reduced by each member (e.g. `partElementCounts(length, group.fractions)`), summing to the vector's length. */
+  partCounts: readonly number[];
+  /** The local vector; never modified. Aux members pass any vector of the right length (only its length is used). */
+  vector: Float32Array;
+  /** The local weight (samples); positive exactly when the group lists a positive weight for this member. */
+  weight: number;
+  compression: { method: CompressionMethodName; adaptiveThreshold?: number };
+  /** Raw float32 bytes per streamed chunk. */
+  chunkSizeBytes: number;
+  /** Deadline for the whole round. */
+  timeoutMs: number;
+  /** A sender that delivers nothing for this long while its reducer waits is excluded; default timeoutMs / 2. */
+  senderTimeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface AllReduceResult {
+  /** The weighted mean, bit-identical on every member; empty for aux members (they take no result). */
+  vector: Float32Array;
+  /** The smallest Σ w_i of any chunk this member received or reduced (the full weight when nobody was excluded). */
+  totalWeight: number;
+  /** Contributors whose weight was left out of at least one of those chunks, in member order. */
+  excluded: string[];
+  /** Bytes written and read on the wire (compressed, with frame headers). */
+  bytesSent: number;
+  bytesReceived: number;
+  /** Raw float32 bytes of other members' contributions this member reduced (DeDLOC I.2 "bytes aggregated"). */
+  bytesAggregated: number;
+}
+
+const FINISHED_ROUNDS_KEPT = 256;
+const MAX_WAITING_STREAMS = 1024;
+
+interface ActiveRound {
+  plan: RoundPlan;
+  chunkElements: number;
+  reducer: ReducerSession | undefined;
+}
+
+/**
+ * Butterfly all-reduce (thesis Fig. 6, DeDLOC §3.2) over the `Rpc` layer. `start()` serves the
+ * single "allreduce" method; `run()` takes part in one round: member j reduces part j, every
+ * participant streams its part j to member j and reads the average back on the same stream.
+ * Client-mode members only dial out; reducers only accept. A failed sender is excluded and
+ * renormalized away by each reducer; a failed reducer makes `run` reject with ALLREDUCE_FAILED
+ * on the members missing its part, so the caller can retry with a new group. On such a failure
+ * this member withdraws its remaining uploads but keeps reducing its own part for the others;
+ * `run` settles once that work is done too.
+ */
+export class AllReduceService {
+  readonly #rpc: Rpc;
+  readonly #logger: Logger;
+  readonly #sessionWaitMs: number;
+  readonly #rounds = new Map<string, ActiveRound>();
+  readonly #finished = new Set<string>();
+  readonly #waiting = new Map<string, Set<PromiseWithResolvers<ActiveRound>>>();
+  #waitingCount = 0;
+  #started = false;
+
+  constructor(options: AllReduceServiceOptions) {
+    this.#rpc = options.rpc;
+    this.#logger = options.logger ?? pino({ level: "silent" });
+    this.#sessionWaitMs = options.sessionWaitMs ?? 10_000;
+  }
+
+  start(): void {
+    if (this.#started) return;
+    this.#started = true;
+    this.#rpc.handle(allReduceMethod, (incoming) => this.#handle(incoming));
+  }
+
+  stop(): void {
+    if (!this.#started) return;
+    this.#started = false;
+    this.#rpc.unhandle(allReduceMethod);
+    for (const waiters of this.#waiting.values()) {
+      for (const waiter of waiters) {
+        waiter.reject(new SwarmError(SwarmErrorCode.NOT_RUNNING, "the all-reduce service stopped"));
+      }
+    }
+    this.#waiting.clear();
+    this.#waitingCount = 0;
+  }
+
+  /** Rounds this member is taking part in right now (for monitoring and tests). */
+  activeRounds(): number {
+    return this.#rounds.size;
+  }
+
+  /** Takes part in one round; see the class comment. */
+  async run(options: AllReduceRunOptions): Promise<AllReduceResult> {
+    const { group, vector, weight, timeoutMs } = options;
+    const plan = planRound(group, options.partCounts, vector.length, this.#rpc.peerId);
+    const self = plan.selfIndex;
+    checkLocalInput(plan, options);
+    if (this.#rounds.has(group.groupId) || this.#finished.has(group.groupId)) {
+      throw new SwarmError(
+        SwarmErrorCode.ALLREDUCE_FAILED,
+        `round ${group.groupId} already ran on this peer`,
+      );
+    }
+    const chunkElements = chunkElementsFor(options.chunkSizeBytes);
+    const compressor = compressorFor(
+      options.compression.method,
+      vector.length,
+      options.compression.adaptiveThreshold,
+    );
+    if (options.signal?.aborted === true) {
+      throw new SwarmError(SwarmErrorCode.ABORTED, "all-reduce aborted before it started");
+    }
+    const round = new AbortController();
+    const timer = setTimeout(() => {
+      round.abort(
+        new SwarmError(
+          SwarmErrorCode.TIMEOUT,
+          `round ${group.groupId} did not finish within ${timeoutMs} ms`,
+        ),
+      );
+    }, timeoutMs);
+    const onAbort = () => {
+      round.abort(new SwarmError(SwarmErrorCode.ABORTED, `round ${group.groupId} aborted by the caller`));
+    };
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+
+    const participant = plan.participants.has(self);
+    const result = new Float32Array(participant ? vector.length : 0);
+    const ownPart = plan.parts[self] ?? { start: 0, end: 0 };
+    const reducer =
+      ownPart.end > ownPart.start
+        ? new ReducerSession({
+            plan,
+            chunkElements,
+            compressor,
+            localValues: plan.contributors.has(self)
+              ? vector.subarray(ownPart.start, ownPart.end)
+              : undefined,
+            localWeight: weight,
+            onResult: (chunk, values) => {
+              if (participant) result.set(values, ownPart.start + chunk.start);
+            },
+            senderTimeoutMs: options.senderTimeoutMs ?? timeoutMs / 2,
+            signal: round.signal,
+            logger: this.#logger,
+          })
+        : undefined;
+    this.#register(group.groupId, { plan, chunkElements, reducer });
+    try {
+      // settle() attaches a handler at once, so a failing reducer is never an unhandled rejection.
+      const reducing = reducer === undefined ? undefined : settle(reducer.run());
+      const uploads = new AbortController();
+      const uploadSignal = AbortSignal.any([round.signal, uploads.signal]);
+      const exchanges = participant
+        ? plan.parts.flatMap((part, j) =>
+            j === self || part.end === part.start
+              ? []
+              : [
+                  exchangePart({
+                    rpc: this.#rpc,
+                    plan,
+                    partIndex: j,
+                    weight: plan.contributors.has(self) ? weight : 0,
+                    values: vector.subarray(part.start, part.end),
+                    output: result.subarray(part.start, part.end),
+                    chunkElements,
+                    compressor,
+                    signal: uploadSignal,
+                    timeoutMs,
+                  }).catch((error: unknown) => {
+                    uploads.abort(error);
+                    reducer?.excludeMember(j, error);
+                    throw error;
+                  }),
+                ],
+          )
+        : [];
+      const exchanged = await Promise.allSettled(exchanges);
+      const reduced = await reducing;
+      if (round.signal.aborted) throw roundFailure(group.groupId, round.signal.reason);
+      if (uploads.signal.aborted) throw roundFailure(group.groupId, uploads.signal.reason);
+      if (reduced !== undefined && !reduced.ok) throw roundFailure(group.groupId, reduced.error);
+      const outcomes = exchanged.flatMap((outcome) =>
+        outcome.status === "fulfilled" ? [outcome.value] : [],
+      );
+      return summarize(plan, result, outcomes, reduced?.ok === true ? reduced.value : undefined);
+    } finally {
+      clearTimeout(timer);
+      options.signal?.removeEventListener("abort", onAbort);
+      this.#unregister(group.groupId);
+    }
+  }
+
+  async #handle(incoming: RpcIncoming<AllReduceRequest, AllReduceResponse>): Promise<void> {
+    const { groupId } = incoming.head;
+    const round = this.#rounds.get(groupId) ?? (await this.#waitForRound(groupId, incoming.signal));
+    if (round.reducer === undefined) {
+      checkRequest(round.plan, round.chunkElements, incoming.head, incoming.from.peerId);
+      throw new SwarmError(SwarmErrorCode.MALFORMED_MESSAGE, "this member reduces no part");
+    }
+    await round.reducer.accept(incoming);
+  }
+
+  async #waitForRound(groupId: string, signal: AbortSignal): Promise<ActiveRound> {
+    const unknown = (why: string) =>
+      new SwarmError(SwarmErrorCode.ALLREDUCE_FAILED, `round ${groupId} ${why}`);
+    if (this.#finished.has(groupId)) throw unknown("is over on this peer");
+    if (this.#waitingCount >= MAX_WAITING_STREAMS) {
+      throw unknown("cannot wait: too many streams wait for their round");
+    }
+    const waiter = Promise.withResolvers<ActiveRound>();
+    const waiters = this.#waiting.get(groupId) ?? new Set();
+    this.#waiting.set(groupId, waiters);
+    waiters.add(waiter);
+    this.#waitingCount++;
+    const timer = setTimeout(() => {
+      waiter.reject(unknown(`did not start here within ${this.#sessionWaitMs} ms`));
+    }, this.#sessionWaitMs);
+    const onAbort = () => {
+      waiter.reject(unknown("stream closed while waiting"));
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      return await waiter.promise;
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+      if (waiters.delete(waiter)) this.#waitingCount--;
+      if (waiters.size === 0 && this.#waiting.get(groupId) === waiters) this.#waiting.delete(groupId);
+    }
+  }
+
+  #register(groupId: string, round: ActiveRound): void {
+    this.#rounds.set(groupId, round);
+    for (const waiter of this.#waiting.get(groupId) ?? []) waiter.resolve(round);
+  }
+
+  #unregister(groupId: string): void {
+    this.#rounds.delete(groupId);
+    this.#finished.add(groupId);
+    if (this.#finished.size > FINISHED_ROUNDS_KEPT) {
+      const oldest = this.#finished.values().next();
+      if (oldest.done !== true) this.#finished.delete(oldest.value);
+    }
+  }
+}
+
+function checkLocalInput(plan: RoundPlan, options: AllReduceRunOptions): void {
+  const invalid = (message: string) =>
+    new SwarmError(SwarmErrorCode.ALLREDUCE_FAILED, `invalid all-reduce input: ${message}`);
+  const { weight, vector } = options;
+  if (!Number.isFinite(weight) || weight < 0) throw invalid(`weight ${weight}`);
+  if (weight > 0 !== plan.contributors.has(plan.selfIndex)) {
+    throw invalid(
+      `weight ${weight} disagrees with the group's weight ${plan.group.members[plan.selfIndex]?.weight}`,
+    );
+  }
+  if (!(options.timeoutMs > 0)) throw invalid(`timeout ${options.timeoutMs} ms`);
+  if (!(options.chunkSizeBytes > 0)) throw invalid(`chunk size ${options.chunkSizeBytes} bytes`);
+  if (plan.contributors.has(plan.selfIndex)) {
+    for (let i = 0; i < vector.length; i++) {
+      if (!Number.isFinite(vector[i])) throw invalid(`element ${i} of the vector is ${vector[i]}`);
+    }
+  }
+}
+
+type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
+
+async function settle<T>(promise: Promise<T>): Promise<Settled<T>> {
+  try {
+    return { ok: true, value: await promise };
+  } catch (error) {
+    return { ok: false, error };
+  }
+}
+
+/** The caller's abort stays ABORTED; everything else (timeout, a lost part) becomes ALLREDUCE_FAILED. */
+function roundFailure(groupId: string, cause: unknown): SwarmError {
+  if (isSwarmError(cause, SwarmErrorCode.ABORTED) || isSwarmError(cause, SwarmErrorCode.ALLREDUCE_FAILED)) {
+    return cause;
+  }
+  const message = cause instanceof Error ? cause.message : String(cause);
+  return new SwarmError(SwarmErrorCode.ALLREDUCE_FAILED, `round ${groupId} failed: ${message}`, { cause });
+}
+
+function summarize(
+  plan: RoundPlan,
+  vector: Float32Array,
+  exchanges: readonly PartExchangeOutcome[],
+  reduced: ReducerOutcome | undefined,
+): AllReduceResult {
+  const sources = reduced === undefined ? exchanges : [...exchanges, reduced];
+  const chunkWeights = sources.flatMap((source) => source.chunkWeights);
+  const excluded = new Set<number>();
+  for (const bitmap of sources.flatMap((source) => source.chunkContributors)) {
+    for (const index of plan.contributors) {
+      if (((bitmap[index >> 3] ?? 0) & (1 << (index & 7))) === 0) excluded.add(index);
+    }
+  }
+  const sum = (pick: (source: PartExchangeOutcome | ReducerOutcome) => number) =>
+    sources.reduce((total, source) => total + pick(source), 0);
+  return {
+    vector,
+    totalWeight: chunkWeights.length === 0 ? 0 : chunkWeights.reduce((min, weight) => Math.min(min, weight)),
+    excluded: [...excluded].sort((a, b) => a - b).map((index) => plan.group.members[index]?.peerId ?? ""),
+    bytesSent: sum((source) => source.bytesSent),
+    bytesReceived: sum((source) => source.bytesReceived),
+    bytesAggregated: reduced?.bytesAggregated ?? 0,
+  };
+}

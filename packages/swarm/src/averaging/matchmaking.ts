@@ -1,0 +1,241 @@
+import { createHash } from "node:crypto";
+import type { Logger } from "pino";
+import { z } from "zod";
+import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
+import { defineMethod, type PeerIdString, type Rpc } from "../rpc/rpc.ts";
+import type { AllReduceGroup, AveragingMode } from "./partition.ts";
+
+/** What a member brings to a group: its mode, weight (samples) and measured bandwidth. */
+export interface MemberOffer {
+  mode: AveragingMode;
+  weight: number;
+  uploadBytesPerSecond: number;
+  downloadBytesPerSecond: number;
+}
+
+export interface FormedMember extends MemberOffer {
+  peerId: PeerIdString;
+}
+
+export interface FormedGroup extends AllReduceGroup {
+  readonly members: readonly FormedMember[];
+  readonly leader: PeerIdString;
+}
+
+const offerSchema = z.strictObject({
+  mode: z.enum(["node", "client", "aux"]),
+  weight: z.number().min(0).max(1e15),
+  uploadBytesPerSecond: z.number().positive().max(1e12),
+  downloadBytesPerSecond: z.number().positive().max(1e12),
+});
+const keySchema = z.string().min(1).max(200);
+
+export const matchmakingMethod = defineMethod({
+  name: "matchmaking",
+  request: z.strictObject({ key: keySchema, offer: offerSchema }),
+  response: z.discriminatedUnion("status", [
+    z.strictObject({
+      status: z.literal("formed"),
+      groupId: z.string().max(300),
+      members: z
+        .array(offerSchema.extend({ peerId: z.string().min(1).max(128) }))
+        .min(1)
+        .max(1024),
+    }),
+    z.strictObject({ status: z.literal("redirect"), leader: z.string().min(1).max(128) }),
+  ]),
+  maxFrameBytes: 0,
+});
+
+export interface MatchmakingOptions {
+  rpc: Rpc;
+  logger: Logger;
+  /** Peers that could lead: connected members that accept connections (not client mode). */
+  leaders: () => PeerIdString[];
+  /**
+   * The members this peer expects in the group for `key` (from progress tracking); the leader
+   * closes the group as soon as all of them have joined, instead of waiting for the deadline.
+   */
+  expected: (key: string) => PeerIdString[];
+  maxGroupSize: number;
+  timeoutMs: number;
+  now?: () => number;
+}
+
+interface Gathering {
+  readonly key: string;
+  readonly members: Map<PeerIdString, FormedMember>;
+  readonly formed: PromiseWithResolvers<FormedGroup>;
+  readonly timer: NodeJS.Timeout;
+  closed: boolean;
+}
+
+/**
+ * Forms an all-reduce group for one key (epoch, Moshpit round and grid cell). The leader is the
+ * lowest PeerId among the peers that accept connections, so every member picks the same one
+ * without a vote. Followers send it a long-poll `matchmaking` request; the leader gathers offers
+ * until everyone it expects has joined, the group is full, or the deadline passes, then answers
+ * every follower with the same member list (sorted by PeerId, so each member derives the same part
+ * layout). A peer that is asked to lead but sees a lower PeerId redirects; a leader that cannot be
+ * reached is skipped for the next one.
+ */
+export class Matchmaking {
+  readonly #options: MatchmakingOptions;
+  readonly #gatherings = new Map<string, Gathering>();
+  readonly #recent = new Map<string, FormedGroup>();
+
+  constructor(options: MatchmakingOptions) {
+    this.#options = options;
+  }
+
+  start(): void {
+    this.#options.rpc.handle(matchmakingMethod, async (incoming) => {
+      const { key, offer } = incoming.head;
+      const peer = incoming.from.peerId;
+      if (offer.mode === "aux" && incoming.from.pass.role !== "aux") {
+        throw new SwarmError(SwarmErrorCode.UNAUTHORIZED_PEER, "only aux passes may join in aux mode");
+      }
+      const leader = this.#leaderFor(new Set(), true);
+      if (leader !== this.#options.rpc.peerId) {
+        await incoming.respond({ status: "redirect", leader });
+        return;
+      }
+      const group = await this.#join(key, { ...offer, peerId: peer }, incoming.signal);
+      await incoming.respond({ status: "formed", groupId: group.groupId, members: [...group.members] });
+    });
+  }
+
+  stop(): void {
+    this.#options.rpc.unhandle(matchmakingMethod);
+    for (const gathering of this.#gatherings.values()) this.#close(gathering);
+  }
+
+  /** Joins (or leads) the group for `key`; rejects with NO_GROUP when nobody else came. */
+  async form(key: string, offer: MemberOffer, signal?: AbortSignal): Promise<FormedGroup> {
+    const self = this.#options.rpc.peerId;
+    const skipped = new Set<PeerIdString>();
+    const deadline = (this.#options.now ?? Date.now)() + this.#options.timeoutMs;
+    const selfCanLead = offer.mode !== "client";
+    let leader = this.#leaderFor(skipped, selfCanLead);
+    let group: FormedGroup | undefined;
+    for (let hops = 0; group === undefined && hops < 8; hops += 1) {
+      if (leader === self) {
+        group = await this.#join(key, { ...offer, peerId: self }, signal);
+        break;
+      }
+      try {
+        const remaining = Math.max(100, deadline - (this.#options.now ?? Date.now)());
+        const answer = await this.#options.rpc.request(
+          leader,
+          matchmakingMethod,
+          { key, offer },
+          {
+            timeoutMs: remaining + 5_000,
+            ...(signal === undefined ? {} : { signal }),
+          },
+        );
+        if (answer.status === "redirect") {
+          if (answer.leader === leader || skipped.has(answer.leader)) skipped.add(leader);
+          leader =
+            answer.leader === self || skipped.has(answer.leader)
+              ? this.#leaderFor(skipped, selfCanLead)
+              : answer.leader;
+          continue;
+        }
+        group = { groupId: answer.groupId, members: answer.members, leader, fractions: [] };
+      } catch (error) {
+        if (signal?.aborted === true)
+          throw new SwarmError(SwarmErrorCode.ABORTED, "matchmaking aborted", { cause: error });
+        this.#options.logger.debug({ leader, key, err: error }, "matchmaking leader failed; trying the next");
+        skipped.add(leader);
+        leader = this.#leaderFor(skipped, selfCanLead);
+      }
+    }
+    if (
+      group === undefined ||
+      group.members.length < 2 ||
+      !group.members.some((member) => member.peerId === self)
+    ) {
+      throw new SwarmError(SwarmErrorCode.NO_GROUP, `no group formed for ${key}`);
+    }
+    return group;
+  }
+
+  /** The lowest PeerId among the peers that can lead (and this peer, unless it is a client). */
+  #leaderFor(skipped: ReadonlySet<PeerIdString>, selfCanLead: boolean): PeerIdString {
+    const self = this.#options.rpc.peerId;
+    const candidates = this.#options.leaders().filter((peer) => !skipped.has(peer));
+    if (selfCanLead && !skipped.has(self)) candidates.push(self);
+    candidates.sort();
+    const leader = candidates[0];
+    if (leader === undefined)
+      throw new SwarmError(SwarmErrorCode.NO_GROUP, "no reachable peer can lead a group");
+    return leader;
+  }
+
+  async #join(key: string, member: FormedMember, signal?: AbortSignal): Promise<FormedGroup> {
+    const recent = this.#recent.get(key);
+    if (recent?.members.some((known) => known.peerId === member.peerId)) return recent;
+    let gathering = this.#gatherings.get(key);
+    if (gathering === undefined || gathering.closed) {
+      const formed = Promise.withResolvers<FormedGroup>();
+      formed.promise.catch(() => undefined);
+      const created: Gathering = {
+        key,
+        members: new Map(),
+        formed,
+        closed: false,
+        timer: setTimeout(() => {
+          this.#close(created);
+        }, this.#options.timeoutMs),
+      };
+      gathering = created;
+      this.#gatherings.set(key, gathering);
+    }
+    gathering.members.set(member.peerId, member);
+    const expected = new Set([...this.#options.expected(key), this.#options.rpc.peerId]);
+    const everyoneIn = [...expected].every((peer) => gathering.members.has(peer));
+    if (everyoneIn || gathering.members.size >= this.#options.maxGroupSize) this.#close(gathering);
+    const formed = gathering.formed.promise;
+    if (signal === undefined) return formed;
+    return Promise.race([
+      formed,
+      new Promise<never>((_, reject) => {
+        signal.addEventListener(
+          "abort",
+          () => {
+            reject(new SwarmError(SwarmErrorCode.ABORTED, "matchmaking aborted"));
+          },
+          { once: true },
+        );
+      }),
+    ]);
+  }
+
+  #close(gathering: Gathering): void {
+    if (gathering.closed) return;
+    gathering.closed = true;
+    clearTimeout(gathering.timer);
+    this.#gatherings.delete(gathering.key);
+    const members = [...gathering.members.values()].sort((a, b) =>
+      a.peerId < b.peerId ? -1 : a.peerId > b.peerId ? 1 : 0,
+    );
+    const digest = createHash("sha256")
+      .update(members.map((member) => member.peerId).join(","))
+      .digest("base64url");
+    const group: FormedGroup = {
+      groupId: `${gathering.key}/${digest.slice(0, 16)}`,
+      members,
+      leader: this.#options.rpc.peerId,
+      fractions: [],
+    };
+    this.#recent.set(gathering.key, group);
+    const oldest = this.#recent.keys().next();
+    if (this.#recent.size > 64 && oldest.done !== true) this.#recent.delete(oldest.value);
+    gathering.formed.resolve(group);
+  }
+}
+
+export function isNoGroup(error: unknown): boolean {
+  return isSwarmError(error, SwarmErrorCode.NO_GROUP);
+}

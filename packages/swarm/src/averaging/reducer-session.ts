@@ -1,0 +1,377 @@
+import type { Logger } from "pino";
+import { decompress, type Compressor } from "../compression/index.ts";
+import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
+import type { RpcFrameStream, RpcIncoming } from "../rpc/rpc.ts";
+import {
+  type AllReduceRequest,
+  type AllReduceResponse,
+  assertFinite,
+  bitmapBytes,
+  checkRequest,
+  decodeChunkFrame,
+  encodeResultFrame,
+} from "./allreduce-messages.ts";
+import { chunkRanges, type ElementRange, type RoundPlan } from "./partition.ts";
+
+/** Chunks a sender's reader may decode ahead of the aggregation (bounds memory, pushes back on the sender). */
+const READ_AHEAD_CHUNKS = 2;
+
+export interface ReducerSessionOptions {
+  plan: RoundPlan;
+  chunkElements: number;
+  /** Compresses each averaged chunk once for every receiver. */
+  compressor: Compressor;
+  /** The local member's own values for this part, or undefined when it contributes nothing. */
+  localValues: Float32Array | undefined;
+  localWeight: number;
+  /** Receives each averaged chunk as decoded from the bytes sent to everyone (offsets within the part). */
+  onResult: (chunk: ElementRange, values: Float32Array) => void;
+  /** A sender that has not delivered the chunk being waited for within this time is excluded. */
+  senderTimeoutMs: number;
+  /** The round's signal: aborting it fails the session. */
+  signal: AbortSignal;
+  logger: Logger;
+}
+
+/** What the reducer did, for the round's result and stats. */
+export interface ReducerOutcome {
+  /** Per chunk: Σ w_i over the senders averaged into it, and their member-index bitmap. */
+  chunkWeights: number[];
+  chunkContributors: Uint8Array[];
+  bytesSent: number;
+  bytesReceived: number;
+  /** Raw float32 bytes of remote contributions this member summed. */
+  bytesAggregated: number;
+}
+
+type SenderState = "absent" | "live" | "excluded" | "done";
+
+interface RemoteSender {
+  readonly index: number;
+  readonly peerId: string;
+  readonly contributes: boolean;
+  state: SenderState;
+  weight: number;
+  stream: RpcFrameStream | undefined;
+  /** Decoded chunks waiting to be averaged. */
+  readonly chunks: Map<number, Float32Array>;
+}
+
+/**
+ * The reducer side of one round: member j averages part j (DeDLOC §3.2). Per chunk k it waits
+ * until every live contributor delivered chunk k, computes Σ w_i x_i / Σ w_i over those that did
+ * (in float64, in member order), compresses the mean once and queues the same bytes for every live
+ * receiver, while readers already decode chunk k+1: upload, reduction and download overlap.
+ * A sender that breaks, stalls or sends anything malformed is excluded from the remaining chunks
+ * (its weight leaves the denominator) and its stream is aborted; the session itself only fails
+ * when the round is aborted or no sender is left for a chunk. Every participant must have opened
+ * its stream before chunk 0 is reduced (waiting at most `senderTimeoutMs`); weight-0 participants
+ * send no chunks and are only served results.
+ */
+export class ReducerSession {
+  readonly #options: ReducerSessionOptions;
+  readonly #chunks: ElementRange[];
+  readonly #remotes = new Map<number, RemoteSender>();
+  readonly #frames: Uint8Array[] = [];
+  readonly #connections: Promise<void>[] = [];
+  readonly #wake = new Wakeup();
+  #failure: SwarmError | undefined;
+  readonly #outcome: ReducerOutcome = {
+    chunkWeights: [],
+    chunkContributors: [],
+    bytesSent: 0,
+    bytesReceived: 0,
+    bytesAggregated: 0,
+  };
+
+  constructor(options: ReducerSessionOptions) {
+    this.#options = options;
+    const { plan } = options;
+    const part = plan.parts[plan.selfIndex];
+    if (part === undefined || part.end <= part.start) {
+      throw new SwarmError(SwarmErrorCode.ALLREDUCE_FAILED, "a reducer session needs a non-empty part");
+    }
+    this.#chunks = chunkRanges(0, part.end - part.start, options.chunkElements);
+    for (const index of plan.participants) {
+      if (index === plan.selfIndex) continue;
+      const peerId = plan.group.members[index]?.peerId ?? "";
+      const contributes = plan.contributors.has(index);
+      this.#remotes.set(index, {
+        index,
+        peerId,
+        contributes,
+        state: "absent",
+        weight: 0,
+        stream: undefined,
+        chunks: new Map(),
+      });
+    }
+  }
+
+  /**
+   * Takes one sender's stream. Throws (before responding, so the caller gets the error) when the
+   * head does not fit the plan or the sender already has a stream or was excluded; otherwise serves
+   * the stream and resolves when this sender is done.
+   */
+  accept(incoming: RpcIncoming<AllReduceRequest, AllReduceResponse>): Promise<void> {
+    const { head, from } = incoming;
+    checkRequest(this.#options.plan, this.#options.chunkElements, head, from.peerId);
+    if (this.#failure !== undefined) {
+      throw new SwarmError(
+        SwarmErrorCode.ALLREDUCE_FAILED,
+        `round ${head.groupId} failed here: ${this.#failure.message}`,
+      );
+    }
+    const sender = this.#remotes.get(head.senderIndex);
+    if (sender === undefined) {
+      throw new SwarmError(SwarmErrorCode.MALFORMED_MESSAGE, "a member cannot send to itself");
+    }
+    if (sender.state === "excluded") {
+      throw new SwarmError(
+        SwarmErrorCode.ALLREDUCE_FAILED,
+        `${from.peerId} was excluded from round ${head.groupId}`,
+        {
+          peer: from.peerId,
+        },
+      );
+    }
+    if (sender.state !== "absent") {
+      throw malformed(`${from.peerId} already has a stream in round ${head.groupId}`);
+    }
+    sender.state = "live";
+    sender.weight = head.weight;
+    const serving = this.#serve(sender, incoming);
+    this.#connections.push(serving);
+    return serving;
+  }
+
+  /**
+   * Excludes a member from the remaining chunks on local knowledge (e.g. this member's own exchange
+   * with it failed), so the session does not wait for a peer that is known to be gone.
+   */
+  excludeMember(index: number, reason: unknown): void {
+    const sender = this.#remotes.get(index);
+    if (sender !== undefined) this.#exclude(sender, reason);
+  }
+
+  /** Runs the aggregation; resolves once every receiver is served or excluded. */
+  async run(): Promise<ReducerOutcome> {
+    const { signal } = this.#options;
+    const onAbort = () => {
+      this.#fail(toSwarmError(signal.reason, "the round was aborted"));
+    };
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      for (let k = 0; k < this.#chunks.length; k++) {
+        await this.#awaitChunk(k);
+        this.#reduce(k);
+      }
+    } catch (error) {
+      this.#fail(toSwarmError(error, "the reduction failed"));
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+    }
+    await Promise.allSettled(this.#connections);
+    if (this.#failure !== undefined) throw this.#failure;
+    return this.#outcome;
+  }
+
+  async #awaitChunk(k: number): Promise<void> {
+    const timer = setTimeout(() => {
+      for (const sender of this.#remotes.values()) {
+        if (!this.#hasDelivered(sender, k)) {
+          const what = sender.state === "absent" ? "did not connect" : `did not deliver chunk ${k}`;
+          this.#exclude(
+            sender,
+            new SwarmError(SwarmErrorCode.TIMEOUT, `${what} within ${this.#options.senderTimeoutMs} ms`),
+          );
+        }
+      }
+    }, this.#options.senderTimeoutMs);
+    try {
+      while (![...this.#remotes.values()].every((sender) => this.#hasDelivered(sender, k))) {
+        if (this.#failure !== undefined) throw this.#failure;
+        await this.#wake.wait();
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  #hasDelivered(sender: RemoteSender, k: number): boolean {
+    if (sender.state === "excluded") return true;
+    if (sender.state === "absent") return false;
+    return !sender.contributes || sender.chunks.has(k);
+  }
+
+  #reduce(k: number): void {
+    const { plan, localValues, localWeight, compressor } = this.#options;
+    const chunk = this.#chunks[k] ?? { start: 0, end: 0 };
+    const length = chunk.end - chunk.start;
+    const sum = new Float64Array(length);
+    const contributors = new Uint8Array(bitmapBytes(plan.group.members.length));
+    let totalWeight = 0;
+    const add = (index: number, values: Float32Array, weight: number) => {
+      for (let i = 0; i < length; i++) sum[i] = (sum[i] ?? 0) + weight * (values[i] ?? 0);
+      totalWeight += weight;
+      contributors[index >> 3] = (contributors[index >> 3] ?? 0) | (1 << (index & 7));
+    };
+    for (let index = 0; index < plan.group.members.length; index++) {
+      if (index === plan.selfIndex) {
+        if (localValues !== undefined) add(index, localValues.subarray(chunk.start, chunk.end), localWeight);
+        continue;
+      }
+      const sender = this.#remotes.get(index);
+      const values = sender?.chunks.get(k);
+      if (sender === undefined || values === undefined) continue;
+      sender.chunks.delete(k);
+      if (sender.state === "excluded") continue;
+      add(index, values, sender.weight);
+      this.#outcome.bytesAggregated += length * Float32Array.BYTES_PER_ELEMENT;
+    }
+    if (!(totalWeight > 0)) {
+      throw new SwarmError(
+        SwarmErrorCode.ALLREDUCE_FAILED,
+        `no sender delivered chunk ${k} of part ${plan.selfIndex}`,
+      );
+    }
+    const mean = new Float32Array(length);
+    for (let i = 0; i < length; i++) mean[i] = (sum[i] ?? 0) / totalWeight;
+    const payload = compressor.compress(mean);
+    this.#options.onResult(chunk, decompress(payload, length));
+    this.#frames.push(encodeResultFrame(k, { totalWeight, contributors, payload }));
+    this.#outcome.chunkWeights.push(totalWeight);
+    this.#outcome.chunkContributors.push(contributors);
+    this.#wake.notify();
+  }
+
+  async #serve(
+    sender: RemoteSender,
+    incoming: RpcIncoming<AllReduceRequest, AllReduceResponse>,
+  ): Promise<void> {
+    let stream: RpcFrameStream;
+    try {
+      stream = await incoming.respond({ chunkCount: this.#chunks.length });
+    } catch (error) {
+      this.#exclude(sender, error);
+      return;
+    }
+    sender.stream = stream;
+    if (sender.state === "excluded" || this.#failure !== undefined) {
+      stream.abort(
+        this.#failure ?? new SwarmError(SwarmErrorCode.ALLREDUCE_FAILED, "excluded from the round"),
+      );
+      return;
+    }
+    this.#wake.notify();
+    const reading = this.#readChunks(sender, stream).catch((error: unknown) => {
+      this.#exclude(sender, error);
+    });
+    const writing = this.#writeResults(sender, stream).catch((error: unknown) => {
+      this.#exclude(sender, error);
+    });
+    await Promise.all([reading, writing]);
+    if (sender.state !== "live") return;
+    sender.state = "done";
+    // The sender closes its end after its last chunk; check that without holding the round on it.
+    void this.#expectEnd(sender, stream);
+  }
+
+  async #readChunks(sender: RemoteSender, stream: RpcFrameStream): Promise<void> {
+    const chunkCount = sender.contributes ? this.#chunks.length : 0;
+    for (let k = 0; k < chunkCount; k++) {
+      while (k >= this.#frames.length + READ_AHEAD_CHUNKS) {
+        if (sender.state === "excluded" || this.#failure !== undefined) return;
+        await this.#wake.wait();
+      }
+      const frame = await stream.read();
+      if (frame === null) throw malformed(`closed its stream after ${k} of ${chunkCount} chunks`);
+      this.#outcome.bytesReceived += frame.length;
+      const chunk = this.#chunks[k] ?? { start: 0, end: 0 };
+      const length = chunk.end - chunk.start;
+      const values = decompress(decodeChunkFrame(frame, k, length), length);
+      assertFinite(values, `chunk ${k}`);
+      if (sender.state !== "live") return;
+      sender.chunks.set(k, values);
+      this.#wake.notify();
+    }
+  }
+
+  async #expectEnd(sender: RemoteSender, stream: RpcFrameStream): Promise<void> {
+    try {
+      if ((await stream.read()) === null) return;
+      const error = malformed(`${sender.peerId} sent a frame after its last chunk`);
+      this.#options.logger.debug({ peer: sender.peerId }, error.message);
+      stream.abort(error);
+    } catch {
+      // The stream went away after this sender was fully served: nothing left to do.
+    }
+  }
+
+  async #writeResults(sender: RemoteSender, stream: RpcFrameStream): Promise<void> {
+    for (let k = 0; k < this.#chunks.length; k++) {
+      for (;;) {
+        if (sender.state === "excluded") return;
+        if (this.#failure !== undefined) throw this.#failure;
+        if (k < this.#frames.length) break;
+        await this.#wake.wait();
+      }
+      const frame = this.#frames[k] ?? new Uint8Array(0);
+      await stream.write(frame, { signal: this.#options.signal });
+      this.#outcome.bytesSent += frame.length;
+    }
+    await stream.closeWrite();
+  }
+
+  #exclude(sender: RemoteSender, error: unknown): void {
+    if (sender.state === "excluded" || sender.state === "done") return;
+    sender.state = "excluded";
+    sender.chunks.clear();
+    const reason = toSwarmError(error, "the stream failed");
+    sender.stream?.abort(reason);
+    this.#options.logger.debug(
+      {
+        groupId: this.#options.plan.group.groupId,
+        peer: sender.peerId,
+        code: reason.code,
+        err: reason.message,
+      },
+      "excluded a sender from the all-reduce",
+    );
+    this.#wake.notify();
+  }
+
+  #fail(error: SwarmError): void {
+    if (this.#failure !== undefined) return;
+    this.#failure = error;
+    for (const sender of this.#remotes.values()) sender.stream?.abort(error);
+    this.#wake.notify();
+  }
+}
+
+/** A broadcast wake-up: every waiter resumes on the next `notify` and re-checks its condition. */
+class Wakeup {
+  #waiters: Array<(value: undefined) => void> = [];
+
+  wait(): Promise<undefined> {
+    const { promise, resolve } = Promise.withResolvers<undefined>();
+    this.#waiters.push(resolve);
+    return promise;
+  }
+
+  notify(): void {
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const resolve of waiters) resolve(undefined);
+  }
+}
+
+function malformed(message: string): SwarmError {
+  return new SwarmError(SwarmErrorCode.MALFORMED_MESSAGE, message);
+}
+
+function toSwarmError(error: unknown, fallback: string): SwarmError {
+  if (isSwarmError(error)) return error;
+  return new SwarmError(SwarmErrorCode.ALLREDUCE_FAILED, `${fallback}: ${String(error)}`, { cause: error });
+}

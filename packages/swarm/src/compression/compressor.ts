@@ -1,0 +1,18 @@
+import type { CompressionMethod } from "@barnraise/protocol";
+
+/** A concrete wire codec; "adaptive" picks one of these per vector (see `chooseCompressor`). */
+export type CodecName = Exclude<(typeof CompressionMethod)[keyof typeof CompressionMethod], "adaptive">;
+
+/**
+ * One small interface for every codec (hivemind's compress / extract / estimate_ratio). The
+ * encoded bytes are self-describing (codec id, element count, codec parameters, payload), so a
+ * receiver decodes without knowing the sender's choice, and malformed or truncated bytes are
+ * refused with a `SwarmError` (MALFORMED_MESSAGE), never decoded into garbage.
+ */
+export interface Compressor {
+  readonly name: CodecName;
+  /** Encodes `values`. Never modifies its input. */
+  compress(values: Float32Array): Uint8Array;
+  /** Encoded size divided by raw float32 size, for a vector of `length` elements (≤ 1 means smaller). */
+  estimateRatio(length: number): number;
+}

@@ -1,0 +1,110 @@
+import type { AccessPass, AccessPassVerifier } from "@barnraise/protocol";
+import type { Logger } from "pino";
+import { SwarmError, SwarmErrorCode } from "../errors.ts";
+
+export interface PassHolderOptions {
+  /** The pass from the join response. */
+  initial: string;
+  passes: AccessPassVerifier;
+  /** Fetches a fresh pass from the platform (the peer re-joins with its token). */
+  refresh: () => Promise<string>;
+  logger: Logger;
+  now?: () => number;
+  /** Refresh when this fraction of the pass's lifetime has passed; default 0.75. */
+  refreshAt?: number;
+  /** First retry delay after a failed refresh; doubles up to a minute. */
+  retryMs?: number;
+}
+
+/**
+ * Holds this node's access pass and renews it before it expires (DESIGN §3: passes are short-lived
+ * and refreshed automatically). A failed refresh is retried with backoff while the current pass is
+ * still valid; `onExpired` listeners hear when it could not be renewed in time.
+ */
+export class PassHolder {
+  readonly #options: PassHolderOptions;
+  readonly #now: () => number;
+  #pass: AccessPass;
+  #timer: NodeJS.Timeout | undefined;
+  #retryMs: number;
+  #running = false;
+  readonly #expiredListeners = new Set<(error: SwarmError) => void>();
+
+  constructor(options: PassHolderOptions) {
+    this.#options = options;
+    this.#now = options.now ?? Date.now;
+    this.#pass = options.passes.verify(options.initial, { now: this.#now() });
+    this.#retryMs = options.retryMs ?? 1_000;
+  }
+
+  get pass(): AccessPass {
+    return this.#pass;
+  }
+
+  token(): string {
+    return this.#pass.token;
+  }
+
+  start(): void {
+    this.#running = true;
+    this.#schedule();
+  }
+
+  stop(): void {
+    this.#running = false;
+    clearTimeout(this.#timer);
+  }
+
+  onExpired(listener: (error: SwarmError) => void): () => void {
+    this.#expiredListeners.add(listener);
+    return () => this.#expiredListeners.delete(listener);
+  }
+
+  /** Fetches and installs a new pass now. */
+  async refreshNow(): Promise<AccessPass> {
+    const token = await this.#options.refresh();
+    const pass = this.#options.passes.verify(token, { now: this.#now() });
+    if (pass.username !== this.#pass.username && this.#pass.username !== "") {
+      this.#options.logger.warn(
+        { from: this.#pass.username, to: pass.username },
+        "pass now names another user",
+      );
+    }
+    this.#pass = pass;
+    this.#retryMs = this.#options.retryMs ?? 1_000;
+    this.#options.logger.debug(
+      { expiresAt: new Date(pass.expiresAt).toISOString() },
+      "access pass refreshed",
+    );
+    return pass;
+  }
+
+  #schedule(delayMs?: number): void {
+    if (!this.#running) return;
+    clearTimeout(this.#timer);
+    const { issuedAt, expiresAt } = this.#pass;
+    const due = issuedAt + (expiresAt - issuedAt) * (this.#options.refreshAt ?? 0.75);
+    const wait = delayMs ?? Math.max(0, due - this.#now());
+    this.#timer = setTimeout(() => void this.#run(), Math.min(wait, 2 ** 31 - 1));
+    this.#timer.unref();
+  }
+
+  async #run(): Promise<void> {
+    try {
+      await this.refreshNow();
+      this.#schedule();
+    } catch (cause) {
+      const left = this.#pass.expiresAt - this.#now();
+      const error = new SwarmError(
+        SwarmErrorCode.PASS_REFRESH_FAILED,
+        `could not refresh the access pass (${String(cause)}); it expires in ${Math.round(left / 1000)} s`,
+        { cause },
+      );
+      this.#options.logger.warn({ err: cause, expiresInMs: left }, "access pass refresh failed");
+      if (left <= 0) for (const listener of this.#expiredListeners) listener(error);
+      const retry = this.#retryMs;
+      this.#retryMs = Math.min(this.#retryMs * 2, 60_000);
+      this.#schedule(retry);
+    }
+  }
+}

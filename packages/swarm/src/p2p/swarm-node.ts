@@ -1,0 +1,373 @@
+import { noise } from "@chainsafe/libp2p-noise";
+import { yamux } from "@chainsafe/libp2p-yamux";
+import { autoNAT } from "@libp2p/autonat";
+import { circuitRelayServer, circuitRelayTransport } from "@libp2p/circuit-relay-v2";
+import { dcutr } from "@libp2p/dcutr";
+import { identify } from "@libp2p/identify";
+import type { Connection, Libp2p, PeerId } from "@libp2p/interface";
+import { kadDHT, passthroughMapper } from "@libp2p/kad-dht";
+import { peerIdFromString } from "@libp2p/peer-id";
+import { ping } from "@libp2p/ping";
+import { tcp } from "@libp2p/tcp";
+import { webSockets } from "@libp2p/websockets";
+import { multiaddr } from "@multiformats/multiaddr";
+import {
+  AccessPassVerifier,
+  libp2pPrivateKey,
+  MemoryNonceStore,
+  ReplayGuard,
+  RequestVerifier,
+  type KeyPair,
+} from "@barnraise/protocol";
+import { nodeCrypto } from "@barnraise/protocol/node";
+import { createLibp2p } from "libp2p";
+import type { Logger } from "pino";
+import { isSwarmError, SwarmError, SwarmErrorCode } from "../errors.ts";
+import { Libp2pRpc, protocolId } from "../rpc/libp2p-rpc.ts";
+import { HELLO_MAX_PEERS, helloMethod, type AveragingMode } from "./hello.ts";
+import { PassHolder } from "./pass-holder.ts";
+import { PeerAuthorizer } from "./peer-authorizer.ts";
+import { passGate, type PassGateService } from "./pass-gate-service.ts";
+
+export interface SwarmNodeOptions {
+  experimentId: string;
+  identity: KeyPair;
+  authorityPublicKey: Uint8Array;
+  /** The pass from the join response, and how to get a new one before it expires. */
+  pass: string;
+  refreshPass: () => Promise<string>;
+  /**
+   * node: accepts connections, reduces a part of each all-reduce. client: behind NAT, dials out
+   * only (reachable through relays). aux: a public helper — relay server, DHT server, reducer with
+   * weight 0.
+   */
+  mode: AveragingMode;
+  /** Listen multiaddrs; default TCP on all interfaces with a free port (none in client mode). */
+  listen?: string[];
+  /** Addresses to announce instead of the listen addresses (e.g. a public IP behind port forwarding). */
+  announce?: string[];
+  /** Multiaddrs (with /p2p/<id>) of peers to join through: the join response's initial peers. */
+  bootstrap?: string[];
+  /**
+   * Also be reachable through the bootstrap peers acting as circuit relays (for a peer behind NAT
+   * that should still reduce or serve state). The bootstrap peers must be relays (aux peers).
+   */
+  listenViaRelays?: boolean;
+  logger: Logger;
+  now?: () => number;
+  /** How long a new connection has to show a valid pass; default 10 s. */
+  helloTimeoutMs?: number;
+  /** Allowed |time − now| of signed requests; default 30 s. */
+  maxSkewMs?: number;
+  /** Stop dialing members beyond this many connections; default 64. */
+  maxPeers?: number;
+}
+
+/**
+ * One member of an experiment's private swarm: a libp2p 3 node (TCP + WebSockets, Noise, Yamux,
+ * identify, ping, a per-experiment Kademlia DHT, circuit relay v2, DCUtR, AutoNAT) whose identity is
+ * the access-pass key, plus the signed RPC layer and the pass gate. Peers without a valid pass are
+ * refused at every layer: their streams to libp2p's protocols wait for a pass and are aborted, their
+ * RPCs fail verification, and after a failed hello they are disconnected and gated for a while.
+ */
+export class SwarmNode {
+  readonly libp2p: Libp2p<{ passGate: PassGateService }>;
+  readonly rpc: Libp2pRpc;
+  readonly authorizer: PeerAuthorizer;
+  readonly passHolder: PassHolder;
+  readonly mode: AveragingMode;
+  readonly #options: SwarmNodeOptions;
+  readonly #logger: Logger;
+  readonly #helloInFlight = new Map<string, Promise<boolean>>();
+  readonly #modes = new Map<string, AveragingMode>();
+  #maintenance: NodeJS.Timeout | undefined;
+  #running = false;
+
+  private constructor(
+    libp2p: Libp2p<{ passGate: PassGateService }>,
+    rpc: Libp2pRpc,
+    authorizer: PeerAuthorizer,
+    passHolder: PassHolder,
+    options: SwarmNodeOptions,
+  ) {
+    this.libp2p = libp2p;
+    this.rpc = rpc;
+    this.authorizer = authorizer;
+    this.passHolder = passHolder;
+    this.mode = options.mode;
+    this.#options = options;
+    this.#logger = options.logger;
+  }
+
+  static async create(options: SwarmNodeOptions): Promise<SwarmNode> {
+    const now = options.now ?? Date.now;
+    const maxSkewMs = options.maxSkewMs ?? 30_000;
+    const helloTimeoutMs = options.helloTimeoutMs ?? 10_000;
+    const passes = new AccessPassVerifier({
+      crypto: nodeCrypto,
+      authorityPublicKey: options.authorityPublicKey,
+      experimentId: options.experimentId,
+      maxSkewMs,
+    });
+    const passHolder = new PassHolder({
+      initial: options.pass,
+      passes,
+      refresh: options.refreshPass,
+      logger: options.logger,
+      now,
+    });
+    const authorizer = new PeerAuthorizer({ now });
+    const prefix = `/barnraise/${options.experimentId}/`;
+    const isAux = options.mode === "aux";
+    const rpcRef: { current?: Libp2pRpc } = {};
+    const listen = options.listen ?? (options.mode === "client" ? [] : ["/ip4/0.0.0.0/tcp/0"]);
+    const libp2p = await createLibp2p({
+      privateKey: libp2pPrivateKey(options.identity),
+      start: false,
+      addresses: {
+        // Reservations only on the relays named (the join response's aux peers). A bare
+        // "/p2p-circuit" would start libp2p 3.3's relay discovery, whose random walk spins without
+        // yielding in a swarm of a few peers.
+        listen:
+          options.listenViaRelays === true
+            ? [...listen, ...(options.bootstrap ?? []).map((address) => `${address}/p2p-circuit`)]
+            : listen,
+        ...(options.announce === undefined ? {} : { announce: options.announce }),
+      },
+      transports: [tcp(), webSockets(), circuitRelayTransport()],
+      connectionEncrypters: [noise()],
+      streamMuxers: [yamux()],
+      connectionGater: authorizer.gater(helloTimeoutMs),
+      connectionManager: {
+        maxConnections: Math.max(64, (options.maxPeers ?? 64) * 2),
+        // Peers behind one NAT (or a test swarm on loopback) share an address; libp2p's default of
+        // 5 inbound connections per second per address would refuse a burst of joiners.
+        inboundConnectionThreshold: 100,
+        maxIncomingPendingConnections: 64,
+      },
+      services: {
+        identify: identify({ protocolPrefix: `/barnraise/${options.experimentId}` }),
+        ping: ping(),
+        dht: kadDHT({
+          protocol: `${prefix}kad/1.0.0`,
+          clientMode: options.mode === "client",
+          peerInfoMapper: passthroughMapper,
+          allowQueryWithZeroPeers: true,
+        }),
+        dcutr: dcutr(),
+        autoNAT: autoNAT({ protocolPrefix: `/barnraise/${options.experimentId}` }),
+        ...(isAux
+          ? {
+              relay: circuitRelayServer({
+                reservations: { applyDefaultLimit: false, maxReservations: 1024 },
+              }),
+            }
+          : {}),
+        passGate: passGate({
+          authorizer,
+          isSelfAuthenticated: (protocol) => rpcRef.current?.serves(protocol) ?? false,
+          waitMs: helloTimeoutMs,
+          logger: options.logger,
+        }),
+      },
+    });
+    const rpc = new Libp2pRpc({
+      node: libp2p,
+      experimentId: options.experimentId,
+      identity: options.identity,
+      crypto: nodeCrypto,
+      passes,
+      requests: new RequestVerifier({
+        crypto: nodeCrypto,
+        passes,
+        recipientPublicKey: options.identity.publicKey,
+        replayGuard: new ReplayGuard({ store: new MemoryNonceStore(), maxSkewMs }),
+      }),
+      currentPass: () => passHolder.token(),
+      onVerifiedPeer: (peer, pass) => {
+        authorizer.admit(peer, pass);
+      },
+      logger: options.logger,
+      now,
+    });
+    rpcRef.current = rpc;
+    return new SwarmNode(libp2p, rpc, authorizer, passHolder, options);
+  }
+
+  get peerId(): string {
+    return this.libp2p.peerId.toString();
+  }
+
+  /** The addresses other peers can dial, each ending with /p2p/<this peer>. */
+  multiaddrs(): string[] {
+    return this.libp2p.getMultiaddrs().map((address) => address.toString());
+  }
+
+  /** Connected peers that have shown a valid pass. */
+  members(): string[] {
+    const connected = new Set(this.libp2p.getPeers().map((peer) => peer.toString()));
+    return this.authorizer.admittedPeers().filter((peer) => connected.has(peer));
+  }
+
+  async start(): Promise<void> {
+    this.rpc.handle(helloMethod, async (incoming) => {
+      this.#modes.set(incoming.from.peerId, incoming.head.mode);
+      await incoming.respond({
+        mode: this.mode,
+        addrs: this.#ownAddrs(),
+        peers: this.#knownPeers(incoming.from.peerId),
+      });
+      await this.#learnAddrs(incoming.from.peerId, incoming.head.addrs);
+    });
+    this.libp2p.addEventListener("connection:open", (event) => {
+      this.#onConnection(event.detail);
+    });
+    await this.libp2p.start();
+    // Handlers registered after start (the relay's, the hello's) get the gate too.
+    await this.libp2p.services.passGate.wrapAll();
+    this.passHolder.start();
+    this.#running = true;
+    await this.#bootstrap();
+    this.#maintenance = setInterval(() => void this.#maintain(), 5_000);
+    this.#maintenance.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.#running = false;
+    clearInterval(this.#maintenance);
+    this.passHolder.stop();
+    this.rpc.stop();
+    await this.libp2p.stop();
+  }
+
+  /** Dials a peer by multiaddr (with /p2p/) and waits for the hello exchange. */
+  async connect(address: string): Promise<string> {
+    const connection = await this.libp2p.dial(multiaddr(address), { signal: AbortSignal.timeout(15_000) });
+    const peer = connection.remotePeer.toString();
+    if (!(await this.#hello(peer))) {
+      throw new SwarmError(
+        SwarmErrorCode.UNAUTHORIZED_PEER,
+        `${address} did not accept us or showed no valid pass: ${this.authorizer.denialOf(peer) ?? "hello failed"}`,
+        { peer },
+      );
+    }
+    return peer;
+  }
+
+  /** The averaging mode a member announced in its hello (undefined before the hello). */
+  modeOf(peer: string): AveragingMode | undefined {
+    return this.#modes.get(peer);
+  }
+
+  #onConnection(connection: Connection): void {
+    const peer = connection.remotePeer.toString();
+    if (!this.#running) return;
+    if (connection.direction === "outbound") {
+      void this.#hello(peer);
+      return;
+    }
+    // An inbound peer must say hello (show its pass) in time, or it is dropped.
+    void this.authorizer.waitFor(peer, this.#options.helloTimeoutMs ?? 10_000).then(async (admitted) => {
+      if (admitted || !this.#running) return;
+      this.authorizer.deny(peer, "showed no valid access pass");
+      this.#logger.info({ peer }, "dropped a peer that showed no valid access pass");
+      await this.libp2p.hangUp(connection.remotePeer).catch(() => undefined);
+    });
+  }
+
+  async #hello(peer: string): Promise<boolean> {
+    if (this.authorizer.isAdmitted(peer) && this.#modes.has(peer)) return true;
+    const inFlight = this.#helloInFlight.get(peer);
+    if (inFlight !== undefined) return inFlight;
+    const attempt = (async () => {
+      try {
+        const answer = await this.rpc.request(peer, helloMethod, {
+          mode: this.mode,
+          addrs: this.#ownAddrs(),
+        });
+        this.#modes.set(peer, answer.mode);
+        await this.#learnAddrs(peer, answer.addrs);
+        for (const member of answer.peers) await this.#learnAddrs(member.peerId, member.addrs);
+        return true;
+      } catch (error) {
+        if (!this.#running) return false;
+        const reason = isSwarmError(error) ? error.message : String(error);
+        this.#logger.info({ peer, reason }, "hello failed; disconnecting");
+        this.authorizer.deny(peer, reason);
+        await this.libp2p.hangUp(peerIdFromString(peer)).catch(() => undefined);
+        return false;
+      } finally {
+        this.#helloInFlight.delete(peer);
+      }
+    })();
+    this.#helloInFlight.set(peer, attempt);
+    return attempt;
+  }
+
+  #ownAddrs(): string[] {
+    return this.multiaddrs().slice(0, 16);
+  }
+
+  #knownPeers(except: string): Array<{ peerId: string; addrs: string[] }> {
+    const result: Array<{ peerId: string; addrs: string[] }> = [];
+    for (const peer of this.members()) {
+      if (peer === except || result.length >= HELLO_MAX_PEERS) continue;
+      const addrs = this.libp2p
+        .getConnections(peerIdFromString(peer))
+        .filter((connection) => connection.direction === "outbound")
+        .map((connection) => connection.remoteAddr.toString())
+        .slice(0, 16);
+      result.push({ peerId: peer, addrs });
+    }
+    return result;
+  }
+
+  async #learnAddrs(peer: string, addrs: readonly string[]): Promise<void> {
+    if (peer === this.peerId || addrs.length === 0) return;
+    let id: PeerId;
+    try {
+      id = peerIdFromString(peer);
+      const parsed = addrs.map((address) => multiaddr(address));
+      await this.libp2p.peerStore.merge(id, { multiaddrs: parsed });
+    } catch (error) {
+      this.#logger.debug({ peer, err: error }, "ignored unusable addresses");
+    }
+  }
+
+  async #bootstrap(): Promise<void> {
+    for (const address of this.#options.bootstrap ?? []) {
+      try {
+        await this.connect(address);
+      } catch (error) {
+        this.#logger.warn({ address, err: error }, "could not reach a bootstrap peer; will retry");
+      }
+    }
+  }
+
+  /** Keeps the swarm meshed: reconnects to bootstrap peers and dials known members it is not connected to. */
+  async #maintain(): Promise<void> {
+    if (!this.#running) return;
+    const connected = new Set(this.libp2p.getPeers().map((peer) => peer.toString()));
+    if (connected.size === 0) await this.#bootstrap();
+    const maxPeers = this.#options.maxPeers ?? 64;
+    if (connected.size >= maxPeers) return;
+    for (const peer of await this.libp2p.peerStore.all()) {
+      const id = peer.id.toString();
+      if (
+        id === this.peerId ||
+        connected.has(id) ||
+        this.authorizer.isDenied(id) ||
+        peer.addresses.length === 0
+      )
+        continue;
+      if (
+        !peer.protocols.some(
+          (protocol) => protocol === protocolId(this.#options.experimentId, helloMethod.name),
+        )
+      ) {
+        continue;
+      }
+      void this.libp2p.dial(peer.id, { signal: AbortSignal.timeout(10_000) }).catch(() => undefined);
+    }
+  }
+}

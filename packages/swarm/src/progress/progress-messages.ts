@@ -1,0 +1,56 @@
+import { z } from "zod";
+import { defineMethod } from "../rpc/rpc.ts";
+
+/** Largest epoch, step, sample or minibatch count a record may carry (2^48, far above any real run). */
+export const MAX_PROGRESS_COUNT = 2 ** 48;
+/** Largest throughput a record may claim, in samples per second. */
+export const MAX_SAMPLES_PER_SECOND = 1e9;
+/** Largest summed loss a record may carry. */
+export const MAX_LOSS_SUM = 1e15;
+
+const count = z.number().int().min(0).max(MAX_PROGRESS_COUNT);
+
+/**
+ * How a peer takes part: `node` trains and accepts connections, `client` trains but cannot accept
+ * connections (it reduces nothing), `aux` reduces but contributes no samples.
+ */
+export const ProgressMode = { node: "node", client: "client", aux: "aux" } as const;
+export type ProgressMode = (typeof ProgressMode)[keyof typeof ProgressMode];
+
+/**
+ * One peer's progress toward the current epoch's target batch size (DeDLOC §3.1), plus the metrics
+ * the aux monitor collects (Appendix I.2). It names no peer: the receiver keys it by the sender the
+ * signed rpc layer authenticated, so a peer can only ever speak for itself.
+ */
+export const progressRecordSchema = z.strictObject({
+  /** The epoch (optimizer step) this peer is accumulating gradients for. */
+  epoch: count,
+  /** Samples this peer has accumulated toward `epoch` so far. */
+  samplesAccumulated: count,
+  /** This peer's recent training throughput. */
+  samplesPerSecond: z.number().min(0).max(MAX_SAMPLES_PER_SECOND),
+  /** When `samplesAccumulated` was measured: Unix time in milliseconds on the sender's clock. */
+  time: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+  mode: z.enum([ProgressMode.node, ProgressMode.client, ProgressMode.aux]),
+  /** Sum of the minibatch losses of this epoch, so that loss = Σ lossSum / Σ minibatches over peers. */
+  lossSum: z.number().min(0).max(MAX_LOSS_SUM),
+  /** Minibatches this peer has processed in this epoch. */
+  minibatches: count,
+  /** The global step; equal to `epoch` for now, kept apart so the two may diverge later. */
+  step: count,
+  /** Total bytes this peer has aggregated for others as a reducer (cumulative). */
+  bytesAggregated: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+});
+
+export type ProgressRecord = z.infer<typeof progressRecordSchema>;
+
+/**
+ * The unary "progress" rpc: a peer pushes its latest record to each peer it is connected to; the
+ * receiver stores it and answers `{ ok: true }`. No frames follow the heads.
+ */
+export const progressMethod = defineMethod({
+  name: "progress",
+  request: progressRecordSchema,
+  response: z.strictObject({ ok: z.literal(true) }),
+  maxFrameBytes: 1024,
+});

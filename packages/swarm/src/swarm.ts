@@ -1,0 +1,149 @@
+import type { ExperimentConfig } from "@barnraise/protocol";
+import { AllReduceService } from "./averaging/butterfly-allreduce.ts";
+import { Averager } from "./averaging/averager.ts";
+import { Matchmaking } from "./averaging/matchmaking.ts";
+import type { AveragerPort, EpochState, ProgressPort, StatePort } from "./optim/ports.ts";
+import { SwarmNode, type SwarmNodeOptions } from "./p2p/swarm-node.ts";
+import { ProgressTracker } from "./progress/progress-tracker.ts";
+import { StateSharing } from "./state/state-sharing.ts";
+import type { TrainingState } from "./state/training-state.ts";
+
+/** A conservative default link capacity (≈100 Mbit/s) until measurements say otherwise. */
+const DEFAULT_BYTES_PER_SECOND = 12_500_000;
+
+export interface SwarmOptions extends SwarmNodeOptions {
+  config: ExperimentConfig;
+  /** The state this peer serves to new or stale peers; null while it has none. */
+  getState: () => TrainingState | null;
+  /** This peer's link capacity for load balancing, bytes per second. */
+  bandwidth?: { uploadBytesPerSecond: number; downloadBytesPerSecond: number };
+  /** Progress push period; default 1 s. */
+  progressIntervalMs?: number;
+}
+
+/**
+ * The whole engine for one experiment, layered like hivemind (p2p → progress → averaging →
+ * state): a `SwarmNode`, progress tracking, matchmaking, the butterfly all-reduce service, the
+ * Moshpit averager and state sharing, wired together. It hands the collaborative optimizer its
+ * three ports (`progressPort`, `averagerPort`, `statePort`).
+ */
+export class Swarm {
+  readonly node: SwarmNode;
+  readonly progress: ProgressTracker;
+  readonly matchmaking: Matchmaking;
+  readonly allreduce: AllReduceService;
+  readonly averager: Averager;
+  readonly state: StateSharing;
+  readonly config: ExperimentConfig;
+
+  private constructor(node: SwarmNode, options: SwarmOptions) {
+    const { config, logger } = options;
+    this.node = node;
+    this.config = config;
+    this.progress = new ProgressTracker({
+      rpc: node.rpc,
+      peers: () => node.members(),
+      targetBatchSize: config.training.targetBatchSize,
+      mode: options.mode,
+      logger,
+      ...(options.progressIntervalMs === undefined ? {} : { intervalMs: options.progressIntervalMs }),
+      ...(options.now === undefined ? {} : { now: options.now }),
+    });
+    this.matchmaking = new Matchmaking({
+      rpc: node.rpc,
+      logger,
+      leaders: () => node.members().filter((peer) => node.modeOf(peer) !== "client"),
+      expected: (key) => this.#expectedMembers(key),
+      maxGroupSize: config.averaging.maxGroupSize,
+      timeoutMs: config.averaging.matchmakingTimeoutMs,
+    });
+    this.allreduce = new AllReduceService({ rpc: node.rpc, logger });
+    this.averager = new Averager({
+      self: node.peerId,
+      mode: options.mode,
+      matchmaking: this.matchmaking,
+      allreduce: this.allreduce,
+      averaging: config.averaging,
+      compression: config.compression,
+      bandwidth: options.bandwidth ?? {
+        uploadBytesPerSecond: DEFAULT_BYTES_PER_SECOND,
+        downloadBytesPerSecond: DEFAULT_BYTES_PER_SECOND,
+      },
+      swarmSize: () => Math.max(this.progress.snapshot().alivePeers, node.members().length + 1),
+      logger,
+    });
+    this.state = new StateSharing({ rpc: node.rpc, getState: options.getState, logger });
+  }
+
+  static async create(options: SwarmOptions): Promise<Swarm> {
+    return new Swarm(await SwarmNode.create(options), options);
+  }
+
+  get peerId(): string {
+    return this.node.peerId;
+  }
+
+  async start(): Promise<void> {
+    this.progress.start();
+    this.matchmaking.start();
+    this.allreduce.start();
+    this.state.start();
+    await this.node.start();
+  }
+
+  async stop(): Promise<void> {
+    this.progress.stop();
+    this.matchmaking.stop();
+    this.allreduce.stop();
+    this.state.stop();
+    await this.node.stop();
+  }
+
+  progressPort(): ProgressPort {
+    return {
+      report: (progress) => {
+        this.progress.report(progress);
+      },
+      global: () => this.progress.global(),
+    };
+  }
+
+  averagerPort(): AveragerPort {
+    return {
+      average: (epoch, vector, weight, signal) => this.averager.average(epoch, vector, weight, signal),
+    };
+  }
+
+  statePort(): StatePort {
+    return {
+      loadNewer: async (epoch, signal): Promise<EpochState | null> => {
+        const donors = this.progress
+          .records()
+          .filter((entry) => entry.record.epoch > epoch && entry.record.mode !== "client")
+          .map((entry) => entry.peerId);
+        if (donors.length === 0) return null;
+        return this.state.download({
+          donors,
+          minEpoch: epoch + 1,
+          ...(signal === undefined ? {} : { signal }),
+        });
+      },
+    };
+  }
+
+  /** Members the leader waits for: trainers whose latest progress is at the key's epoch. */
+  #expectedMembers(key: string): string[] {
+    // Only a whole-swarm group (one Moshpit dimension: key "e<epoch>/r0/") has a known member list;
+    // grid cells close when full or at the deadline.
+    const match = /^e(\d+)\/r0\/(a\d+)?$/.exec(key);
+    if (match === null) return [];
+    const epoch = Number(match[1]);
+    const connected = new Set(this.node.members());
+    return this.progress
+      .records()
+      .filter(
+        (entry) => entry.record.epoch === epoch && entry.record.mode !== "aux" && connected.has(entry.peerId),
+      )
+      .map((entry) => entry.peerId);
+  }
+}

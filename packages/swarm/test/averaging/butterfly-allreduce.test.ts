@@ -1,0 +1,621 @@
+import { describe, expect, it } from "vitest";
+import { allReduceMethod, type AllReduceRequest } from "../../src/averaging/allreduce-messages.ts";
+import {
+  AllReduceService,
+  type AllReduceResult,
+  type AllReduceRunOptions,
+} from "../../src/averaging/butterfly-allreduce.ts";
+import type { AllReduceGroup, GroupMember } from "../../src/averaging/partition.ts";
+import { compressorFor } from "../../src/compression/index.ts";
+import { isSwarmError } from "../../src/errors.ts";
+import type { Rpc, RpcFrameStream } from "../../src/rpc/rpc.ts";
+import { MemoryRpcNetwork } from "../support/memory-rpc.ts";
+
+// ---------- helpers ----------
+
+function mulberry32(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function randomVector(random: () => number, length: number, scale = 1): Float32Array {
+  return Float32Array.from({ length }, () => (random() * 2 - 1) * scale);
+}
+
+interface Hooks {
+  /** Called after the n-th frame this peer wrote on a stream it opened. */
+  afterCallWrite?: (n: number) => void;
+  /** Called after the n-th frame this peer wrote on a stream it accepted. */
+  afterRespondWrite?: (n: number) => void;
+  onIncoming?: () => void;
+}
+
+/** Wraps an Rpc so a test can act deterministically after the n-th frame (kill, abort …). */
+function hooked(rpc: Rpc, hooks: Hooks): Rpc {
+  let callWrites = 0;
+  let respondWrites = 0;
+  const wrap = (stream: RpcFrameStream, after: () => void): RpcFrameStream => ({
+    read: (options) => stream.read(options),
+    write: async (frame, options) => {
+      await stream.write(frame, options);
+      after();
+    },
+    closeWrite: () => stream.closeWrite(),
+    abort: (reason) => {
+      stream.abort(reason);
+    },
+  });
+  return {
+    peerId: rpc.peerId,
+    call: async (peer, method, head, options) => {
+      const result = await rpc.call(peer, method, head, options);
+      return { ...result, stream: wrap(result.stream, () => hooks.afterCallWrite?.(++callWrites)) };
+    },
+    request: (peer, method, head, options) => rpc.request(peer, method, head, options),
+    handle: (method, handler) => {
+      rpc.handle(method, (incoming) => {
+        hooks.onIncoming?.();
+        return handler({
+          ...incoming,
+          respond: async (head) =>
+            wrap(await incoming.respond(head), () => hooks.afterRespondWrite?.(++respondWrites)),
+        });
+      });
+    },
+    unhandle: (method) => {
+      rpc.unhandle(method);
+    },
+  };
+}
+
+interface Swarm {
+  network: MemoryRpcNetwork;
+  services: Map<string, AllReduceService>;
+}
+
+function swarm(
+  members: readonly GroupMember[],
+  options: { hooks?: Record<string, Hooks>; sessionWaitMs?: number; unstarted?: string[] } = {},
+): Swarm {
+  const network = new MemoryRpcNetwork();
+  const services = new Map<string, AllReduceService>();
+  for (const member of members) {
+    const memory = network.add(member.peerId, member.mode === "aux" ? "aux" : "trainer");
+    const hooks = options.hooks?.[member.peerId];
+    const rpc = hooks === undefined ? memory : hooked(memory, hooks);
+    const service = new AllReduceService({
+      rpc,
+      ...(options.sessionWaitMs === undefined ? {} : { sessionWaitMs: options.sessionWaitMs }),
+    });
+    if (!(options.unstarted ?? []).includes(member.peerId)) service.start();
+    services.set(member.peerId, service);
+  }
+  return { network, services };
+}
+
+function makeGroup(groupId: string, members: readonly GroupMember[]): AllReduceGroup {
+  const reducers = members.filter((member) => member.mode !== "client").length;
+  return {
+    groupId,
+    members,
+    fractions: members.map((member) => (member.mode === "client" ? 0 : 1 / reducers)),
+  };
+}
+
+type Common = Omit<AllReduceRunOptions, "group" | "vector" | "weight">;
+
+function runAll(
+  { services }: Swarm,
+  group: AllReduceGroup,
+  vectors: ReadonlyMap<string, Float32Array>,
+  common: Common,
+  only?: readonly string[],
+): Map<string, Promise<AllReduceResult>> {
+  const runs = new Map<string, Promise<AllReduceResult>>();
+  for (const member of group.members) {
+    if (only !== undefined && !only.includes(member.peerId)) continue;
+    const service = must(services.get(member.peerId));
+    runs.set(
+      member.peerId,
+      service.run({ ...common, group, vector: must(vectors.get(member.peerId)), weight: member.weight }),
+    );
+  }
+  return runs;
+}
+
+/** The float64 weighted mean over the given members. */
+function weightedMean(
+  members: readonly GroupMember[],
+  vectors: ReadonlyMap<string, Float32Array>,
+  length: number,
+): Float64Array {
+  const mean = new Float64Array(length);
+  let total = 0;
+  for (const member of members) {
+    if (member.mode === "aux" || member.weight === 0) continue;
+    const vector = must(vectors.get(member.peerId));
+    for (let i = 0; i < length; i++) mean[i] = (mean[i] ?? 0) + member.weight * (vector[i] ?? 0);
+    total += member.weight;
+  }
+  for (let i = 0; i < length; i++) mean[i] = (mean[i] ?? 0) / total;
+  return mean;
+}
+
+function maxError(actual: Float32Array, expected: Float64Array): number {
+  expect(actual.length).toBe(expected.length);
+  let worst = 0;
+  for (let i = 0; i < actual.length; i++)
+    worst = Math.max(worst, Math.abs((actual[i] ?? 0) - (expected[i] ?? 0)));
+  return worst;
+}
+
+function must<T>(value: T | undefined): T {
+  if (value === undefined) throw new Error("missing test value");
+  return value;
+}
+
+function bytesOf(vector: Float32Array): Uint8Array {
+  return new Uint8Array(vector.buffer, vector.byteOffset, vector.byteLength);
+}
+
+function expectBitIdentical(results: readonly AllReduceResult[]): void {
+  const first = bytesOf(must(results[0]).vector);
+  for (const result of results.slice(1)) expect(Buffer.compare(bytesOf(result.vector), first)).toBe(0);
+}
+
+function vectorsFor(
+  members: readonly GroupMember[],
+  length: number,
+  seed: number,
+): Map<string, Float32Array> {
+  const random = mulberry32(seed);
+  return new Map(members.map((member) => [member.peerId, randomVector(random, length, 1 + 3 * random())]));
+}
+
+const base: Common = {
+  partCounts: [],
+  compression: { method: "none" },
+  chunkSizeBytes: 1024,
+  timeoutMs: 20_000,
+};
+
+// ---------- tests ----------
+
+describe("butterfly all-reduce", () => {
+  it("8 peers with random weights and uneven parts end with the bit-identical weighted mean", async () => {
+    const random = mulberry32(1);
+    const members: GroupMember[] = Array.from({ length: 8 }, (_, i) => ({
+      peerId: `p${i}`,
+      mode: "node",
+      weight: 1 + Math.floor(random() * 100),
+    }));
+    const length = 5003;
+    const partCounts = [900, 1200, 0, 450, 1, 1000, 700, 752];
+    const net = swarm(members);
+    const vectors = vectorsFor(members, length, 2);
+    const copies = new Map([...vectors].map(([peer, vector]) => [peer, vector.slice()]));
+    const results = await Promise.all(
+      runAll(net, makeGroup("round-1", members), vectors, { ...base, partCounts }).values(),
+    );
+
+    const expected = weightedMean(members, vectors, length);
+    const totalWeight = members.reduce((sum, member) => sum + member.weight, 0);
+    for (const [index, result] of results.entries()) {
+      expect(maxError(result.vector, expected)).toBeLessThan(1e-6);
+      expect(result.totalWeight).toBe(totalWeight);
+      expect(result.excluded).toEqual([]);
+      expect(result.bytesAggregated).toBe(7 * must(partCounts[index]) * 4);
+    }
+    expectBitIdentical(results);
+    for (const [peer, vector] of vectors) expect(vector).toEqual(copies.get(peer));
+    // Every byte sent was received by someone.
+    const sent = results.reduce((sum, result) => sum + result.bytesSent, 0);
+    const received = results.reduce((sum, result) => sum + result.bytesReceived, 0);
+    expect(sent).toBe(received);
+    expect(sent).toBeGreaterThan(2 * 7 * length * 4 * (7 / 8));
+  });
+
+  it.each([
+    ["blockwise8", 1 / 127],
+    ["fp16", 1 / 1024],
+  ] as const)(
+    "with %s every member gets the same bytes, within the codec's error of the mean",
+    async (method, relative) => {
+      const members: GroupMember[] = Array.from({ length: 5 }, (_, i) => ({
+        peerId: `q${i}`,
+        mode: "node",
+        weight: 10 + i,
+      }));
+      const length = 9000;
+      const net = swarm(members);
+      const vectors = vectorsFor(members, length, 3);
+      const results = await Promise.all(
+        runAll(net, makeGroup(`codec-${method}`, members), vectors, {
+          ...base,
+          compression: { method },
+          chunkSizeBytes: 8192,
+          partCounts: [2000, 2500, 1500, 1500, 1500],
+        }).values(),
+      );
+      expectBitIdentical(results);
+      const expected = weightedMean(members, vectors, length);
+      const maxAbs = Math.max(...[...vectors.values()].map((vector) => Math.max(...vector.map(Math.abs))));
+      const error = maxError(must(results[0]).vector, expected);
+      // One rounding on the way up (each input) and one on the way back (the mean).
+      expect(error).toBeLessThan(2 * relative * maxAbs);
+      expect(error).toBeGreaterThan(0);
+    },
+  );
+
+  it("serves a client-mode member (dials out only), an aux reducer and a weight-0 node", async () => {
+    const members: GroupMember[] = [
+      { peerId: "n0", mode: "node", weight: 5 },
+      { peerId: "n1", mode: "node", weight: 7 },
+      { peerId: "c", mode: "client", weight: 3 },
+      { peerId: "aux", mode: "aux", weight: 0 },
+      { peerId: "idle", mode: "node", weight: 0 },
+    ];
+    const length = 3000;
+    // The client's service is never started: any call to it would fail the round.
+    const net = swarm(members, { unstarted: ["c"] });
+    const vectors = vectorsFor(members, length, 4);
+    vectors.set("idle", new Float32Array(length).fill(1e6));
+    const runs = runAll(net, makeGroup("mixed", members), vectors, {
+      ...base,
+      partCounts: [1000, 1000, 0, 1000, 0],
+    });
+    const [n0, n1, client, aux, idle] = await Promise.all(runs.values());
+    const expected = weightedMean(members, vectors, length);
+    for (const result of [must(n0), must(n1), must(client), must(idle)]) {
+      expect(maxError(result.vector, expected)).toBeLessThan(1e-6);
+      expect(result.totalWeight).toBe(15);
+    }
+    expectBitIdentical([must(n0), must(n1), must(client), must(idle)]);
+    expect(must(aux).vector).toHaveLength(0);
+    expect(must(aux).bytesAggregated).toBe(3 * 1000 * 4);
+    expect(must(aux).bytesReceived).toBeGreaterThan(0);
+    expect(must(idle).bytesSent).toBe(0);
+    expect(must(client).bytesAggregated).toBe(0);
+  });
+
+  it("excludes a sender killed mid-round and renormalizes its weight away", async () => {
+    const members: GroupMember[] = Array.from({ length: 6 }, (_, i) => ({
+      peerId: `s${i}`,
+      mode: "node",
+      weight: 2 + i,
+    }));
+    const victim = "s5";
+    const length = 2500;
+    const partCounts = [500, 500, 500, 500, 500, 0];
+    const net = swarm(members, {
+      hooks: {
+        [victim]: {
+          afterCallWrite: (n) => {
+            if (n === 7) net.network.kill(victim);
+          },
+        },
+      },
+    });
+    const vectors = vectorsFor(members, length, 5);
+    const runs = runAll(net, makeGroup("kill-sender", members), vectors, {
+      ...base,
+      chunkSizeBytes: 200,
+      partCounts,
+    });
+    await expect(runs.get(victim)).rejects.toMatchObject({ code: "ALLREDUCE_FAILED" });
+    const survivors = await Promise.all([...runs].filter(([peer]) => peer !== victim).map(([, run]) => run));
+    expectBitIdentical(survivors);
+
+    const withVictim = weightedMean(members, vectors, length);
+    const without = weightedMean(members.slice(0, 5), vectors, length);
+    const vector = must(survivors[0]).vector;
+    let includedSomewhere = false;
+    for (let i = 0; i < length; i++) {
+      const near = (x: number) => Math.abs((vector[i] ?? 0) - x) < 1e-6;
+      expect(near(without[i] ?? 0) || near(withVictim[i] ?? 0)).toBe(true);
+      if (!near(without[i] ?? 0)) includedSomewhere = true;
+    }
+    expect(includedSomewhere).toBe(true);
+    // The last chunk of every part was reduced after the victim died.
+    for (let part = 0; part < 5; part++) {
+      const lastChunk = vector.subarray(part * 500 + 450, part * 500 + 500);
+      expect(maxError(lastChunk, without.subarray(part * 500 + 450, part * 500 + 500))).toBeLessThan(1e-6);
+    }
+    for (const result of survivors) {
+      expect(result.excluded).toEqual([victim]);
+      expect(result.totalWeight).toBe(2 + 3 + 4 + 5 + 6);
+    }
+  });
+
+  it("fails the members that miss a killed reducer's part, leaves their inputs alone, and a retry succeeds", async () => {
+    const members: GroupMember[] = Array.from({ length: 5 }, (_, i) => ({
+      peerId: `r${i}`,
+      mode: "node",
+      weight: 1 + i,
+    }));
+    const victim = "r2";
+    const length = 2000;
+    const net = swarm(members, {
+      hooks: {
+        [victim]: {
+          afterRespondWrite: (n) => {
+            if (n === 3) net.network.kill(victim);
+          },
+        },
+      },
+    });
+    const vectors = vectorsFor(members, length, 6);
+    const copies = new Map([...vectors].map(([peer, vector]) => [peer, vector.slice()]));
+    const common = { ...base, chunkSizeBytes: 400, partCounts: [400, 400, 400, 400, 400] };
+    const runs = runAll(net, makeGroup("kill-reducer", members), vectors, common);
+    const outcomes = await Promise.allSettled(runs.values());
+    for (const outcome of outcomes) {
+      expect(outcome.status).toBe("rejected");
+      if (outcome.status === "rejected") expect(outcome.reason).toMatchObject({ code: "ALLREDUCE_FAILED" });
+    }
+    for (const [peer, vector] of vectors) expect(vector).toEqual(copies.get(peer));
+
+    const survivors = members.filter((member) => member.peerId !== victim);
+    const retry = makeGroup("kill-reducer-retry", survivors);
+    const results = await Promise.all(
+      runAll(net, retry, vectors, { ...common, partCounts: [500, 500, 500, 500] }).values(),
+    );
+    expectBitIdentical(results);
+    expect(maxError(must(results[0]).vector, weightedMean(survivors, vectors, length))).toBeLessThan(1e-6);
+    expect(must(results[0]).excluded).toEqual([]);
+  });
+
+  it("refuses hostile heads and frames with typed errors while the honest members finish", async () => {
+    const honest: GroupMember[] = Array.from({ length: 5 }, (_, i) => ({
+      peerId: `h${i}`,
+      mode: "node",
+      weight: 3 + i,
+    }));
+    const members: GroupMember[] = [...honest, { peerId: "evil", mode: "node", weight: 9 }];
+    const length = 500;
+    const partCounts = [100, 100, 100, 100, 100, 0];
+    const net = swarm(members, { sessionWaitMs: 30 });
+    const evil = must(net.network.get("evil"));
+    const outsider = net.network.add("outsider");
+    const group = makeGroup("hostile", members);
+    const vectors = vectorsFor(members, length, 7);
+    const runs = runAll(
+      net,
+      group,
+      vectors,
+      { ...base, chunkSizeBytes: 200, partCounts },
+      honest.map((m) => m.peerId),
+    );
+
+    const head = (partIndex: number, change: Partial<AllReduceRequest> = {}): AllReduceRequest => ({
+      groupId: "hostile",
+      senderIndex: 5,
+      partIndex,
+      weight: 9,
+      partLength: 100,
+      chunkElements: 50,
+      ...change,
+    });
+    const refused = (code: string): unknown =>
+      expect.objectContaining({ code: "REMOTE_ERROR", remoteCode: code });
+    await expect(evil.call("h0", allReduceMethod, head(0, { senderIndex: 1 }))).rejects.toEqual(
+      refused("UNAUTHORIZED_PEER"),
+    );
+    await expect(outsider.call("h0", allReduceMethod, head(0))).rejects.toEqual(refused("UNAUTHORIZED_PEER"));
+    await expect(outsider.call("h0", allReduceMethod, head(0))).rejects.toThrow(/outsider is not a member/);
+    await expect(evil.call("h0", allReduceMethod, head(1))).rejects.toEqual(refused("MALFORMED_MESSAGE"));
+    await expect(evil.call("h0", allReduceMethod, head(0, { partLength: 99 }))).rejects.toEqual(
+      refused("MALFORMED_MESSAGE"),
+    );
+    await expect(evil.call("h0", allReduceMethod, head(0, { chunkElements: 10 }))).rejects.toEqual(
+      refused("MALFORMED_MESSAGE"),
+    );
+    await expect(evil.call("h0", allReduceMethod, head(0, { weight: 0 }))).rejects.toEqual(
+      refused("MALFORMED_MESSAGE"),
+    );
+    await expect(evil.call("h0", allReduceMethod, head(0, { weight: -1 }))).rejects.toMatchObject({
+      code: "MALFORMED_MESSAGE",
+    });
+    await expect(evil.call("h0", allReduceMethod, head(0, { groupId: "nope" }))).rejects.toThrow(
+      /did not start here/,
+    );
+
+    const none = compressorFor("none", 50);
+    const frame = (index: number, payload: Uint8Array) => {
+      const bytes = new Uint8Array(4 + payload.length);
+      new DataView(bytes.buffer).setUint32(0, index, true);
+      bytes.set(payload, 4);
+      return bytes;
+    };
+    const withNaN = new Float32Array(50);
+    withNaN[17] = Number.NaN;
+    const attacks: Array<[string, Uint8Array, string]> = [
+      ["h0", frame(1, none.compress(new Float32Array(50))), "MALFORMED_MESSAGE"],
+      ["h1", frame(0, new Uint8Array([1, 2, 3, 4, 5, 6, 7])), "MALFORMED_MESSAGE"],
+      ["h2", frame(0, none.compress(withNaN)), "MALFORMED_MESSAGE"],
+      ["h3", frame(0, new Uint8Array(50 * 4 + 5000)), "OVERSIZED_MESSAGE"],
+      ["h4", frame(0, compressorFor("none", 51).compress(new Float32Array(51))), "LENGTH_MISMATCH"],
+    ];
+    for (const [index, [reducer, bytes, code]] of attacks.entries()) {
+      const { stream } = await evil.call(reducer, allReduceMethod, head(index));
+      if (reducer === "h0") {
+        await expect(evil.call("h0", allReduceMethod, head(0))).rejects.toEqual(refused("MALFORMED_MESSAGE"));
+      }
+      await stream.write(bytes);
+      await expect(stream.read()).rejects.toMatchObject({ code });
+    }
+    // Excluded is final: a new stream from the same member is refused.
+    await expect(evil.call("h1", allReduceMethod, head(1))).rejects.toEqual(refused("ALLREDUCE_FAILED"));
+
+    const results = await Promise.all(runs.values());
+    expectBitIdentical(results);
+    expect(maxError(must(results[0]).vector, weightedMean(honest, vectors, length))).toBeLessThan(1e-6);
+    for (const result of results) {
+      expect(result.excluded).toEqual(["evil"]);
+      expect(result.totalWeight).toBe(3 + 4 + 5 + 6 + 7);
+    }
+    // The round is over: its group id is refused at once.
+    await expect(evil.call("h0", allReduceMethod, head(0))).rejects.toThrow(/hostile is over/);
+  });
+
+  it.each([
+    [
+      "a wrong chunk index",
+      (frame: Uint8Array) => {
+        new DataView(frame.buffer).setUint32(0, 1, true);
+      },
+    ],
+    [
+      "a non-finite total weight",
+      (frame: Uint8Array) => {
+        new DataView(frame.buffer).setFloat64(4, Number.NaN, true);
+      },
+    ],
+    ["a truncated payload", (frame: Uint8Array) => frame.subarray(0, frame.length - 1)],
+    [
+      "non-finite values",
+      (frame: Uint8Array) => {
+        new DataView(frame.buffer).setFloat32(frame.length - 4, Infinity, true);
+      },
+    ],
+  ])(
+    "fails the round when a reducer sends %s",
+    async (_, spoil: (frame: Uint8Array) => unknown) => {
+      const members: GroupMember[] = Array.from({ length: 3 }, (_, i) => ({
+        peerId: `v${i}`,
+        mode: "node",
+        weight: 1 + i,
+      }));
+      const net = swarm(members, { unstarted: ["v2"] });
+      // v2 answers like a reducer but spoils its first result frame.
+      must(net.network.get("v2")).handle(allReduceMethod, async (incoming) => {
+        const stream = await incoming.respond({ chunkCount: 1 });
+        const payload = compressorFor("none", 10).compress(new Float32Array(10).fill(1));
+        const frame = new Uint8Array(12 + 1 + payload.length);
+        new DataView(frame.buffer).setFloat64(4, 3, true);
+        frame[12] = 0b111;
+        frame.set(payload, 13);
+        const spoilt = spoil(frame);
+        await stream.write(spoilt instanceof Uint8Array ? spoilt : frame);
+        await stream.closeWrite();
+      });
+      const vectors = vectorsFor(members, 30, 10);
+      const runs = runAll(
+        net,
+        makeGroup("bad-results", members),
+        vectors,
+        // v2 never sends to the others: they stop waiting for it because their own exchange with it
+        // failed, not because of this (far longer) sender timeout.
+        { ...base, partCounts: [10, 10, 10], timeoutMs: 120_000, senderTimeoutMs: 60_000 },
+        ["v0", "v1"],
+      );
+      for (const run of runs.values()) {
+        const error: unknown = await run.catch((caught: unknown) => caught);
+        expect(error).toMatchObject({ code: "ALLREDUCE_FAILED", peer: "v2" });
+        expect(isSwarmError(error) && isSwarmError(error.cause, "MALFORMED_MESSAGE")).toBe(true);
+      }
+    },
+    10_000,
+  );
+
+  it("pipelines many tiny chunks with backpressure, and streams that arrive early wait for the round", async () => {
+    const members: GroupMember[] = Array.from({ length: 6 }, (_, i) => ({
+      peerId: `t${i}`,
+      mode: "node",
+      weight: 1 + (i % 3),
+    }));
+    let arrivedEarly = 0;
+    let lateStarted = false;
+    const net = swarm(members, {
+      hooks: {
+        t0: {
+          onIncoming: () => {
+            if (!lateStarted) arrivedEarly++;
+          },
+        },
+      },
+    });
+    const length = 601;
+    const vectors = vectorsFor(members, length, 8);
+    const group = makeGroup("tiny", members);
+    const common = { ...base, chunkSizeBytes: 8, partCounts: [101, 100, 100, 100, 100, 100] };
+    const early = runAll(
+      net,
+      group,
+      vectors,
+      common,
+      members.slice(1).map((m) => m.peerId),
+    );
+    for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
+    lateStarted = true;
+    const late = runAll(net, group, vectors, common, ["t0"]);
+    expect(must(net.services.get("t0")).activeRounds()).toBe(1);
+    const results = await Promise.all([...late.values(), ...early.values()]);
+    expect(must(net.services.get("t0")).activeRounds()).toBe(0);
+    expect(arrivedEarly).toBe(5);
+    expectBitIdentical(results);
+    expect(maxError(must(results[0]).vector, weightedMean(members, vectors, length))).toBeLessThan(1e-6);
+  });
+
+  it("rejects at the round deadline and honours the caller's signal", async () => {
+    const members: GroupMember[] = Array.from({ length: 3 }, (_, i) => ({
+      peerId: `d${i}`,
+      mode: "node",
+      weight: 1,
+    }));
+    const net = swarm(members);
+    const vectors = vectorsFor(members, 300, 9);
+    const group = makeGroup("deadline", members);
+    const common = { ...base, timeoutMs: 200, partCounts: [100, 100, 100] };
+    // d2 never joins the round: its handler keeps the streams waiting for a session.
+    const runs = runAll(net, group, vectors, common, ["d0", "d1"]);
+    for (const run of runs.values()) {
+      const error: unknown = await run.catch((caught: unknown) => caught);
+      expect(error).toMatchObject({ code: "ALLREDUCE_FAILED" });
+      expect(isSwarmError(error) && isSwarmError(error.cause, "TIMEOUT")).toBe(true);
+    }
+    must(net.services.get("d2")).stop();
+
+    const controller = new AbortController();
+    const aborted = must(net.services.get("d0")).run({
+      ...common,
+      timeoutMs: 20_000,
+      group: makeGroup("aborted", members),
+      vector: must(vectors.get("d0")),
+      weight: 1,
+      signal: controller.signal,
+    });
+    controller.abort();
+    await expect(aborted).rejects.toMatchObject({ code: "ABORTED" });
+    for (const service of net.services.values()) service.stop();
+  });
+
+  it("refuses local input that does not fit the group", async () => {
+    const members: GroupMember[] = [
+      { peerId: "x", mode: "node", weight: 2 },
+      { peerId: "y", mode: "node", weight: 1 },
+    ];
+    const { services } = swarm(members);
+    const service = must(services.get("x"));
+    const run = (change: Partial<AllReduceRunOptions>) =>
+      service.run({
+        ...base,
+        group: makeGroup("local", members),
+        vector: new Float32Array(4),
+        weight: 2,
+        partCounts: [2, 2],
+        ...change,
+      });
+    await expect(run({ weight: 0 })).rejects.toMatchObject({ code: "ALLREDUCE_FAILED" });
+    await expect(run({ vector: Float32Array.of(1, Number.POSITIVE_INFINITY, 0, 0) })).rejects.toMatchObject({
+      code: "ALLREDUCE_FAILED",
+    });
+    await expect(run({ partCounts: [2, 3] })).rejects.toMatchObject({ code: "LENGTH_MISMATCH" });
+  });
+});

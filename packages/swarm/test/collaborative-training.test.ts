@@ -1,0 +1,108 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { CollaborativeOptimizer } from "../src/optim/collaborative-optimizer.ts";
+import { ParameterLayout } from "../src/optim/parameter-layout.ts";
+import type { Swarm } from "../src/swarm.ts";
+import { at } from "./support/at.ts";
+import { eventually, TestAuthority } from "./support/swarm-fixtures.ts";
+import { seededRandom, startSwarm } from "./support/swarm-harness.ts";
+
+/** A linear regression y = w·x + noise that every peer samples from its own seeded stream. */
+const DIMENSION = 16;
+const TRUE_WEIGHTS = Float32Array.from({ length: DIMENSION }, (_, i) => Math.sin(i + 1));
+
+function batchGradient(
+  weights: Float32Array,
+  random: () => number,
+  size: number,
+): { gradient: Float32Array; loss: number } {
+  const gradient = new Float32Array(DIMENSION);
+  let loss = 0;
+  for (let n = 0; n < size; n += 1) {
+    const x = Float32Array.from({ length: DIMENSION }, () => random() * 2 - 1);
+    let error = (random() - 0.5) * 0.01;
+    for (let i = 0; i < DIMENSION; i += 1) error += (at(weights, i) - at(TRUE_WEIGHTS, i)) * at(x, i);
+    loss += error * error;
+    for (let i = 0; i < DIMENSION; i += 1) gradient[i] = at(gradient, i) + (2 * error * at(x, i)) / size;
+  }
+  return { gradient, loss: loss / size };
+}
+
+const swarms: Swarm[] = [];
+afterEach(async () => {
+  await Promise.all(swarms.splice(0).map((swarm) => swarm.stop().catch(() => undefined)));
+});
+
+describe("collaborative training over a real swarm", () => {
+  it("keeps every peer's parameters bit-identical step after step, and a late joiner downloads them", async () => {
+    const authority = new TestAuthority();
+    const config = {
+      training: { targetBatchSize: 96 },
+      optimizer: { name: "adam" as const, learningRate: 0.05 },
+      averaging: { matchmakingTimeoutMs: 5_000, allreduceTimeoutMs: 10_000, chunkSizeBytes: 4096 },
+      compression: { method: "none" as const },
+    };
+    const layout = ParameterLayout.fromShapes([{ name: "w", shape: [DIMENSION] }]);
+    const optimizers: CollaborativeOptimizer[] = [];
+    const stateOf = (k: number) => () => {
+      const optimizer = optimizers[k];
+      if (optimizer === undefined) return null;
+      const state = optimizer.exportState();
+      return { epoch: state.epoch, parameters: state.parameters, optimizer: state.optimizer };
+    };
+    const first = await startSwarm(authority, { config, getState: stateOf(0) });
+    swarms.push(first);
+    const bootstrap = first.node.multiaddrs();
+    for (let k = 1; k < 3; k += 1)
+      swarms.push(await startSwarm(authority, { config, bootstrap, getState: stateOf(k) }));
+    await eventually(() => swarms.every((swarm) => swarm.node.members().length === 2), "meshed");
+    for (const swarm of swarms) {
+      optimizers.push(
+        new CollaborativeOptimizer({
+          config: swarm.config,
+          layout,
+          parameters: new Float32Array(DIMENSION),
+          progress: swarm.progressPort(),
+          averager: swarm.averagerPort(),
+          state: swarm.statePort(),
+        }),
+      );
+    }
+    const epochs = 4;
+    const losses: number[][] = optimizers.map(() => []);
+    await Promise.all(
+      optimizers.map(async (optimizer, k) => {
+        const random = seededRandom(100 + k);
+        while (optimizer.epoch < epochs) {
+          const { gradient, loss } = batchGradient(optimizer.parameters, random, 8);
+          at(losses, k).push(loss);
+          optimizer.accumulate(gradient, 8);
+          await optimizer.maybeStep();
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+      }),
+    );
+    for (const optimizer of optimizers) {
+      expect(optimizer.epoch).toBe(epochs);
+      expect(optimizer.parameters).toEqual(at(optimizers, 0).parameters);
+    }
+    // Training moved the shared weights toward the true ones.
+    const distance = (weights: Float32Array) =>
+      Math.hypot(...weights.map((value, i) => value - at(TRUE_WEIGHTS, i)));
+    expect(distance(at(optimizers, 0).parameters)).toBeLessThan(0.9 * distance(new Float32Array(DIMENSION)));
+
+    // A peer joining now catches up from its peers before it contributes.
+    const late = await startSwarm(authority, { config, bootstrap });
+    swarms.push(late);
+    for (const swarm of swarms.slice(0, 3))
+      swarm.progress.report({ epoch: epochs, samplesAccumulated: 0, samplesPerSecond: 1 });
+    await Promise.all(swarms.slice(0, 3).map((swarm) => swarm.progress.pushNow()));
+    await eventually(
+      () => late.progress.records().filter((entry) => entry.record.epoch === epochs).length === 3,
+      "the late peer sees the others",
+    );
+    const downloaded = await late.statePort().loadNewer(0);
+    expect(downloaded?.epoch).toBe(epochs);
+    expect(downloaded?.parameters).toEqual(at(optimizers, 0).parameters);
+    expect(downloaded?.optimizer).toEqual(at(optimizers, 0).exportState().optimizer);
+  }, 90_000);
+});

@@ -1,0 +1,510 @@
+import { parseExperimentConfig, type ExperimentConfigInput } from "@barnraise/protocol";
+import { describe, expect, it } from "vitest";
+import { SwarmError, SwarmErrorCode } from "../../src/errors.ts";
+import {
+  CollaborativeOptimizer,
+  type CollaborativeOptimizerEvent,
+} from "../../src/optim/collaborative-optimizer.ts";
+import { createFlatOptimizer } from "../../src/optim/flat-optimizer.ts";
+import { ParameterLayout } from "../../src/optim/parameter-layout.ts";
+import type {
+  AveragedVector,
+  AveragerPort,
+  EpochState,
+  GlobalProgressView,
+  LocalProgressReport,
+  ProgressPort,
+  StatePort,
+} from "../../src/optim/ports.ts";
+
+// ---- Fakes: one in-process "swarm" that all peers share.
+
+interface Contribution {
+  readonly peer: number;
+  readonly vector: Float32Array;
+  readonly weight: number;
+  readonly resolve: (result: AveragedVector) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
+ * Progress: global() is the highest reported epoch and the samples reported for it. Averaging: a
+ * barrier that, once `groupSize` peers contributed for an epoch, computes the exact weighted mean in
+ * float64 in peer order — at once, or when the test calls `release()` if `manual` is set.
+ */
+class FakeSwarm {
+  readonly reports = new Map<number, LocalProgressReport>();
+  readonly rounds = new Map<number, Contribution[]>();
+  /** Rounds to fail before averaging succeeds again. */
+  failures = 0;
+  manual = false;
+  readonly groupSize: number;
+  readonly targetBatchSize: number;
+  constructor(groupSize: number, targetBatchSize: number) {
+    this.groupSize = groupSize;
+    this.targetBatchSize = targetBatchSize;
+  }
+
+  progress(peer: number): ProgressPort {
+    return {
+      report: (progress) => this.reports.set(peer, progress),
+      global: (): GlobalProgressView => {
+        const epochs = [...this.reports.values()].map((report) => report.epoch);
+        const epoch = Math.max(0, ...epochs);
+        const samplesAccumulated = [...this.reports.values()]
+          .filter((report) => report.epoch === epoch)
+          .reduce((sum, report) => sum + report.samplesAccumulated, 0);
+        return { epoch, samplesAccumulated, targetBatchSize: this.targetBatchSize, etaSeconds: 0 };
+      },
+    };
+  }
+
+  averager(peer: number): AveragerPort {
+    return {
+      average: (epoch, vector, weight) =>
+        new Promise((resolve, reject) => {
+          const round = this.rounds.get(epoch) ?? [];
+          this.rounds.set(epoch, round);
+          round.push({ peer, vector: vector.slice(), weight, resolve, reject });
+          if (!this.manual && round.length === this.groupSize) this.release(epoch);
+        }),
+    };
+  }
+
+  release(epoch: number): void {
+    const round = (this.rounds.get(epoch) ?? []).sort((a, b) => a.peer - b.peer);
+    this.rounds.delete(epoch);
+    if (this.failures > 0) {
+      this.failures -= 1;
+      for (const c of round) c.reject(new SwarmError(SwarmErrorCode.ALLREDUCE_FAILED, "a reducer left"));
+      return;
+    }
+    const totalWeight = round.reduce((sum, c) => sum + c.weight, 0);
+    const size = round[0]?.vector.length ?? 0;
+    const mean = new Float32Array(size);
+    for (let i = 0; i < size; i++) {
+      let sum = 0;
+      for (const c of round) sum += (c.vector[i] ?? 0) * c.weight;
+      mean[i] = sum / totalWeight;
+    }
+    for (const c of round) c.resolve({ vector: mean.slice(), groupSize: round.length, totalWeight });
+  }
+}
+
+class FakeState implements StatePort {
+  donor: EpochState | null = null;
+  /** Hand the donor's state over even when it is not ahead (a confused or lying donor). */
+  careless = false;
+  readonly calls: number[] = [];
+  loadNewer(epoch: number): Promise<EpochState | null> {
+    this.calls.push(epoch);
+    const ahead = this.donor !== null && (this.careless || this.donor.epoch > epoch);
+    return Promise.resolve(ahead ? this.donor : null);
+  }
+}
+
+// ---- Helpers.
+
+const layout = ParameterLayout.fromShapes([
+  { name: "kernel", shape: [4, 6] },
+  { name: "bias", shape: [6] },
+  { name: "out", shape: [6, 2] },
+]);
+
+function config(overrides: ExperimentConfigInput = {}) {
+  return parseExperimentConfig(overrides);
+}
+
+/** Deterministic integers in [0, 2^32) (mulberry32). */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return (t ^ (t >>> 14)) >>> 0;
+  };
+}
+
+/** A gradient of multiples of 1/64 in [-1, 1]: sums and power-of-two divisions of these are exact. */
+function dyadicGradient(seed: number): Float32Array {
+  const next = random(seed);
+  return Float32Array.from({ length: layout.size }, () => ((next() % 129) - 64) / 64);
+}
+
+function initialParameters(): Float32Array {
+  const next = random(99);
+  return Float32Array.from({ length: layout.size }, () => ((next() % 2001) - 1000) / 1000);
+}
+
+/** Lets pending promise callbacks run until `condition` holds. */
+async function until(condition: () => boolean): Promise<void> {
+  for (let i = 0; i < 100 && !condition(); i++) await Promise.resolve();
+  expect(condition()).toBe(true);
+}
+
+function bits(vector: Float32Array): Uint32Array {
+  return new Uint32Array(vector.buffer.slice(vector.byteOffset, vector.byteOffset + vector.byteLength));
+}
+
+function peer(swarm: FakeSwarm, index: number, cfg = config(), state = new FakeState(), now?: () => number) {
+  return new CollaborativeOptimizer({
+    config: cfg,
+    layout,
+    parameters: initialParameters(),
+    progress: swarm.progress(index),
+    averager: swarm.averager(index),
+    state,
+    ...(now === undefined ? {} : { now }),
+  });
+}
+
+/** Minibatches per peer: [count, size]; each peer's total is a power of two; the last peer has none. */
+const plan: readonly (readonly [number, number])[] = [
+  [1, 4],
+  [2, 4],
+  [2, 8],
+  [4, 8],
+  [1, 16],
+  [4, 4],
+  [8, 2],
+  [0, 0],
+];
+const perEpoch = plan.reduce((sum, [count, size]) => sum + count * size, 0);
+
+describe("CollaborativeOptimizer with 8 peers", () => {
+  it.each([
+    [
+      "adam",
+      { optimizer: { name: "adam", learningRate: 0.01 }, training: {} },
+      [0.01, 0.01, 0.01, 0.01, 0.01],
+    ],
+    [
+      "lamb, warm-up and clipping",
+      {
+        optimizer: { name: "lamb", learningRate: 0.02 },
+        training: { warmupSteps: 4, gradientClipNorm: 0.5 },
+      },
+      [0.005, 0.01, 0.015, 0.02, 0.02],
+    ],
+    [
+      "adamw, warm-up 2",
+      { optimizer: { name: "adam", learningRate: 0.01, weightDecay: 0.1 }, training: { warmupSteps: 2 } },
+      [0.005, 0.01, 0.01, 0.01, 0.01],
+    ],
+  ] as const)(
+    "%s: every peer ends with the bits of one optimizer fed the global batch",
+    async (_n, input, rates) => {
+      const cfg = config(input);
+      const swarm = new FakeSwarm(8, perEpoch);
+      const peers = plan.map((_, index) => peer(swarm, index, cfg));
+      const steps: CollaborativeOptimizerEvent[] = [];
+      peers[3]?.on((event) => steps.push(event));
+
+      const reference = createFlatOptimizer(cfg.optimizer, layout);
+      const referenceParameters = initialParameters();
+      for (let epoch = 0; epoch < rates.length; epoch++) {
+        const globalSum = new Float64Array(layout.size);
+        plan.forEach(([count, size], index) => {
+          for (let b = 0; b < count; b++) {
+            const gradient = dyadicGradient(epoch * 1000 + index * 10 + b);
+            peers[index]?.accumulate(gradient, size);
+            gradient.forEach((g, i) => (globalSum[i] = (globalSum[i] ?? 0) + g * size));
+          }
+        });
+        expect(await Promise.all(peers.map((p) => p.maybeStep()))).toEqual(plan.map(() => true));
+
+        const globalMean = Float32Array.from(globalSum, (sum) => sum / perEpoch);
+        const clip = cfg.training.gradientClipNorm;
+        const norm = Math.sqrt(globalMean.reduce((sum, g) => sum + g * g, 0));
+        if (clip !== undefined && norm > clip)
+          globalMean.forEach((g, i) => (globalMean[i] = g * (clip / norm)));
+        reference.step(referenceParameters, globalMean, rates[epoch] ?? Number.NaN);
+      }
+      for (const p of peers) {
+        expect(p.epoch).toBe(rates.length);
+        expect(p.samplesAccumulated).toBe(0);
+        expect(bits(p.parameters)).toEqual(bits(referenceParameters));
+      }
+      expect(bits(referenceParameters)).not.toEqual(bits(initialParameters()));
+      expect(
+        steps.map((e) => e.type === "step" && [e.epoch, e.groupSize, e.totalWeight, e.localSamples]),
+      ).toEqual(rates.map((_, epoch) => [epoch + 1, 8, perEpoch, 32]));
+      const clip = cfg.training.gradientClipNorm;
+      if (clip !== undefined) {
+        // Clipping was active: the averaged gradient was longer than the bound at every step.
+        for (const event of steps) expect(event.type === "step" && event.gradientNorm).toBeGreaterThan(clip);
+      }
+    },
+  );
+});
+
+describe("CollaborativeOptimizer", () => {
+  it("waits for the target batch", async () => {
+    const swarm = new FakeSwarm(2, 64);
+    const [a, b] = [peer(swarm, 0), peer(swarm, 1)];
+    a.accumulate(dyadicGradient(1), 32);
+    b.accumulate(dyadicGradient(2), 16);
+    expect(await a.maybeStep()).toBe(false);
+    b.accumulate(dyadicGradient(3), 16);
+    expect(await Promise.all([a.maybeStep(), b.maybeStep()])).toEqual([true, true]);
+    expect(bits(a.parameters)).toEqual(bits(b.parameters));
+  });
+
+  it("keeps the gradients when averaging fails, and the retry gives the same result", async () => {
+    const run = async (failures: number) => {
+      const swarm = new FakeSwarm(2, 32);
+      swarm.failures = failures;
+      const peers = [peer(swarm, 0), peer(swarm, 1)];
+      const failed: CollaborativeOptimizerEvent[] = [];
+      peers[0]?.on((event) => failed.push(event));
+      peers[0]?.accumulate(dyadicGradient(1), 16);
+      peers[1]?.accumulate(dyadicGradient(2), 16);
+      const first = await Promise.all(peers.map((p) => p.maybeStep()));
+      return { swarm, peers, first, failed };
+    };
+    const clean = await run(0);
+    const { swarm, peers, first, failed } = await run(1);
+    expect(first).toEqual([false, false]);
+    expect(failed).toEqual([
+      expect.objectContaining({
+        type: "round-failed",
+        epoch: 0,
+        localSamples: 16,
+        error: expect.any(SwarmError) as unknown,
+      }),
+    ]);
+    for (const p of peers) {
+      expect(p.epoch).toBe(0);
+      expect(p.samplesAccumulated).toBe(16);
+      expect(bits(p.parameters)).toEqual(bits(initialParameters()));
+    }
+    expect(swarm.reports.get(0)).toEqual({ epoch: 0, samplesAccumulated: 16, samplesPerSecond: 0 });
+    expect(await Promise.all(peers.map((p) => p.maybeStep()))).toEqual([true, true]);
+    for (const [i, p] of peers.entries())
+      expect(bits(p.parameters)).toEqual(bits(clean.peers[i]?.parameters ?? new Float32Array()));
+  });
+
+  it("treats a malformed average as a failed round", async () => {
+    const swarm = new FakeSwarm(1, 8);
+    const p = new CollaborativeOptimizer({
+      config: config(),
+      layout,
+      parameters: initialParameters(),
+      progress: swarm.progress(0),
+      averager: {
+        average: (_e, v, w) =>
+          Promise.resolve({ vector: v.map(() => Number.NaN), groupSize: 1, totalWeight: w }),
+      },
+      state: new FakeState(),
+    });
+    const events: CollaborativeOptimizerEvent[] = [];
+    p.on((event) => events.push(event));
+    p.accumulate(dyadicGradient(1), 8);
+    expect(await p.maybeStep()).toBe(false);
+    expect(p.samplesAccumulated).toBe(8);
+    expect(events[0]).toMatchObject({
+      type: "round-failed",
+      error: { code: SwarmErrorCode.MALFORMED_MESSAGE },
+    });
+    expect(bits(p.parameters)).toEqual(bits(initialParameters()));
+  });
+
+  it("adopts a donor's state when it joins behind the swarm", async () => {
+    const swarm = new FakeSwarm(2, 32);
+    const state = new FakeState();
+    const donor = { epoch: 5, parameters: dyadicGradient(7), optimizer: donorOptimizerState(5) };
+    state.donor = donor;
+    const p = peer(swarm, 0, config(), state);
+    const events: CollaborativeOptimizerEvent[] = [];
+    p.on((event) => events.push(event));
+    p.accumulate(dyadicGradient(1), 16);
+    expect(await p.maybeStep()).toBe(false);
+    expect(state.calls).toEqual([0]);
+    expect(p.epoch).toBe(5);
+    expect(p.samplesAccumulated).toBe(0);
+    expect(bits(p.parameters)).toEqual(bits(donor.parameters));
+    expect(p.exportState()).toEqual(donor);
+    expect(events).toEqual([{ type: "state-loaded", epoch: 5, previousEpoch: 0 }]);
+    expect(swarm.reports.get(0)).toMatchObject({ epoch: 5, samplesAccumulated: 0 });
+  });
+
+  it("loads state when the swarm is more than one epoch ahead, not when it is one ahead", async () => {
+    const swarm = new FakeSwarm(2, 32);
+    const state = new FakeState();
+    const p = peer(swarm, 0, config(), state);
+    p.accumulate(dyadicGradient(1), 16);
+    expect(await p.maybeStep()).toBe(false); // joins: no donor ahead, nothing to do
+    expect(state.calls).toEqual([0]);
+
+    swarm.reports.set(1, { epoch: 1, samplesAccumulated: 3, samplesPerSecond: 1 });
+    const step = p.maybeStep(); // one ahead: this peer missed the round's start and tries to join it
+    await until(() => swarm.rounds.get(0)?.length === 1);
+    swarm.rounds.get(0)?.[0]?.reject(new SwarmError(SwarmErrorCode.NO_GROUP, "alone"));
+    swarm.rounds.delete(0);
+    expect(await step).toBe(false);
+    expect(state.calls).toEqual([0]);
+
+    swarm.reports.set(1, { epoch: 2, samplesAccumulated: 3, samplesPerSecond: 1 });
+    state.donor = { epoch: 2, parameters: dyadicGradient(8), optimizer: donorOptimizerState(2) };
+    expect(await p.maybeStep()).toBe(false);
+    expect(state.calls).toEqual([0, 0]);
+    expect(p.epoch).toBe(2);
+    expect(p.samplesAccumulated).toBe(0);
+    expect(bits(p.parameters)).toEqual(bits(state.donor.parameters));
+  });
+
+  it("keeps its state when the donor's state is malformed", async () => {
+    const swarm = new FakeSwarm(2, 32);
+    const state = new FakeState();
+    state.donor = { epoch: 3, parameters: new Float32Array(5), optimizer: donorOptimizerState(3) };
+    const p = peer(swarm, 0, config(), state);
+    const events: CollaborativeOptimizerEvent[] = [];
+    p.on((event) => events.push(event));
+    p.accumulate(dyadicGradient(1), 16);
+    expect(await p.maybeStep()).toBe(false);
+    expect(p.epoch).toBe(0);
+    expect(p.samplesAccumulated).toBe(16);
+    expect(events[0]).toMatchObject({
+      type: "state-load-failed",
+      error: { code: SwarmErrorCode.LENGTH_MISMATCH },
+    });
+    state.donor = null;
+    expect(await p.maybeStep()).toBe(false); // retries joining; no donor ahead now
+    expect(state.calls).toEqual([0, 0]);
+  });
+
+  it("ignores a donor state that is not ahead of its own epoch", async () => {
+    const swarm = new FakeSwarm(2, 32);
+    const state = new FakeState();
+    state.careless = true;
+    state.donor = { epoch: 0, parameters: dyadicGradient(9), optimizer: donorOptimizerState(0) };
+    const p = peer(swarm, 0, config(), state);
+    p.accumulate(dyadicGradient(1), 16);
+    expect(await p.maybeStep()).toBe(false);
+    expect(state.calls).toEqual([0]);
+    expect(p.samplesAccumulated).toBe(16);
+    expect(bits(p.parameters)).toEqual(bits(initialParameters()));
+  });
+
+  it("estimates samples per second and reports progress", () => {
+    const swarm = new FakeSwarm(2, 1000);
+    let time = 0;
+    const p = peer(swarm, 0, config(), new FakeState(), () => time);
+    p.accumulate(dyadicGradient(1), 10);
+    time = 100;
+    p.accumulate(dyadicGradient(2), 10); // 10 samples in 0.1 s
+    expect(p.samplesPerSecond).toBe(100);
+    time = 300;
+    p.accumulate(dyadicGradient(3), 10); // 50/s, smoothed
+    expect(p.samplesPerSecond).toBeCloseTo(90, 9);
+    expect(swarm.reports.get(0)).toEqual({
+      epoch: 0,
+      samplesAccumulated: 30,
+      samplesPerSecond: p.samplesPerSecond,
+    });
+  });
+
+  it("throws ABORTED for a cancelled call and keeps the gradients", async () => {
+    const swarm = new FakeSwarm(2, 16);
+    swarm.manual = true;
+    const p = peer(swarm, 0);
+    p.accumulate(dyadicGradient(1), 16);
+    await expect(p.maybeStep(AbortSignal.abort())).rejects.toMatchObject({ code: SwarmErrorCode.ABORTED });
+    const controller = new AbortController();
+    const step = p.maybeStep(controller.signal);
+    await until(() => swarm.rounds.get(0)?.length === 1);
+    controller.abort();
+    swarm.failures = 1;
+    swarm.release(0);
+    await expect(step).rejects.toMatchObject({ code: SwarmErrorCode.ABORTED });
+    expect(p.samplesAccumulated).toBe(16);
+    expect(p.epoch).toBe(0);
+  });
+});
+
+describe("CollaborativeOptimizer with delayed parameter updates", () => {
+  const dpu = config({ averaging: { delayedParameterUpdates: true } });
+  /** The gradient of ½‖θ − target‖²: it depends on the parameters, so staleness shows. */
+  const target = dyadicGradient(42);
+  const gradientAt = (parameters: Float32Array) => parameters.map((value, i) => value - (target[i] ?? 0));
+
+  it("applies each update one step late, and the result is the stale-gradient trajectory", async () => {
+    const swarm = new FakeSwarm(2, 32);
+    swarm.manual = true;
+    const peers = [peer(swarm, 0, dpu), peer(swarm, 1, dpu)];
+    const theta0 = initialParameters();
+
+    for (const p of peers) p.accumulate(gradientAt(p.parameters), 16); // g(θ0)
+    expect(await Promise.all(peers.map((p) => p.maybeStep()))).toEqual([true, true]);
+    for (const p of peers) {
+      expect(p.epoch).toBe(1); // already accumulating for the next epoch
+      expect(bits(p.parameters)).toEqual(bits(theta0)); // the update has not landed
+      expect(p.pendingStep()).not.toBeNull();
+      expect(p.exportState().epoch).toBe(0); // donors serve consistent state
+      expect(await p.maybeStep()).toBe(false); // one round at a time
+    }
+    for (const p of peers) p.accumulate(gradientAt(p.parameters), 16); // g(θ0) again: one step stale
+    expect(swarm.reports.get(0)).toMatchObject({ epoch: 1, samplesAccumulated: 16 });
+    swarm.release(0);
+    await Promise.all(peers.map((p) => p.pendingStep() ?? Promise.resolve()));
+    expect(peers.map((p) => p.pendingStep())).toEqual([null, null]);
+
+    const reference = createFlatOptimizer(dpu.optimizer, layout);
+    const theta = theta0.slice();
+    const g0 = gradientAt(theta0);
+    reference.step(theta, g0, 1e-3);
+    expect(bits(peers[0]?.parameters ?? new Float32Array())).toEqual(bits(theta));
+
+    expect(await Promise.all(peers.map((p) => p.maybeStep()))).toEqual([true, true]);
+    swarm.release(1);
+    await Promise.all(peers.map((p) => p.pendingStep() ?? Promise.resolve()));
+    reference.step(theta, g0, 1e-3); // the second update used g(θ0), not g(θ1)
+    for (const p of peers) {
+      expect(p.epoch).toBe(2);
+      expect(bits(p.parameters)).toEqual(bits(theta));
+      expect(p.exportState().epoch).toBe(2);
+    }
+  });
+
+  it("discards a background round's result when state was imported meanwhile", async () => {
+    const swarm = new FakeSwarm(1, 16);
+    swarm.manual = true;
+    const p = peer(swarm, 0, dpu);
+    p.accumulate(dyadicGradient(1), 16);
+    expect(await p.maybeStep()).toBe(true);
+    const donor = { epoch: 7, parameters: dyadicGradient(5), optimizer: donorOptimizerState(7) };
+    p.importState(donor);
+    swarm.release(0);
+    await p.pendingStep();
+    expect(p.epoch).toBe(7);
+    expect(p.exportState()).toEqual(donor);
+  });
+
+  it("undoes a failed background round: back to the epoch, with all its gradients", async () => {
+    const swarm = new FakeSwarm(2, 32);
+    swarm.manual = true;
+    swarm.failures = 1;
+    const p = peer(swarm, 0, dpu);
+    const events: CollaborativeOptimizerEvent[] = [];
+    p.on((event) => events.push(event));
+    swarm.reports.set(1, { epoch: 0, samplesAccumulated: 16, samplesPerSecond: 1 });
+    p.accumulate(dyadicGradient(1), 16);
+    expect(await p.maybeStep()).toBe(true);
+    p.accumulate(dyadicGradient(2), 8); // computed during the round, with the same parameters
+    swarm.release(0);
+    await p.pendingStep();
+    expect(p.epoch).toBe(0);
+    expect(p.samplesAccumulated).toBe(24);
+    expect(swarm.reports.get(0)).toMatchObject({ epoch: 0, samplesAccumulated: 24 });
+    expect(events).toEqual([expect.objectContaining({ type: "round-failed", epoch: 0, localSamples: 16 })]);
+    expect(bits(p.parameters)).toEqual(bits(initialParameters()));
+  });
+});
+
+function donorOptimizerState(step: number) {
+  const optimizer = createFlatOptimizer(config().optimizer, layout);
+  const state = optimizer.exportState();
+  return { ...state, step, slots: { m: dyadicGradient(step), v: dyadicGradient(step + 1).map(Math.abs) } };
+}

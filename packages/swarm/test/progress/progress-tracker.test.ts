@@ -1,0 +1,318 @@
+import { pino } from "pino";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { z } from "zod";
+import { defineMethod } from "../../src/rpc/rpc.ts";
+import { progressMethod, type ProgressRecord } from "../../src/progress/progress-messages.ts";
+import {
+  ProgressTracker,
+  type PeerProgressRecord,
+  type ProgressLogger,
+  type ProgressTrackerOptions,
+} from "../../src/progress/progress-tracker.ts";
+import { MemoryRpcNetwork, type MemoryRpc } from "../support/memory-rpc.ts";
+
+/** The same wire name as `progressMethod` but no schema on the sender, to send what a hostile peer would. */
+const looseProgress = defineMethod({
+  name: "progress",
+  request: z.unknown(),
+  response: z.unknown(),
+  maxFrameBytes: 1024,
+});
+
+const clock = { now: 1_700_000_000_000 };
+const now = () => clock.now;
+const started: ProgressTracker[] = [];
+
+// The push timer never fires on its own: tests drive pushes with pushNow() and a fake clock.
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+});
+
+afterEach(() => {
+  for (const tracker of started.splice(0)) tracker.stop();
+  vi.useRealTimers();
+});
+
+/** Lets every pending in-memory exchange finish (the memory rpc runs on promises only). */
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+function tracker(
+  rpc: MemoryRpc,
+  peers: () => readonly string[],
+  extra: Partial<ProgressTrackerOptions> = {},
+) {
+  const result = new ProgressTracker({ rpc, peers, targetBatchSize: 1000, now, ...extra });
+  result.start();
+  started.push(result);
+  return result;
+}
+
+function validRecord(overrides: Partial<ProgressRecord> = {}): ProgressRecord {
+  return {
+    epoch: 1,
+    samplesAccumulated: 10,
+    samplesPerSecond: 1,
+    time: clock.now,
+    mode: "node",
+    lossSum: 2,
+    minibatches: 1,
+    step: 1,
+    bytesAggregated: 0,
+    ...overrides,
+  };
+}
+
+/** A swarm of trackers, each connected to all the others. */
+function swarm(size: number, extra: Partial<ProgressTrackerOptions> = {}) {
+  const network = new MemoryRpcNetwork();
+  const ids = Array.from({ length: size }, (_, i) => `p${i}`);
+  const trackers = ids.map((id) => {
+    const rpc = network.add(id);
+    return tracker(rpc, () => ids.filter((other) => other !== id), extra);
+  });
+  const pushAll = () => Promise.all(trackers.map((t) => t.pushNow()));
+  return { network, ids, trackers, pushAll };
+}
+
+describe("ProgressTracker", () => {
+  it("lets 8 peers converge on the same estimate, extrapolated as time passes", async () => {
+    const { trackers, pushAll } = swarm(8);
+    trackers.forEach((t, i) => {
+      t.report({ epoch: i === 7 ? 2 : 3, samplesAccumulated: 10 * i, samplesPerSecond: i });
+    });
+    await pushAll();
+    const views = trackers.map((t) => t.snapshot());
+    for (const view of views) {
+      expect(view).toMatchObject({ epoch: 3, alivePeers: 8, samplesAccumulated: 210, readyToAverage: false });
+      expect(view.etaSeconds).toBeCloseTo((1000 - 210) / 28);
+    }
+    clock.now += 2_000;
+    const later = trackers.map((t) => t.global());
+    // peers p0..p6 are at epoch 3 with Σ samples/s = 21
+    for (const view of later) expect(view.samplesAccumulated).toBeCloseTo(210 + 21 * 2);
+    expect(new Set(later.map((view) => JSON.stringify(view))).size).toBe(1);
+  });
+
+  it("pushes at once when the epoch changes, and reports the highest epoch", async () => {
+    const { trackers } = swarm(3);
+    const [a, b, c] = trackers as [ProgressTracker, ProgressTracker, ProgressTracker];
+    b.report({ epoch: 4, samplesAccumulated: 5, samplesPerSecond: 0 });
+    c.report({ epoch: 2, samplesAccumulated: 5, samplesPerSecond: 0 });
+    const updates: PeerProgressRecord[] = [];
+    const off = a.on("update", (update) => updates.push(update));
+    b.report({ epoch: 9, samplesAccumulated: 0, samplesPerSecond: 0 });
+    await settle();
+    off();
+    expect(updates.filter((u) => u.record.epoch === 9).map((u) => u.peerId)).toEqual(["p1"]);
+    b.report({ epoch: 9, samplesAccumulated: 3, samplesPerSecond: 0 });
+    await settle();
+    expect(updates.filter((u) => u.record.samplesAccumulated === 3)).toEqual([]);
+    expect(a.snapshot().epoch).toBe(9);
+    expect(a.global()).toEqual({
+      epoch: 9,
+      samplesAccumulated: 0,
+      targetBatchSize: 1000,
+      etaSeconds: Infinity,
+    });
+  });
+
+  it("forgets a silent peer after the ttl", async () => {
+    const { trackers, pushAll } = swarm(2, { intervalMs: 1000 });
+    const [a, b] = trackers as [ProgressTracker, ProgressTracker];
+    a.report({ epoch: 1, samplesAccumulated: 10, samplesPerSecond: 0 });
+    b.report({ epoch: 5, samplesAccumulated: 20, samplesPerSecond: 0 });
+    await pushAll();
+    expect(a.snapshot()).toMatchObject({ alivePeers: 2, epoch: 5 });
+    clock.now += 5_000; // the default ttl is 3 × 1 s + 2 s
+    expect(a.records().map((r) => r.peerId)).toEqual(["p1"]);
+    clock.now += 1;
+    expect(a.records()).toEqual([]);
+    expect(a.snapshot()).toMatchObject({ alivePeers: 1, epoch: 1, samplesAccumulated: 10 });
+  });
+
+  it("keys records by the authenticated sender and takes username and role from its pass", async () => {
+    const network = new MemoryRpcNetwork();
+    const a = tracker(network.add("a"), () => []);
+    const b = tracker(network.add("b", "aux"), () => ["a"]);
+    const mallory = network.add("mallory");
+    b.report({ epoch: 2, samplesAccumulated: 0, samplesPerSecond: 0, mode: "aux" });
+    await b.pushNow();
+    // a body cannot name a peer: the schema is strict
+    await expect(
+      mallory.request("a", looseProgress, { ...validRecord(), peerId: "b" }),
+    ).rejects.toMatchObject({
+      code: "MALFORMED_MESSAGE",
+    });
+    await mallory.request("a", progressMethod, validRecord({ epoch: 7 }));
+    const records = a.records().sort((x, y) => x.peerId.localeCompare(y.peerId));
+    expect(
+      records.map(({ peerId, username, role, record }) => ({ peerId, username, role, epoch: record.epoch })),
+    ).toEqual([
+      { peerId: "b", username: "user-b", role: "aux", epoch: 2 },
+      { peerId: "mallory", username: "user-mallory", role: "trainer", epoch: 7 },
+    ]);
+  });
+
+  it("refuses malformed records with MALFORMED_MESSAGE and keeps working", async () => {
+    const network = new MemoryRpcNetwork();
+    const a = tracker(network.add("a"), () => []);
+    const sender = network.add("s");
+    const bad: unknown[] = [
+      { ...validRecord(), epoch: -1 },
+      { ...validRecord(), samplesAccumulated: 1.5 },
+      { ...validRecord(), samplesPerSecond: Infinity },
+      { ...validRecord(), lossSum: Number.NaN },
+      { ...validRecord(), mode: "boss" },
+      { ...validRecord(), minibatches: 2 ** 60 },
+      { ...validRecord(), epoch: 2 ** 50 },
+      { ...validRecord(), samplesPerSecond: 1e10 },
+      { ...validRecord(), extra: 1 },
+      (({ time: _time, ...rest }) => rest)(validRecord()),
+      "progress",
+    ];
+    for (const body of bad) {
+      await expect(sender.request("a", looseProgress, body)).rejects.toMatchObject({
+        code: "MALFORMED_MESSAGE",
+      });
+    }
+    expect(a.records()).toEqual([]);
+    await sender.request("a", progressMethod, validRecord({ samplesAccumulated: 33 }));
+    expect(a.records().map((r) => r.record.samplesAccumulated)).toEqual([33]);
+  });
+
+  it("flips readyToAverage when the swarm reaches the target", async () => {
+    const { trackers, pushAll } = swarm(2, { targetBatchSize: 100 });
+    const [a, b] = trackers as [ProgressTracker, ProgressTracker];
+    a.report({ epoch: 1, samplesAccumulated: 40, samplesPerSecond: 0 });
+    b.report({ epoch: 1, samplesAccumulated: 59, samplesPerSecond: 0 });
+    await pushAll();
+    expect(a.snapshot().readyToAverage).toBe(false);
+    expect(b.snapshot().etaSeconds).toBe(Infinity);
+    clock.now += 1_000;
+    b.report({ epoch: 1, samplesAccumulated: 60, samplesPerSecond: 0 });
+    await pushAll();
+    expect(a.snapshot()).toMatchObject({ readyToAverage: true, samplesAccumulated: 100, etaSeconds: 0 });
+    expect(b.snapshot().readyToAverage).toBe(true);
+  });
+
+  it("drops records that arrive too fast from one peer and caps the table", async () => {
+    const network = new MemoryRpcNetwork();
+    const a = tracker(network.add("a"), () => [], { maxPeers: 3, maxRecordsPerSecond: 10 });
+    let accepted = 0;
+    a.on("update", () => accepted++);
+    const flooder = network.add("flooder");
+    for (let i = 0; i < 15; i++)
+      await flooder.request("a", progressMethod, validRecord({ samplesAccumulated: i }));
+    expect(accepted).toBe(10);
+    expect(a.records()[0]?.record.samplesAccumulated).toBe(9);
+    clock.now += 200; // two more records' worth of budget
+    for (let i = 0; i < 3; i++)
+      await flooder.request("a", progressMethod, validRecord({ samplesAccumulated: 100 + i }));
+    expect(accepted).toBe(12);
+
+    const late = ["x", "y", "z"].map((id) => network.add(id));
+    for (const rpc of late) await rpc.request("a", progressMethod, validRecord());
+    expect(
+      a
+        .records()
+        .map((r) => r.peerId)
+        .sort(),
+    ).toEqual(["flooder", "x", "y"]);
+    clock.now += 10_000; // all expire; a newcomer now fits
+    await late[2]?.request("a", progressMethod, validRecord());
+    expect(a.records().map((r) => r.peerId)).toEqual(["z"]);
+  });
+
+  it("never overlaps pushes to one peer and never throws on failures", async () => {
+    const network = new MemoryRpcNetwork();
+    const debug: string[] = [];
+    const logger: ProgressLogger = { debug: (_fields, message) => debug.push(message) };
+    const a = tracker(network.add("a"), () => ["slow", "ghost"], { logger });
+    const slow = network.add("slow");
+    let inFlight = 0;
+    let maxInFlight = 0;
+    const received: number[] = [];
+    const gates: Array<() => void> = [];
+    slow.handle(progressMethod, async (incoming) => {
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      await new Promise<void>((resolve) => gates.push(resolve));
+      received.push(incoming.head.samplesAccumulated);
+      inFlight--;
+      await incoming.respond({ ok: true });
+    });
+    a.report({ epoch: 1, samplesAccumulated: 1, samplesPerSecond: 0 });
+    const first = a.pushNow();
+    a.report({ epoch: 1, samplesAccumulated: 2, samplesPerSecond: 0 });
+    const second = a.pushNow();
+    a.report({ epoch: 1, samplesAccumulated: 3, samplesPerSecond: 0 });
+    const third = a.pushNow();
+    while (received.length < 2) {
+      await new Promise((resolve) => setImmediate(resolve));
+      gates.shift()?.();
+    }
+    await Promise.all([first, second, third]);
+    expect(maxInFlight).toBe(1);
+    // one push, then one follow-up carrying the latest record
+    expect(received).toEqual([1, 3]);
+    expect(debug).toContain("progress push failed");
+  });
+
+  it("validates local reports and resets per-epoch metrics on a new epoch", async () => {
+    const { trackers, network } = swarm(2, { targetBatchSize: 10 });
+    const [a, b] = trackers as [ProgressTracker, ProgressTracker];
+    expect(() => {
+      a.report({ epoch: 1, samplesAccumulated: -1, samplesPerSecond: 0 });
+    }).toThrow(expect.objectContaining({ code: "MALFORMED_MESSAGE" }));
+    a.report({
+      epoch: 1,
+      samplesAccumulated: 4,
+      samplesPerSecond: 2,
+      lossSum: 3,
+      minibatches: 2,
+      bytesAggregated: 9,
+      mode: "client",
+    });
+    a.report({ epoch: 1, samplesAccumulated: 6, samplesPerSecond: 2 });
+    await a.pushNow();
+    expect(b.records()[0]?.record).toEqual({
+      epoch: 1,
+      step: 1,
+      samplesAccumulated: 6,
+      samplesPerSecond: 2,
+      lossSum: 3,
+      minibatches: 2,
+      bytesAggregated: 9,
+      mode: "client",
+      time: clock.now,
+    });
+    clock.now += 500;
+    a.report({ epoch: 2, samplesAccumulated: 0, samplesPerSecond: 2 });
+    expect(a.snapshot()).toMatchObject({ epoch: 2, samplesAccumulated: 0, etaSeconds: 5, alivePeers: 1 });
+    await a.pushNow();
+    expect(b.records()[0]?.record).toMatchObject({
+      epoch: 2,
+      step: 2,
+      lossSum: 0,
+      minibatches: 0,
+      bytesAggregated: 9,
+    });
+    expect(() => new ProgressTracker({ rpc: network.add("c"), peers: () => [], targetBatchSize: 0 })).toThrow(
+      expect.objectContaining({ code: "MALFORMED_MESSAGE" }),
+    );
+    const logger: ProgressLogger = pino({ level: "silent" });
+    expect(typeof logger.debug).toBe("function");
+  });
+
+  it("stops serving and pushing after stop()", async () => {
+    const { trackers, network } = swarm(2);
+    const [a, b] = trackers as [ProgressTracker, ProgressTracker];
+    a.stop();
+    await expect(network.get("p1")?.request("p0", progressMethod, validRecord())).rejects.toMatchObject({
+      code: "PEER_UNREACHABLE",
+    });
+    a.report({ epoch: 3, samplesAccumulated: 1, samplesPerSecond: 0 });
+    await a.pushNow();
+    expect(b.records()).toEqual([]);
+  });
+});

@@ -1,0 +1,95 @@
+import {
+  generateKeyPair,
+  parseExperimentConfig,
+  type ExperimentConfigInput,
+  type PeerRole,
+} from "@barnraise/protocol";
+import { Swarm, type SwarmOptions } from "../../src/swarm.ts";
+import type { TrainingState } from "../../src/state/training-state.ts";
+import { at } from "./at.ts";
+import { silentLogger, type TestAuthority } from "./swarm-fixtures.ts";
+
+export interface TestSwarmOptions {
+  mode?: SwarmOptions["mode"];
+  username?: string;
+  role?: PeerRole;
+  bootstrap?: string[];
+  config?: ExperimentConfigInput;
+  getState?: () => TrainingState | null;
+  bandwidth?: SwarmOptions["bandwidth"];
+}
+
+/** Test defaults: short timeouts so failure paths finish quickly, small chunks to exercise streaming. */
+export const testConfig: ExperimentConfigInput = {
+  training: { targetBatchSize: 64 },
+  averaging: {
+    matchmakingTimeoutMs: 4_000,
+    allreduceTimeoutMs: 8_000,
+    chunkSizeBytes: 4096,
+    maxGroupSize: 16,
+  },
+  compression: { method: "none" },
+};
+
+/** A started `Swarm` on 127.0.0.1 with a pass from `authority`. */
+export async function startSwarm(authority: TestAuthority, options: TestSwarmOptions = {}): Promise<Swarm> {
+  const identity = generateKeyPair();
+  const mode = options.mode ?? "node";
+  const passInit = {
+    username: options.username ?? `user-${identity.publicKey[0]}`,
+    role: options.role ?? (mode === "aux" ? "aux" : "trainer"),
+  } as const;
+  const swarm = await Swarm.create({
+    experimentId: authority.experimentId,
+    identity,
+    authorityPublicKey: authority.keyPair.publicKey,
+    pass: authority.pass(identity, passInit),
+    refreshPass: () => Promise.resolve(authority.pass(identity, passInit)),
+    mode,
+    listen: mode === "client" ? [] : ["/ip4/127.0.0.1/tcp/0"],
+    bootstrap: options.bootstrap ?? [],
+    logger: silentLogger,
+    helloTimeoutMs: 3_000,
+    config: parseExperimentConfig(options.config ?? testConfig),
+    getState: options.getState ?? (() => null),
+    progressIntervalMs: 200,
+    ...(options.bandwidth === undefined ? {} : { bandwidth: options.bandwidth }),
+  });
+  await swarm.start();
+  return swarm;
+}
+
+/** A seeded pseudo-random generator (mulberry32), so vectors are the same on every run. */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export function randomVector(length: number, random: () => number): Float32Array {
+  const vector = new Float32Array(length);
+  for (let i = 0; i < length; i += 1) vector[i] = random() * 2 - 1;
+  return vector;
+}
+
+/** The float64 weighted mean of the vectors. */
+export function weightedMean(vectors: readonly Float32Array[], weights: readonly number[]): Float64Array {
+  const mean = new Float64Array(at(vectors, 0).length);
+  const total = weights.reduce((sum, weight) => sum + weight, 0);
+  vectors.forEach((vector, k) => {
+    const weight = at(weights, k);
+    for (let i = 0; i < mean.length; i += 1) mean[i] = at(mean, i) + (at(vector, i) * weight) / total;
+  });
+  return mean;
+}
+
+export function maxAbsDifference(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let max = 0;
+  for (let i = 0; i < a.length; i += 1) max = Math.max(max, Math.abs(at(a, i) - at(b, i)));
+  return max;
+}

@@ -1,0 +1,186 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { isSwarmError } from "../src/errors.ts";
+import type { Swarm } from "../src/swarm.ts";
+import { at } from "./support/at.ts";
+import { eventually, TestAuthority } from "./support/swarm-fixtures.ts";
+import {
+  maxAbsDifference,
+  randomVector,
+  seededRandom,
+  startSwarm,
+  weightedMean,
+  type TestSwarmOptions,
+} from "./support/swarm-harness.ts";
+
+const swarms: Swarm[] = [];
+afterEach(async () => {
+  await Promise.all(swarms.splice(0).map((swarm) => swarm.stop().catch(() => undefined)));
+});
+
+async function start(authority: TestAuthority, options: TestSwarmOptions = {}): Promise<Swarm> {
+  const swarm = await startSwarm(authority, options);
+  swarms.push(swarm);
+  return swarm;
+}
+
+/** Every swarm reports `epoch` with its weight, then waits until it sees every other one there. */
+async function reportAndSync(
+  members: readonly Swarm[],
+  epoch: number,
+  weights: readonly number[],
+): Promise<void> {
+  members.forEach((swarm, k) => {
+    swarm.progress.report({ epoch, samplesAccumulated: at(weights, k), samplesPerSecond: 10 });
+  });
+  await Promise.all(members.map((swarm) => swarm.progress.pushNow()));
+  await eventually(
+    () =>
+      members.every(
+        (swarm) =>
+          swarm.progress.records().filter((entry) => entry.record.epoch === epoch).length >=
+          members.length - 1,
+      ),
+    `every member sees the others at epoch ${epoch}`,
+  );
+}
+
+describe("Swarm (in-process, real libp2p on loopback)", () => {
+  it("averages 10 peers (8 nodes, a client, an aux) to the sample-weighted mean, bit-identical everywhere", async () => {
+    const authority = new TestAuthority();
+    const first = await start(authority);
+    const bootstrap = first.node.multiaddrs();
+    const nodes = [
+      first,
+      ...(await Promise.all(Array.from({ length: 7 }, () => start(authority, { bootstrap })))),
+    ];
+    const client = await start(authority, { mode: "client", bootstrap });
+    const aux = await start(authority, { mode: "aux", bootstrap });
+    const everyone = [...nodes, client, aux];
+    await eventually(
+      () => everyone.every((swarm) => swarm.node.members().length === everyone.length - 1),
+      "the swarm is fully meshed",
+      20_000,
+    );
+
+    const random = seededRandom(42);
+    const length = 10_000;
+    const vectors = everyone.map(() => randomVector(length, random));
+    const weights = everyone.map((swarm) => (swarm === aux ? 0 : 1 + Math.floor(random() * 50)));
+    const inputs = vectors.map((vector) => vector.slice());
+    await reportAndSync(everyone, 0, weights);
+    const results = await Promise.all(
+      everyone.map((swarm, k) => swarm.averager.average(0, at(vectors, k), at(weights, k))),
+    );
+
+    const expected = weightedMean(vectors.slice(0, -1), weights.slice(0, -1));
+    for (const [k, result] of results.entries()) {
+      expect(vectors[k]).toEqual(inputs[k]); // inputs are never modified
+      if (everyone[k] === aux) continue; // aux takes no result
+      expect(result.groupSize).toBe(everyone.length);
+      expect(result.totalWeight).toBe(weights.reduce((sum, weight) => sum + weight, 0));
+      expect(maxAbsDifference(result.vector, expected)).toBeLessThan(1e-6);
+      expect(result.vector).toEqual(at(results, 0).vector);
+    }
+    expect(aux.averager.bytesAggregated).toBeGreaterThan(0);
+    expect(client.averager.bytesAggregated).toBe(0);
+  }, 60_000);
+
+  it("lets peers join and leave between rounds", async () => {
+    const authority = new TestAuthority();
+    const first = await start(authority);
+    const bootstrap = first.node.multiaddrs();
+    const members = [
+      first,
+      ...(await Promise.all(Array.from({ length: 3 }, () => start(authority, { bootstrap })))),
+    ];
+    const random = seededRandom(7);
+    for (let epoch = 0; epoch < 3; epoch += 1) {
+      if (epoch > 0) {
+        const leaving = members.pop();
+        if (leaving === undefined) throw new Error("no member left to stop");
+        await leaving.stop();
+        members.push(await start(authority, { bootstrap }), await start(authority, { bootstrap }));
+      }
+      await eventually(
+        () => members.every((swarm) => swarm.node.members().length >= members.length - 1),
+        `round ${epoch} meshed`,
+        20_000,
+      );
+      const vectors = members.map(() => randomVector(2_000, random));
+      const weights = members.map(() => 1 + Math.floor(random() * 9));
+      await reportAndSync(members, epoch, weights);
+      const results = await Promise.all(
+        members.map((swarm, k) => swarm.averager.average(epoch, at(vectors, k), at(weights, k))),
+      );
+      const expected = weightedMean(vectors, weights);
+      for (const result of results) {
+        expect(result.groupSize).toBe(members.length);
+        expect(maxAbsDifference(result.vector, expected)).toBeLessThan(1e-6);
+      }
+    }
+  }, 90_000);
+
+  it("survives a peer killed in the middle of an all-reduce: the others finish or retry, inputs intact", async () => {
+    const authority = new TestAuthority();
+    const first = await start(authority);
+    const bootstrap = first.node.multiaddrs();
+    const members = [
+      first,
+      ...(await Promise.all(Array.from({ length: 7 }, () => start(authority, { bootstrap })))),
+    ];
+    await eventually(
+      () => members.every((swarm) => swarm.node.members().length === members.length - 1),
+      "meshed",
+      20_000,
+    );
+    const random = seededRandom(99);
+    const length = 400_000;
+    const vectors = members.map(() => randomVector(length, random));
+    const inputs = vectors.map((vector) => vector.slice());
+    const weights = members.map(() => 1 + Math.floor(random() * 9));
+    await reportAndSync(members, 0, weights);
+    const victim = at(members, 3);
+    const outcomes = members.map((swarm, k) =>
+      swarm.averager.average(0, at(vectors, k), at(weights, k)).then(
+        (result) => ({ ok: true as const, result }),
+        (error: unknown) => ({ ok: false as const, error }),
+      ),
+    );
+    // Kill the victim once its all-reduce traffic is flowing.
+    await eventually(
+      () =>
+        victim.node.libp2p
+          .getConnections()
+          .some((connection) => connection.streams.some((stream) => stream.protocol.includes("/allreduce/"))),
+      "the victim's all-reduce streams are open",
+    );
+    await victim.stop();
+    const settled = await Promise.all(outcomes);
+    const survivors = members.filter((swarm) => swarm !== victim);
+    const survivorIndex = members.map((_, k) => k).filter((k) => members[k] !== victim);
+    for (const k of survivorIndex) {
+      expect(vectors[k]).toEqual(inputs[k]);
+      const outcome = at(settled, k);
+      if (!outcome.ok) expect(isSwarmError(outcome.error)).toBe(true);
+    }
+    // Whoever failed retries with the survivors and gets their weighted mean.
+    const retry = survivorIndex.filter((k) => !at(settled, k).ok);
+    // The victim reduced a part, so everyone who still needed it fails and retries.
+    expect(retry.length).toBeGreaterThan(1);
+    if (retry.length > 1) {
+      await reportAndSync(
+        survivors,
+        0,
+        survivorIndex.map((k) => at(weights, k)),
+      );
+      const again = await Promise.all(
+        retry.map((k) => at(members, k).averager.average(0, at(vectors, k), at(weights, k))),
+      );
+      const expected = weightedMean(
+        retry.map((k) => at(vectors, k)),
+        retry.map((k) => at(weights, k)),
+      );
+      for (const result of again) expect(maxAbsDifference(result.vector, expected)).toBeLessThan(1e-5);
+    }
+  }, 90_000);
+});
