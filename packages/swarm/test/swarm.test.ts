@@ -59,7 +59,7 @@ describe("Swarm (in-process, real libp2p on loopback)", () => {
     await eventually(
       () => everyone.every((swarm) => swarm.node.members().length === everyone.length - 1),
       "the swarm is fully meshed",
-      20_000,
+      45_000,
     );
 
     const random = seededRandom(42);
@@ -83,7 +83,7 @@ describe("Swarm (in-process, real libp2p on loopback)", () => {
     }
     expect(aux.averager.bytesAggregated).toBeGreaterThan(0);
     expect(client.averager.bytesAggregated).toBe(0);
-  }, 60_000);
+  }, 120_000);
 
   it("lets peers join and leave between rounds", async () => {
     const authority = new TestAuthority();
@@ -104,7 +104,7 @@ describe("Swarm (in-process, real libp2p on loopback)", () => {
       await eventually(
         () => members.every((swarm) => swarm.node.members().length >= members.length - 1),
         `round ${epoch} meshed`,
-        20_000,
+        45_000,
       );
       const vectors = members.map(() => randomVector(2_000, random));
       const weights = members.map(() => 1 + Math.floor(random() * 9));
@@ -118,7 +118,7 @@ describe("Swarm (in-process, real libp2p on loopback)", () => {
         expect(maxAbsDifference(result.vector, expected)).toBeLessThan(1e-6);
       }
     }
-  }, 90_000);
+  }, 120_000);
 
   it("survives a peer killed in the middle of an all-reduce: the others finish or retry, inputs intact", async () => {
     const authority = new TestAuthority();
@@ -131,7 +131,7 @@ describe("Swarm (in-process, real libp2p on loopback)", () => {
     await eventually(
       () => members.every((swarm) => swarm.node.members().length === members.length - 1),
       "meshed",
-      20_000,
+      45_000,
     );
     const random = seededRandom(99);
     const length = 400_000;
@@ -182,5 +182,5 @@ describe("Swarm (in-process, real libp2p on loopback)", () => {
       );
       for (const result of again) expect(maxAbsDifference(result.vector, expected)).toBeLessThan(1e-5);
     }
-  }, 90_000);
+  }, 120_000);
 });

@@ -29,6 +29,9 @@ import { PassHolder } from "./pass-holder.ts";
 import { PeerAuthorizer } from "./peer-authorizer.ts";
 import { passGate, type PassGateService } from "./pass-gate-service.ts";
 
+/** How often a node asks a random member for the member list. */
+const MEMBER_REFRESH_MS = 5_000;
+
 export interface SwarmNodeOptions {
   experimentId: string;
   identity: KeyPair;
@@ -80,7 +83,12 @@ export class SwarmNode {
   readonly #logger: Logger;
   readonly #helloInFlight = new Map<string, Promise<boolean>>();
   readonly #modes = new Map<string, AveragingMode>();
+  /** Members other peers told us about in hello answers; maintenance dials them. */
+  readonly #introduced = new Set<string>();
+  /** The addresses each member announced in its hello (relayed ones included). */
+  readonly #announced = new Map<string, string[]>();
   #maintenance: NodeJS.Timeout | undefined;
+  #lastRefresh = 0;
   #running = false;
 
   private constructor(
@@ -212,6 +220,7 @@ export class SwarmNode {
   async start(): Promise<void> {
     this.rpc.handle(helloMethod, async (incoming) => {
       this.#modes.set(incoming.from.peerId, incoming.head.mode);
+      this.#announced.set(incoming.from.peerId, incoming.head.addrs);
       await incoming.respond({
         mode: this.mode,
         addrs: this.#ownAddrs(),
@@ -222,13 +231,20 @@ export class SwarmNode {
     this.libp2p.addEventListener("connection:open", (event) => {
       this.#onConnection(event.detail);
     });
-    await this.libp2p.start();
+    // Running before libp2p starts: relay reservations are dialed inside start(), and the relay
+    // lets them through only after our hello.
+    this.#running = true;
+    try {
+      await this.libp2p.start();
+    } catch (error) {
+      this.#running = false;
+      throw error;
+    }
     // Handlers registered after start (the relay's, the hello's) get the gate too.
     await this.libp2p.services.passGate.wrapAll();
     this.passHolder.start();
-    this.#running = true;
     await this.#bootstrap();
-    this.#maintenance = setInterval(() => void this.#maintain(), 5_000);
+    this.#maintenance = setInterval(() => void this.#maintain(), 2_000);
     this.#maintenance.unref();
   }
 
@@ -286,14 +302,18 @@ export class SwarmNode {
           addrs: this.#ownAddrs(),
         });
         this.#modes.set(peer, answer.mode);
+        this.#announced.set(peer, answer.addrs);
         await this.#learnAddrs(peer, answer.addrs);
-        for (const member of answer.peers) await this.#learnAddrs(member.peerId, member.addrs);
+        await this.#learnMembers(answer.peers);
         return true;
       } catch (error) {
         if (!this.#running) return false;
-        const reason = isSwarmError(error) ? error.message : String(error);
+        const reason = isSwarmError(error) || error instanceof Error ? error.message : String(error);
         this.#logger.info({ peer, reason }, "hello failed; disconnecting");
-        this.authorizer.deny(peer, reason);
+        // A refused or invalid pass is gated for a while; a slow or vanished peer may simply retry.
+        const transient =
+          isSwarmError(error, SwarmErrorCode.TIMEOUT) || isSwarmError(error, SwarmErrorCode.PEER_UNREACHABLE);
+        if (!transient) this.authorizer.deny(peer, reason);
         await this.libp2p.hangUp(peerIdFromString(peer)).catch(() => undefined);
         return false;
       } finally {
@@ -308,18 +328,44 @@ export class SwarmNode {
     return this.multiaddrs().slice(0, 16);
   }
 
+  /** Other members and how to reach them: what they announced, else where we reached them. */
   #knownPeers(except: string): Array<{ peerId: string; addrs: string[] }> {
     const result: Array<{ peerId: string; addrs: string[] }> = [];
     for (const peer of this.members()) {
       if (peer === except || result.length >= HELLO_MAX_PEERS) continue;
-      const addrs = this.libp2p
+      const dialed = this.libp2p
         .getConnections(peerIdFromString(peer))
         .filter((connection) => connection.direction === "outbound")
-        .map((connection) => connection.remoteAddr.toString())
-        .slice(0, 16);
+        .map((connection) => connection.remoteAddr.toString());
+      const addrs = [...new Set([...(this.#announced.get(peer) ?? []), ...dialed])].slice(0, 16);
       result.push({ peerId: peer, addrs });
     }
     return result;
+  }
+
+  /** Remembers members listed in a hello answer and dials the ones we are not connected to. */
+  async #learnMembers(peers: ReadonlyArray<{ peerId: string; addrs: string[] }>): Promise<void> {
+    let fresh = false;
+    for (const member of peers) {
+      if (member.peerId === this.peerId || member.addrs.length === 0) continue;
+      await this.#learnAddrs(member.peerId, member.addrs);
+      if (!this.#introduced.has(member.peerId)) fresh = true;
+      this.#introduced.add(member.peerId);
+    }
+    if (fresh) void this.#maintain();
+  }
+
+  /** Asks one random member for its member list, so peers that joined later are found. */
+  async #refreshMembers(): Promise<void> {
+    const members = this.members().filter((peer) => this.modeOf(peer) !== "client");
+    const peer = members[Math.floor(Math.random() * members.length)];
+    if (peer === undefined) return;
+    try {
+      const answer = await this.rpc.request(peer, helloMethod, { mode: this.mode, addrs: this.#ownAddrs() });
+      await this.#learnMembers(answer.peers);
+    } catch (error) {
+      this.#logger.debug({ peer, err: error }, "member list refresh failed");
+    }
   }
 
   async #learnAddrs(peer: string, addrs: readonly string[]): Promise<void> {
@@ -349,6 +395,10 @@ export class SwarmNode {
     if (!this.#running) return;
     const connected = new Set(this.libp2p.getPeers().map((peer) => peer.toString()));
     if (connected.size === 0) await this.#bootstrap();
+    else if (Date.now() - this.#lastRefresh >= MEMBER_REFRESH_MS) {
+      this.#lastRefresh = Date.now();
+      void this.#refreshMembers();
+    }
     const maxPeers = this.#options.maxPeers ?? 64;
     if (connected.size >= maxPeers) return;
     for (const peer of await this.libp2p.peerStore.all()) {
@@ -360,13 +410,8 @@ export class SwarmNode {
         peer.addresses.length === 0
       )
         continue;
-      if (
-        !peer.protocols.some(
-          (protocol) => protocol === protocolId(this.#options.experimentId, helloMethod.name),
-        )
-      ) {
-        continue;
-      }
+      const speaksHello = peer.protocols.includes(protocolId(this.#options.experimentId, helloMethod.name));
+      if (!speaksHello && !this.#introduced.has(id)) continue;
       void this.libp2p.dial(peer.id, { signal: AbortSignal.timeout(10_000) }).catch(() => undefined);
     }
   }

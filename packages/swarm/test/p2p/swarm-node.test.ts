@@ -81,7 +81,7 @@ describe("SwarmNode against hostile peers", () => {
 
   it("aborts a stranger's DHT stream and drops the stranger when it shows no pass", async () => {
     const authority = new TestAuthority();
-    const member = await start(authority);
+    const member = await start(authority, { helloTimeoutMs: 2_000 });
     const bare = await bareNode();
     const { multiaddr } = await import("@multiformats/multiaddr");
     const stream = await bare.dialProtocol(

@@ -55,7 +55,7 @@ export async function startNode(authority: TestAuthority, options: TestNodeOptio
     listen: options.listen ?? (options.mode === "client" ? [] : ["/ip4/127.0.0.1/tcp/0"]),
     bootstrap: options.bootstrap ?? [],
     logger: options.logger ?? silentLogger,
-    helloTimeoutMs: options.helloTimeoutMs ?? 3_000,
+    helloTimeoutMs: options.helloTimeoutMs ?? 10_000,
     ...(options.now === undefined ? {} : { now: options.now }),
   });
   await node.start();

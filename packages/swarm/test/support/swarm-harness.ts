@@ -49,10 +49,10 @@ export async function startSwarm(authority: TestAuthority, options: TestSwarmOpt
     listen: mode === "client" ? [] : ["/ip4/127.0.0.1/tcp/0"],
     bootstrap: options.bootstrap ?? [],
     logger: silentLogger,
-    helloTimeoutMs: 3_000,
+    helloTimeoutMs: 10_000,
     config: parseExperimentConfig(options.config ?? testConfig),
     getState: options.getState ?? (() => null),
-    progressIntervalMs: 200,
+    progressIntervalMs: 1_000,
     ...(options.bandwidth === undefined ? {} : { bandwidth: options.bandwidth }),
   });
   await swarm.start();
