@@ -146,6 +146,9 @@ export class SwarmNode {
       connectionEncrypters: [noise()],
       streamMuxers: [yamux()],
       connectionGater: authorizer.gater(helloTimeoutMs),
+      // A link saturated by an all-reduce delays pings for seconds; that must not tear down the
+      // connection carrying the round. Dead peers still show up as failed streams and timeouts.
+      connectionMonitor: { abortConnectionOnPingFailure: false },
       connectionManager: {
         maxConnections: Math.max(64, (options.maxPeers ?? 64) * 2),
         // Peers behind one NAT (or a test swarm on loopback) share an address; libp2p's default of
