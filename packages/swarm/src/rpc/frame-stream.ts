@@ -63,11 +63,41 @@ export class Libp2pFrameStream implements RpcFrameStream {
     try {
       // libp2p queues what it is given without copying; copy, so the caller may reuse its buffer.
       if (!this.#stream.send(new Uint8ArrayList(header, new Uint8Array(frame)))) {
-        await this.#stream.onDrain(options.signal === undefined ? {} : { signal: options.signal });
+        await this.#drained(options.signal);
       }
     } catch (cause) {
       throw this.#failure() ?? toSwarmError(cause, "write failed");
     }
+  }
+
+  /**
+   * Waits for the stream's next `drain` event (or its end). Not `stream.onDrain()`: in
+   * @libp2p/utils 7.4 that promise is made once and never renewed, so after the first drain it
+   * resolves at once and a sender would queue its whole part without backpressure.
+   */
+  async #drained(signal: AbortSignal | undefined): Promise<void> {
+    if (!this.#stream.writableNeedsDrain) return;
+    await new Promise<void>((resolve, reject) => {
+      const cleanup = () => {
+        this.#stream.removeEventListener("drain", done);
+        this.#stream.removeEventListener("close", done);
+        signal?.removeEventListener("abort", aborted);
+      };
+      const done = () => {
+        cleanup();
+        resolve();
+      };
+      const aborted = () => {
+        cleanup();
+        reject(new SwarmError(SwarmErrorCode.ABORTED, "write aborted"));
+      };
+      this.#stream.addEventListener("drain", done);
+      this.#stream.addEventListener("close", done);
+      if (signal?.aborted === true) aborted();
+      else signal?.addEventListener("abort", aborted, { once: true });
+    });
+    const failure = this.#failure();
+    if (failure !== undefined) throw failure;
   }
 
   async closeWrite(): Promise<void> {

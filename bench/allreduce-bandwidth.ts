@@ -1,0 +1,244 @@
+/**
+ * Butterfly all-reduce time on equal tc-shaped links against the bandwidth lower bound.
+ *
+ *   node bench/allreduce-bandwidth.ts [--peers 4,8] [--mbit 20] [--elements 2097152] [--rounds 3]
+ *       [--chunk-kib 256] [--load-balancing] [--trace] [--cc reno] [--queue-ms 50]
+ *       [--keep-slow-connections]
+ *
+ * Needs root (netlab). For every n in --peers and B in --mbit: one lab with n hosts, each link
+ * shaped to B Mbit/s up and down (tbf), one peer process per host (bench/support/allreduce-peer.ts),
+ * compression "none", parts uniform (or from the LP with --load-balancing; equal links give equal
+ * parts). One warm-up round, then --rounds timed rounds.
+ *
+ * What is measured: each peer times its own `allreduce.run` (the averager calls it after
+ * matchmaking and the LP), and a round's time is the last peer's end minus the first peer's start
+ * (all peers share the machine's clock). Every round checks that all peers got the same bytes and
+ * the right weighted mean. The lower bound is the bytes each peer must move on its slower link:
+ * 2·P·32·(n−1)/(n·B) seconds for P float32 values. Two ratios are printed (target ≤ 1.15):
+ *   "/B"      measured ÷ bound at the nominal (configured) rate B;
+ *   "/0.956B" measured ÷ bound at one TCP flow's best goodput on a tbf link, 1448/1514 × B
+ *             (Ethernet + IP + TCP headers), i.e. what the link can carry as payload.
+ * "CPU" is the peers' CPU seconds during the round per wall second (2 = both cores of a 2-core
+ * machine), "busy" the whole machine's busy share from /proc/stat (other processes included). To
+ * check that the network and not the CPU is the bottleneck, run two rates (--mbit 20,10): halving
+ * B should double the time.
+ *
+ * Diagnostics: --trace prints, per round, each host's TCP retransmissions, RTOs and upload tbf drops
+ * and each peer's link use (interface byte counters in 100 ms slots as a share of B: "█" ≥ 90 %,
+ * "▆" ≥ 60 %, "▃" ≥ 30 %, "▁" > 3 %, "·" idle). --cc sets the lab's TCP congestion control (the
+ * namespaces inherit the machine's, bbr here; only "allowed" algorithms can be set, e.g. reno).
+ * --queue-ms sets the tbf queue (netlab default 50 ms, at least 256 KiB). --keep-slow-connections
+ * is an experiment: it stops libp2p's connection monitor from aborting connections whose ping (every
+ * 10 s, ≥ 5 s timeout) waits behind queued all-reduce data, which otherwise fails rounds once a
+ * connection holds more than a few seconds of data (e.g. P = 4 Mi elements at 20 Mbit/s, n = 4).
+ */
+import { parseArgs } from "node:util";
+import {
+  firstLine,
+  linkTrace,
+  PeerGroup,
+  useCongestionControl,
+  withLab,
+  type NetCounters,
+  type RoundReport,
+} from "./support/allreduce-peer.ts";
+
+const GOODPUT_PER_RATE = 1448 / 1514;
+
+const { values: flags } = parseArgs({
+  options: {
+    peers: { type: "string", default: "4,8" },
+    mbit: { type: "string", default: "20" },
+    elements: { type: "string", default: String(2 ** 21) },
+    rounds: { type: "string", default: "3" },
+    "chunk-kib": { type: "string", default: "256" },
+    "load-balancing": { type: "boolean", default: false },
+    trace: { type: "boolean", default: false },
+    cc: { type: "string", default: "" },
+    "keep-slow-connections": { type: "boolean", default: false },
+    "queue-ms": { type: "string" },
+  },
+});
+const list = (text: string): number[] => text.split(",").map(Number);
+const peerCounts = list(flags.peers);
+const rates = list(flags.mbit);
+const elements = Number(flags.elements);
+const rounds = Number(flags.rounds);
+const chunkKib = Number(flags["chunk-kib"]);
+const loadBalancing = flags["load-balancing"];
+const queue = flags["queue-ms"] === undefined ? {} : { queueMs: Number(flags["queue-ms"]) };
+for (const [name, value] of [
+  ["elements", elements],
+  ["rounds", rounds],
+  ["chunk-kib", chunkKib],
+  ...peerCounts.map((n) => ["peers", n] as const),
+  ...rates.map((r) => ["mbit", r] as const),
+] as const) {
+  if (!(Number.isFinite(value) && value > 0))
+    throw new Error(`--${name} must be a positive number, got ${value}`);
+}
+
+const log = (line: string): void => {
+  console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
+};
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1
+    ? (sorted[mid] ?? NaN)
+    : ((sorted[mid - 1] ?? NaN) + (sorted[mid] ?? NaN)) / 2;
+}
+
+interface Row {
+  n: number;
+  mbit: number;
+  timed: RoundReport[];
+  /** Rounds that failed (what and why), and why the configuration stopped early, if it did. */
+  failures: string[];
+  stopped?: string;
+}
+
+async function measure(n: number, mbit: number): Promise<Row> {
+  const row: Row = { n, mbit, timed: [], failures: [] };
+  try {
+    await run(row);
+  } catch (error) {
+    row.stopped = firstLine(error);
+    log(`  n=${n}, B=${mbit} Mbit/s: stopped: ${row.stopped}`);
+  }
+  return row;
+}
+
+async function run(row: Row): Promise<void> {
+  const { n, mbit } = row;
+  await withLab("arbw", async (lab) => {
+    log(`n=${n}, B=${mbit} Mbit/s: building the lab`);
+    const hosts = await Promise.all(
+      Array.from({ length: n }, (_, i) =>
+        lab.addHost({ name: `p${i}`, uploadMbit: mbit, downloadMbit: mbit, ...queue }),
+      ),
+    );
+    log(`  TCP congestion control in the lab: ${await useCongestionControl(hosts, flags.cc)}`);
+    const bytesPerSecond = (mbit * 1e6 * GOODPUT_PER_RATE) / 8;
+    const group = await PeerGroup.launch(
+      hosts.map((host, i) => ({
+        host,
+        bandwidth: { uploadBytesPerSecond: bytesPerSecond, downloadBytesPerSecond: bytesPerSecond },
+        weight: i + 1,
+      })),
+      {
+        elements,
+        config: {
+          training: { targetBatchSize: 1_000_000 },
+          compression: { method: "none" },
+          averaging: {
+            maxGroupSize: Math.max(2, n),
+            matchmakingTimeoutMs: 60_000,
+            // Generous, but short enough that a stuck round fails instead of hanging the bench.
+            allreduceTimeoutMs: Math.round(Math.max(60, 5 * lowerBound(n, mbit)) * 1000),
+            chunkSizeBytes: chunkKib * 1024,
+            loadBalancing,
+          },
+        },
+        log,
+        keepSlowConnections: flags["keep-slow-connections"],
+      },
+    );
+    try {
+      const bound = lowerBound(n, mbit);
+      let consecutiveFailures = 0;
+      for (let r = 0; r <= rounds; r++) {
+        const what = r === 0 ? "warm-up" : `round ${r}/${rounds}`;
+        const countersBefore = flags.trace ? await group.netCounters() : [];
+        let report: RoundReport;
+        try {
+          report = await group.round(loadBalancing);
+          consecutiveFailures = 0;
+        } catch (error) {
+          row.failures.push(`${what}: ${firstLine(error)}`);
+          log(`  ${what}: FAILED: ${firstLine(error)}`);
+          if (++consecutiveFailures >= 2) throw error;
+          continue;
+        }
+        if (flags.trace) {
+          const after = await group.netCounters();
+          const delta = (pick: (c: NetCounters) => number) =>
+            after.map((c, i) => pick(c) - pick(countersBefore[i] ?? c)).join(",");
+          log(
+            `    per peer: retransmitted segments ${delta((c) => c.retransSegs)}; RTOs ${delta((c) => c.timeouts)}; ` +
+              `loss probes ${delta((c) => c.lossProbes)}; upload tbf drops ${delta((c) => c.uploadDrops)}`,
+          );
+        }
+        log(
+          `  ${what}: ${report.seconds.toFixed(2)} s (bound ${bound.toFixed(2)} s, ×${(report.seconds / bound).toFixed(3)}), ` +
+            `start spread ${(report.startSpreadSeconds * 1000).toFixed(0)} ms, average() ${report.averageSeconds.toFixed(2)} s, ` +
+            `CPU ${report.peerCpuCores.toFixed(2)} cores, machine ${(report.machineBusy * 100).toFixed(0)}% busy`,
+        );
+        if (flags.trace) for (const text of linkTrace(report, () => mbit)) log(`    ${text}`);
+        if (r > 0) row.timed.push(report);
+      }
+    } finally {
+      await group.stop();
+    }
+  });
+}
+
+/** Seconds to move 2·P·(n−1)/n float32 values through a B Mbit/s link. */
+function lowerBound(n: number, mbit: number): number {
+  return (2 * elements * 32 * (n - 1)) / (n * mbit * 1e6);
+}
+
+const results: Row[] = [];
+log(
+  `all-reduce bandwidth bench: P=${elements} float32 (${((elements * 4) / 2 ** 20).toFixed(1)} MiB), ` +
+    `chunks of ${chunkKib} KiB, load balancing ${loadBalancing ? "on" : "off"}, 1 warm-up + ${rounds} timed rounds`,
+);
+for (const n of peerCounts) for (const mbit of rates) results.push(await measure(n, mbit));
+
+const header = [
+  "n",
+  "P",
+  "B Mbit/s",
+  "median s",
+  "min–max s",
+  "bound s",
+  "/B",
+  "/0.956B",
+  "spread ms",
+  "CPU",
+  "busy",
+  "failed",
+];
+const rows = results.map(({ n, mbit, timed, failures, stopped }) => {
+  const seconds = timed.map((r) => r.seconds);
+  const measured = median(seconds);
+  const bound = lowerBound(n, mbit);
+  return [
+    String(n),
+    String(elements),
+    String(mbit),
+    measured.toFixed(2),
+    seconds.length === 0 ? "-" : `${Math.min(...seconds).toFixed(2)}–${Math.max(...seconds).toFixed(2)}`,
+    bound.toFixed(2),
+    (measured / bound).toFixed(3),
+    (measured / (bound / GOODPUT_PER_RATE)).toFixed(3),
+    median(timed.map((r) => r.startSpreadSeconds * 1000)).toFixed(0),
+    median(timed.map((r) => r.peerCpuCores)).toFixed(2),
+    `${(median(timed.map((r) => r.machineBusy)) * 100).toFixed(0)}%`,
+    `${failures.length}${stopped === undefined ? "" : " (stopped)"}`,
+  ];
+});
+const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+const line = (cells: readonly string[]): string => cells.map((c, i) => c.padStart(widths[i] ?? 0)).join("  ");
+console.log();
+console.log(line(header));
+for (const row of rows) console.log(line(row));
+for (const { n, mbit, failures, stopped } of results) {
+  for (const failure of failures) console.log(`n=${n}, B=${mbit}: failed ${failure}`);
+  if (stopped !== undefined) console.log(`n=${n}, B=${mbit}: stopped early: ${stopped}`);
+}
+console.log(
+  `/B: median ÷ 2·P·32·(n−1)/(n·B) at the configured rate; /0.956B: ÷ the same bound at one TCP flow's ` +
+    `payload rate (1448/1514·B). Target ≤ 1.15. CPU: peers' CPU s per wall s (2 cores); busy: whole machine.`,
+);

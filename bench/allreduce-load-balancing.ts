@@ -1,0 +1,291 @@
+/**
+ * Load-balanced vs uniform butterfly all-reduce on heterogeneous tc-shaped links: DeDLOC Table 1
+ * set-ups C and D, scaled down in bandwidth and vector size, with the paper's peer counts.
+ *
+ *   node bench/allreduce-load-balancing.ts [--setups C,D] [--slow-mbit 4] [--elements 262144]
+ *                                          [--rounds 3] [--chunk-kib 16] [--keep-slow-connections]
+ *                                          [--trace] [--cc reno]
+ *
+ * Needs root (netlab). C: 8 fast + 16 slow peers, fast = 5 × slow (paper: 1 Gb/s and 200 Mb/s);
+ * D: 16 slow + 1 peer 12.5 × faster (paper: 2.5 Gb/s). With --slow-mbit 4 that is 4, 20 and
+ * 50 Mbit/s, up and down. One peer process per host (bench/support/allreduce-peer.ts), each told
+ * its link's payload capacity (1448/1514 × rate, in bytes/s) through the `bandwidth` option, so
+ * the LP sees the real links. Compression "none". After two warm-up rounds, rounds alternate
+ * uniform parts (loadBalancing false) and LP parts (true) on the same processes and links
+ * (--rounds of each); the peers flip `config.averaging.loadBalancing` between rounds.
+ *
+ * Measured: the all-reduce alone — last peer's `allreduce.run` end minus the first peer's start
+ * (matchmaking and the LP happen before `run`). Printed next to it: the time the model predicts
+ * (`predictedAllReduceSeconds` with `uniformPartFractions` / `optimalPartFractions`, each peer
+ * limited by its slower link, no latency) and the speed-ups measured, modelled and in the paper
+ * (Table 1: C 5.69 s → 2.96 s = 1.92×, D 5.3 s → 3.18 s = 1.67×). Fewer peers could not show
+ * these: the uniform butterfly's slowest peer moves 2(n−1)/n of the vector, so the bound on the
+ * speed-up shrinks with n. "fast part" is the share of the vector the fast peers reduced.
+ * Scaling: the vector is ~100× smaller than ResNet-50's (1 MiB vs 102 MB), and the chunk is scaled
+ * down too: with 256 KiB chunks the 128 KiB parts of set-up C are one chunk each, so a reducer can
+ * only answer once a sender's whole part has arrived and nothing overlaps (C measured 1.47× instead
+ * of 1.91×). Bigger vectors on 4 Mbit/s links fail rounds: a connection then holds many seconds of
+ * queued part data, and libp2p's connection monitor (ping timeout ≥ 5 s) or the RPC's 10 s
+ * deadline for a request's first frame give up on it.
+ * --trace, --cc, --keep-slow-connections: see bench/allreduce-bandwidth.ts. (an experiment that stops libp2p's
+ * connection monitor from killing connections whose ping waits behind queued all-reduce data).
+ */
+import { parseArgs } from "node:util";
+import {
+  optimalPartFractions,
+  predictedAllReduceSeconds,
+  uniformPartFractions,
+  type MemberCapacity,
+} from "../packages/swarm/src/averaging/load-balancing.ts";
+import {
+  linkTrace,
+  PeerGroup,
+  useCongestionControl,
+  firstLine,
+  withLab,
+  type RoundReport,
+} from "./support/allreduce-peer.ts";
+
+const GOODPUT_PER_RATE = 1448 / 1514;
+
+const { values: flags } = parseArgs({
+  options: {
+    setups: { type: "string", default: "C,D" },
+    "slow-mbit": { type: "string", default: "4" },
+    elements: { type: "string", default: String(2 ** 18) },
+    rounds: { type: "string", default: "3" },
+    "chunk-kib": { type: "string", default: "16" },
+    "keep-slow-connections": { type: "boolean", default: false },
+    trace: { type: "boolean", default: false },
+    cc: { type: "string", default: "" },
+  },
+});
+const slowMbit = Number(flags["slow-mbit"]);
+const elements = Number(flags.elements);
+const rounds = Number(flags.rounds);
+const chunkKib = Number(flags["chunk-kib"]);
+for (const [name, value] of [
+  ["slow-mbit", slowMbit],
+  ["elements", elements],
+  ["rounds", rounds],
+  ["chunk-kib", chunkKib],
+] as const) {
+  if (!(Number.isFinite(value) && value > 0))
+    throw new Error(`--${name} must be a positive number, got ${value}`);
+}
+
+interface Setup {
+  name: string;
+  /** Link rate of each peer, Mbit/s (up = down). */
+  rates: number[];
+  paper: { uniform: number; balanced: number };
+}
+
+const SETUPS: Record<string, Setup> = {
+  C: {
+    name: "C: 8 fast (5×) + 16 slow",
+    rates: [...Array<number>(8).fill(5 * slowMbit), ...Array<number>(16).fill(slowMbit)],
+    paper: { uniform: 5.69, balanced: 2.96 },
+  },
+  D: {
+    name: "D: 16 slow + 1 fast (12.5×)",
+    rates: [...Array<number>(16).fill(slowMbit), 12.5 * slowMbit],
+    paper: { uniform: 5.3, balanced: 3.18 },
+  },
+};
+
+const log = (line: string): void => {
+  console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
+};
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1
+    ? (sorted[mid] ?? NaN)
+    : ((sorted[mid - 1] ?? NaN) + (sorted[mid] ?? NaN)) / 2;
+}
+
+const bytesPerSecond = (mbit: number): number => (mbit * 1e6 * GOODPUT_PER_RATE) / 8;
+
+interface Outcome {
+  setup: Setup;
+  uniform: RoundReport[];
+  balanced: RoundReport[];
+  model: { uniform: number; balanced: number };
+  /** Rounds that failed (what and why), and why the set-up stopped early, if it did. */
+  failures: string[];
+  stopped?: string;
+}
+
+async function modelSeconds(rates: readonly number[]): Promise<{ uniform: number; balanced: number }> {
+  const members: MemberCapacity[] = rates.map((mbit, i) => ({
+    peerId: `p${String(i).padStart(2, "0")}`,
+    uploadBytesPerSecond: bytesPerSecond(mbit),
+    downloadBytesPerSecond: bytesPerSecond(mbit),
+    canReduce: true,
+    sends: true,
+  }));
+  const bytes = elements * 4;
+  return {
+    uniform: predictedAllReduceSeconds(members, uniformPartFractions(members), bytes),
+    balanced: predictedAllReduceSeconds(members, await optimalPartFractions(members), bytes),
+  };
+}
+
+async function measure(setup: Setup): Promise<Outcome> {
+  const model = await modelSeconds(setup.rates);
+  const partial: { outcome?: Outcome } = {};
+  try {
+    return await run(setup, model, partial);
+  } catch (error) {
+    log(`  ${setup.name}: stopped: ${firstLine(error)}`);
+    const outcome = partial.outcome ?? { setup, uniform: [], balanced: [], model, failures: [] };
+    return { ...outcome, stopped: firstLine(error) };
+  }
+}
+
+async function run(setup: Setup, model: Outcome["model"], partial: { outcome?: Outcome }): Promise<Outcome> {
+  return withLab("arlb", async (lab) => {
+    const n = setup.rates.length;
+    log(
+      `${setup.name}: ${n} peers; model ${model.uniform.toFixed(2)} s uniform, ${model.balanced.toFixed(2)} s balanced`,
+    );
+    const hosts = await Promise.all(
+      setup.rates.map((mbit, i) =>
+        lab.addHost({ name: `${mbit > slowMbit ? "f" : "s"}${i}`, uploadMbit: mbit, downloadMbit: mbit }),
+      ),
+    );
+    log(`  TCP congestion control in the lab: ${await useCongestionControl(hosts, flags.cc)}`);
+    const group = await PeerGroup.launch(
+      hosts.map((host, i) => {
+        const rate = bytesPerSecond(setup.rates[i] ?? slowMbit);
+        return {
+          host,
+          bandwidth: { uploadBytesPerSecond: rate, downloadBytesPerSecond: rate },
+          weight: i + 1,
+        };
+      }),
+      {
+        elements,
+        config: {
+          training: { targetBatchSize: 1_000_000 },
+          compression: { method: "none" },
+          averaging: {
+            maxGroupSize: 32,
+            matchmakingTimeoutMs: 60_000,
+            allreduceTimeoutMs: Math.round(Math.max(60, 5 * model.uniform) * 1000),
+            chunkSizeBytes: chunkKib * 1024,
+          },
+        },
+        log,
+        keepSlowConnections: flags["keep-slow-connections"],
+      },
+    );
+    const outcome: Outcome = { setup, uniform: [], balanced: [], model, failures: [] };
+    partial.outcome = outcome;
+    try {
+      // Two warm-ups: the balanced one also loads the HiGHS Wasm module in every peer (~0.1 s of
+      // CPU each, 24 at once on 2 cores), which would otherwise delay the first timed round's start.
+      const warmUps = 2;
+      const schedule = Array.from({ length: warmUps + 2 * rounds }, (_, k) => k % 2 === 1);
+      let consecutiveFailures = 0;
+      for (const [r, loadBalancing] of schedule.entries()) {
+        const what = `${r < warmUps ? "warm-up " : ""}${loadBalancing ? "balanced" : "uniform"}`;
+        let report: RoundReport;
+        try {
+          report = await group.round(loadBalancing);
+          consecutiveFailures = 0;
+        } catch (error) {
+          outcome.failures.push(`${what}: ${firstLine(error)}`);
+          log(`  ${what}: FAILED: ${firstLine(error)}`);
+          if (++consecutiveFailures >= 2) throw error;
+          continue;
+        }
+        const modelled = loadBalancing ? model.balanced : model.uniform;
+        log(
+          `  ${what}: ${report.seconds.toFixed(2)} s (model ${modelled.toFixed(2)} s, ×${(report.seconds / modelled).toFixed(3)}), ` +
+            `fast part ${(fastShare(report, setup) * 100).toFixed(1)}%, start spread ${(report.startSpreadSeconds * 1000).toFixed(0)} ms, ` +
+            `CPU ${report.peerCpuCores.toFixed(2)} cores, machine ${(report.machineBusy * 100).toFixed(0)}% busy`,
+        );
+        if (flags.trace)
+          for (const text of linkTrace(report, (i) => setup.rates[i] ?? slowMbit)) log(`    ${text}`);
+        if (r >= warmUps) (loadBalancing ? outcome.balanced : outcome.uniform).push(report);
+      }
+    } finally {
+      await group.stop();
+    }
+    return outcome;
+  });
+}
+
+/** The share of the vector reduced by the peers faster than the slow rate. */
+function fastShare(report: RoundReport, setup: Setup): number {
+  const fast = report.peers.reduce(
+    (sum, p, i) => sum + ((setup.rates[i] ?? 0) > slowMbit ? p.partElements : 0),
+    0,
+  );
+  return fast / elements;
+}
+
+const chosen = flags.setups.split(",").map((key) => {
+  const setup = SETUPS[key.trim().toUpperCase()];
+  if (setup === undefined)
+    throw new Error(`unknown set-up ${key}; choose from ${Object.keys(SETUPS).join(", ")}`);
+  return setup;
+});
+log(
+  `load-balancing bench: P=${elements} float32 (${((elements * 4) / 2 ** 20).toFixed(1)} MiB), slow links ${slowMbit} Mbit/s, ` +
+    `chunks of ${chunkKib} KiB, 2 warm-up + ${rounds} uniform + ${rounds} balanced rounds per set-up`,
+);
+const outcomes: Outcome[] = [];
+for (const setup of chosen) outcomes.push(await measure(setup));
+
+const header = [
+  "set-up",
+  "uniform s",
+  "balanced s",
+  "speed-up",
+  "model uni s",
+  "model bal s",
+  "model speed-up",
+  "paper speed-up",
+  "meas/model uni",
+  "meas/model bal",
+  "fast part",
+  "CPU",
+  "failed",
+];
+const rows = outcomes.map(({ setup, uniform, balanced, model, failures, stopped }) => {
+  const u = median(uniform.map((r) => r.seconds));
+  const b = median(balanced.map((r) => r.seconds));
+  const lastBalanced = balanced[balanced.length - 1];
+  return [
+    setup.name,
+    u.toFixed(2),
+    b.toFixed(2),
+    `${(u / b).toFixed(2)}x`,
+    model.uniform.toFixed(2),
+    model.balanced.toFixed(2),
+    `${(model.uniform / model.balanced).toFixed(2)}x`,
+    `${(setup.paper.uniform / setup.paper.balanced).toFixed(2)}x`,
+    (u / model.uniform).toFixed(2),
+    (b / model.balanced).toFixed(2),
+    lastBalanced === undefined ? "-" : `${(fastShare(lastBalanced, setup) * 100).toFixed(0)}%`,
+    median([...uniform, ...balanced].map((r) => r.peerCpuCores)).toFixed(2),
+    `${failures.length}${stopped === undefined ? "" : " (stopped)"}`,
+  ];
+});
+const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+const line = (cells: readonly string[]): string => cells.map((c, i) => c.padStart(widths[i] ?? 0)).join("  ");
+console.log();
+console.log(line(header));
+for (const row of rows) console.log(line(row));
+for (const { setup, failures, stopped } of outcomes) {
+  for (const failure of failures) console.log(`${setup.name}: failed round: ${failure}`);
+  if (stopped !== undefined) console.log(`${setup.name}: stopped early: ${stopped}`);
+}
+console.log(
+  `Medians of ${rounds} rounds each. Model: predictedAllReduceSeconds at 1448/1514 × the link rate (payload); ` +
+    `paper: DeDLOC Table 1 AR ÷ Ours. fast part: share of the vector the fast peers reduced with the LP.`,
+);
