@@ -35,6 +35,8 @@
 import { parseArgs } from "node:util";
 import {
   firstLine,
+  log,
+  median,
   linkTrace,
   PeerGroup,
   useCongestionControl,
@@ -76,18 +78,6 @@ for (const [name, value] of [
 ] as const) {
   if (!(Number.isFinite(value) && value > 0))
     throw new Error(`--${name} must be a positive number, got ${value}`);
-}
-
-const log = (line: string): void => {
-  console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
-};
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1
-    ? (sorted[mid] ?? NaN)
-    : ((sorted[mid - 1] ?? NaN) + (sorted[mid] ?? NaN)) / 2;
 }
 
 interface Row {

@@ -42,6 +42,8 @@ import {
   PeerGroup,
   useCongestionControl,
   firstLine,
+  log,
+  median,
   withLab,
   type RoundReport,
 } from "./support/allreduce-peer.ts";
@@ -93,18 +95,6 @@ const SETUPS: Record<string, Setup> = {
     paper: { uniform: 5.3, balanced: 3.18 },
   },
 };
-
-const log = (line: string): void => {
-  console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
-};
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1
-    ? (sorted[mid] ?? NaN)
-    : ((sorted[mid - 1] ?? NaN) + (sorted[mid] ?? NaN)) / 2;
-}
 
 const bytesPerSecond = (mbit: number): number => (mbit * 1e6 * GOODPUT_PER_RATE) / 8;
 

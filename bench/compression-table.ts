@@ -15,21 +15,10 @@ import {
   decompress,
   type CodecName,
 } from "../packages/swarm/src/compression/index.ts";
+import { seededRandom as rng } from "../packages/swarm/test/support/seeded-random.ts";
 
 const minMillis = Number(process.argv[2] ?? 150);
 const SIZES = [1024, 65_536, 1_048_576];
-
-/** mulberry32, so every run measures the same vectors. */
-function rng(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 
 function gaussian(next: () => number): number {
   return Math.sqrt(-2 * Math.log(1 - next())) * Math.cos(2 * Math.PI * next());

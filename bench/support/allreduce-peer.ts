@@ -354,6 +354,20 @@ export async function useCongestionControl(hosts: readonly Host[], algorithm: st
 }
 
 /** The first line of an error's message (a failed round's error carries the peers' stderr below it). */
+/** A progress line with the wall-clock time in front. */
+export function log(line: string): void {
+  console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
+}
+
+/** The median of a non-empty list (NaN for an empty one). */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1
+    ? (sorted[mid] ?? NaN)
+    : ((sorted[mid - 1] ?? NaN) + (sorted[mid] ?? NaN)) / 2;
+}
+
 export function firstLine(error: unknown): string {
   return (error instanceof Error ? error.message : String(error)).split("\n")[0] ?? "";
 }

@@ -10,19 +10,9 @@ import { compressorFor } from "../../src/compression/index.ts";
 import { isSwarmError } from "../../src/errors.ts";
 import type { Rpc, RpcFrameStream } from "../../src/rpc/rpc.ts";
 import { MemoryRpcNetwork } from "../support/memory-rpc.ts";
+import { seededRandom as mulberry32 } from "../support/seeded-random.ts";
 
 // ---------- helpers ----------
-
-function mulberry32(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function randomVector(random: () => number, length: number, scale = 1): Float32Array {
   return Float32Array.from({ length }, () => (random() * 2 - 1) * scale);

@@ -8,6 +8,7 @@ import {
   type MemberCapacity,
 } from "../../src/averaging/load-balancing.ts";
 import { SwarmErrorCode } from "../../src/errors.ts";
+import { seededRandom as seeded } from "../support/seeded-random.ts";
 
 const GBIT = 125e6; // bytes per second in 1 Gb/s
 const RESNET50_BYTES = 25.6e6 * 4;
@@ -45,18 +46,6 @@ function sum(values: readonly number[]): number {
 
 function bits(values: readonly number[]): string {
   return Buffer.from(new Float64Array(values).buffer).toString("hex");
-}
-
-/** Seeded PRNG (mulberry32), so the shuffles are the same on every run. */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
 }
 
 /**

@@ -1,18 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { moshpitDimensions } from "../../src/averaging/group-size.ts";
 import { groupKey, initialGridIndex, nextGridIndex } from "../../src/averaging/moshpit-grid.ts";
-
-/** Seeded PRNG (mulberry32), so every run sees the same grid and values. */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
+import { seededRandom as seeded } from "../support/seeded-random.ts";
 
 interface SimPeer {
   id: number;

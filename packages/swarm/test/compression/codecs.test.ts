@@ -2,18 +2,7 @@ import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { SwarmErrorCode, isSwarmError } from "../../src/errors.ts";
 import { CODEC_NAMES, compressorFor, decompress } from "../../src/compression/index.ts";
-
-/** mulberry32: a tiny seeded generator, so every run sees the same vectors. */
-function rng(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
+import { seededRandom as rng } from "../support/seeded-random.ts";
 
 function normal(n: number, seed: number, sigma = 1): Float32Array {
   const next = rng(seed);

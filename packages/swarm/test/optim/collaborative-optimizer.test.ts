@@ -16,6 +16,13 @@ import type {
   ProgressPort,
   StatePort,
 } from "../../src/optim/ports.ts";
+import { seededRandom } from "../support/seeded-random.ts";
+
+/** Deterministic integers in [0, 2^32). */
+function random(seed: number): () => number {
+  const next = seededRandom(seed);
+  return () => next() * 4294967296;
+}
 
 // ---- Fakes: one in-process "swarm" that all peers share.
 
@@ -113,18 +120,6 @@ const layout = ParameterLayout.fromShapes([
 
 function config(overrides: ExperimentConfigInput = {}) {
   return parseExperimentConfig(overrides);
-}
-
-/** Deterministic integers in [0, 2^32) (mulberry32). */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (t ^ (t >>> 14)) >>> 0;
-  };
 }
 
 /** A gradient of multiples of 1/64 in [-1, 1]: sums and power-of-two divisions of these are exact. */

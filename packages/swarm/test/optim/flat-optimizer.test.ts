@@ -8,6 +8,13 @@ import {
 } from "../../src/optim/flat-optimizer.ts";
 import { LambOptimizer } from "../../src/optim/lamb.ts";
 import { ParameterLayout } from "../../src/optim/parameter-layout.ts";
+import { seededRandom } from "../support/seeded-random.ts";
+
+/** Deterministic uniform numbers in [-1, 1). */
+function random(seed: number): () => number {
+  const next = seededRandom(seed);
+  return () => next() * 2 - 1;
+}
 
 // ---- A straightforward float64 reference, written from the papers' formulas (deliberately unoptimized).
 
@@ -77,18 +84,6 @@ function referenceStep(
 }
 
 // ---- Helpers.
-
-/** Deterministic uniform numbers in [-1, 1) (mulberry32). */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (((t ^ (t >>> 14)) >>> 0) / 4294967296) * 2 - 1;
-  };
-}
 
 function randomVector(next: () => number, size: number, scale = 1): Float32Array {
   return Float32Array.from({ length: size }, () => next() * scale);

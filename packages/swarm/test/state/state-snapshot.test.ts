@@ -8,20 +8,7 @@ import {
   snapshotChunk,
 } from "../../src/state/state-snapshot.ts";
 import type { TrainingState } from "../../src/state/training-state.ts";
-
-/** Deterministic floats in [-1, 1) from a seed (mulberry32). */
-function seededFloats(seed: number, length: number): Float32Array {
-  let a = seed >>> 0;
-  const out = new Float32Array(length);
-  for (let i = 0; i < length; i++) {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    out[i] = (((t ^ (t >>> 14)) >>> 0) / 4294967296) * 2 - 1;
-  }
-  return out;
-}
+import { seededFloats } from "../support/seeded-random.ts";
 
 /** A LAMB-like state: `size` parameters and two moment slots of the same size. */
 function randomState(seed: number, size: number, epoch: number): TrainingState {

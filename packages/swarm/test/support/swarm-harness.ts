@@ -9,6 +9,8 @@ import type { TrainingState } from "../../src/state/training-state.ts";
 import { at } from "./at.ts";
 import { silentLogger, type TestAuthority } from "./swarm-fixtures.ts";
 
+export { seededRandom } from "./seeded-random.ts";
+
 export interface TestSwarmOptions {
   mode?: SwarmOptions["mode"];
   username?: string;
@@ -57,18 +59,6 @@ export async function startSwarm(authority: TestAuthority, options: TestSwarmOpt
   });
   await swarm.start();
   return swarm;
-}
-
-/** A seeded pseudo-random generator (mulberry32), so vectors are the same on every run. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 export function randomVector(length: number, random: () => number): Float32Array {
