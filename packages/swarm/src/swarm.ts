@@ -131,7 +131,10 @@ export class Swarm {
     };
   }
 
-  /** Members the leader waits for: trainers whose latest progress is at the key's epoch. */
+  /**
+   * Members the leader waits for: peers whose latest progress is at the key's epoch. An aux peer
+   * counts too, so it reports an epoch only when it is about to help average that epoch.
+   */
   #expectedMembers(key: string): string[] {
     // Only a whole-swarm group (one Moshpit dimension: key "e<epoch>/r0/") has a known member list;
     // grid cells close when full or at the deadline.
@@ -141,9 +144,7 @@ export class Swarm {
     const connected = new Set(this.node.members());
     return this.progress
       .records()
-      .filter(
-        (entry) => entry.record.epoch === epoch && entry.record.mode !== "aux" && connected.has(entry.peerId),
-      )
+      .filter((entry) => entry.record.epoch === epoch && connected.has(entry.peerId))
       .map((entry) => entry.peerId);
   }
 }
