@@ -2,7 +2,7 @@
  * Butterfly all-reduce time on equal tc-shaped links against the bandwidth lower bound.
  *
  *   node bench/allreduce-bandwidth.ts [--peers 4,8] [--mbit 20] [--elements 2097152] [--rounds 3]
- *       [--chunk-kib 256] [--load-balancing] [--trace] [--cc reno] [--queue-ms 50]
+ *       [--chunk-kib 32] [--in-flight 4] [--load-balancing] [--trace] [--cc reno] [--queue-ms 50]
  *       [--keep-slow-connections]
  *
  * Needs root (netlab). For every n in --peers and B in --mbit: one lab with n hosts, each link
@@ -53,7 +53,8 @@ const { values: flags } = parseArgs({
     mbit: { type: "string", default: "20" },
     elements: { type: "string", default: String(2 ** 21) },
     rounds: { type: "string", default: "3" },
-    "chunk-kib": { type: "string", default: "256" },
+    "chunk-kib": { type: "string", default: "32" },
+    "in-flight": { type: "string", default: "4" },
     "load-balancing": { type: "boolean", default: false },
     trace: { type: "boolean", default: false },
     cc: { type: "string", default: "" },
@@ -67,12 +68,14 @@ const rates = list(flags.mbit);
 const elements = Number(flags.elements);
 const rounds = Number(flags.rounds);
 const chunkKib = Number(flags["chunk-kib"]);
+const chunksInFlight = Number(flags["in-flight"]);
 const loadBalancing = flags["load-balancing"];
 const queue = flags["queue-ms"] === undefined ? {} : { queueMs: Number(flags["queue-ms"]) };
 for (const [name, value] of [
   ["elements", elements],
   ["rounds", rounds],
   ["chunk-kib", chunkKib],
+  ["in-flight", chunksInFlight],
   ...peerCounts.map((n) => ["peers", n] as const),
   ...rates.map((r) => ["mbit", r] as const),
 ] as const) {
@@ -128,6 +131,7 @@ async function run(row: Row): Promise<void> {
             // Generous, but short enough that a stuck round fails instead of hanging the bench.
             allreduceTimeoutMs: Math.round(Math.max(60, 5 * lowerBound(n, mbit)) * 1000),
             chunkSizeBytes: chunkKib * 1024,
+            chunksInFlight,
             loadBalancing,
           },
         },
@@ -182,7 +186,7 @@ function lowerBound(n: number, mbit: number): number {
 const results: Row[] = [];
 log(
   `all-reduce bandwidth bench: P=${elements} float32 (${((elements * 4) / 2 ** 20).toFixed(1)} MiB), ` +
-    `chunks of ${chunkKib} KiB, load balancing ${loadBalancing ? "on" : "off"}, 1 warm-up + ${rounds} timed rounds`,
+    `chunks of ${chunkKib} KiB (${chunksInFlight} in flight), load balancing ${loadBalancing ? "on" : "off"}, 1 warm-up + ${rounds} timed rounds`,
 );
 for (const n of peerCounts) for (const mbit of rates) results.push(await measure(n, mbit));
 

@@ -3,7 +3,7 @@
  * set-ups C and D, scaled down in bandwidth and vector size, with the paper's peer counts.
  *
  *   node bench/allreduce-load-balancing.ts [--setups C,D] [--slow-mbit 4] [--elements 262144]
- *                                          [--rounds 3] [--chunk-kib 16] [--keep-slow-connections]
+ *                                          [--rounds 3] [--chunk-kib 16] [--in-flight 4] [--keep-slow-connections]
  *                                          [--trace] [--cc reno]
  *
  * Needs root (netlab). C: 8 fast + 16 slow peers, fast = 5 × slow (paper: 1 Gb/s and 200 Mb/s);
@@ -57,6 +57,7 @@ const { values: flags } = parseArgs({
     elements: { type: "string", default: String(2 ** 18) },
     rounds: { type: "string", default: "3" },
     "chunk-kib": { type: "string", default: "16" },
+    "in-flight": { type: "string", default: "4" },
     "keep-slow-connections": { type: "boolean", default: false },
     trace: { type: "boolean", default: false },
     cc: { type: "string", default: "" },
@@ -66,11 +67,13 @@ const slowMbit = Number(flags["slow-mbit"]);
 const elements = Number(flags.elements);
 const rounds = Number(flags.rounds);
 const chunkKib = Number(flags["chunk-kib"]);
+const chunksInFlight = Number(flags["in-flight"]);
 for (const [name, value] of [
   ["slow-mbit", slowMbit],
   ["elements", elements],
   ["rounds", rounds],
   ["chunk-kib", chunkKib],
+  ["in-flight", chunksInFlight],
 ] as const) {
   if (!(Number.isFinite(value) && value > 0))
     throw new Error(`--${name} must be a positive number, got ${value}`);
@@ -166,6 +169,7 @@ async function run(setup: Setup, model: Outcome["model"], partial: { outcome?: O
             matchmakingTimeoutMs: 60_000,
             allreduceTimeoutMs: Math.round(Math.max(60, 5 * model.uniform) * 1000),
             chunkSizeBytes: chunkKib * 1024,
+            chunksInFlight,
           },
         },
         log,
@@ -226,7 +230,7 @@ const chosen = flags.setups.split(",").map((key) => {
 });
 log(
   `load-balancing bench: P=${elements} float32 (${((elements * 4) / 2 ** 20).toFixed(1)} MiB), slow links ${slowMbit} Mbit/s, ` +
-    `chunks of ${chunkKib} KiB, 2 warm-up + ${rounds} uniform + ${rounds} balanced rounds per set-up`,
+    `chunks of ${chunkKib} KiB (${chunksInFlight} in flight), 2 warm-up + ${rounds} uniform + ${rounds} balanced rounds per set-up`,
 );
 const outcomes: Outcome[] = [];
 for (const setup of chosen) outcomes.push(await measure(setup));

@@ -121,6 +121,7 @@ export class Averager {
         weight: currentWeight,
         compression: { method: compression.method, adaptiveThreshold: compression.adaptiveThreshold },
         chunkSizeBytes: averaging.chunkSizeBytes,
+        chunksInFlight: averaging.chunksInFlight,
         timeoutMs: averaging.allreduceTimeoutMs,
         ...(signal === undefined ? {} : { signal }),
       });

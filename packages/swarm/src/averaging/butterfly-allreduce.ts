@@ -30,6 +30,8 @@ export interface AllReduceRunOptions {
   compression: { method: CompressionMethodName; adaptiveThreshold?: number };
   /** Raw float32 bytes per streamed chunk. */
   chunkSizeBytes: number;
+  /** Chunks a sender writes ahead of the results it has read back; default 4. */
+  chunksInFlight?: number;
   /** Deadline for the whole round. */
   timeoutMs: number;
   /** A sender that delivers nothing for this long while its reducer waits is excluded; default timeoutMs / 2. */
@@ -52,6 +54,7 @@ export interface AllReduceResult {
 }
 
 const FINISHED_ROUNDS_KEPT = 256;
+const DEFAULT_CHUNKS_IN_FLIGHT = 4;
 const MAX_WAITING_STREAMS = 1024;
 
 interface ActiveRound {
@@ -185,6 +188,7 @@ export class AllReduceService {
                     values: vector.subarray(part.start, part.end),
                     output: result.subarray(part.start, part.end),
                     chunkElements,
+                    chunksInFlight: options.chunksInFlight ?? DEFAULT_CHUNKS_IN_FLIGHT,
                     compressor,
                     signal: uploadSignal,
                     timeoutMs,
@@ -278,6 +282,12 @@ function checkLocalInput(plan: RoundPlan, options: AllReduceRunOptions): void {
   }
   if (!(options.timeoutMs > 0)) throw invalid(`timeout ${options.timeoutMs} ms`);
   if (!(options.chunkSizeBytes > 0)) throw invalid(`chunk size ${options.chunkSizeBytes} bytes`);
+  if (
+    options.chunksInFlight !== undefined &&
+    !(Number.isInteger(options.chunksInFlight) && options.chunksInFlight >= 1)
+  ) {
+    throw invalid(`${options.chunksInFlight} chunks in flight`);
+  }
   if (plan.contributors.has(plan.selfIndex)) {
     for (let i = 0; i < vector.length; i++) {
       if (!Number.isFinite(vector[i])) throw invalid(`element ${i} of the vector is ${vector[i]}`);

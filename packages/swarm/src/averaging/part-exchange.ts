@@ -3,6 +3,7 @@ import { SwarmError, SwarmErrorCode } from "../errors.ts";
 import type { Rpc, RpcFrameStream } from "../rpc/rpc.ts";
 import { allReduceMethod, assertFinite, decodeResultFrame, encodeChunkFrame } from "./allreduce-messages.ts";
 import { chunkRanges, type ElementRange, type RoundPlan } from "./partition.ts";
+import { Wakeup } from "./wakeup.ts";
 
 export interface PartExchangeOptions {
   rpc: Rpc;
@@ -16,6 +17,8 @@ export interface PartExchangeOptions {
   /** Where the averaged part goes. */
   output: Float32Array;
   chunkElements: number;
+  /** Chunks written ahead of the results read back (end-to-end flow control, at least 1). */
+  chunksInFlight: number;
   compressor: Compressor;
   signal: AbortSignal;
   timeoutMs: number;
@@ -33,6 +36,11 @@ export interface PartExchangeOutcome {
  * The sender side of one part: opens ONE stream to the part's reducer, uploads the part in
  * chunks (each compressed on its own, every write awaited for backpressure) while reading the
  * averaged chunks back on the same stream, so results flow while later chunks are still going up.
+ * Chunk k is written only once the result of chunk k − chunksInFlight is back. Without that
+ * window the chunks fill the connection's buffers (yamux windows, the kernel's send buffer) far
+ * ahead of the results, which then queue behind them: links sit idle while the reducers wait for
+ * the last chunks, and the round ends with a burst of results (measured: 1.4× the bandwidth bound
+ * without the window, 1.1× with it; see bench/allreduce-bandwidth.ts).
  * Any failure of the reducer (unreachable, broken stream, timeout, malformed result) rejects with
  * ALLREDUCE_FAILED: this member cannot complete the round without that part.
  */
@@ -81,15 +89,29 @@ export async function exchangePart(options: PartExchangeOptions): Promise<PartEx
     stream.abort(error instanceof Error ? error : new Error(String(error)));
     throw error;
   };
+  const window: ResultWindow = { received: 0, stopped: false, wake: new Wakeup() };
   const [sent, received] = await Promise.allSettled([
-    (options.weight > 0 ? sendChunks(stream, chunks, options, outcome) : stream.closeWrite()).catch(
+    (options.weight > 0 ? sendChunks(stream, chunks, options, outcome, window) : stream.closeWrite()).catch(
       abortOnError,
     ),
-    receiveResults(stream, chunks, options, outcome).catch(abortOnError),
+    receiveResults(stream, chunks, options, outcome, window)
+      .catch(abortOnError)
+      .finally(() => {
+        window.stopped = true;
+        window.wake.notify();
+      }),
   ]);
   if (received.status === "rejected") throw failed(received.reason);
   if (sent.status === "rejected") throw failed(sent.reason);
   return outcome;
+}
+
+/** How far the results have come back, shared by the two halves of one exchange. */
+interface ResultWindow {
+  received: number;
+  /** The reading half ended (done or failed): a writer still waiting gives up. */
+  stopped: boolean;
+  wake: Wakeup;
 }
 
 async function sendChunks(
@@ -97,8 +119,16 @@ async function sendChunks(
   chunks: readonly ElementRange[],
   options: PartExchangeOptions,
   outcome: PartExchangeOutcome,
+  window: ResultWindow,
 ): Promise<void> {
+  const inFlight = Math.max(1, options.chunksInFlight);
   for (const [k, chunk] of chunks.entries()) {
+    while (k - window.received >= inFlight) {
+      if (window.stopped) {
+        throw new SwarmError(SwarmErrorCode.PEER_UNREACHABLE, `results stopped before chunk ${k} was sent`);
+      }
+      await window.wake.wait();
+    }
     const frame = encodeChunkFrame(
       k,
       options.compressor.compress(options.values.subarray(chunk.start, chunk.end)),
@@ -114,6 +144,7 @@ async function receiveResults(
   chunks: readonly ElementRange[],
   options: PartExchangeOptions,
   outcome: PartExchangeOutcome,
+  window: ResultWindow,
 ): Promise<void> {
   const memberCount = options.plan.group.members.length;
   for (const [k, chunk] of chunks.entries()) {
@@ -132,6 +163,8 @@ async function receiveResults(
     options.output.set(values, chunk.start);
     outcome.chunkWeights.push(result.totalWeight);
     outcome.chunkContributors.push(result.contributors.slice());
+    window.received = k + 1;
+    window.wake.notify();
   }
   if ((await stream.read({ signal: options.signal })) !== null) {
     throw new SwarmError(

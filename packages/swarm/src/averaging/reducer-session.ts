@@ -12,6 +12,7 @@ import {
   encodeResultFrame,
 } from "./allreduce-messages.ts";
 import { chunkRanges, type ElementRange, type RoundPlan } from "./partition.ts";
+import { Wakeup } from "./wakeup.ts";
 
 /** Chunks a sender's reader may decode ahead of the aggregation (bounds memory, pushes back on the sender). */
 const READ_AHEAD_CHUNKS = 2;
@@ -347,23 +348,6 @@ export class ReducerSession {
     this.#failure = error;
     for (const sender of this.#remotes.values()) sender.stream?.abort(error);
     this.#wake.notify();
-  }
-}
-
-/** A broadcast wake-up: every waiter resumes on the next `notify` and re-checks its condition. */
-class Wakeup {
-  #waiters: Array<(value: undefined) => void> = [];
-
-  wait(): Promise<undefined> {
-    const { promise, resolve } = Promise.withResolvers<undefined>();
-    this.#waiters.push(resolve);
-    return promise;
-  }
-
-  notify(): void {
-    const waiters = this.#waiters;
-    this.#waiters = [];
-    for (const resolve of waiters) resolve(undefined);
   }
 }
 

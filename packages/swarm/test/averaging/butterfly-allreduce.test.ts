@@ -553,6 +553,77 @@ describe("butterfly all-reduce", () => {
     expect(maxError(must(results[0]).vector, weightedMean(members, vectors, length))).toBeLessThan(1e-6);
   });
 
+  it("keeps at most chunksInFlight chunks of each stream ahead of the results read back", async () => {
+    const members: GroupMember[] = Array.from({ length: 3 }, (_, i) => ({
+      peerId: `w${i}`,
+      mode: "node",
+      weight: 1 + i,
+    }));
+    const length = 300;
+    const vectors = vectorsFor(members, length, 12);
+    for (const chunksInFlight of [1, 3]) {
+      const network = new MemoryRpcNetwork();
+      /** Per stream a sender opened: chunks written minus results read, at its highest. */
+      const mostAhead: number[] = [];
+      const services = members.map((member) => {
+        const rpc = network.add(member.peerId);
+        const counting: Rpc = {
+          peerId: rpc.peerId,
+          call: async (peer, method, head, options) => {
+            const result = await rpc.call(peer, method, head, options);
+            const slot = mostAhead.push(0) - 1;
+            let ahead = 0;
+            const stream: RpcFrameStream = {
+              read: async (readOptions) => {
+                const frame = await result.stream.read(readOptions);
+                if (frame !== null) ahead--;
+                return frame;
+              },
+              write: async (frame, writeOptions) => {
+                ahead++;
+                mostAhead[slot] = Math.max(mostAhead[slot] ?? 0, ahead);
+                await result.stream.write(frame, writeOptions);
+              },
+              closeWrite: () => result.stream.closeWrite(),
+              abort: (reason) => {
+                result.stream.abort(reason);
+              },
+            };
+            return { ...result, stream };
+          },
+          request: (peer, method, head, options) => rpc.request(peer, method, head, options),
+          handle: (method, handler) => {
+            rpc.handle(method, handler);
+          },
+          unhandle: (method) => {
+            rpc.unhandle(method);
+          },
+        };
+        const service = new AllReduceService({ rpc: counting });
+        service.start();
+        return service;
+      });
+      const group = makeGroup(`window-${chunksInFlight}`, members);
+      const results = await Promise.all(
+        members.map((member, k) =>
+          must(services[k]).run({
+            ...base,
+            chunkSizeBytes: 8,
+            chunksInFlight,
+            partCounts: [100, 100, 100],
+            group,
+            vector: must(vectors.get(member.peerId)),
+            weight: member.weight,
+          }),
+        ),
+      );
+      expectBitIdentical(results);
+      expect(maxError(must(results[0]).vector, weightedMean(members, vectors, length))).toBeLessThan(1e-6);
+      expect(mostAhead).toHaveLength(members.length * (members.length - 1));
+      expect(Math.max(...mostAhead)).toBe(chunksInFlight);
+    }
+  });
+
   it("rejects at the round deadline and honours the caller's signal", async () => {
     const members: GroupMember[] = Array.from({ length: 3 }, (_, i) => ({
       peerId: `d${i}`,
