@@ -151,6 +151,8 @@ export const experimentConfigSchema = z
 export type ExperimentConfigInput = z.input<typeof experimentConfigSchema>;
 /** A complete config, defaults applied. */
 export type ExperimentConfig = z.output<typeof experimentConfigSchema>;
+/** The `model` part of a config: one of the presets with its hyperparameters. */
+export type ModelConfig = ExperimentConfig["model"];
 
 export interface ConfigIssue {
   /** Dotted path of the offending field, e.g. "optimizer.beta1"; "" for the whole config. */

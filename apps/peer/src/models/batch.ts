@@ -1,0 +1,33 @@
+/**
+ * The minibatches the data pipeline hands to a model preset. Both are flat, row-major typed arrays,
+ * so a batch crosses from the data code to TF.js without per-sample objects.
+ */
+
+/** MNIST digits: `size` images of 28×28 pixels scaled to [0, 1], row-major, and one label 0…9 each. */
+export interface ImageBatch {
+  readonly kind: "image";
+  readonly size: number;
+  /** `size · 784` values in [0, 1]. */
+  readonly pixels: Float32Array;
+  /** `size` class indices. */
+  readonly labels: Int32Array;
+}
+
+/**
+ * Masked sentences for the masked-LM preset: each row is `[CLS] tokens… [SEP] [PAD]…`, exactly
+ * `sequenceLength` ids long. `labels` holds the original id where the model must predict a token
+ * (the masked positions) and -1 everywhere else.
+ */
+export interface MaskedTokenBatch {
+  readonly kind: "masked-tokens";
+  readonly size: number;
+  readonly sequenceLength: number;
+  /** `size · sequenceLength` token ids. */
+  readonly inputIds: Int32Array;
+  /** `size · sequenceLength` ids to predict, -1 where nothing is predicted. */
+  readonly labels: Int32Array;
+  /** `size · sequenceLength`: 1 for real tokens (special ones included), 0 for padding. */
+  readonly attentionMask: Float32Array;
+}
+
+export type Batch = ImageBatch | MaskedTokenBatch;
