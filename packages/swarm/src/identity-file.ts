@@ -1,5 +1,3 @@
-import { mkdir, open, readFile, rename, stat } from "node:fs/promises";
-import { dirname } from "node:path";
 import {
   fromBase64Url,
   generateKeyPair,
@@ -9,6 +7,7 @@ import {
   type KeyPair,
 } from "@barnraise/protocol";
 import { z } from "zod";
+import { PrivateFileError, readPrivateFile, writePrivateFileAtomic } from "./private-file.ts";
 
 /**
  * A node's Ed25519 identity on disk. The same key signs the node's access-pass requests and is its
@@ -54,33 +53,20 @@ export async function loadOrCreateIdentity(path: string): Promise<Identity> {
     null,
     2,
   );
-  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-  const temporary = `${path}.${process.pid}.tmp`;
-  const file = await open(temporary, "wx", 0o600);
-  try {
-    await file.writeFile(`${body}\n`);
-    await file.sync();
-  } finally {
-    await file.close();
-  }
-  await rename(temporary, path);
+  await writePrivateFileAtomic(path, `${body}\n`);
   return { keyPair, peerId, created: true };
 }
 
 /** Loads the identity at `path`; undefined when there is no file. Refuses a file others can read. */
 export async function loadIdentity(path: string): Promise<Identity | undefined> {
-  let text: string;
+  let text: string | undefined;
   try {
-    const info = await stat(path);
-    if ((info.mode & 0o077) !== 0) {
-      throw new IdentityFileError(path, `is readable by other users; run: chmod 600 ${path}`);
-    }
-    text = await readFile(path, "utf8");
+    text = await readPrivateFile(path);
   } catch (error) {
-    if (error instanceof IdentityFileError) throw error;
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw new IdentityFileError(path, "cannot be read", { cause: error });
+    if (!(error instanceof PrivateFileError)) throw error;
+    throw new IdentityFileError(path, error.reason, { cause: error.cause });
   }
+  if (text === undefined) return undefined;
   let parsed: z.output<typeof identityFileSchema>;
   try {
     parsed = identityFileSchema.parse(JSON.parse(text));

@@ -46,3 +46,12 @@ export * from "./optim/flat-optimizer.ts";
 export { GradientAccumulator } from "./optim/gradient-accumulator.ts";
 export { warmupLearningRate } from "./optim/learning-rate.ts";
 export * from "./optim/collaborative-optimizer.ts";
+
+// Joining an experiment on the platform
+export * from "./platform/join-client.ts";
+export * from "./platform/join-error.ts";
+export type { JoinedExperiment } from "./platform/join-response.ts";
+export * from "./platform/join-retry.ts";
+export * from "./platform/pass-refresher.ts";
+export * from "./platform/authority-pin.ts";
+export { PrivateFileError } from "./private-file.ts";

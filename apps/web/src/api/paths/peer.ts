@@ -49,6 +49,30 @@ function jsonContent(schema: z.ZodType) {
 }
 
 export const peerPaths: ZodOpenApiPathsObject = {
+  "/api/v1/join": {
+    post: {
+      tags: ["peer"],
+      summary: "Join with a peer token alone: the token names the experiment",
+      description:
+        "What `barnraise-peer --server URL --token TOKEN` calls. The same body, response and " +
+        "refusals as `/api/v1/experiments/{id}/join`, except that no experiment id is given, so " +
+        "there is no NOT_FOUND: an unknown token is TOKEN_INVALID. Also how a node refreshes its " +
+        "pass. Shares that route's per-address rate limit.",
+      requestBody: { required: true, content: jsonContent(joinRequestSchema) },
+      responses: {
+        "200": { description: "Joined", content: jsonContent(joinResponseSchema) },
+        "400": errorResponse(
+          "INVALID_INPUT: malformed body, or a public key that is not a usable Ed25519 key",
+        ),
+        "401": errorResponse("TOKEN_INVALID (unknown or malformed), TOKEN_REVOKED"),
+        "403": errorResponse(
+          "BANNED, NOT_ALLOWLISTED, FORBIDDEN (an aux token whose owner no longer organizes the run)",
+        ),
+        "409": errorResponse("EXPERIMENT_PAUSED, or CONFLICT: the public key belongs to another user"),
+        "429": errorResponse("RATE_LIMITED"),
+      },
+    },
+  },
   "/api/v1/experiments/{id}/join": {
     post: {
       tags: ["peer"],

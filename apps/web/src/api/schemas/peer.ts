@@ -26,7 +26,7 @@ export const peerPublicKeySchema = z
 
 export const joinRequestSchema = z
   .strictObject({
-    token: z.string().min(1).max(256).meta({ description: "A peer token of this experiment (brp_…)" }),
+    token: z.string().min(1).max(256).meta({ description: "A peer token (brp_…); on the experiment-scoped route it must belong to that experiment" }),
     publicKey: peerPublicKeySchema,
   })
   .meta({ id: "JoinRequest" });

@@ -11,7 +11,7 @@ import { AppError, AppErrorCode } from "../app-error.ts";
 import { isUniqueViolation } from "@barnraise/prisma";
 import { openAuthorityKeyPair } from "../authority-keys.ts";
 import type { AppContext } from "../context.ts";
-import { findExperiment } from "./experiment-access.ts";
+import { findExperiment, type ExperimentRecord } from "./experiment-access.ts";
 import { hashPeerToken, isWellFormedPeerToken } from "./peer-tokens.ts";
 
 /**
@@ -36,22 +36,53 @@ export async function joinExperiment(
   input: JoinRequest,
 ): Promise<JoinResponse> {
   const experiment = await findExperiment(ctx, experimentId);
-  const token = isWellFormedPeerToken(input.token)
-    ? await ctx.db.peerToken.findUnique({
-        where: { tokenHash: hashPeerToken(input.token) },
-        select: {
-          id: true,
-          experimentId: true,
-          userId: true,
-          role: true,
-          revokedAt: true,
-          user: { select: { username: true } },
-        },
-      })
-    : null;
+  const token = await findPeerToken(ctx, input.token);
   if (token === null || token.experimentId !== experiment.id) {
     throw new AppError(AppErrorCode.TOKEN_INVALID, "the token is not a peer token of this experiment");
   }
+  return admitNode(ctx, experiment, token, input);
+}
+
+/**
+ * The same join where the token alone names the experiment (`POST /api/v1/join`), so a volunteer
+ * needs only the server and the token. Refusals as for `joinExperiment`; an unknown token is
+ * TOKEN_INVALID, never NOT_FOUND, so the route tells nothing about which experiments exist.
+ */
+export async function joinWithToken(ctx: AppContext, input: JoinRequest): Promise<JoinResponse> {
+  const token = await findPeerToken(ctx, input.token);
+  const experiment =
+    token === null ? null : await ctx.db.experiment.findUnique({ where: { id: token.experimentId } });
+  if (token === null || experiment === null) {
+    throw new AppError(AppErrorCode.TOKEN_INVALID, "the token is not a peer token on this platform");
+  }
+  return admitNode(ctx, experiment, token, input);
+}
+
+type PeerTokenRecord = NonNullable<Awaited<ReturnType<typeof findPeerToken>>>;
+
+/** The token's row, looked up by its hash; null for a malformed or unknown token. */
+async function findPeerToken(ctx: AppContext, token: string) {
+  if (!isWellFormedPeerToken(token)) return null;
+  return ctx.db.peerToken.findUnique({
+    where: { tokenHash: hashPeerToken(token) },
+    select: {
+      id: true,
+      experimentId: true,
+      userId: true,
+      role: true,
+      revokedAt: true,
+      user: { select: { username: true } },
+    },
+  });
+}
+
+/** Checks the token's standing in `experiment` and issues the pass: the part both routes share. */
+async function admitNode(
+  ctx: AppContext,
+  experiment: ExperimentRecord,
+  token: PeerTokenRecord,
+  input: JoinRequest,
+): Promise<JoinResponse> {
   if (token.revokedAt !== null) throw new AppError(AppErrorCode.TOKEN_REVOKED, "the token was revoked");
   const role = parseRole(token.role);
 

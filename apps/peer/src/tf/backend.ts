@@ -1,0 +1,260 @@
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join, sep } from "node:path";
+import * as tf from "@tensorflow/tfjs-core";
+
+/**
+ * Picks the TF.js backend a volunteer's machine trains on (DESIGN §5): tfjs-node-gpu, then
+ * tfjs-node, then WebAssembly, then pure JS. Each package is loaded with a dynamic `import()`, so a
+ * missing optional package is skipped (and the reason kept) instead of crashing the peer.
+ *
+ * TF.js has one global engine: selection switches the active backend for the whole process, so do
+ * not run two selections at the same time.
+ */
+
+/** What the volunteer asks for with `--backend`. "auto" takes the fastest backend that loads. */
+export type BackendChoice = "auto" | "gpu" | "node" | "wasm" | "cpu";
+
+/** A concrete backend, as reported to the volunteer. */
+export type BackendName = "tensorflow-gpu" | "tensorflow" | "wasm" | "cpu";
+
+/** Every accepted `--backend` value, in the order "auto" tries the concrete ones (after "auto"). */
+export const BACKEND_CHOICES: readonly BackendChoice[] = ["auto", "gpu", "node", "wasm", "cpu"];
+
+/** Loads one backend package (registering its TF.js backend as a side effect). Injectable for tests. */
+export type BackendLoader = () => Promise<unknown>;
+
+export type BackendLoaders = Record<Exclude<BackendChoice, "auto">, BackendLoader>;
+
+export interface SelectBackendOptions {
+  /** Replaces some of the real dynamic imports (tests simulate missing or broken packages). */
+  readonly loaders?: Partial<BackendLoaders>;
+}
+
+/** The backend now active in the TF.js engine, and why the faster ones were passed over. */
+export interface SelectedBackend {
+  readonly choice: BackendChoice;
+  readonly name: BackendName;
+  readonly packageName: string;
+  readonly skipped: readonly { readonly name: BackendName; readonly reason: string }[];
+}
+
+/** `--backend` got a value that is not one of {@link BACKEND_CHOICES}. */
+export class InvalidBackendChoiceError extends Error {
+  override readonly name = "InvalidBackendChoiceError";
+  readonly code = "INVALID_BACKEND_CHOICE";
+  readonly text: string;
+
+  constructor(text: string) {
+    super(`unknown backend ${JSON.stringify(text)}: use one of ${BACKEND_CHOICES.join(", ")}`);
+    this.text = text;
+  }
+}
+
+/** The requested backend (or, for "auto", every backend) could not be loaded and activated. */
+export class BackendUnavailableError extends Error {
+  override readonly name = "BackendUnavailableError";
+  readonly code = "BACKEND_UNAVAILABLE";
+  readonly choice: BackendChoice;
+
+  constructor(choice: BackendChoice, message: string, options: { cause: unknown }) {
+    super(message, options);
+    this.choice = choice;
+  }
+}
+
+/** Parses a `--backend` value (case and surrounding spaces ignored); throws on anything else. */
+export function parseBackendChoice(text: string): BackendChoice {
+  const normalized = text.trim().toLowerCase();
+  const found = BACKEND_CHOICES.find((choice) => choice === normalized);
+  if (found === undefined) throw new InvalidBackendChoiceError(text);
+  return found;
+}
+
+interface Candidate {
+  readonly choice: Exclude<BackendChoice, "auto">;
+  readonly name: BackendName;
+  readonly packageName: string;
+  /** The name the package registers in the TF.js engine. */
+  readonly tfName: string;
+  /** What to tell a volunteer who asked for exactly this backend and did not get it. */
+  readonly advice: string;
+}
+
+const CANDIDATES: readonly Candidate[] = [
+  {
+    choice: "gpu",
+    name: "tensorflow-gpu",
+    packageName: "@tensorflow/tfjs-node-gpu",
+    tfName: "tensorflow",
+    advice:
+      "install it with `npm install @tensorflow/tfjs-node-gpu` (Linux x64 with CUDA and cuDNN), " +
+      "or run with --backend auto to use the fastest backend that works here",
+  },
+  {
+    choice: "node",
+    name: "tensorflow",
+    packageName: "@tensorflow/tfjs-node",
+    tfName: "tensorflow",
+    advice:
+      "install it with `npm install @tensorflow/tfjs-node`, or run with --backend wasm " +
+      "(or --backend auto to use the fastest backend that works here)",
+  },
+  {
+    choice: "wasm",
+    name: "wasm",
+    packageName: "@tensorflow/tfjs-backend-wasm",
+    tfName: "wasm",
+    advice: "reinstall the peer's dependencies (`npm ci`), or run with --backend cpu",
+  },
+  {
+    choice: "cpu",
+    name: "cpu",
+    packageName: "@tensorflow/tfjs-backend-cpu",
+    tfName: "cpu",
+    advice: "reinstall the peer's dependencies (`npm ci`)",
+  },
+];
+
+/**
+ * Directory (with a trailing separator) holding the wasm backend's `.wasm` binaries.
+ *
+ * In Node the package's `main` is the CommonJS bundle `dist/tf-backend-wasm.node.js`, whose
+ * Emscripten glue reads `tfjs-backend-wasm{,-simd}.wasm` from its own `__dirname` with `fs`. That
+ * breaks as soon as the peer is bundled, so we resolve the package and pass its `dist/` explicitly
+ * to `setWasmPaths` (Node has no worker-based threads here, so the threaded binary is never used).
+ */
+export function resolveWasmDirectory(): string {
+  const entry = createRequire(import.meta.url).resolve("@tensorflow/tfjs-backend-wasm");
+  const directory = dirname(entry);
+  if (!existsSync(join(directory, "tfjs-backend-wasm.wasm"))) {
+    throw new Error(
+      `tfjs-backend-wasm.wasm is missing from ${directory}; reinstall @tensorflow/tfjs-backend-wasm`,
+    );
+  }
+  return directory + sep;
+}
+
+/** Imports a package that may legitimately be absent; the specifier is a variable so tsc allows it. */
+async function importOptional(packageName: string): Promise<unknown> {
+  return (await import(/* @vite-ignore */ packageName)) as unknown;
+}
+
+/** The real loaders: dynamic imports of the backend packages. */
+export const defaultBackendLoaders: BackendLoaders = {
+  gpu: () => importOptional("@tensorflow/tfjs-node-gpu"),
+  node: () => importOptional("@tensorflow/tfjs-node"),
+  wasm: async () => {
+    const wasm = await import("@tensorflow/tfjs-backend-wasm");
+    wasm.setWasmPaths(resolveWasmDirectory());
+    return wasm;
+  },
+  cpu: () => import("@tensorflow/tfjs-backend-cpu"),
+};
+
+/**
+ * Loads and activates a backend. "auto" tries gpu → node → wasm → cpu and keeps the first that
+ * works, recording why each earlier one was skipped; an explicit choice tries only that one and
+ * throws {@link BackendUnavailableError} when it fails. On success the backend is the engine's
+ * active backend and has computed a small sum correctly.
+ */
+export async function selectBackend(
+  choice: BackendChoice,
+  options: SelectBackendOptions = {},
+): Promise<SelectedBackend> {
+  const loaders: BackendLoaders = { ...defaultBackendLoaders, ...options.loaders };
+  const candidates = choice === "auto" ? CANDIDATES : CANDIDATES.filter((c) => c.choice === choice);
+  const skipped: { name: BackendName; reason: string }[] = [];
+  const causes: unknown[] = [];
+  for (const candidate of candidates) {
+    try {
+      const outcome = await activate(candidate, loaders[candidate.choice], choice === "auto");
+      skipped.push(...outcome.skipped);
+      return { choice, name: outcome.name, packageName: candidate.packageName, skipped };
+    } catch (error) {
+      const reason = describeFailure(error, candidate.packageName);
+      if (choice !== "auto") {
+        throw new BackendUnavailableError(
+          choice,
+          `backend "${choice}" is unavailable: ${candidate.packageName} ${reason}; ${candidate.advice}`,
+          { cause: error },
+        );
+      }
+      skipped.push({ name: candidate.name, reason });
+      causes.push(error);
+    }
+  }
+  const reasons = skipped.map((s) => `${s.name}: ${s.reason}`).join("; ");
+  throw new BackendUnavailableError(
+    choice,
+    `no TF.js backend could be loaded (${reasons}); reinstall the peer's dependencies (\`npm ci\`)`,
+    { cause: new AggregateError(causes, "every backend failed") },
+  );
+}
+
+interface Activation {
+  readonly name: BackendName;
+  readonly skipped: readonly { name: BackendName; reason: string }[];
+}
+
+/** Loads one candidate's package, makes it the active backend and checks that it computes. */
+async function activate(candidate: Candidate, load: BackendLoader, auto: boolean): Promise<Activation> {
+  try {
+    await load();
+  } catch (error) {
+    throw new LoadFailure(describeLoadError(error, candidate.packageName), error);
+  }
+  if (!tf.engine().backendNames().includes(candidate.tfName)) {
+    throw new LoadFailure(`loaded but registered no "${candidate.tfName}" TF.js backend`);
+  }
+  const switched = await tf.setBackend(candidate.tfName);
+  await tf.ready();
+  if (!switched || tf.getBackend() !== candidate.tfName) {
+    throw new LoadFailure(`loaded but its "${candidate.tfName}" backend failed to initialize`);
+  }
+  checkArithmetic(candidate.tfName);
+  if (candidate.choice !== "gpu") return { name: candidate.name, skipped: [] };
+  // tfjs-node-gpu falls back to TensorFlow's CPU kernels when it finds no usable GPU; its backend
+  // says which through `isUsingGpuDevice`. When it cannot tell us, trust the package name.
+  const backend = tf.backend();
+  const usingGpu = "isUsingGpuDevice" in backend ? backend.isUsingGpuDevice : undefined;
+  if (usingGpu !== false) return { name: "tensorflow-gpu", skipped: [] };
+  const reason = "loaded but TensorFlow found no usable GPU (check the CUDA and cuDNN install)";
+  if (!auto) throw new LoadFailure(reason);
+  // Same native TensorFlow on its CPU kernels: as fast as tfjs-node, which would clash with it.
+  return { name: "tensorflow", skipped: [{ name: "tensorflow-gpu", reason }] };
+}
+
+/** A candidate failed for a reason already phrased for the volunteer. */
+class LoadFailure extends Error {
+  override readonly name = "LoadFailure";
+  constructor(reason: string, cause?: unknown) {
+    super(reason, { cause });
+  }
+}
+
+/** Fails when the active backend cannot add two small vectors correctly. Leaks no tensors. */
+function checkArithmetic(tfName: string): void {
+  const sum = tf.tidy(() => tf.add(tf.tensor1d([1, 2]), tf.tensor1d([3, 4])));
+  try {
+    const values = sum.dataSync();
+    if (values[0] !== 4 || values[1] !== 6) {
+      throw new LoadFailure(`"${tfName}" computed [1,2]+[3,4] = [${Array.from(values).join(",")}]`);
+    }
+  } finally {
+    sum.dispose();
+  }
+}
+
+function describeFailure(error: unknown, packageName: string): string {
+  return error instanceof LoadFailure ? error.message : describeLoadError(error, packageName);
+}
+
+/** "not installed" for a missing package, otherwise the first line of the error. */
+function describeLoadError(error: unknown, packageName: string): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const code = typeof error === "object" && error !== null && "code" in error ? error.code : undefined;
+  const missingCode = code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND";
+  if (missingCode && message.includes(`'${packageName}'`)) return "not installed";
+  return `failed to load: ${message.split("\n", 1)[0] ?? ""}`;
+}

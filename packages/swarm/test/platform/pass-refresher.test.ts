@@ -1,0 +1,72 @@
+import { AccessPassVerifier, keyPairFromSeed } from "@barnraise/protocol";
+import { nodeCrypto } from "@barnraise/protocol/node";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { PassHolder } from "../../src/p2p/pass-holder.ts";
+import { joinPlatform } from "../../src/platform/join-client.ts";
+import { JoinError, JoinErrorCode } from "../../src/platform/join-error.ts";
+import type { JoinedExperiment } from "../../src/platform/join-response.ts";
+import { createPassRefresher } from "../../src/platform/pass-refresher.ts";
+import { silentLogger, TestAuthority } from "../support/swarm-fixtures.ts";
+import { FakePlatform, TOKEN } from "./fake-platform.ts";
+
+const keyPair = keyPairFromSeed(new Uint8Array(32).fill(5));
+
+let platform: FakePlatform;
+beforeEach(async () => {
+  platform = await FakePlatform.start();
+});
+afterEach(async () => {
+  await platform.close();
+});
+
+describe("createPassRefresher", () => {
+  it("gives PassHolder a fresh pass from a new join and reports the new join", async () => {
+    const base = { server: platform.url, token: TOKEN, keyPair, now: () => platform.now };
+    const first = await joinPlatform(base);
+    const seen: JoinedExperiment[] = [];
+    const refresh = createPassRefresher({ ...base, joined: first, onJoined: (joined) => seen.push(joined) });
+    const holder = new PassHolder({
+      initial: first.passToken,
+      passes: new AccessPassVerifier({
+        crypto: nodeCrypto,
+        authorityPublicKey: first.authorityPublicKey,
+        experimentId: first.experiment.id,
+      }),
+      refresh,
+      logger: silentLogger,
+      now: () => platform.now,
+    });
+
+    platform.now += 3 * 3600 * 1000;
+    platform.configVersion = 4;
+    const pass = await holder.refreshNow();
+    expect(pass.token).not.toBe(first.passToken);
+    expect(pass.issuedAt).toBe(platform.now);
+    expect(holder.token()).toBe(pass.token);
+    expect(seen.map((joined) => joined.configVersion)).toEqual([4]);
+    expect(platform.calls).toHaveLength(2);
+  });
+
+  it("refuses a refresh that changes the authority key or the experiment", async () => {
+    const base = { server: platform.url, token: TOKEN, keyPair, now: () => platform.now };
+    const first = await joinPlatform(base);
+    const refresh = createPassRefresher({ ...base, joined: first });
+
+    const impostor = new TestAuthority("exp-join");
+    platform.handler = (call, p) => ({ body: p.validResponse(call, impostor) });
+    await expect(refresh()).rejects.toSatisfy(
+      (error) => error instanceof JoinError && error.code === JoinErrorCode.AUTHORITY_CHANGED,
+    );
+
+    // Same key, another experiment: a pass for it must not replace this node's.
+    const moved = new TestAuthority("exp-elsewhere");
+    Object.assign(moved, { keyPair: platform.authority.keyPair });
+    platform.handler = (call, p) => ({ body: p.validResponse(call, moved) });
+    await expect(refresh()).rejects.toSatisfy(
+      (error) =>
+        error instanceof JoinError &&
+        error.code === JoinErrorCode.AUTHORITY_CHANGED &&
+        /exp-elsewhere/.test(error.message),
+    );
+  });
+});
