@@ -1,6 +1,7 @@
 export * from "./access-pass.ts";
 export * from "./body-digest.ts";
 export * from "./crypto-provider.ts";
+export * from "./dataset-manifest.ts";
 export { canonicalJson, equalBytes, fromBase64Url, toBase64Url } from "./encoding.ts";
 export * from "./errors.ts";
 export * from "./experiment-config.ts";

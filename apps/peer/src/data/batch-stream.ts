@@ -1,0 +1,123 @@
+import type { DatasetManifest, DatasetSplit, ExperimentConfig } from "@barnraise/protocol";
+import type { Batch } from "../models/batch.ts";
+import { DatasetError, DatasetErrorCode } from "./dataset-error.ts";
+import type { DatasetSource } from "./dataset-source.ts";
+import { toImageBatch } from "./image-batcher.ts";
+import { MaskedTokenBatcher } from "./masked-token-batcher.ts";
+import { decodeMnistShard } from "./mnist-decoder.ts";
+import { ShardStream } from "./shard-stream.ts";
+import { ShuffleBuffer, shuffled } from "./shuffle-buffer.ts";
+import { deriveSeed, SeededRandom } from "./seeded-random.ts";
+import { decodeTokenShard } from "./token-decoder.ts";
+
+/** Shards downloaded ahead of the one being read, unless the caller says otherwise. */
+export const DEFAULT_PREFETCH = 2;
+
+/** Options of `createBatchStream`. */
+export interface BatchStreamOptions {
+  readonly source: DatasetSource;
+  readonly split: DatasetSplit;
+  /** Rows per batch; the last "test" batch may be smaller. */
+  readonly batchSize: number;
+  /** This peer's seed (e.g. `seedFromString(peerId)`): shard order, shuffle buffer and masking. */
+  readonly seed: number;
+  readonly config: ExperimentConfig;
+  /** Shards downloaded ahead; defaults to DEFAULT_PREFETCH. */
+  readonly prefetch?: number;
+  /** Stops the stream and cancels pending downloads (as does `return()`). */
+  readonly signal?: AbortSignal;
+  /** A manifest already fetched from `source`; fetched on the first `next()` otherwise. */
+  readonly manifest?: DatasetManifest;
+}
+
+/** Seed streams, so shard order, shuffling and masking draw independent numbers from one seed. */
+const Stream = { shardOrder: 1, shuffle: 2, masking: 3 } as const;
+
+/**
+ * The batches a model preset trains on, read from the platform's shards: "train" is endless (shards
+ * in this peer's order, mixed through a shuffle buffer of `config.dataset.shuffleBufferSize`),
+ * "test" is one ordered pass. Shards download in the background while batches are consumed;
+ * `return()` or aborting `signal` releases the pending downloads. Fails with a DatasetError when
+ * the dataset does not fit the model (wrong format, vocabulary larger than the model's).
+ */
+export function createBatchStream(options: BatchStreamOptions): AsyncGenerator<Batch, void, undefined> {
+  if (!Number.isInteger(options.batchSize) || options.batchSize < 1) {
+    throw new RangeError(`batchSize must be a positive integer, got ${options.batchSize}`);
+  }
+  return batches(options);
+}
+
+async function* batches(options: BatchStreamOptions): AsyncGenerator<Batch, void, undefined> {
+  const { source, split, seed, config, signal } = options;
+  const manifest = options.manifest ?? (await source.manifest(signal));
+  if (manifest.name !== config.dataset.name) {
+    throw incompatible(
+      `the experiment trains on dataset ${config.dataset.name}, the source serves ${manifest.name}`,
+    );
+  }
+  const common = {
+    source,
+    manifest,
+    split,
+    seed: deriveSeed(seed, Stream.shardOrder),
+    prefetch: options.prefetch ?? DEFAULT_PREFETCH,
+    ...(signal === undefined ? {} : { signal }),
+  };
+  const model = config.model;
+  if (model.preset === "mnist-mlp") {
+    if (manifest.format !== "mnist-u8")
+      throw incompatible(`mnist-mlp needs mnist-u8 records, not ${manifest.format}`);
+    const stream = new ShardStream({
+      ...common,
+      decode: (bytes, shard) => decodeMnistShard(bytes, shard.file, shard.records),
+    });
+    for await (const rows of inBatches(mix(stream, options), options)) yield toImageBatch(rows);
+    return;
+  }
+  if (manifest.format !== "tokens-u16le")
+    throw incompatible(`${model.preset} needs tokens-u16le records, not ${manifest.format}`);
+  const { size: vocabSize, specialTokens } = manifest.vocabulary;
+  if (vocabSize > model.vocabSize) {
+    throw incompatible(
+      `the dataset's vocabulary has ${vocabSize} tokens but the model embeds only ${model.vocabSize}; ` +
+        `raise model.vocabSize or prepare the dataset with --vocab-size ${model.vocabSize}`,
+    );
+  }
+  const stream = new ShardStream({
+    ...common,
+    decode: (bytes, shard) =>
+      decodeTokenShard(bytes, shard.file, { vocabSize, specialTokens, expectedRecords: shard.records }),
+  });
+  const batcher = new MaskedTokenBatcher({
+    sequenceLength: model.maxSequenceLength,
+    maskProbability: model.maskProbability,
+    vocabSize,
+    specialTokens,
+    random: new SeededRandom(deriveSeed(seed, Stream.masking)),
+  });
+  for await (const rows of inBatches(mix(stream, options), options)) yield batcher.batch(rows);
+}
+
+/** Train records go through the shuffle buffer; test records keep their order. */
+function mix<T>(stream: ShardStream<T>, options: BatchStreamOptions): AsyncIterable<T> {
+  if (options.split === "test") return stream;
+  const random = new SeededRandom(deriveSeed(options.seed, Stream.shuffle));
+  return shuffled(stream, new ShuffleBuffer<T>(options.config.dataset.shuffleBufferSize, random));
+}
+
+/** Groups records into arrays of `batchSize`; a final short group is kept only for "test". */
+async function* inBatches<T>(records: AsyncIterable<T>, options: BatchStreamOptions): AsyncGenerator<T[]> {
+  let rows: T[] = [];
+  for await (const record of records) {
+    rows.push(record);
+    if (rows.length === options.batchSize) {
+      yield rows;
+      rows = [];
+    }
+  }
+  if (rows.length > 0 && options.split === "test") yield rows;
+}
+
+function incompatible(what: string): DatasetError {
+  return new DatasetError(DatasetErrorCode.INCOMPATIBLE, `dataset does not fit the experiment: ${what}`);
+}
