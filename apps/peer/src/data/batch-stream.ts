@@ -7,7 +7,7 @@ import { MaskedTokenBatcher } from "./masked-token-batcher.ts";
 import { decodeMnistShard } from "./mnist-decoder.ts";
 import { ShardStream } from "./shard-stream.ts";
 import { ShuffleBuffer, shuffled } from "./shuffle-buffer.ts";
-import { deriveSeed, SeededRandom } from "./seeded-random.ts";
+import { deriveSeed, SeededRandom } from "../seeded-random.ts";
 import { decodeTokenShard } from "./token-decoder.ts";
 
 /** Shards downloaded ahead of the one being read, unless the caller says otherwise. */
@@ -19,7 +19,7 @@ export interface BatchStreamOptions {
   readonly split: DatasetSplit;
   /** Rows per batch; the last "test" batch may be smaller. */
   readonly batchSize: number;
-  /** This peer's seed (e.g. `seedFromString(peerId)`): shard order, shuffle buffer and masking. */
+  /** This peer's seed (e.g. `hashName(peerId)`): shard order, shuffle buffer and masking. */
   readonly seed: number;
   readonly config: ExperimentConfig;
   /** Shards downloaded ahead; defaults to DEFAULT_PREFETCH. */

@@ -1,5 +1,5 @@
 import type { MaskedTokenBatch } from "../models/batch.ts";
-import type { SeededRandom } from "./seeded-random.ts";
+import type { SeededRandom } from "../seeded-random.ts";
 import type { SpecialTokens } from "./token-decoder.ts";
 
 /** Share of chosen positions replaced by [MASK]; of the rest, half get a random token, half stay. */
@@ -70,7 +70,7 @@ export class MaskedTokenBatcher {
     const { maskProbability, random } = this.#options;
     let chosen = 0;
     for (let i = start; i < start + count; i++) {
-      if (random.next() < maskProbability) {
+      if (random.nextFloat() < maskProbability) {
         this.#corrupt(inputIds, labels, i);
         chosen++;
       }
@@ -81,7 +81,7 @@ export class MaskedTokenBatcher {
   #corrupt(inputIds: Int32Array, labels: Int32Array, at: number): void {
     const { random, specialTokens, vocabSize } = this.#options;
     labels[at] = inputIds[at] ?? specialTokens.unk;
-    const roll = random.next();
+    const roll = random.nextFloat();
     if (roll < MASK_SHARE) {
       inputIds[at] = specialTokens.mask;
     } else if (roll < MASK_SHARE + RANDOM_SHARE) {

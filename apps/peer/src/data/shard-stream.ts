@@ -1,7 +1,7 @@
 import type { DatasetManifest, DatasetShard, DatasetSplit } from "@barnraise/protocol";
 import { DatasetError, DatasetErrorCode } from "./dataset-error.ts";
 import type { DatasetSource } from "./dataset-source.ts";
-import { deriveSeed, SeededRandom } from "./seeded-random.ts";
+import { deriveSeed, SeededRandom } from "../seeded-random.ts";
 
 /** Turns one downloaded, verified shard into its records. */
 export type ShardDecoder<T> = (bytes: Uint8Array, shard: DatasetShard) => readonly T[];

@@ -1,4 +1,4 @@
-import type { SeededRandom } from "./seeded-random.ts";
+import type { SeededRandom } from "../seeded-random.ts";
 
 /**
  * A fixed-size shuffle buffer (DeDLOC §3.3): records stream in shard by shard, so shuffling the

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { MaskedTokenBatcher } from "../../src/data/masked-token-batcher.ts";
-import { SeededRandom } from "../../src/data/seeded-random.ts";
+import { SeededRandom } from "../../src/seeded-random.ts";
 import { SPECIALS } from "./dataset-fixture.ts";
 
 const VOCAB = 1000;
@@ -20,7 +20,7 @@ function sentences(count: number, seed: number): Uint16Array[] {
   const random = new SeededRandom(seed);
   return Array.from({ length: count }, () =>
     Uint16Array.from({ length: 1 + random.int(30) }, () =>
-      random.next() < 0.05 ? SPECIALS.unk : 5 + random.int(VOCAB - 5),
+      random.nextFloat() < 0.05 ? SPECIALS.unk : 5 + random.int(VOCAB - 5),
     ),
   );
 }

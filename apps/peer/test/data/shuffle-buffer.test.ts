@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { SeededRandom } from "../../src/data/seeded-random.ts";
+import { SeededRandom } from "../../src/seeded-random.ts";
 import { ShuffleBuffer, shuffled } from "../../src/data/shuffle-buffer.ts";
 
 async function* count(n: number): AsyncGenerator<number> {

@@ -1,0 +1,96 @@
+import type { Batch, ImageBatch, MaskedTokenBatch } from "./batch.ts";
+import { ModelError, ModelErrorCode } from "./model-error.ts";
+
+/**
+ * Checks a minibatch before it reaches TF.js, which would otherwise accept out-of-range labels or
+ * token ids silently (a one-hot of label 12 is all zeros; a gather past the vocabulary reads
+ * garbage or throws deep inside a kernel). Batches come from shards other people uploaded, so a
+ * bad one must fail here, with a message that names the field.
+ */
+
+/** Pixels per MNIST image (28 × 28). */
+export const IMAGE_PIXELS = 784;
+/** Digit classes. */
+export const DIGIT_CLASSES = 10;
+
+/** Returns `batch` as an ImageBatch, or throws WRONG_BATCH_KIND / MALFORMED_BATCH. */
+export function checkImageBatch(batch: Batch): ImageBatch {
+  if (batch.kind !== "image") {
+    throw new ModelError(
+      ModelErrorCode.WRONG_BATCH_KIND,
+      `mnist-mlp trains on image batches, got a "${batch.kind}" batch: check the dataset in the config`,
+    );
+  }
+  checkSize(batch.size);
+  checkArray(batch.pixels, Float32Array, batch.size * IMAGE_PIXELS, "pixels");
+  checkArray(batch.labels, Int32Array, batch.size, "labels");
+  for (let i = 0; i < batch.labels.length; i++) {
+    const label = batch.labels[i] ?? -1;
+    if (label < 0 || label >= DIGIT_CLASSES) {
+      throw malformed(`labels[${i}] is ${label}; digit labels must be 0…${DIGIT_CLASSES - 1}`);
+    }
+  }
+  return batch;
+}
+
+/** Returns `batch` as a MaskedTokenBatch that fits the model, or throws WRONG_BATCH_KIND / MALFORMED_BATCH. */
+export function checkMaskedTokenBatch(
+  batch: Batch,
+  vocabSize: number,
+  maxSequenceLength: number,
+): MaskedTokenBatch {
+  if (batch.kind !== "masked-tokens") {
+    throw new ModelError(
+      ModelErrorCode.WRONG_BATCH_KIND,
+      `albert-mlm trains on masked-token batches, got a "${batch.kind}" batch: check the dataset in the config`,
+    );
+  }
+  checkSize(batch.size);
+  const length = batch.sequenceLength;
+  if (!Number.isSafeInteger(length) || length < 1 || length > maxSequenceLength) {
+    throw malformed(`sequenceLength is ${length}; the model takes 1…${maxSequenceLength} tokens`);
+  }
+  const cells = batch.size * length;
+  checkArray(batch.inputIds, Int32Array, cells, "inputIds");
+  checkArray(batch.labels, Int32Array, cells, "labels");
+  checkArray(batch.attentionMask, Float32Array, cells, "attentionMask");
+  for (let i = 0; i < cells; i++) {
+    const id = batch.inputIds[i] ?? -1;
+    if (id < 0 || id >= vocabSize) {
+      throw malformed(`inputIds[${i}] is ${id}; token ids must be 0…${vocabSize - 1}`);
+    }
+    const label = batch.labels[i] ?? 0;
+    if (label >= vocabSize) {
+      throw malformed(`labels[${i}] is ${label}; labels must be -1 or a token id below ${vocabSize}`);
+    }
+    const mask = batch.attentionMask[i];
+    if (mask !== 0 && mask !== 1) {
+      throw malformed(`attentionMask[${i}] is ${mask}; it must be 1 for tokens and 0 for padding`);
+    }
+  }
+  return batch;
+}
+
+function checkSize(size: number): void {
+  if (!Number.isSafeInteger(size) || size < 1) {
+    throw malformed(`batch size is ${size}; it must be a positive integer`);
+  }
+}
+
+function checkArray(
+  array: unknown,
+  type: Float32ArrayConstructor | Int32ArrayConstructor,
+  length: number,
+  field: string,
+): void {
+  if (!(array instanceof type)) {
+    throw malformed(`${field} must be a ${type.name}`);
+  }
+  if (array.length !== length) {
+    throw malformed(`${field} has ${array.length} elements, expected ${length}`);
+  }
+}
+
+function malformed(message: string): ModelError {
+  return new ModelError(ModelErrorCode.MALFORMED_BATCH, message);
+}
