@@ -26,13 +26,9 @@ export const peerPublicKeySchema = z
 
 export const joinRequestSchema = z
   .strictObject({
-    token: z
-      .string()
-      .min(1)
-      .max(256)
-      .meta({
-        description: "A peer token (brp_…); on the experiment-scoped route it must belong to that experiment",
-      }),
+    token: z.string().min(1).max(256).meta({
+      description: "A peer token (brp_…); on the experiment-scoped route it must belong to that experiment",
+    }),
     publicKey: peerPublicKeySchema,
   })
   .meta({ id: "JoinRequest" });
