@@ -2,6 +2,7 @@
  * Retrying with exponential backoff for downloads: transient failures (network errors, 5xx) are
  * tried again a few times; the caller decides which errors are transient.
  */
+import { abortableSleep } from "@barnraise/swarm";
 
 /** How often and how patiently to retry. */
 export interface RetryPolicy {
@@ -47,28 +48,9 @@ export async function withRetry<T>(
       if (attempt >= attempts) throw new RetriesExhausted(attempt, error);
       const delay = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1));
       // Jitter spreads the retries of many peers hitting one server after an outage.
-      await sleep(delay * (0.5 + Math.random() / 2), signal);
+      await abortableSleep(delay * (0.5 + Math.random() / 2), signal);
     }
   }
-}
-
-/** Waits `ms` milliseconds, or rejects with the signal's reason when it aborts first. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted === true) {
-      reject(signal.reason as Error);
-      return;
-    }
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal?.reason as Error);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 /** A one-line description of an error, with its cause when there is one. */
