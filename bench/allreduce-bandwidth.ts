@@ -33,7 +33,9 @@
  * connection holds more than a few seconds of data (e.g. P = 4 Mi elements at 20 Mbit/s, n = 4).
  */
 import { parseArgs } from "node:util";
+import { payloadBytesPerSecond, TCP_GOODPUT_PER_RATE } from "../packages/netlab/src/index.ts";
 import {
+  benchConfig,
   firstLine,
   log,
   median,
@@ -44,8 +46,6 @@ import {
   type NetCounters,
   type RoundReport,
 } from "./support/allreduce-peer.ts";
-
-const GOODPUT_PER_RATE = 1448 / 1514;
 
 const { values: flags } = parseArgs({
   options: {
@@ -113,7 +113,7 @@ async function run(row: Row): Promise<void> {
       ),
     );
     log(`  TCP congestion control in the lab: ${await useCongestionControl(hosts, flags.cc)}`);
-    const bytesPerSecond = (mbit * 1e6 * GOODPUT_PER_RATE) / 8;
+    const bytesPerSecond = payloadBytesPerSecond(mbit);
     const group = await PeerGroup.launch(
       hosts.map((host, i) => ({
         host,
@@ -122,19 +122,13 @@ async function run(row: Row): Promise<void> {
       })),
       {
         elements,
-        config: {
-          training: { targetBatchSize: 1_000_000 },
-          compression: { method: "none" },
-          averaging: {
-            maxGroupSize: Math.max(2, n),
-            matchmakingTimeoutMs: 60_000,
-            // Generous, but short enough that a stuck round fails instead of hanging the bench.
-            allreduceTimeoutMs: Math.round(Math.max(60, 5 * lowerBound(n, mbit)) * 1000),
-            chunkSizeBytes: chunkKib * 1024,
-            chunksInFlight,
-            loadBalancing,
-          },
-        },
+        config: benchConfig({
+          maxGroupSize: Math.max(2, n),
+          modelSeconds: lowerBound(n, mbit),
+          chunkKib,
+          chunksInFlight,
+          loadBalancing,
+        }),
         log,
         keepSlowConnections: flags["keep-slow-connections"],
       },
@@ -216,7 +210,7 @@ const rows = results.map(({ n, mbit, timed, failures, stopped }) => {
     seconds.length === 0 ? "-" : `${Math.min(...seconds).toFixed(2)}–${Math.max(...seconds).toFixed(2)}`,
     bound.toFixed(2),
     (measured / bound).toFixed(3),
-    (measured / (bound / GOODPUT_PER_RATE)).toFixed(3),
+    (measured / (bound / TCP_GOODPUT_PER_RATE)).toFixed(3),
     median(timed.map((r) => r.startSpreadSeconds * 1000)).toFixed(0),
     median(timed.map((r) => r.peerCpuCores)).toFixed(2),
     `${(median(timed.map((r) => r.machineBusy)) * 100).toFixed(0)}%`,

@@ -37,7 +37,9 @@ import {
   uniformPartFractions,
   type MemberCapacity,
 } from "../packages/swarm/src/averaging/load-balancing.ts";
+import { payloadBytesPerSecond } from "../packages/netlab/src/index.ts";
 import {
+  benchConfig,
   linkTrace,
   PeerGroup,
   useCongestionControl,
@@ -47,8 +49,6 @@ import {
   withLab,
   type RoundReport,
 } from "./support/allreduce-peer.ts";
-
-const GOODPUT_PER_RATE = 1448 / 1514;
 
 const { values: flags } = parseArgs({
   options: {
@@ -99,8 +99,6 @@ const SETUPS: Record<string, Setup> = {
   },
 };
 
-const bytesPerSecond = (mbit: number): number => (mbit * 1e6 * GOODPUT_PER_RATE) / 8;
-
 interface Outcome {
   setup: Setup;
   uniform: RoundReport[];
@@ -114,8 +112,8 @@ interface Outcome {
 async function modelSeconds(rates: readonly number[]): Promise<{ uniform: number; balanced: number }> {
   const members: MemberCapacity[] = rates.map((mbit, i) => ({
     peerId: `p${String(i).padStart(2, "0")}`,
-    uploadBytesPerSecond: bytesPerSecond(mbit),
-    downloadBytesPerSecond: bytesPerSecond(mbit),
+    uploadBytesPerSecond: payloadBytesPerSecond(mbit),
+    downloadBytesPerSecond: payloadBytesPerSecond(mbit),
     canReduce: true,
     sends: true,
   }));
@@ -152,7 +150,7 @@ async function run(setup: Setup, model: Outcome["model"], partial: { outcome?: O
     log(`  TCP congestion control in the lab: ${await useCongestionControl(hosts, flags.cc)}`);
     const group = await PeerGroup.launch(
       hosts.map((host, i) => {
-        const rate = bytesPerSecond(setup.rates[i] ?? slowMbit);
+        const rate = payloadBytesPerSecond(setup.rates[i] ?? slowMbit);
         return {
           host,
           bandwidth: { uploadBytesPerSecond: rate, downloadBytesPerSecond: rate },
@@ -161,17 +159,7 @@ async function run(setup: Setup, model: Outcome["model"], partial: { outcome?: O
       }),
       {
         elements,
-        config: {
-          training: { targetBatchSize: 1_000_000 },
-          compression: { method: "none" },
-          averaging: {
-            maxGroupSize: 32,
-            matchmakingTimeoutMs: 60_000,
-            allreduceTimeoutMs: Math.round(Math.max(60, 5 * model.uniform) * 1000),
-            chunkSizeBytes: chunkKib * 1024,
-            chunksInFlight,
-          },
-        },
+        config: benchConfig({ maxGroupSize: 32, modelSeconds: model.uniform, chunkKib, chunksInFlight }),
         log,
         keepSlowConnections: flags["keep-slow-connections"],
       },

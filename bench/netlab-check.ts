@@ -20,6 +20,7 @@ import {
   netemAvailable,
   netlabAvailable,
   tbfParameters,
+  TCP_GOODPUT_PER_RATE,
   watchJsonLines,
   type Host,
 } from "../packages/netlab/src/index.ts";
@@ -27,7 +28,6 @@ import {
 const PORT = 5201;
 const ECHO_PORT = 5202;
 const WARMUP_MS = 1000;
-const GOODPUT_PER_RATE = 1448 / 1514;
 
 // ---------------------------------------------------------------- roles run inside the namespaces
 
@@ -208,7 +208,7 @@ async function main(): Promise<void> {
     if (h8 !== undefined && h40 !== undefined && h200 !== undefined) {
       row(`2 flows  ${h8.name}+${h40.name} → ${h200.name}`, 8, await transfer([h8, h40], h200, seconds));
       row(`2 flows  hub+${h8.name} → ${h40.name} (both)`, 200, await transfer([hub, h8], h40, seconds));
-      console.log(`best possible ratio for TCP: ${GOODPUT_PER_RATE.toFixed(3)} (headers)`);
+      console.log(`best possible ratio for TCP: ${TCP_GOODPUT_PER_RATE.toFixed(3)} (headers)`);
       for (const rate of [8, 40, 200]) {
         const tbf = tbfParameters({ rateMbit: rate });
         console.log(`  tbf at ${rate} Mbit/s: burst ${tbf.burstBytes} B, limit ${tbf.limitBytes} B`);

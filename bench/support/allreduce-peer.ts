@@ -373,6 +373,32 @@ export function firstLine(error: unknown): string {
 }
 
 /** One peer to launch: its host and what it tells the load balancer about its link. */
+/**
+ * The experiment config both all-reduce benchmarks run: no compression, one all-reduce of the whole
+ * group, and a round deadline of five times the modelled time (at least a minute), generous but
+ * short enough that a stuck round fails instead of hanging the bench.
+ */
+export function benchConfig(options: {
+  maxGroupSize: number;
+  modelSeconds: number;
+  chunkKib: number;
+  chunksInFlight: number;
+  loadBalancing?: boolean;
+}): ExperimentConfigInput {
+  return {
+    training: { targetBatchSize: 1_000_000 },
+    compression: { method: "none" },
+    averaging: {
+      maxGroupSize: options.maxGroupSize,
+      matchmakingTimeoutMs: 60_000,
+      allreduceTimeoutMs: Math.round(Math.max(60, 5 * options.modelSeconds) * 1000),
+      chunkSizeBytes: options.chunkKib * 1024,
+      chunksInFlight: options.chunksInFlight,
+      ...(options.loadBalancing === undefined ? {} : { loadBalancing: options.loadBalancing }),
+    },
+  };
+}
+
 export interface PeerLaunch {
   host: Host;
   bandwidth: { uploadBytesPerSecond: number; downloadBytesPerSecond: number };

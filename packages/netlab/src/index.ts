@@ -10,4 +10,11 @@ export { netlabAvailable, netemAvailable, type NetLabAvailability } from "./avai
 export { NetLabError, NetLabErrorCode } from "./errors.ts";
 export type { ProcessResult } from "./run-command.ts";
 export { waitForExit, watchJsonLines, type ChildOutcome, type JsonLineWatch } from "./child-output.ts";
-export { shapingCommands, tbfParameters, type LinkShape, type TbfParameters } from "./tc-shaping.ts";
+export {
+  payloadBytesPerSecond,
+  shapingCommands,
+  tbfParameters,
+  TCP_GOODPUT_PER_RATE,
+  type LinkShape,
+  type TbfParameters,
+} from "./tc-shaping.ts";

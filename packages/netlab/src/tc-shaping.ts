@@ -114,3 +114,14 @@ export function shapingCommands(device: string, shape: LinkShape): string[][] {
     ? [netem]
     : [netem, tbf(["qdisc", "replace", "dev", device, "parent", "1:1", "handle", "10:"])];
 }
+
+/**
+ * The best payload share one TCP flow gets from a tbf-shaped Ethernet link: 1448 payload bytes in
+ * each 1514-byte frame (Ethernet, IP and TCP headers with timestamps), ≈ 0.956.
+ */
+export const TCP_GOODPUT_PER_RATE = 1448 / 1514;
+
+/** Payload bytes per second one TCP flow can carry over a link shaped to `mbit` Mbit/s. */
+export function payloadBytesPerSecond(mbit: number): number {
+  return (mbit * 1e6 * TCP_GOODPUT_PER_RATE) / 8;
+}
