@@ -48,8 +48,6 @@ export class Averager {
   readonly #options: AveragerOptions;
   #gridIndex: number[] | undefined;
   #bytesAggregated = 0;
-  /** Failed attempts per epoch: a retry matches under a fresh key, never the failed group's. */
-  readonly #attempts = new Map<number, number>();
 
   constructor(options: AveragerOptions) {
     this.#options = options;
@@ -60,29 +58,22 @@ export class Averager {
     return this.#bytesAggregated;
   }
 
-  async average(
+  average(
     epoch: number,
     vector: Float32Array,
     weight: number,
     signal?: AbortSignal,
   ): Promise<AverageOutcome> {
-    const attempt = this.#attempts.get(epoch) ?? 0;
     if (this.#options.swarmSize() <= 1 && this.#options.mode !== "aux") {
       // Alone in the swarm: the average of one is its own vector, so a lone volunteer still trains.
-      return { vector: vector.slice(), groupSize: 1, totalWeight: weight, rounds: 0 };
+      return Promise.resolve({ vector: vector.slice(), groupSize: 1, totalWeight: weight, rounds: 0 });
     }
-    try {
-      return await this.#average(epoch, attempt, vector, weight, signal);
-    } catch (error) {
-      this.#attempts.set(epoch, attempt + 1);
-      for (const known of this.#attempts.keys()) if (known < epoch - 2) this.#attempts.delete(known);
-      throw error;
-    }
+    // A retry uses the same keys: matchmaking gives a peer that asks again a new group.
+    return this.#average(epoch, vector, weight, signal);
   }
 
   async #average(
     epoch: number,
-    attempt: number,
     vector: Float32Array,
     weight: number,
     signal?: AbortSignal,
@@ -98,7 +89,7 @@ export class Averager {
     let currentWeight = weight;
     let groupSize = 1;
     for (let round = 0; round < dimensions; round += 1) {
-      const key = groupKey(epoch, round, this.#gridIndex) + (attempt > 0 ? `a${attempt}` : "");
+      const key = groupKey(epoch, round, this.#gridIndex);
       const group = await this.#options.matchmaking.form(
         key,
         { mode, weight: currentWeight, ...bandwidth },

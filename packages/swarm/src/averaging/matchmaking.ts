@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { z } from "zod";
 import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
@@ -32,7 +32,12 @@ const keySchema = z.string().min(1).max(200);
 
 export const matchmakingMethod = defineMethod({
   name: "matchmaking",
-  request: z.strictObject({ key: keySchema, offer: offerSchema }),
+  request: z.strictObject({
+    key: keySchema,
+    offer: offerSchema,
+    /** The group this peer already got for `key` and is retrying after: never hand it out again. */
+    exclude: z.string().max(300).optional(),
+  }),
   response: z.discriminatedUnion("status", [
     z.strictObject({
       status: z.literal("formed"),
@@ -83,6 +88,8 @@ export class Matchmaking {
   readonly #options: MatchmakingOptions;
   readonly #gatherings = new Map<string, Gathering>();
   readonly #recent = new Map<string, FormedGroup>();
+  /** The last group this peer got per key, so that a retry asks for a new one. */
+  readonly #tried = new Map<string, string>();
 
   constructor(options: MatchmakingOptions) {
     this.#options = options;
@@ -90,7 +97,7 @@ export class Matchmaking {
 
   start(): void {
     this.#options.rpc.handle(matchmakingMethod, async (incoming) => {
-      const { key, offer } = incoming.head;
+      const { key, offer, exclude } = incoming.head;
       const peer = incoming.from.peerId;
       if (offer.mode === "aux" && incoming.from.pass.role !== "aux") {
         throw new SwarmError(SwarmErrorCode.UNAUTHORIZED_PEER, "only aux passes may join in aux mode");
@@ -100,7 +107,7 @@ export class Matchmaking {
         await incoming.respond({ status: "redirect", leader });
         return;
       }
-      const group = await this.#join(key, { ...offer, peerId: peer }, incoming.signal);
+      const group = await this.#join(key, { ...offer, peerId: peer }, exclude, incoming.signal);
       await incoming.respond({ status: "formed", groupId: group.groupId, members: [...group.members] });
     });
   }
@@ -110,9 +117,24 @@ export class Matchmaking {
     for (const gathering of this.#gatherings.values()) this.#close(gathering);
   }
 
-  /** Joins (or leads) the group for `key`; rejects with NO_GROUP when nobody else came. */
+  /**
+   * Joins (or leads) the group for `key`; rejects with NO_GROUP when nobody else came. Calling it
+   * again for the same key (a retry after a failed round or an empty group) joins a new group,
+   * under the same key, so peers meet again whatever they went through before.
+   */
   async form(key: string, offer: MemberOffer, signal?: AbortSignal): Promise<FormedGroup> {
+    const group = await this.#form(key, offer, signal);
+    this.#tried.set(key, group.groupId);
+    if (this.#tried.size > 64) this.#tried.delete(this.#tried.keys().next().value ?? key);
+    if (group.members.length < 2) {
+      throw new SwarmError(SwarmErrorCode.NO_GROUP, `no group formed for ${key}`);
+    }
+    return group;
+  }
+
+  async #form(key: string, offer: MemberOffer, signal?: AbortSignal): Promise<FormedGroup> {
     const self = this.#options.rpc.peerId;
+    const exclude = this.#tried.get(key);
     const skipped = new Set<PeerIdString>();
     const deadline = (this.#options.now ?? Date.now)() + this.#options.timeoutMs;
     const selfCanLead = offer.mode !== "client";
@@ -120,7 +142,7 @@ export class Matchmaking {
     let group: FormedGroup | undefined;
     for (let hops = 0; group === undefined && hops < 8; hops += 1) {
       if (leader === self) {
-        group = await this.#join(key, { ...offer, peerId: self }, signal);
+        group = await this.#join(key, { ...offer, peerId: self }, exclude, signal);
         break;
       }
       try {
@@ -128,7 +150,7 @@ export class Matchmaking {
         const answer = await this.#options.rpc.request(
           leader,
           matchmakingMethod,
-          { key, offer },
+          exclude === undefined ? { key, offer } : { key, offer, exclude },
           {
             timeoutMs: remaining + 5_000,
             ...(signal === undefined ? {} : { signal }),
@@ -151,11 +173,7 @@ export class Matchmaking {
         leader = this.#leaderFor(skipped, selfCanLead);
       }
     }
-    if (
-      group === undefined ||
-      group.members.length < 2 ||
-      !group.members.some((member) => member.peerId === self)
-    ) {
+    if (group === undefined || !group.members.some((member) => member.peerId === self)) {
       throw new SwarmError(SwarmErrorCode.NO_GROUP, `no group formed for ${key}`);
     }
     return group;
@@ -173,9 +191,22 @@ export class Matchmaking {
     return leader;
   }
 
-  async #join(key: string, member: FormedMember, signal?: AbortSignal): Promise<FormedGroup> {
+  async #join(
+    key: string,
+    member: FormedMember,
+    exclude: string | undefined,
+    signal?: AbortSignal,
+  ): Promise<FormedGroup> {
+    // A member asking again (its answer was lost) gets the group it is in; one retrying after that
+    // group failed gets a new one.
     const recent = this.#recent.get(key);
-    if (recent?.members.some((known) => known.peerId === member.peerId)) return recent;
+    if (
+      recent !== undefined &&
+      recent.groupId !== exclude &&
+      recent.members.some((known) => known.peerId === member.peerId)
+    ) {
+      return recent;
+    }
     let gathering = this.#gatherings.get(key);
     if (gathering === undefined || gathering.closed) {
       const formed = Promise.withResolvers<FormedGroup>();
@@ -223,8 +254,10 @@ export class Matchmaking {
     const digest = createHash("sha256")
       .update(members.map((member) => member.peerId).join(","))
       .digest("base64url");
+    // The nonce makes every gathering's group distinct, even one of the same members under the same
+    // key (a retry), so an all-reduce never mistakes it for the round that failed.
     const group: FormedGroup = {
-      groupId: `${gathering.key}/${digest.slice(0, 16)}`,
+      groupId: `${gathering.key}/${digest.slice(0, 16)}/${randomBytes(6).toString("base64url")}`,
       members,
       leader: this.#options.rpc.peerId,
       fractions: [],

@@ -1,0 +1,79 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { SwarmErrorCode } from "../../src/errors.ts";
+import { Matchmaking, type MemberOffer } from "../../src/averaging/matchmaking.ts";
+import { MemoryRpcNetwork } from "../support/memory-rpc.ts";
+import { silentLogger } from "../support/swarm-fixtures.ts";
+
+/** Matchmaking over the in-memory rpc: who leads, who is waited for, and how retries meet again. */
+
+const offer: MemberOffer = {
+  mode: "node",
+  weight: 10,
+  uploadBytesPerSecond: 1e6,
+  downloadBytesPerSecond: 1e6,
+};
+
+const started: Matchmaking[] = [];
+afterEach(() => {
+  for (const matchmaking of started.splice(0)) matchmaking.stop();
+});
+
+/** Peers "a" (the leader: lowest id) and "b"; `expected` is what each one's progress says. */
+function pair(expected: { a: string[]; b: string[] }, timeoutMs = 300) {
+  const network = new MemoryRpcNetwork();
+  const make = (self: "a" | "b", other: "a" | "b") => {
+    const matchmaking = new Matchmaking({
+      rpc: network.add(self),
+      logger: silentLogger,
+      leaders: () => [other],
+      expected: () => expected[self],
+      maxGroupSize: 16,
+      timeoutMs,
+    });
+    matchmaking.start();
+    started.push(matchmaking);
+    return matchmaking;
+  };
+  return { a: make("a", "b"), b: make("b", "a") };
+}
+
+describe("Matchmaking", () => {
+  it("forms one group for everyone expected, with the same id and members on each side", async () => {
+    const { a, b } = pair({ a: ["b"], b: ["a"] }, 5_000);
+    const [ga, gb] = await Promise.all([a.form("e3/r0/", offer), b.form("e3/r0/", offer)]);
+    expect(ga.groupId).toBe(gb.groupId);
+    expect(ga.members.map((m) => m.peerId)).toEqual(["a", "b"]);
+    expect(gb.members.map((m) => m.peerId)).toEqual(["a", "b"]);
+  });
+
+  it("lets a peer that found nobody retry under the same key and meet a newcomer", async () => {
+    // The leader tried alone (the other peer was still catching up), then both ask for the key.
+    const expected = { a: [] as string[], b: ["a"] };
+    const { a, b } = pair(expected);
+    await expect(a.form("e7/r0/", offer)).rejects.toMatchObject({ code: SwarmErrorCode.NO_GROUP });
+    expected.a = ["b"]; // b has caught up: its progress is at the epoch now
+    const [ga, gb] = await Promise.all([a.form("e7/r0/", offer), b.form("e7/r0/", offer)]);
+    expect(ga.groupId).toBe(gb.groupId);
+    expect(ga.members).toHaveLength(2);
+  });
+
+  it("the same holds when the follower is the one who found nobody first", async () => {
+    const expected = { a: [] as string[], b: [] as string[] };
+    const { a, b } = pair(expected);
+    await expect(b.form("e7/r0/", offer)).rejects.toMatchObject({ code: SwarmErrorCode.NO_GROUP });
+    expected.a = ["b"];
+    const [ga, gb] = await Promise.all([a.form("e7/r0/", offer), b.form("e7/r0/", offer)]);
+    expect(gb.groupId).toBe(ga.groupId);
+    expect(gb.members).toHaveLength(2);
+  });
+
+  it("gives members retrying after a failed round a new group of their own", async () => {
+    const { a, b } = pair({ a: ["b"], b: ["a"] }, 5_000);
+    const [first] = await Promise.all([a.form("e1/r0/", offer), b.form("e1/r0/", offer)]);
+    // Their all-reduce failed; both ask again for the same key.
+    const [ra, rb] = await Promise.all([a.form("e1/r0/", offer), b.form("e1/r0/", offer)]);
+    expect(ra.groupId).toBe(rb.groupId);
+    expect(ra.groupId).not.toBe(first.groupId);
+    expect(ra.members.map((m) => m.peerId)).toEqual(["a", "b"]);
+  });
+});
