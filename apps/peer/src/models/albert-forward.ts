@@ -1,7 +1,7 @@
 import * as tf from "@tensorflow/tfjs-core";
 import type { AlbertMlmConfig } from "./albert-parameters.ts";
 import type { MaskedTokenBatch } from "./batch.ts";
-import { dense, gelu, layerNorm, maybeDropout } from "./layer-ops.ts";
+import { dense, gatherRows, gelu, layerNorm, maybeDropout } from "./layer-ops.ts";
 import { SeededRandom } from "../seeded-random.ts";
 
 /** Looks a parameter up by its layout name (see `albertParameterSpecs`). */
@@ -49,7 +49,7 @@ export function albertMaskedLogits(
 
   // Factorized embedding: token (V×E) + position, LayerNorm, dropout, then project E → H.
   const word = parameter("embeddings.word");
-  const tokens = tf.reshape(tf.gather(word, tf.tensor1d(batch.inputIds, "int32")), [B, T, E]);
+  const tokens = tf.reshape(gatherRows(word as tf.Tensor2D, batch.inputIds), [B, T, E]);
   const positions = tf.slice(parameter("embeddings.position"), [0, 0], [T, E]);
   let embedded = tf.reshape<tf.Rank.R2>(tf.add(tokens, positions), [B * T, E]);
   embedded = drop(layerNorm(embedded, parameter("embeddings.norm.gain"), parameter("embeddings.norm.bias")));
@@ -66,7 +66,7 @@ export function albertMaskedLogits(
   }
 
   // MLM head on the masked cells: dense H → E, GELU, LayerNorm, then the tied projection E → V.
-  const picked = tf.gather(hidden, tf.tensor1d(rows, "int32"));
+  const picked = gatherRows(hidden, rows);
   const head = layerNorm(
     gelu(dense(picked, parameter("mlm.dense.kernel"), parameter("mlm.dense.bias"))),
     parameter("mlm.norm.gain"),

@@ -6,6 +6,34 @@ import * as tf from "@tensorflow/tfjs-core";
  * 2-D tensors `[rows, features]`, and allocate intermediates: call them inside `tf.tidy`.
  */
 
+/**
+ * Rows `indices` of `params` (`tf.gather` along axis 0), differentiable on every backend. TF.js's
+ * own gradient of gather is an UnsortedSegmentSum, which the WebAssembly backend does not have;
+ * this one scatters the incoming gradient back with ScatterNd, which sums the rows of repeated
+ * indices just the same (a token that occurs twice gets both gradients).
+ */
+export function gatherRows(params: tf.Tensor2D, indices: Int32Array): tf.Tensor2D {
+  // customGrad passes the inputs and then the save function in one rest parameter.
+  const gather = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+    const [input, save] = args;
+    if (!(input instanceof tf.Tensor) || typeof save !== "function") {
+      throw new TypeError("gatherRows: customGrad called with unexpected arguments");
+    }
+    const positions = tf.tensor1d(indices, "int32");
+    // Saved, so the backward pass still has the indices after the forward pass's scope is gone.
+    save([positions]);
+    return {
+      value: tf.gather(input, positions),
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+        const [kept] = saved;
+        if (kept === undefined) throw new Error("gatherRows: the saved indices are missing");
+        return tf.scatterND(tf.expandDims(kept, 1), dy, input.shape);
+      },
+    };
+  });
+  return gather(params) as tf.Tensor2D;
+}
+
 /** Activation functions a config may name. */
 export type ActivationName = "relu" | "gelu" | "tanh";
 
