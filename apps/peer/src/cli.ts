@@ -1,14 +1,287 @@
 #!/usr/bin/env node
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { nodeCli, processIo } from "@barnraise/swarm";
+import { parseArgs } from "node:util";
+import {
+  ExitCode,
+  IdentityFileError,
+  PrivateFileError,
+  JoinError,
+  JoinErrorCode,
+  nodeCli,
+  processIo,
+  type CommandIo,
+} from "@barnraise/swarm";
+import * as tf from "@tensorflow/tfjs-core";
+import { isDatasetError } from "./data/dataset-error.ts";
+import { runPeer } from "./run-peer.ts";
+import { BackendUnavailableError, parseBackendChoice, type BackendChoice } from "./tf/backend.ts";
+import { TrainingAbortedError } from "./training/trainer.ts";
+import { createReporter, parseLogLevel } from "./ui/create-reporter.ts";
+import type { Reporter } from "./ui/peer-status.ts";
 
-/** Exit codes: 0 success, 1 failure, 64 bad usage (EX_USAGE). */
-export const main = nodeCli({
-  program: "barnraise-peer",
-  defaultIdentityPath: join(homedir(), ".barnraise", "peer", "identity.json"),
-});
+const program = "barnraise-peer";
+const home = join(homedir(), ".barnraise", "peer");
+const defaultIdentityPath = join(home, "identity.json");
+const defaultDataDir = join(home, "data");
+
+/**
+ * Exit codes, one per failure a volunteer can act on. 0 also covers a clean Ctrl-C; a second
+ * Ctrl-C exits with 130 like any interrupted program.
+ */
+export const PeerExitCode = {
+  ...ExitCode,
+  badToken: 10,
+  notAllowlisted: 11,
+  banned: 12,
+  /** The pass, the config or the authority key did not verify: the answer was not the platform's. */
+  tampered: 13,
+  backendUnavailable: 14,
+  dataset: 15,
+  interrupted: 130,
+} as const;
+
+const usage = `Usage: ${program} --server URL --token TOKEN [options]
+       ${program} identity [--identity FILE]
+
+Joins a Barnraise experiment with your peer token and trains it together with the other volunteers.
+
+Options:
+  --server URL          the platform, e.g. https://barnraise.example.org  (or BARNRAISE_SERVER)
+  --token TOKEN         your peer token, shown once on the experiment's page  (or BARNRAISE_TOKEN,
+                        which keeps it out of the process list)
+  --backend NAME        auto (default), gpu, node, wasm or cpu
+  --batch-size N|auto   per-step minibatch on this machine (default: the experiment's setting)
+  --data-dir DIR        where verified dataset shards are cached (default: ${defaultDataDir})
+  --identity FILE       this node's key (default: ${defaultIdentityPath})
+  --client              behind NAT: only dial out, never accept connections
+  --listen MULTIADDR    listen address (repeatable; default: TCP on a free port)
+  --peer MULTIADDR      also join through this peer (repeatable)
+  --json                JSON log lines on stdout, even on a terminal
+  --log-level LEVEL     debug, info (default), warn or error
+  -h, --help            show this help
+
+Ctrl-C finishes the averaging round in flight and leaves the swarm; press it twice to quit at once.
+
+Exit codes: 0 done or stopped, 1 failure, 10 bad or revoked token, 11 not on the allowlist,
+12 banned, 13 pass or config failed verification, 14 backend unavailable, 15 dataset unusable,
+64 bad usage, 130 interrupted.`;
+
+export interface PeerCliEnvironment {
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly io: CommandIo;
+  /** Where the reporter writes; process streams in production. */
+  readonly stdout: NodeJS.WritableStream & { isTTY?: boolean };
+  readonly stderr: NodeJS.WritableStream & { isTTY?: boolean };
+  /** Graceful and hard stop; wired to SIGINT/SIGTERM by the entry point. */
+  readonly stopSignal: AbortSignal;
+  readonly abortSignal: AbortSignal;
+  readonly startedAt?: number;
+}
+
+/** `barnraise-peer` without the process: parses `argv`, runs the peer, returns the exit code. */
+export async function main(argv: readonly string[], environment: PeerCliEnvironment): Promise<number> {
+  const { io, env } = environment;
+  if (argv[0] === "identity") {
+    return nodeCli({ program, defaultIdentityPath })(argv, io);
+  }
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: [...argv],
+      allowPositionals: false,
+      options: {
+        server: { type: "string" },
+        token: { type: "string" },
+        backend: { type: "string", default: "auto" },
+        "batch-size": { type: "string" },
+        "data-dir": { type: "string", default: defaultDataDir },
+        identity: { type: "string", default: defaultIdentityPath },
+        client: { type: "boolean", default: false },
+        listen: { type: "string", multiple: true, default: [] },
+        peer: { type: "string", multiple: true, default: [] },
+        json: { type: "boolean", default: false },
+        "log-level": { type: "string", default: "info" },
+        help: { type: "boolean", short: "h", default: false },
+      },
+    }));
+  } catch (error) {
+    return usageError(io, (error as Error).message);
+  }
+  if (values.help) {
+    io.out(usage);
+    return PeerExitCode.ok;
+  }
+
+  const serverText = values.server ?? env.BARNRAISE_SERVER;
+  const token = values.token ?? env.BARNRAISE_TOKEN;
+  if (serverText === undefined || serverText === "") return usageError(io, "--server is required");
+  if (token === undefined || token.trim() === "") return usageError(io, "--token is required");
+  let server: URL;
+  try {
+    server = new URL(serverText);
+  } catch {
+    return usageError(io, `--server ${JSON.stringify(serverText)} is not a URL`);
+  }
+  if (server.protocol !== "https:" && server.protocol !== "http:") {
+    return usageError(io, `--server must be an http(s) URL, not ${server.protocol}`);
+  }
+  let backend: BackendChoice;
+  let batchSize: number | "auto" | undefined;
+  let logLevel;
+  try {
+    backend = parseBackendChoice(values.backend);
+    batchSize = parseBatchSize(values["batch-size"]);
+    logLevel = parseLogLevel(values["log-level"]);
+  } catch (error) {
+    return usageError(io, (error as Error).message);
+  }
+
+  // Production mode: no debug checks, and no "install tfjs-node" banner from the pure-JS backend
+  // (the start-up report already says which backend runs and why the faster ones did not load).
+  tf.enableProdMode();
+  const reporter = createReporter({
+    stdout: environment.stdout,
+    stderr: environment.stderr,
+    json: values.json,
+    logLevel,
+  });
+  const onStop = () => {
+    reporter.log(
+      "info",
+      "stopping (an averaging round in flight is finished first); press Ctrl-C again to quit now",
+    );
+  };
+  environment.stopSignal.addEventListener("abort", onStop, { once: true });
+  try {
+    const result = await runPeer({
+      server,
+      token,
+      identityPath: values.identity,
+      dataDir: values["data-dir"],
+      backend,
+      batchSize,
+      mode: values.client ? "client" : "node",
+      listen: values.listen,
+      peers: values.peer,
+      reporter,
+      stopSignal: environment.stopSignal,
+      abortSignal: environment.abortSignal,
+      ...(environment.startedAt === undefined ? {} : { startedAt: environment.startedAt }),
+    });
+    reporter.log("info", "goodbye", {
+      step: result.train.step,
+      samplesContributed: result.train.samplesContributed,
+    });
+    return PeerExitCode.ok;
+  } catch (error) {
+    return reportFailure(reporter, error, environment);
+  } finally {
+    environment.stopSignal.removeEventListener("abort", onStop);
+    reporter.close();
+  }
+}
+
+function parseBatchSize(text: string | undefined): number | "auto" | undefined {
+  if (text === undefined) return undefined;
+  if (text.trim().toLowerCase() === "auto") return "auto";
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 1 || value > 65_536) {
+    throw new RangeError(
+      `--batch-size must be "auto" or an integer from 1 to 65536, got ${JSON.stringify(text)}`,
+    );
+  }
+  return value;
+}
+
+function usageError(io: CommandIo, message: string): number {
+  io.err(`error: ${message}`);
+  io.err(`Run ${program} --help for the options.`);
+  return PeerExitCode.usage;
+}
+
+/** Says what went wrong in the volunteer's terms and picks the exit code. */
+function reportFailure(
+  reporter: Reporter,
+  error: unknown,
+  signals: Pick<PeerCliEnvironment, "stopSignal" | "abortSignal">,
+): number {
+  // A stop before training began cancels the start-up (join retries, downloads) mid-way.
+  if (signals.abortSignal.aborted || signals.stopSignal.aborted || error instanceof TrainingAbortedError) {
+    reporter.log("warn", "interrupted before the peer could finish starting or stopping");
+    return PeerExitCode.interrupted;
+  }
+  if (error instanceof JoinError) {
+    if (error.code === JoinErrorCode.ABORTED) {
+      reporter.log("warn", "interrupted while joining");
+      return PeerExitCode.interrupted;
+    }
+    reporter.log("error", error.message, { code: error.code });
+    return joinExitCode(error.code);
+  }
+  if (error instanceof BackendUnavailableError) {
+    reporter.log("error", error.message, { code: error.code });
+    return PeerExitCode.backendUnavailable;
+  }
+  if (isDatasetError(error)) {
+    reporter.log("error", error.message, { code: error.code });
+    return PeerExitCode.dataset;
+  }
+  if (error instanceof IdentityFileError || error instanceof PrivateFileError) {
+    // The identity or the authority pin next to it: the message says how to repair the file.
+    reporter.log("error", error.message, { code: "LOCAL_FILE" });
+    return PeerExitCode.failure;
+  }
+  reporter.log("error", `the peer failed: ${(error as Error).message}`, { code: "INTERNAL", err: error });
+  return PeerExitCode.failure;
+}
+
+function joinExitCode(code: JoinErrorCode): number {
+  switch (code) {
+    case JoinErrorCode.TOKEN_INVALID:
+    case JoinErrorCode.TOKEN_REVOKED:
+      return PeerExitCode.badToken;
+    case JoinErrorCode.NOT_ALLOWLISTED:
+      return PeerExitCode.notAllowlisted;
+    case JoinErrorCode.BANNED:
+      return PeerExitCode.banned;
+    case JoinErrorCode.PASS_INVALID:
+    case JoinErrorCode.CONFIG_TAMPERED:
+    case JoinErrorCode.AUTHORITY_CHANGED:
+      return PeerExitCode.tampered;
+    default:
+      return PeerExitCode.failure;
+  }
+}
+
+/** The first SIGINT/SIGTERM stops gracefully, the second aborts, a third exits at once. */
+function processSignals(): { stop: AbortController; abort: AbortController } {
+  const stop = new AbortController();
+  const abort = new AbortController();
+  let received = 0;
+  const onSignal = () => {
+    received += 1;
+    if (received === 1) stop.abort();
+    else if (received === 2) abort.abort();
+    else process.exit(PeerExitCode.interrupted);
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  return { stop, abort };
+}
 
 if (import.meta.main) {
-  process.exitCode = await main(process.argv.slice(2), processIo);
+  const startedAt = Date.now();
+  const { stop, abort } = processSignals();
+  const code = await main(process.argv.slice(2), {
+    env: process.env,
+    io: processIo,
+    stdout: process.stdout,
+    stderr: process.stderr,
+    stopSignal: stop.signal,
+    abortSignal: abort.signal,
+    startedAt,
+  });
+  // libp2p and TF.js may keep handles open after a clean shutdown; the run is over either way.
+  process.exit(code);
 }

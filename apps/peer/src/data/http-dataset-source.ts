@@ -2,6 +2,7 @@ import type { DatasetManifest, DatasetShard } from "@barnraise/protocol";
 import { DatasetError, DatasetErrorCode } from "./dataset-error.ts";
 import type { DatasetSource } from "./dataset-source.ts";
 import { parseManifest } from "./parse-manifest.ts";
+import { sha256Hex } from "./sha256.ts";
 import { DEFAULT_RETRY_POLICY, describe, RetriesExhausted, type RetryPolicy, withRetry } from "./retry.ts";
 
 /** The largest manifest this peer reads; a bigger body is refused before it fills memory. */
@@ -163,9 +164,4 @@ async function readBody(
     length += value.byteLength;
   }
   return length === buffer.byteLength ? buffer : buffer.slice(0, length);
-}
-
-async function sha256Hex(bytes: Uint8Array<ArrayBuffer>): Promise<string> {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
-  return Array.from(digest, (byte) => byte.toString(16).padStart(2, "0")).join("");
 }

@@ -1,0 +1,400 @@
+import { freemem } from "node:os";
+import { join } from "node:path";
+import { equalBytes, type ExperimentConfig, type KeyPair } from "@barnraise/protocol";
+import {
+  abortableSleep,
+  authorityPinPath,
+  CollaborativeOptimizer,
+  createPassRefresher,
+  JoinError,
+  JoinErrorCode,
+  joinWithRetry,
+  loadAuthorityPin,
+  loadOrCreateIdentity,
+  saveAuthorityPin,
+  Swarm,
+  type AveragingMode,
+  type CollaborativeOptimizerEvent,
+  type JoinedExperiment,
+} from "@barnraise/swarm";
+import { createBatchStream } from "./data/batch-stream.ts";
+import { CachedDatasetSource } from "./data/cached-dataset-source.ts";
+import { HttpDatasetSource } from "./data/http-dataset-source.ts";
+import { createModel } from "./models/create-model.ts";
+import type { TrainableModel } from "./models/trainable-model.ts";
+import { deriveSeed, hashName } from "./seeded-random.ts";
+import { selectBackend, type BackendChoice } from "./tf/backend.ts";
+import { benchmarkBackend, describeBackend } from "./tf/benchmark-backend.ts";
+import { resolveBatchSize } from "./training/auto-batch-size.ts";
+import { evaluateModel, type Evaluation } from "./training/evaluate.ts";
+import { LossReportingProgress } from "./training/loss-reporting-progress.ts";
+import { Trainer, type TrainResult } from "./training/trainer.ts";
+import type { Reporter } from "./ui/peer-status.ts";
+
+export interface PeerRunOptions {
+  readonly server: URL;
+  readonly token: string;
+  readonly identityPath: string;
+  /** Verified shards are cached here, per dataset. */
+  readonly dataDir: string;
+  readonly backend: BackendChoice;
+  /** Overrides the experiment's `training.localBatchSize`. */
+  readonly batchSize?: number | "auto" | undefined;
+  /** "node" accepts connections and reduces; "client" only dials out (behind NAT). */
+  readonly mode: Extract<AveragingMode, "node" | "client">;
+  /** Listen multiaddrs; the swarm's default when empty. */
+  readonly listen: readonly string[];
+  /** Multiaddrs of peers to join through, besides the platform's initial peers. */
+  readonly peers: readonly string[];
+  readonly reporter: Reporter;
+  /** Graceful stop (first Ctrl-C): finish the round in flight, then leave. */
+  readonly stopSignal: AbortSignal;
+  /** Hard stop (second Ctrl-C): abandon everything. */
+  readonly abortSignal: AbortSignal;
+  /** Process start, for the time-to-first-sample figure; default: when runPeer is called. */
+  readonly startedAt?: number;
+  readonly now?: () => number;
+}
+
+export interface PeerRunResult {
+  readonly experiment: JoinedExperiment["experiment"];
+  readonly train: TrainResult;
+  readonly evaluation?: Evaluation | undefined;
+}
+
+/** How long a joining peer waits to hear from the swarm before it trains on its own. */
+const DISCOVERY_TIMEOUT_MS = 15_000;
+/** While the organizer has paused the experiment, ask again this often. */
+const PAUSED_RETRY_MS = 30_000;
+/** Share of free memory the automatic batch size may fill with activations. */
+const ACTIVATION_MEMORY_SHARE = 0.25;
+/** …and never more than this: the wasm backend's heap is a 32-bit address space shared with the weights. */
+const MAX_ACTIVATION_BYTES = 1 << 30;
+
+/**
+ * The volunteer's whole run (DESIGN §1): identity → join (pass and config verified, authority
+ * pinned) → backend → model → data → swarm → training until the run's last step or a stop. Throws
+ * JoinError, BackendUnavailableError, IdentityFileError, DatasetError … for the CLI to turn into
+ * messages and exit codes; cleans up the swarm and the model whatever happens.
+ */
+export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
+  const { reporter, abortSignal } = options;
+  const now = options.now ?? Date.now;
+  const startedAt = options.startedAt ?? now();
+  const identity = await loadOrCreateIdentity(options.identityPath);
+  reporter.log("info", `${identity.created ? "created" : "loaded"} identity ${options.identityPath}`, {
+    peerId: identity.peerId,
+  });
+
+  // Until training starts, a stop (first Ctrl-C) cancels whatever is waiting: the join's retries,
+  // the manifest download, the wait for the swarm.
+  const startUp = AbortSignal.any([options.stopSignal, abortSignal]);
+  const joined = await joinExperiment(options, identity.keyPair, startUp);
+  const { config } = joined;
+  reporter.log("info", `joined experiment "${joined.experiment.name}"`, {
+    experimentId: joined.experiment.id,
+    model: config.model.preset,
+    targetBatchSize: config.training.targetBatchSize,
+    passExpiresAt: new Date(joined.passExpiresAt).toISOString(),
+  });
+
+  const selected = await selectBackend(options.backend);
+  reporter.log("info", describeBackend(selected, await benchmarkBackend()));
+
+  const model = createModel(config.model);
+  const cleanups: (() => Promise<void> | void)[] = [
+    () => {
+      model.dispose();
+    },
+  ];
+  try {
+    const batchSize = await chooseBatchSize(options, config, model);
+    const source = new CachedDatasetSource(
+      new HttpDatasetSource({ serverUrl: options.server.href, dataset: config.dataset.name }),
+      join(options.dataDir, config.dataset.name),
+      (message, error) => {
+        reporter.log("warn", message, error === undefined ? {} : { err: error });
+      },
+    );
+    const manifest = await source.manifest(startUp);
+    const dataSeed = hashName(identity.peerId);
+    const batches = createBatchStream({
+      source,
+      split: "train",
+      batchSize,
+      seed: dataSeed,
+      config,
+      manifest,
+      signal: abortSignal,
+    });
+    cleanups.push(async () => {
+      await batches.return();
+    });
+
+    // The swarm serves the optimizer's state to new peers; the optimizer needs the swarm's ports.
+    const served: { optimizer?: CollaborativeOptimizer } = {};
+    const swarm = await Swarm.create({
+      experimentId: joined.experiment.id,
+      identity: identity.keyPair,
+      authorityPublicKey: joined.authorityPublicKey,
+      pass: joined.passToken,
+      refreshPass: createPassRefresher({
+        server: options.server,
+        token: options.token,
+        keyPair: identity.keyPair,
+        joined,
+        onJoined: (refreshed) => {
+          if (refreshed.configVersion !== joined.configVersion) {
+            reporter.log(
+              "warn",
+              "the organizer changed the experiment's config; restart the peer to use it",
+              {
+                configVersion: refreshed.configVersion,
+              },
+            );
+          }
+        },
+      }),
+      mode: options.mode,
+      ...(options.listen.length > 0 ? { listen: [...options.listen] } : {}),
+      bootstrap: [...joined.initialPeers, ...options.peers],
+      logger: reporter.logger,
+      config,
+      getState: () => served.optimizer?.exportState() ?? null,
+    });
+    cleanups.push(() => swarm.stop());
+    await swarm.start();
+    if (options.mode === "node") {
+      reporter.log("info", "listening", { peerId: swarm.peerId, addresses: swarm.node.multiaddrs() });
+    }
+
+    const progress = new LossReportingProgress(swarm.progress);
+    const optimizer = new CollaborativeOptimizer({
+      config,
+      layout: model.layout,
+      // Every peer starts from the same bits: the seed is the experiment's.
+      parameters: model.initialParameters(hashName(joined.experiment.id)),
+      progress,
+      averager: swarm.averagerPort(),
+      state: swarm.statePort(),
+    });
+    served.optimizer = optimizer;
+    if (joined.initialPeers.length + options.peers.length > 0) {
+      const heard = await waitForSwarm(swarm, options.stopSignal, abortSignal);
+      if (!heard && !options.stopSignal.aborted) {
+        reporter.log(
+          "warn",
+          `no peer answered within ${DISCOVERY_TIMEOUT_MS / 1000} s; training on our own until one does`,
+        );
+      }
+    }
+
+    const testBatches = () =>
+      createBatchStream({
+        source,
+        split: "test",
+        batchSize: 1000,
+        seed: dataSeed,
+        config,
+        manifest,
+        signal: abortSignal,
+      });
+    const trainer = new Trainer({
+      model,
+      optimizer,
+      progress,
+      batches,
+      swarm: {
+        global: () => swarm.progress.global(),
+        peersOnline: () => swarm.progress.snapshot().alivePeers,
+      },
+      seed: deriveSeed(dataSeed, 1),
+      maxSteps: config.training.maxSteps,
+      onStatus: (status) => {
+        reporter.status(status);
+      },
+      onEvent: (event) => {
+        logOptimizerEvent(reporter, event);
+      },
+      onFirstContribution: (samples) => {
+        reporter.log("info", "first minibatch contributed", {
+          samples,
+          secondsSinceStart: Number(((now() - startedAt) / 1000).toFixed(2)),
+        });
+      },
+    });
+    const stopOnSignal = () => {
+      trainer.stop();
+    };
+    if (options.stopSignal.aborted) trainer.stop();
+    options.stopSignal.addEventListener("abort", stopOnSignal, { once: true });
+    let train: TrainResult;
+    try {
+      train = await trainer.run(abortSignal);
+    } finally {
+      options.stopSignal.removeEventListener("abort", stopOnSignal);
+    }
+    reporter.log(
+      "info",
+      train.reason === "max-steps" ? "the run reached its last step" : "stopped training",
+      {
+        step: train.step,
+        samplesContributed: train.samplesContributed,
+        minibatches: train.minibatches,
+      },
+    );
+
+    let evaluation: Evaluation | undefined;
+    // A finished run ends with the model's score on the held-out split.
+    if (train.reason === "max-steps") {
+      evaluation = await evaluateModel(model, optimizer.parameters, testBatches(), abortSignal);
+      reporter.log("info", "evaluated on the test split", { step: train.step, ...evaluation });
+    }
+    return { experiment: joined.experiment, train, evaluation };
+  } finally {
+    for (const cleanup of cleanups.reverse()) {
+      try {
+        await cleanup();
+      } catch (error) {
+        reporter.log("warn", "cleanup failed", { err: error });
+      }
+    }
+  }
+}
+
+/** Joins (retrying while the platform is unreachable or the experiment paused) and checks the authority pin. */
+async function joinExperiment(
+  options: PeerRunOptions,
+  keyPair: KeyPair,
+  signal: AbortSignal,
+): Promise<JoinedExperiment> {
+  const { reporter } = options;
+  let joined: JoinedExperiment;
+  for (;;) {
+    try {
+      joined = await joinWithRetry({
+        server: options.server,
+        token: options.token,
+        keyPair,
+        signal,
+        onRetry: (attempt, delayMs, error) => {
+          reporter.log(
+            "warn",
+            `cannot join yet: ${error.message}; retrying in ${Math.ceil(delayMs / 1000)} s`,
+            {
+              attempt,
+              code: error.code,
+            },
+          );
+        },
+      });
+      break;
+    } catch (error) {
+      if (!(error instanceof JoinError) || error.code !== JoinErrorCode.EXPERIMENT_PAUSED) throw error;
+      reporter.log("warn", `${error.message}; asking again in ${PAUSED_RETRY_MS / 1000} s`);
+      try {
+        await abortableSleep(PAUSED_RETRY_MS, signal);
+      } catch (cause) {
+        throw new JoinError(JoinErrorCode.ABORTED, "the join was cancelled", { cause });
+      }
+    }
+  }
+  // The authority key is pinned per experiment on first use: a later join of the same experiment
+  // under another key means the platform (or someone in between) is not the one we trusted. A token
+  // of another experiment moves the pin to that experiment (one identity, one experiment at a time);
+  // first use of an experiment is trusted as TLS to the platform is.
+  const pinPath = authorityPinPath(options.identityPath);
+  const pin = await loadAuthorityPin(pinPath);
+  if (pin?.experimentId === joined.experiment.id) {
+    if (!equalBytes(pin.authorityPublicKey, joined.authorityPublicKey)) {
+      throw new JoinError(
+        JoinErrorCode.AUTHORITY_CHANGED,
+        `the experiment's authority key differs from the one pinned in ${pinPath}; if the organizer ` +
+          "rotated it, delete that file to trust the new key",
+      );
+    }
+  } else {
+    if (pin !== undefined) {
+      reporter.log(
+        "warn",
+        `this token is for another experiment than ${pin.experimentId}; pinning the new one's key`,
+        {
+          experimentId: joined.experiment.id,
+        },
+      );
+    }
+    await saveAuthorityPin(pinPath, {
+      experimentId: joined.experiment.id,
+      authorityPublicKey: joined.authorityPublicKey,
+    });
+  }
+  return joined;
+}
+
+async function chooseBatchSize(
+  options: PeerRunOptions,
+  config: ExperimentConfig,
+  model: TrainableModel,
+): Promise<number> {
+  const requested = options.batchSize ?? config.training.localBatchSize;
+  const choice = await resolveBatchSize({
+    requested,
+    targetBatchSize: config.training.targetBatchSize,
+    model,
+    memoryBytes: Math.min(freemem() * ACTIVATION_MEMORY_SHARE, MAX_ACTIVATION_BYTES),
+  });
+  options.reporter.log("info", `local batch size ${choice.batchSize}`, {
+    requested,
+    ...(choice.samplesPerSecond === undefined
+      ? {}
+      : { measuredSamplesPerSecond: Math.round(choice.samplesPerSecond) }),
+    ...(choice.limitedBy === undefined ? {} : { limitedBy: choice.limitedBy }),
+  });
+  return choice.batchSize;
+}
+
+/**
+ * Waits until some peer's progress arrives (so the first step can load the swarm's state instead
+ * of starting from scratch) or DISCOVERY_TIMEOUT_MS passes.
+ */
+async function waitForSwarm(swarm: Swarm, stop: AbortSignal, abort: AbortSignal): Promise<boolean> {
+  const deadline = Date.now() + DISCOVERY_TIMEOUT_MS;
+  while (swarm.progress.records().length === 0) {
+    if (Date.now() >= deadline || stop.aborted) return false;
+    await abortableSleep(100, abort);
+  }
+  return true;
+}
+
+function logOptimizerEvent(reporter: Reporter, event: CollaborativeOptimizerEvent): void {
+  switch (event.type) {
+    case "step":
+      reporter.log("info", `step ${event.epoch}`, {
+        step: event.epoch,
+        groupSize: event.groupSize,
+        samples: event.totalWeight,
+        localSamples: event.localSamples,
+        learningRate: event.learningRate,
+        gradientNorm: Number(event.gradientNorm.toPrecision(4)),
+      });
+      return;
+    case "round-failed":
+      reporter.log(
+        "warn",
+        `averaging for step ${event.epoch + 1} failed; keeping the gradients for the next try`,
+        {
+          err: event.error,
+        },
+      );
+      return;
+    case "state-loaded":
+      reporter.log("info", `loaded the swarm's state at step ${event.epoch}`, {
+        step: event.epoch,
+        previousStep: event.previousEpoch,
+      });
+      return;
+    case "state-load-failed":
+      reporter.log("warn", "loading the swarm's state failed; trying again", { err: event.error });
+      return;
+  }
+}

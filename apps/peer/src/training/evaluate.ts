@@ -1,0 +1,37 @@
+import type { Batch } from "../models/batch.ts";
+import type { TrainableModel } from "../models/trainable-model.ts";
+
+export interface Evaluation {
+  /** Mean loss over all predictions scored. */
+  readonly loss: number;
+  /** Share of correct predictions. */
+  readonly accuracy: number;
+  readonly predictions: number;
+}
+
+/**
+ * Scores the model at `parameters` on every batch of `batches` (a held-out split), weighting each
+ * batch by the predictions it scored. Yields to the event loop between batches so the swarm keeps
+ * answering its peers.
+ */
+export async function evaluateModel(
+  model: TrainableModel,
+  parameters: Float32Array,
+  batches: AsyncIterable<Batch>,
+  signal?: AbortSignal,
+): Promise<Evaluation> {
+  model.setParameters(parameters);
+  let lossSum = 0;
+  let correct = 0;
+  let predictions = 0;
+  for await (const batch of batches) {
+    signal?.throwIfAborted();
+    const result = model.evaluate(batch);
+    lossSum += result.loss * result.predictions;
+    correct += result.accuracy * result.predictions;
+    predictions += result.predictions;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  if (predictions === 0) throw new Error("the evaluation split has no predictions to score");
+  return { loss: lossSum / predictions, accuracy: correct / predictions, predictions };
+}

@@ -1,0 +1,56 @@
+import type { GlobalProgress, LocalProgress, LocalProgressReport, ProgressPort } from "@barnraise/swarm";
+
+/** The slice of the swarm's progress tracker this port wraps. */
+export interface ProgressSink {
+  report(progress: LocalProgress): void;
+  global(): GlobalProgress;
+}
+
+interface EpochLoss {
+  lossSum: number;
+  minibatches: number;
+}
+
+/**
+ * The optimizer's progress port, with this peer's loss added to every record it publishes: the
+ * sum of minibatch losses and the minibatch count of the epoch being reported, so the aux monitor
+ * can compute loss = Σ lossSum / Σ minibatches over the swarm (DeDLOC I.2).
+ *
+ * Losses are kept per epoch because the optimizer may report another epoch than the one the last
+ * minibatch belonged to: a delayed round moves on to the next epoch at once, and a failed round
+ * moves back (its gradients, and so its losses, rejoin the epoch).
+ */
+export class LossReportingProgress implements ProgressPort {
+  readonly #sink: ProgressSink;
+  readonly #losses = new Map<number, EpochLoss>();
+
+  constructor(sink: ProgressSink) {
+    this.#sink = sink;
+  }
+
+  /** Records one minibatch's mean loss for `epoch`; published with the next report of that epoch. */
+  addLoss(epoch: number, loss: number): void {
+    if (!Number.isFinite(loss) || loss < 0) return; // the record schema allows finite losses ≥ 0 only
+    const entry = this.#losses.get(epoch) ?? { lossSum: 0, minibatches: 0 };
+    entry.lossSum += loss;
+    entry.minibatches += 1;
+    this.#losses.set(epoch, entry);
+  }
+
+  /** The mean minibatch loss recorded for `epoch`, or undefined when none was. */
+  meanLoss(epoch: number): number | undefined {
+    const entry = this.#losses.get(epoch);
+    return entry === undefined || entry.minibatches === 0 ? undefined : entry.lossSum / entry.minibatches;
+  }
+
+  report(progress: LocalProgressReport): void {
+    // Epochs two or more behind can no longer be reported (a failed round moves back by one only).
+    for (const epoch of this.#losses.keys()) if (epoch < progress.epoch - 1) this.#losses.delete(epoch);
+    const entry = this.#losses.get(progress.epoch) ?? { lossSum: 0, minibatches: 0 };
+    this.#sink.report({ ...progress, lossSum: entry.lossSum, minibatches: entry.minibatches });
+  }
+
+  global(): GlobalProgress {
+    return this.#sink.global();
+  }
+}

@@ -1,0 +1,87 @@
+import { type ModelConfig, SPECIAL_TOKENS } from "@barnraise/protocol";
+import type { Batch, ImageBatch, MaskedTokenBatch } from "../models/batch.ts";
+import { DIGIT_CLASSES, IMAGE_PIXELS } from "../models/batch-checks.ts";
+import { SeededRandom } from "../seeded-random.ts";
+
+/**
+ * Stand-in minibatches of a preset's exact shape, filled from a seeded generator. The peer times a
+ * few training steps on them to pick its batch size before the first shard has downloaded; what
+ * they contain does not matter, only that they cost what a real batch of that size costs.
+ */
+
+/** Special token ids: a token's id is its line in the vocabulary, and the specials come first. */
+const CLS = SPECIAL_TOKENS.indexOf("[CLS]");
+const SEP = SPECIAL_TOKENS.indexOf("[SEP]");
+const MASK = SPECIAL_TOKENS.indexOf("[MASK]");
+const FIRST_ORDINARY = SPECIAL_TOKENS.length;
+
+/** Generator stream of synthetic batches, apart from every other use of the same seed. */
+const SYNTHETIC_STREAM = 0x5b7a7c4;
+
+/**
+ * `size` samples shaped for the preset `model` names: images of uniform random pixels with random digit labels,
+ * or full-length sentences `[CLS] tokens… [SEP]` (no padding: the most expensive row) in which
+ * each token becomes [MASK] with the model's `maskProbability`, at least one per sentence, as the
+ * real batcher chooses them, so the MLM head scores about as many cells as in training.
+ * Throws RangeError unless `size` is a positive integer and `seed` a safe integer.
+ */
+export function syntheticBatch(model: ModelConfig, size: number, seed: number): Batch {
+  if (!Number.isSafeInteger(size) || size < 1) {
+    throw new RangeError(`synthetic batch size must be a positive integer, got ${size}`);
+  }
+  const random = new SeededRandom(seed, SYNTHETIC_STREAM);
+  switch (model.preset) {
+    case "mnist-mlp":
+      return syntheticImages(size, random);
+    case "albert-mlm":
+      return syntheticSentences(
+        size,
+        model.maxSequenceLength,
+        model.vocabSize,
+        model.maskProbability,
+        random,
+      );
+  }
+}
+
+function syntheticImages(size: number, random: SeededRandom): ImageBatch {
+  const pixels = new Float32Array(size * IMAGE_PIXELS);
+  for (let i = 0; i < pixels.length; i++) pixels[i] = random.nextFloat();
+  const labels = new Int32Array(size);
+  for (let i = 0; i < size; i++) labels[i] = random.int(DIGIT_CLASSES);
+  return { kind: "image", size, pixels, labels };
+}
+
+function syntheticSentences(
+  size: number,
+  sequenceLength: number,
+  vocabSize: number,
+  maskProbability: number,
+  random: SeededRandom,
+): MaskedTokenBatch {
+  const inputIds = new Int32Array(size * sequenceLength);
+  const labels = new Int32Array(size * sequenceLength).fill(-1);
+  const attentionMask = new Float32Array(size * sequenceLength).fill(1);
+  const words = sequenceLength - 2; // the config schema keeps maxSequenceLength ≥ 8
+  for (let row = 0; row < size; row++) {
+    const start = row * sequenceLength;
+    inputIds[start] = CLS;
+    inputIds[start + sequenceLength - 1] = SEP;
+    let masked = 0;
+    for (let cell = start + 1; cell < start + 1 + words; cell++) {
+      inputIds[cell] = FIRST_ORDINARY + random.int(vocabSize - FIRST_ORDINARY);
+      if (random.nextFloat() < maskProbability) {
+        mask(inputIds, labels, cell);
+        masked++;
+      }
+    }
+    if (masked === 0) mask(inputIds, labels, start + 1 + random.int(words));
+  }
+  return { kind: "masked-tokens", size, sequenceLength, inputIds, labels, attentionMask };
+}
+
+/** Hides the token at `cell` behind [MASK] and makes it the label. */
+function mask(inputIds: Int32Array, labels: Int32Array, cell: number): void {
+  labels[cell] = inputIds[cell] ?? -1;
+  inputIds[cell] = MASK;
+}

@@ -1,0 +1,247 @@
+import type {
+  CollaborativeOptimizer,
+  CollaborativeOptimizerEvent,
+  GlobalProgressView,
+} from "@barnraise/swarm";
+import type { Batch } from "../models/batch.ts";
+import type { TrainableModel } from "../models/trainable-model.ts";
+import { mixSeed } from "../seeded-random.ts";
+import type { PeerPhase, PeerStatus } from "../ui/peer-status.ts";
+import type { LossReportingProgress } from "./loss-reporting-progress.ts";
+
+/** What the trainer reads about the swarm for the status line. */
+export interface SwarmView {
+  global(): GlobalProgressView;
+  /** Peers with fresh progress, this one included. */
+  peersOnline(): number;
+}
+
+export interface TrainerOptions {
+  readonly model: TrainableModel;
+  readonly optimizer: CollaborativeOptimizer;
+  /** The optimizer's progress port, which also carries this peer's losses to the swarm. */
+  readonly progress: LossReportingProgress;
+  /** Endless training batches. */
+  readonly batches: AsyncIterator<Batch>;
+  readonly swarm: SwarmView;
+  /** Seeds dropout; mixed with a minibatch counter so no two minibatches share a draw. */
+  readonly seed: number;
+  /** Stop once the swarm's step reaches this; unlimited when undefined. */
+  readonly maxSteps?: number | undefined;
+  /** Told after every minibatch and phase change. */
+  readonly onStatus?: (status: PeerStatus) => void;
+  /** Told of the optimizer's events (steps, failed rounds, state loads). */
+  readonly onEvent?: (event: CollaborativeOptimizerEvent) => void;
+  /** Wait after a failed round or state load before the next attempt; default 1 s. */
+  readonly retryDelayMs?: number;
+  /** Clock in milliseconds; default `Date.now`. */
+  readonly now?: () => number;
+  /** Told once, when the first minibatch's gradients have been accumulated. */
+  readonly onFirstContribution?: (samples: number) => void;
+}
+
+export interface TrainResult {
+  /** "max-steps": the run reached `maxSteps`; "stopped": `stop()` was called. */
+  readonly reason: "max-steps" | "stopped";
+  readonly step: number;
+  /** Samples this peer contributed to applied steps. */
+  readonly samplesContributed: number;
+  readonly minibatches: number;
+}
+
+/** The trainer was aborted hard (the second Ctrl-C): whatever was in flight was abandoned. */
+export class TrainingAbortedError extends Error {
+  override readonly name = "TrainingAbortedError";
+  readonly code = "TRAINING_ABORTED";
+}
+
+/**
+ * The volunteer's training loop (DeDLOC §3.1): compute a minibatch's gradients with the model
+ * preset, hand them to the collaborative optimizer, and let it step whenever the swarm has the
+ * target batch. The optimizer owns the parameters; the model's variables are refreshed from them
+ * after every applied step or state load.
+ *
+ * The first thing the loop does is ask the optimizer to step, which makes a new peer load the
+ * swarm's state from its donors before it computes a single gradient. `stop()` ends the loop
+ * between minibatches and lets an averaging round in flight finish, so the peer leaves the swarm
+ * without breaking a round; aborting `run`'s signal abandons everything at once.
+ */
+export class Trainer {
+  readonly #options: TrainerOptions;
+  readonly #stopController = new AbortController();
+  #phase: PeerPhase = "loading-state";
+  #parametersStale = true;
+  #samplesContributed = 0;
+  #minibatches = 0;
+  #contributed = false;
+  /** After a failed round or state load, no new attempt before this time (ms). */
+  #retryAt = 0;
+
+  constructor(options: TrainerOptions) {
+    this.#options = options;
+  }
+
+  /** Ends the loop after the current minibatch or averaging round; `run` then resolves "stopped". */
+  stop(): void {
+    if (this.#stopController.signal.aborted) return;
+    this.#stopController.abort();
+    this.#setPhase("stopping");
+  }
+
+  get stopping(): boolean {
+    return this.#stopController.signal.aborted;
+  }
+
+  /** A call, not a property read, so the compiler does not assume it unchanged across an await. */
+  #stopRequested(): boolean {
+    return this.#stopController.signal.aborted;
+  }
+
+  /** Trains until `maxSteps`, `stop()` or `signal` (which rejects with TrainingAbortedError). */
+  async run(signal?: AbortSignal): Promise<TrainResult> {
+    const { optimizer } = this.#options;
+    const unsubscribe = optimizer.on((event) => {
+      this.#onOptimizerEvent(event);
+    });
+    try {
+      return await this.#loop(signal);
+    } catch (error) {
+      if (signal?.aborted === true) throw new TrainingAbortedError("training was aborted", { cause: error });
+      throw error;
+    } finally {
+      unsubscribe();
+    }
+  }
+
+  async #loop(signal: AbortSignal | undefined): Promise<TrainResult> {
+    const { optimizer, model, batches, progress, maxSteps } = this.#options;
+    const stopped = this.#stopController.signal;
+    for (;;) {
+      if (this.#stopRequested()) return await this.#finish("stopped");
+      if (this.#now() >= this.#retryAt) {
+        if (this.#swarmReady()) this.#setPhase("averaging");
+        // A round (or the first state load) runs to its end even when stop() is called meanwhile.
+        await optimizer.maybeStep(signal);
+      }
+      if (!this.#stopRequested()) this.#setPhase("training");
+      if (maxSteps !== undefined && optimizer.epoch >= maxSteps) return await this.#finish("max-steps");
+      if (this.#stopRequested()) return await this.#finish("stopped");
+
+      const next = await raceStop(batches.next(), stopped, signal);
+      if (next === STOPPED) return await this.#finish("stopped");
+      if (next.done === true) throw new Error("the training data stream ended");
+      if (this.#parametersStale) {
+        model.setParameters(optimizer.parameters);
+        this.#parametersStale = false;
+      }
+      const epoch = optimizer.epoch;
+      const result = model.computeGradients(next.value, mixSeed(this.#options.seed, this.#minibatches));
+      this.#minibatches += 1;
+      progress.addLoss(epoch, result.loss);
+      optimizer.accumulate(result.gradient, result.samples);
+      if (!this.#contributed) {
+        this.#contributed = true;
+        this.#options.onFirstContribution?.(result.samples);
+      }
+      this.#emitStatus();
+      // The step above is synchronous; let the swarm's RPCs and timers run before the next one.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+
+  async #finish(reason: TrainResult["reason"]): Promise<TrainResult> {
+    await this.#options.optimizer.pendingStep();
+    return {
+      reason,
+      step: this.#options.optimizer.epoch,
+      samplesContributed: this.#samplesContributed,
+      minibatches: this.#minibatches,
+    };
+  }
+
+  #onOptimizerEvent(event: CollaborativeOptimizerEvent): void {
+    if (event.type === "step") {
+      this.#samplesContributed += event.localSamples;
+      this.#parametersStale = true;
+    } else if (event.type === "state-loaded") {
+      this.#parametersStale = true;
+    } else {
+      // A failed round keeps its gradients; training goes on, and the next attempt waits a moment,
+      // so that a peer whose partners are still catching up does not retry after every minibatch.
+      this.#retryAt = this.#now() + (this.#options.retryDelayMs ?? DEFAULT_RETRY_DELAY_MS);
+    }
+    this.#options.onEvent?.(event);
+  }
+
+  #now(): number {
+    return (this.#options.now ?? Date.now)();
+  }
+
+  #swarmReady(): boolean {
+    const global = this.#options.swarm.global();
+    const epoch = this.#options.optimizer.epoch;
+    return (
+      global.epoch > epoch || (global.epoch === epoch && global.samplesAccumulated >= global.targetBatchSize)
+    );
+  }
+
+  #setPhase(phase: PeerPhase): void {
+    if (phase === this.#phase) return;
+    this.#phase = phase;
+    this.#emitStatus();
+  }
+
+  #emitStatus(): void {
+    const { onStatus, optimizer, swarm, progress } = this.#options;
+    if (onStatus === undefined) return;
+    const global = swarm.global();
+    onStatus({
+      phase: this.#phase,
+      step: optimizer.epoch,
+      globalSamples: global.epoch === optimizer.epoch ? global.samplesAccumulated : 0,
+      targetBatchSize: global.targetBatchSize,
+      etaSeconds: global.etaSeconds,
+      localSamplesPerSecond: optimizer.samplesPerSecond,
+      samplesContributed: this.#samplesContributed,
+      peersOnline: swarm.peersOnline(),
+      loss: progress.meanLoss(optimizer.epoch),
+    });
+  }
+}
+
+const DEFAULT_RETRY_DELAY_MS = 1_000;
+
+const STOPPED = Symbol("stopped");
+
+/**
+ * Waits for `promise`, or returns STOPPED as soon as `stop` fires (the promise is left to settle on
+ * its own). `abort` rejects at once.
+ */
+async function raceStop<T>(
+  promise: Promise<T>,
+  stop: AbortSignal,
+  abort: AbortSignal | undefined,
+): Promise<T | typeof STOPPED> {
+  if (stop.aborted) return STOPPED;
+  abort?.throwIfAborted();
+  let cleanup = (): void => undefined;
+  const interrupted = new Promise<typeof STOPPED>((resolve, reject) => {
+    const onStop = () => {
+      resolve(STOPPED);
+    };
+    const onAbort = () => {
+      reject(abort?.reason as Error);
+    };
+    stop.addEventListener("abort", onStop, { once: true });
+    abort?.addEventListener("abort", onAbort, { once: true });
+    cleanup = () => {
+      stop.removeEventListener("abort", onStop);
+      abort?.removeEventListener("abort", onAbort);
+    };
+  });
+  try {
+    return await Promise.race([promise, interrupted]);
+  } finally {
+    cleanup();
+  }
+}

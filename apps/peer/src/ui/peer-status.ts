@@ -1,0 +1,43 @@
+import type { Logger } from "pino";
+
+/** What the peer is doing, for the status line. */
+export type PeerPhase = "starting" | "joining" | "loading-state" | "training" | "averaging" | "stopping";
+
+/**
+ * A snapshot of the peer and its swarm (DESIGN §1: local samples/s, global progress to the next
+ * collaborative step, peers online). The trainer emits one after every minibatch and phase change.
+ */
+export interface PeerStatus {
+  readonly phase: PeerPhase;
+  /** The collaborative step (epoch) this peer accumulates for. */
+  readonly step: number;
+  /** Samples the swarm has accumulated toward the next step, this peer's included. */
+  readonly globalSamples: number;
+  readonly targetBatchSize: number;
+  /** Seconds until the swarm reaches the target; Infinity when nobody is training. */
+  readonly etaSeconds: number;
+  /** This peer's smoothed training throughput. */
+  readonly localSamplesPerSecond: number;
+  /** Samples this peer has contributed to applied steps since it started. */
+  readonly samplesContributed: number;
+  /** Peers with fresh progress, this one included. */
+  readonly peersOnline: number;
+  /** Mean loss of this peer's minibatches in the current step; undefined before the first. */
+  readonly loss: number | undefined;
+}
+
+export type LogLevel = "info" | "warn" | "error";
+
+/**
+ * Where the peer tells the volunteer what happens: a live status line on a terminal, structured JSON
+ * logs otherwise (DESIGN §1). `logger` is the pino logger handed to the swarm engine; its records
+ * go to the same place.
+ */
+export interface Reporter {
+  readonly logger: Logger;
+  /** Called often (every minibatch); implementations throttle their output. */
+  status(status: PeerStatus): void;
+  log(level: LogLevel, message: string, fields?: Readonly<Record<string, unknown>>): void;
+  /** Flushes and releases the output (clears the status line); further calls are ignored. */
+  close(): void;
+}

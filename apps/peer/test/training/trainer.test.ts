@@ -1,0 +1,315 @@
+import { parseExperimentConfig, type ModelConfig } from "@barnraise/protocol";
+import {
+  CollaborativeOptimizer,
+  ParameterLayout,
+  type AveragedVector,
+  type EpochState,
+  type GlobalProgress,
+  type LocalProgress,
+} from "@barnraise/swarm";
+import { describe, expect, it } from "vitest";
+import type { Batch, ImageBatch } from "../../src/models/batch.ts";
+import type { GradientResult, TrainableModel } from "../../src/models/trainable-model.ts";
+import { LossReportingProgress } from "../../src/training/loss-reporting-progress.ts";
+import { Trainer, TrainingAbortedError } from "../../src/training/trainer.ts";
+import type { PeerStatus } from "../../src/ui/peer-status.ts";
+
+/**
+ * The training loop against a one-peer "swarm" of fakes: the model is a quadratic bowl in plain
+ * JavaScript, the optimizer is the real CollaborativeOptimizer, and the progress, averaging and
+ * state ports are scripted.
+ */
+
+const SIZE = 2;
+const TARGET = new Float32Array([3, -1]);
+const layout = ParameterLayout.fromShapes([{ name: "w", shape: [SIZE] }]);
+
+/** loss = ‖w − TARGET‖², gradient 2(w − TARGET); records the parameters it computed with. */
+class BowlModel implements TrainableModel {
+  readonly config = { preset: "mnist-mlp", hiddenUnits: [1], activation: "relu" } as ModelConfig;
+  readonly layout = layout;
+  readonly computedWith: number[][] = [];
+  readonly setCalls: number[][] = [];
+  #w = new Float32Array(SIZE);
+
+  initialParameters(): Float32Array {
+    return new Float32Array(SIZE);
+  }
+  setParameters(parameters: Float32Array): void {
+    this.#w = parameters.slice();
+    this.setCalls.push([...parameters]);
+  }
+  computeGradients(batch: Batch): GradientResult {
+    this.computedWith.push([...this.#w]);
+    const gradient = this.#w.map((w, i) => 2 * (w - (TARGET[i] ?? 0)));
+    const loss = this.#w.reduce((sum, w, i) => sum + (w - (TARGET[i] ?? 0)) ** 2, 0);
+    return { loss, samples: batch.size, gradient };
+  }
+  evaluate(): never {
+    throw new Error("not used");
+  }
+  dispose(): void {
+    // nothing to free
+  }
+}
+
+function imageBatch(size: number): ImageBatch {
+  return { kind: "image", size, pixels: new Float32Array(size * 784), labels: new Int32Array(size) };
+}
+
+function endless(size: number): AsyncIterator<Batch> {
+  return { next: () => Promise.resolve({ done: false, value: imageBatch(size) }) };
+}
+
+function oneBatch(batch: Batch): AsyncIterator<Batch> {
+  let given = false;
+  return {
+    next: () => {
+      const done = given;
+      given = true;
+      return Promise.resolve(done ? { done: true, value: undefined } : { done: false, value: batch });
+    },
+  };
+}
+
+/** A swarm of one: global progress is this peer's, averaging returns the input after `delay`. */
+class OnePeerSwarm {
+  readonly reports: LocalProgress[] = [];
+  averageDelay: Promise<void> = Promise.resolve();
+  averageCalls = 0;
+  state: EpochState | null = null;
+  #last: LocalProgress = { epoch: 0, samplesAccumulated: 0, samplesPerSecond: 0 };
+
+  readonly target: number;
+
+  constructor(target: number) {
+    this.target = target;
+  }
+
+  report(progress: LocalProgress): void {
+    this.reports.push(progress);
+    this.#last = progress;
+  }
+  global(): GlobalProgress {
+    return {
+      epoch: this.#last.epoch,
+      samplesAccumulated: this.#last.samplesAccumulated,
+      targetBatchSize: this.target,
+      etaSeconds: 1,
+    };
+  }
+  async average(vector: Float32Array, weight: number, signal?: AbortSignal): Promise<AveragedVector> {
+    this.averageCalls += 1;
+    await new Promise<void>((resolve, reject) => {
+      signal?.addEventListener("abort", () => {
+        reject(new Error("round aborted"));
+      });
+      void this.averageDelay.then(resolve);
+    });
+    return { vector: vector.slice(), groupSize: 1, totalWeight: weight };
+  }
+}
+
+function setUp(options: { target?: number; batch?: number; maxSteps?: number } = {}) {
+  const target = options.target ?? 8;
+  const swarm = new OnePeerSwarm(target);
+  const model = new BowlModel();
+  const config = parseExperimentConfig({
+    training: {
+      targetBatchSize: target,
+      ...(options.maxSteps === undefined ? {} : { maxSteps: options.maxSteps }),
+    },
+    optimizer: { name: "adam", learningRate: 0.1 },
+  });
+  const progress = new LossReportingProgress(swarm);
+  const optimizer = new CollaborativeOptimizer({
+    config,
+    layout,
+    parameters: new Float32Array(SIZE),
+    progress,
+    averager: { average: (_epoch, vector, weight, signal) => swarm.average(vector, weight, signal) },
+    state: { loadNewer: () => Promise.resolve(swarm.state) },
+  });
+  const statuses: PeerStatus[] = [];
+  const trainer = new Trainer({
+    model,
+    optimizer,
+    progress,
+    batches: endless(options.batch ?? 4),
+    swarm: { global: () => swarm.global(), peersOnline: () => 1 },
+    seed: 7,
+    maxSteps: config.training.maxSteps,
+    onStatus: (status) => statuses.push(status),
+  });
+  return { swarm, model, optimizer, trainer, statuses };
+}
+
+describe("Trainer", () => {
+  it("steps each time the target batch is reached and stops at the run's last step", async () => {
+    const { trainer, model, optimizer, swarm } = setUp({ target: 8, batch: 4, maxSteps: 5 });
+    const result = await trainer.run();
+    expect(result).toEqual({ reason: "max-steps", step: 5, samplesContributed: 40, minibatches: 10 });
+    expect(optimizer.epoch).toBe(5);
+    expect(swarm.averageCalls).toBe(5);
+    // The loss falls: the model's parameters follow the optimizer's steps.
+    const first = model.computedWith[0] ?? [];
+    const last = model.computedWith.at(-1) ?? [];
+    const distance = (w: number[]) => Math.hypot((w[0] ?? 0) - 3, (w[1] ?? 0) + 1);
+    expect(distance(last)).toBeLessThan(distance(first));
+  });
+
+  it("refreshes the model's parameters after every step and computes with the optimizer's values", async () => {
+    const { trainer, model, optimizer } = setUp({ target: 4, batch: 4, maxSteps: 3 });
+    await trainer.run();
+    // One minibatch per step: each computation used the parameters of the step before it.
+    expect(model.computedWith).toHaveLength(3);
+    expect(model.setCalls).toHaveLength(3);
+    expect(model.computedWith[1]).not.toEqual(model.computedWith[0]);
+    expect(model.computedWith[2]).not.toEqual(model.computedWith[1]);
+    expect(optimizer.parameters).not.toEqual(new Float32Array(model.computedWith[2] ?? []));
+  });
+
+  it("loads the swarm's state before it computes its first gradient", async () => {
+    const { trainer, model, swarm } = setUp({ target: 8, batch: 4, maxSteps: 7 });
+    swarm.state = {
+      epoch: 5,
+      parameters: new Float32Array([2.5, -0.5]),
+      optimizer: { name: "adam", step: 5, slots: { m: new Float32Array(SIZE), v: new Float32Array(SIZE) } },
+    };
+    const result = await trainer.run();
+    expect(model.computedWith[0]).toEqual([2.5, -0.5]);
+    // Nothing was reported for epochs before the loaded state.
+    expect(swarm.reports.filter((report) => report.samplesAccumulated > 0).every((r) => r.epoch >= 5)).toBe(
+      true,
+    );
+    expect(result).toMatchObject({ reason: "max-steps", step: 7, samplesContributed: 16 });
+  });
+
+  it("publishes each epoch's loss sum and minibatch count with its progress", async () => {
+    const { trainer, swarm } = setUp({ target: 12, batch: 4, maxSteps: 2 });
+    await trainer.run();
+    const epoch0 = swarm.reports.filter((report) => report.epoch === 0);
+    const last0 = epoch0.at(-1);
+    expect(last0).toMatchObject({ samplesAccumulated: 12, minibatches: 3 });
+    // w = 0 during epoch 0: every minibatch's loss is ‖TARGET‖² = 10.
+    expect(last0?.lossSum).toBeCloseTo(30, 5);
+    // A new epoch starts its sums at zero.
+    const firstOf1 = swarm.reports.find((report) => report.epoch === 1);
+    expect(firstOf1).toMatchObject({ samplesAccumulated: 0, lossSum: 0, minibatches: 0 });
+  });
+
+  it("lets the averaging round in flight finish on stop(), then leaves without computing more", async () => {
+    const { trainer, swarm, model, optimizer } = setUp({ target: 8, batch: 4 });
+    let release = (): void => undefined;
+    swarm.averageDelay = new Promise((resolve) => {
+      release = resolve;
+    });
+    const running = trainer.run();
+    while (swarm.averageCalls === 0) await new Promise((resolve) => setImmediate(resolve));
+    trainer.stop();
+    const computed = model.computedWith.length;
+    release();
+    const result = await running;
+    expect(result.reason).toBe("stopped");
+    expect(optimizer.epoch).toBe(1); // the round completed and its step was applied
+    expect(result.samplesContributed).toBe(8);
+    expect(model.computedWith).toHaveLength(computed);
+  });
+
+  it("stops while it waits for data", async () => {
+    const { optimizer, swarm } = setUp();
+    const progress = new LossReportingProgress(swarm);
+    const never: AsyncIterator<Batch> = { next: () => new Promise(() => undefined) };
+    const trainer = new Trainer({
+      model: new BowlModel(),
+      optimizer,
+      progress,
+      batches: never,
+      swarm: { global: () => swarm.global(), peersOnline: () => 1 },
+      seed: 1,
+    });
+    const running = trainer.run();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    trainer.stop();
+    await expect(running).resolves.toMatchObject({ reason: "stopped", minibatches: 0 });
+  });
+
+  it("rejects with TrainingAbortedError when aborted in the middle of a round", async () => {
+    const { trainer, swarm } = setUp({ target: 4, batch: 4 });
+    swarm.averageDelay = new Promise(() => undefined);
+    const abort = new AbortController();
+    const running = trainer.run(abort.signal);
+    while (swarm.averageCalls === 0) await new Promise((resolve) => setImmediate(resolve));
+    abort.abort();
+    await expect(running).rejects.toBeInstanceOf(TrainingAbortedError);
+  });
+
+  it("keeps training after a failed round and waits before trying again", async () => {
+    const { optimizer, swarm } = setUp({ target: 4, batch: 4 });
+    const model = new BowlModel();
+    let clock = 0;
+    let failures = 0;
+    const failing = new CollaborativeOptimizer({
+      config: parseExperimentConfig({ training: { targetBatchSize: 4 } }),
+      layout,
+      parameters: optimizer.parameters,
+      progress: new LossReportingProgress(swarm),
+      averager: {
+        average: () => {
+          failures += 1;
+          if (failures === 2) clock += 500; // still inside the wait: no third attempt yet
+          return Promise.reject(new Error("no group"));
+        },
+      },
+      state: { loadNewer: () => Promise.resolve(null) },
+    });
+    const trainer = new Trainer({
+      model,
+      optimizer: failing,
+      progress: new LossReportingProgress(swarm),
+      batches: endless(4),
+      swarm: { global: () => swarm.global(), peersOnline: () => 2 },
+      seed: 1,
+      retryDelayMs: 1_000,
+      now: () => clock,
+    });
+    const running = trainer.run();
+    while (model.computedWith.length < 20) await new Promise((resolve) => setImmediate(resolve));
+    expect(failures).toBe(1);
+    clock += 1_000;
+    while (model.computedWith.length < 40) await new Promise((resolve) => setImmediate(resolve));
+    expect(failures).toBe(2);
+    trainer.stop();
+    await expect(running).resolves.toMatchObject({ reason: "stopped", samplesContributed: 0 });
+    expect(failing.samplesAccumulated).toBeGreaterThanOrEqual(40 * 4 - 8);
+  });
+
+  it("reports its phase and the swarm's progress on the status line", async () => {
+    const { trainer, statuses } = setUp({ target: 8, batch: 4, maxSteps: 2 });
+    await trainer.run();
+    expect(statuses.some((status) => status.phase === "averaging")).toBe(true);
+    const training = statuses.find((status) => status.phase === "training" && status.globalSamples === 4);
+    expect(training).toMatchObject({ step: 0, targetBatchSize: 8, peersOnline: 1, loss: 10 });
+    expect(statuses.at(-1)?.samplesContributed).toBeGreaterThan(0);
+  });
+
+  it("rejects a run whose data stream ends", async () => {
+    const { optimizer, swarm } = setUp();
+    const trainer = new Trainer({
+      model: new BowlModel(),
+      optimizer,
+      progress: new LossReportingProgress(swarm),
+      batches: oneBatch(imageBatch(2)),
+      swarm: { global: () => swarm.global(), peersOnline: () => 1 },
+      seed: 1,
+    });
+    await expect(trainer.run()).rejects.toThrow(/data stream ended/);
+  });
+
+  it("TrainingAbortedError is what an abort before the first step gives", async () => {
+    const { trainer } = setUp();
+    const abort = new AbortController();
+    abort.abort();
+    await expect(trainer.run(abort.signal)).rejects.toBeInstanceOf(TrainingAbortedError);
+  });
+});
