@@ -10,13 +10,16 @@ import { PeerCliProcess, type LogRecord } from "./support/peer-cli-process.ts";
  * dataset shards), three volunteers with their own tokens, each running `barnraise-peer` as its
  * own process. They train `mnist-mlp` together over real libp2p connections on loopback. One joins
  * late and must catch up from the others before it contributes; one is killed mid-run and the
- * others must carry on to the last step and reach 90 % test accuracy.
+ * others must carry on to the last step and reach 90 % test accuracy. A fourth volunteer stops
+ * with Ctrl-C and leaves cleanly.
  */
 
-const MAX_STEPS = 80;
+const MAX_STEPS = 40;
 const config = {
   model: { preset: "mnist-mlp" as const, hiddenUnits: [64] },
-  training: { targetBatchSize: 1024, localBatchSize: 32, maxSteps: MAX_STEPS },
+  // Steps of a few tenths of a second: long enough for a late joiner's state download to land before
+  // the swarm has moved on (with steps of 0.1 s on a loaded machine, it may chase the swarm forever).
+  training: { targetBatchSize: 4096, localBatchSize: 64, maxSteps: MAX_STEPS },
   optimizer: { name: "adam" as const, learningRate: 0.003 },
   averaging: { matchmakingTimeoutMs: 4_000, allreduceTimeoutMs: 6_000 },
 };
@@ -93,6 +96,14 @@ describe("three volunteers on loopback", () => {
       120_000,
     );
     await alice.peer.waitFor(isStep(Number(three.step) + 5), "five more steps", 120_000);
+
+    // Dave joins too and leaves with Ctrl-C after his first step: he finishes that round, exits 0,
+    // and the others carry on.
+    const dave = await start("dave", [...alice.addresses]);
+    await dave.peer.waitFor(isStep(1), "dave's first step", 120_000);
+    dave.peer.kill("SIGINT");
+    expect((await dave.peer.exited).code).toBe(0);
+    expect(dave.peer.records.some((r) => r.msg === "stopped training")).toBe(true);
 
     // Bob's process dies without a word, possibly in the middle of a round.
     const killedAt = alice.peer.latestStep();
