@@ -359,14 +359,7 @@ export function log(line: string): void {
   console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
 }
 
-/** The median of a non-empty list (NaN for an empty one). */
-export function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1
-    ? (sorted[mid] ?? NaN)
-    : ((sorted[mid - 1] ?? NaN) + (sorted[mid] ?? NaN)) / 2;
-}
+export { median } from "./peer-table.ts";
 
 export function firstLine(error: unknown): string {
   return (error instanceof Error ? error.message : String(error)).split("\n")[0] ?? "";
