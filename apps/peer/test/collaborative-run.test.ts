@@ -46,7 +46,17 @@ const isStep = (step: number) => (record: LogRecord) =>
   record.msg.startsWith("step ") && typeof record.step === "number" && record.step >= step;
 
 describe("three volunteers on loopback", () => {
-  it("train mnist-mlp to 90 % test accuracy through a late join and a killed peer", async () => {
+  it("train mnist-mlp to 90 % test accuracy through a late join and a killed peer", async ({
+    onTestFailed,
+  }) => {
+    // A failure names one peer's transcript; the others' tell what the swarm was doing meanwhile.
+    onTestFailed(() => {
+      for (const peer of peers) {
+        const events = peer.records.filter((record) => record.msg !== "status").slice(-40);
+        const lines = events.map((record) => JSON.stringify(record));
+        process.stderr.write(`---- ${peer.name}\n${lines.join("\n")}\n`);
+      }
+    });
     const experiment = await platform.createExperiment(config);
     const start = async (name: string, bootstrap: readonly string[]) => {
       const { token } = await platform.addVolunteer(experiment.id, name);

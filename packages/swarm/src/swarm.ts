@@ -54,6 +54,7 @@ export class Swarm {
       logger,
       leaders: () => node.members().filter((peer) => node.modeOf(peer) !== "client"),
       expected: (key) => this.#expectedMembers(key),
+      willJoin: (key) => this.#willJoin(key),
       maxGroupSize: config.averaging.maxGroupSize,
       timeoutMs: config.averaging.matchmakingTimeoutMs,
     });
@@ -132,19 +133,35 @@ export class Swarm {
   }
 
   /**
+   * Whether this node may still ask for the group of `key`: not once its own progress has passed the
+   * key's epoch (the round is done, or it loaded newer state). A leader whose round is in flight is
+   * in the gathering already, also with delayed updates (where the epoch moves on as a round starts).
+   */
+  #willJoin(key: string): boolean {
+    const epoch = keyEpoch(key);
+    const local = this.progress.localRecord();
+    return epoch === undefined || local === null || local.epoch <= epoch;
+  }
+
+  /**
    * Members the leader waits for: peers whose latest progress is at the key's epoch. An aux peer
    * counts too, so it reports an epoch only when it is about to help average that epoch.
    */
   #expectedMembers(key: string): string[] {
     // Only a whole-swarm group (one Moshpit dimension: key "e<epoch>/r0/") has a known member list;
     // grid cells close when full or at the deadline.
-    const match = /^e(\d+)\/r0\/(a\d+)?$/.exec(key);
-    if (match === null) return [];
-    const epoch = Number(match[1]);
+    if (!/^e\d+\/r0\/$/.test(key)) return [];
+    const epoch = keyEpoch(key);
     const connected = new Set(this.node.members());
     return this.progress
       .records()
       .filter((entry) => entry.record.epoch === epoch && connected.has(entry.peerId))
       .map((entry) => entry.peerId);
   }
+}
+
+/** The epoch of a group key ("e<epoch>/r<round>/<grid index>"), or undefined for another key. */
+function keyEpoch(key: string): number | undefined {
+  const match = /^e(\d+)\//.exec(key);
+  return match === null ? undefined : Number(match[1]);
 }

@@ -164,7 +164,9 @@ export class Trainer {
       this.#samplesContributed += event.localSamples;
       this.#parametersStale = true;
     } else if (event.type === "state-loaded") {
+      // Caught up (possibly right after a failed round): the next attempt need not wait.
       this.#parametersStale = true;
+      this.#retryAt = 0;
     } else {
       // A failed round keeps its gradients; training goes on, and the next attempt waits a moment,
       // so that a peer whose partners are still catching up does not retry after every minibatch.

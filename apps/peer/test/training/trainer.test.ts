@@ -1,6 +1,7 @@
 import { parseExperimentConfig, type ModelConfig } from "@barnraise/protocol";
 import {
   CollaborativeOptimizer,
+  createFlatOptimizer,
   ParameterLayout,
   type AveragedVector,
   type EpochState,
@@ -282,6 +283,61 @@ describe("Trainer", () => {
     trainer.stop();
     await expect(running).resolves.toMatchObject({ reason: "stopped", samplesContributed: 0 });
     expect(failing.samplesAccumulated).toBeGreaterThanOrEqual(40 * 4 - 8);
+  });
+
+  it("tries the next round without waiting once it has caught up after a failed one", async () => {
+    // The swarm averaged epoch 0 without this peer: its round fails, it loads the epoch-1 state at
+    // once, and its next round (for epoch 1) must not wait out the retry delay of the failed one.
+    const model = new BowlModel();
+    const others = { epoch: 1 };
+    let local: LocalProgress = { epoch: 0, samplesAccumulated: 0, samplesPerSecond: 0 };
+    const progress = new LossReportingProgress({
+      report: (report) => (local = report),
+      global: () => ({
+        epoch: Math.max(others.epoch, local.epoch),
+        samplesAccumulated: local.epoch >= others.epoch ? local.samplesAccumulated : 0,
+        targetBatchSize: 8,
+        etaSeconds: 1,
+      }),
+    });
+    const epochs: number[] = [];
+    let loads = 0;
+    const optimizer = new CollaborativeOptimizer({
+      config: parseExperimentConfig({ training: { targetBatchSize: 8 } }),
+      layout,
+      parameters: new Float32Array(SIZE),
+      progress,
+      averager: {
+        average: (epoch, vector, weight) => {
+          epochs.push(epoch);
+          return epoch === 0
+            ? Promise.reject(new Error("no group: the round is over"))
+            : Promise.resolve({ vector: vector.slice(), groupSize: 2, totalWeight: weight });
+        },
+      },
+      state: {
+        loadNewer: (epoch) => {
+          loads += 1;
+          // Nothing newer when it joins; after its failed round, the others' epoch-1 state.
+          if (loads === 1 || epoch >= 1) return Promise.resolve(null);
+          const optimizer = createFlatOptimizer(parseExperimentConfig({}).optimizer, layout).exportState();
+          return Promise.resolve({ epoch: 1, parameters: new Float32Array([1, 1]), optimizer });
+        },
+      },
+    });
+    const trainer = new Trainer({
+      model,
+      optimizer,
+      progress,
+      batches: endless(4),
+      swarm: { global: () => progress.global(), peersOnline: () => 2 },
+      seed: 1,
+      retryDelayMs: 1_000,
+      now: () => 0, // the clock never moves: a retry delay would hold the next round back forever
+      maxSteps: 2,
+    });
+    await expect(trainer.run()).resolves.toMatchObject({ reason: "max-steps", step: 2 });
+    expect(epochs).toEqual([0, 1]);
   });
 
   it("reports its phase and the swarm's progress on the status line", async () => {

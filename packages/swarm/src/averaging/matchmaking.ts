@@ -58,10 +58,16 @@ export interface MatchmakingOptions {
   /** Peers that could lead: connected members that accept connections (not client mode). */
   leaders: () => PeerIdString[];
   /**
-   * The members this peer expects in the group for `key` (from progress tracking); the leader
-   * closes the group as soon as all of them have joined, instead of waiting for the deadline.
+   * The other members this peer expects in the group for `key` (from progress tracking); the
+   * leader closes the group as soon as all of them have joined, instead of waiting for the deadline.
    */
   expected: (key: string) => PeerIdString[];
+  /**
+   * Whether this peer may still ask for `key` (default: always). A leader that has finished the
+   * key's epoch then answers at once rather than waiting for itself until the deadline, so a peer
+   * asking too late learns quickly that the round is over.
+   */
+  willJoin?: (key: string) => boolean;
   maxGroupSize: number;
   timeoutMs: number;
   now?: () => number;
@@ -224,7 +230,9 @@ export class Matchmaking {
       this.#gatherings.set(key, gathering);
     }
     gathering.members.set(member.peerId, member);
-    const expected = new Set([...this.#options.expected(key), this.#options.rpc.peerId]);
+    const expected = new Set(this.#options.expected(key));
+    // A leader asking for the key itself is in the gathering already.
+    if (this.#options.willJoin?.(key) ?? true) expected.add(this.#options.rpc.peerId);
     const everyoneIn = [...expected].every((peer) => gathering.members.has(peer));
     if (everyoneIn || gathering.members.size >= this.#options.maxGroupSize) this.#close(gathering);
     const formed = gathering.formed.promise;

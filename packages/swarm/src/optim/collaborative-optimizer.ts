@@ -151,7 +151,8 @@ export class CollaborativeOptimizer {
    * or the swarm is already one epoch ahead. Returns true when a step was applied (or, with delayed
    * updates, started). Returns false when it is not time yet, a round or state load failed (the
    * gradients are kept; call again later), or state was just adopted from a donor — which happens on
-   * the first call and whenever the swarm is more than one epoch ahead. Throws ABORTED if `signal` fires.
+   * the first call, whenever the swarm is more than one epoch ahead, and when a round fails while the
+   * swarm has moved past its epoch. Throws ABORTED if `signal` fires.
    */
   async maybeStep(signal?: AbortSignal): Promise<boolean> {
     throwIfAborted(signal);
@@ -173,7 +174,14 @@ export class CollaborativeOptimizer {
         global.epoch > this.#epoch ||
         (global.epoch === this.#epoch && global.samplesAccumulated >= global.targetBatchSize);
       if (!ready) return false;
-      return await this.#startRound(signal);
+      const stepped = await this.#startRound(signal);
+      if (!stepped && this.#progress.global().epoch > this.#epoch) {
+        // The swarm finished this epoch without us (a late joiner whose state was already one step
+        // old, or a round that failed here but not for the others): catch up at once, rather than
+        // after a retry delay in which a fast swarm moves further ahead.
+        await this.#loadNewerState(signal);
+      }
+      return stepped;
     } finally {
       this.#busy = false;
     }

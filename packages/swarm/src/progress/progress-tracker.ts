@@ -183,6 +183,11 @@ export class ProgressTracker {
     await Promise.all(targets.map((peer) => this.#pushTo(peer)));
   }
 
+  /** This node's latest record, or null before its first `report`. */
+  localRecord(): ProgressRecord | null {
+    return this.#local?.record ?? null;
+  }
+
   /** The swarm estimate at this moment (DeDLOC §3.1). */
   snapshot(): SwarmEstimate {
     return estimateSwarm({

@@ -18,15 +18,24 @@ afterEach(() => {
   for (const matchmaking of started.splice(0)) matchmaking.stop();
 });
 
-/** Peers "a" (the leader: lowest id) and "b"; `expected` is what each one's progress says. */
-function pair(expected: { a: string[]; b: string[] }, timeoutMs = 300) {
+/**
+ * Peers "a" (the leader: lowest id) and "b"; `expected` is what each one's progress says, and
+ * `willJoin` whether each may still ask for a key it is not asking for yet (default: yes).
+ */
+function pair(
+  expected: { a: string[]; b: string[] },
+  timeoutMs = 300,
+  willJoin: { a?: (key: string) => boolean; b?: (key: string) => boolean } = {},
+) {
   const network = new MemoryRpcNetwork();
   const make = (self: "a" | "b", other: "a" | "b") => {
+    const join = willJoin[self];
     const matchmaking = new Matchmaking({
       rpc: network.add(self),
       logger: silentLogger,
       leaders: () => [other],
       expected: () => expected[self],
+      ...(join === undefined ? {} : { willJoin: join }),
       maxGroupSize: 16,
       timeoutMs,
     });
@@ -75,5 +84,27 @@ describe("Matchmaking", () => {
     expect(ra.groupId).toBe(rb.groupId);
     expect(ra.groupId).not.toBe(first.groupId);
     expect(ra.members.map((m) => m.peerId)).toEqual(["a", "b"]);
+  });
+
+  // The deadline is an hour: these tests finish only if nobody waits for it.
+  const HOUR = 3_600_000;
+
+  it("answers a peer asking for an epoch the leader has finished at once, with no group", async () => {
+    const { b } = pair({ a: ["b"], b: ["a"] }, HOUR, { a: (key) => key !== "e4/r0/" });
+    await expect(b.form("e4/r0/", offer)).rejects.toMatchObject({ code: SwarmErrorCode.NO_GROUP });
+  });
+
+  it("still waits for a leader that may join the key", async () => {
+    const { a, b } = pair({ a: ["b"], b: ["a"] }, HOUR);
+    const late = b.form("e4/r0/", offer);
+    let settled = false;
+    void late.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    for (let i = 0; i < 50; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+    expect(settled).toBe(false);
+    const [ga, gb] = await Promise.all([a.form("e4/r0/", offer), late]);
+    expect(gb.groupId).toBe(ga.groupId);
   });
 });

@@ -336,18 +336,65 @@ describe("CollaborativeOptimizer", () => {
     swarm.reports.set(1, { epoch: 1, samplesAccumulated: 3, samplesPerSecond: 1 });
     const step = p.maybeStep(); // one ahead: this peer missed the round's start and tries to join it
     await until(() => swarm.rounds.get(0)?.length === 1);
+    expect(state.calls).toEqual([0]);
     swarm.rounds.get(0)?.[0]?.reject(new SwarmError(SwarmErrorCode.NO_GROUP, "alone"));
     swarm.rounds.delete(0);
     expect(await step).toBe(false);
-    expect(state.calls).toEqual([0]);
+    // The round was over: it looked for a newer state at once (there was none yet) and kept its gradients.
+    expect(state.calls).toEqual([0, 0]);
+    expect(p.epoch).toBe(0);
+    expect(p.samplesAccumulated).toBe(16);
 
     swarm.reports.set(1, { epoch: 2, samplesAccumulated: 3, samplesPerSecond: 1 });
     state.donor = { epoch: 2, parameters: dyadicGradient(8), optimizer: donorOptimizerState(2) };
     expect(await p.maybeStep()).toBe(false);
-    expect(state.calls).toEqual([0, 0]);
+    expect(state.calls).toEqual([0, 0, 0]);
     expect(p.epoch).toBe(2);
     expect(p.samplesAccumulated).toBe(0);
     expect(bits(p.parameters)).toEqual(bits(state.donor.parameters));
+  });
+
+  it("catches up at once when its round fails after the swarm finished that epoch", async () => {
+    // A late joiner whose freshly loaded state is already one step old: the others averaged epoch 3
+    // without it. Its round for epoch 3 finds nobody, and it must not wait a retry delay to catch up.
+    const swarm = new FakeSwarm(2, 32);
+    const state = new FakeState();
+    state.donor = { epoch: 3, parameters: dyadicGradient(7), optimizer: donorOptimizerState(3) };
+    const p = peer(swarm, 0, config(), state);
+    const events: CollaborativeOptimizerEvent[] = [];
+    p.on((event) => events.push(event));
+    expect(await p.maybeStep()).toBe(false);
+    expect(p.epoch).toBe(3);
+
+    swarm.reports.set(1, { epoch: 4, samplesAccumulated: 0, samplesPerSecond: 1 });
+    const newer = { epoch: 4, parameters: dyadicGradient(9), optimizer: donorOptimizerState(4) };
+    state.donor = newer;
+    p.accumulate(dyadicGradient(1), 16);
+    const step = p.maybeStep();
+    await until(() => swarm.rounds.get(3)?.length === 1);
+    swarm.rounds.get(3)?.[0]?.reject(new SwarmError(SwarmErrorCode.NO_GROUP, "the round is over"));
+    swarm.rounds.delete(3);
+    expect(await step).toBe(false);
+    expect(p.epoch).toBe(4);
+    expect(p.samplesAccumulated).toBe(0);
+    expect(bits(p.parameters)).toEqual(bits(newer.parameters));
+    expect(events.map((event) => event.type)).toEqual(["state-loaded", "round-failed", "state-loaded"]);
+  });
+
+  it("retries a failed round later, without loading state, while the swarm is still at its epoch", async () => {
+    const swarm = new FakeSwarm(2, 32);
+    const state = new FakeState();
+    const p = peer(swarm, 0, config(), state);
+    expect(await p.maybeStep()).toBe(false);
+    swarm.reports.set(1, { epoch: 0, samplesAccumulated: 16, samplesPerSecond: 1 });
+    p.accumulate(dyadicGradient(1), 16);
+    const step = p.maybeStep();
+    await until(() => swarm.rounds.get(0)?.length === 1);
+    swarm.rounds.get(0)?.[0]?.reject(new SwarmError(SwarmErrorCode.NO_GROUP, "not yet"));
+    swarm.rounds.delete(0);
+    expect(await step).toBe(false);
+    expect(state.calls).toEqual([0]);
+    expect(p.samplesAccumulated).toBe(16);
   });
 
   it("keeps its state when the donor's state is malformed", async () => {
