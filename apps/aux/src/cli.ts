@@ -1,14 +1,192 @@
 #!/usr/bin/env node
 import { homedir } from "node:os";
-import { join } from "node:path";
-import { nodeCli, processIo } from "@barnraise/swarm";
+import { dirname, join } from "node:path";
+import { parseArgs } from "node:util";
+import {
+  ExitCode,
+  IdentityFileError,
+  JoinError,
+  JoinErrorCode,
+  nodeCli,
+  PrivateFileError,
+  processIo,
+  type CommandIo,
+} from "@barnraise/swarm";
+import { pino, type Logger } from "pino";
+import { runAux } from "./run-aux.ts";
 
-/** Exit codes: 0 success, 1 failure, 64 bad usage (EX_USAGE). */
-export const main = nodeCli({
-  program: "barnraise-aux",
-  defaultIdentityPath: join(homedir(), ".barnraise", "aux", "identity.json"),
-});
+const program = "barnraise-aux";
+const defaultIdentityPath = join(homedir(), ".barnraise", "aux", "identity.json");
+/** A fixed port, so that the address registered with the platform survives a restart. */
+export const DEFAULT_LISTEN = ["/ip4/0.0.0.0/tcp/31337", "/ip4/0.0.0.0/tcp/31338/ws"];
+
+/** Exit codes: the peer's, where the same failure can happen. */
+export const AuxExitCode = {
+  ...ExitCode,
+  badToken: 10,
+  notAllowlisted: 11,
+  banned: 12,
+  tampered: 13,
+} as const;
+
+const usage = `Usage: ${program} --server URL --token AUX_TOKEN [options]
+       ${program} identity [--identity FILE]
+
+The organizer's helper node for an experiment: a stable bootstrap and relay for the swarm, the
+monitor that posts each step's loss and throughput to the platform, the checkpointer that uploads
+the model every few steps, and a reducer that helps average. Run it on a machine with a public
+address (a small CPU server is enough).
+
+Options:
+  --server URL          the platform  (or BARNRAISE_SERVER)
+  --token TOKEN         an aux token from the experiment's manage page  (or BARNRAISE_TOKEN)
+  --listen MULTIADDR    listen address (repeatable; default: ${DEFAULT_LISTEN.join(" and ")})
+  --announce MULTIADDR  address to register and announce instead, e.g. a public IP (repeatable)
+  --peer MULTIADDR      also connect to this peer (repeatable)
+  --identity FILE       this node's key (default: ${defaultIdentityPath})
+  --data-dir DIR        staging for checkpoint files (default: the identity's directory)
+  --no-averaging        do not help average (bootstrap, relay, monitor and checkpoints only)
+  --json                JSON log lines on stdout (always; accepted for symmetry with the peer)
+  --log-level LEVEL     debug, info (default), warn or error
+  -h, --help            show this help
+
+Logs are JSON lines on stdout. Ctrl-C leaves the swarm and exits.
+
+Exit codes: 0 stopped, 1 failure, 10 bad, revoked or volunteer token, 11 not the organizer,
+12 banned, 13 pass or config failed verification, 64 bad usage.`;
+
+export interface AuxCliEnvironment {
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly io: CommandIo;
+  /** Where the JSON logs go. */
+  readonly logDestination: pino.DestinationStream;
+  readonly stopSignal: AbortSignal;
+}
+
+/** `barnraise-aux` without the process: parses `argv`, runs the aux, returns the exit code. */
+export async function main(argv: readonly string[], environment: AuxCliEnvironment): Promise<number> {
+  const { io, env } = environment;
+  if (argv[0] === "identity") return nodeCli({ program, defaultIdentityPath })(argv, io);
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: [...argv],
+      allowPositionals: false,
+      options: {
+        server: { type: "string" },
+        token: { type: "string" },
+        listen: { type: "string", multiple: true, default: [] },
+        announce: { type: "string", multiple: true, default: [] },
+        peer: { type: "string", multiple: true, default: [] },
+        identity: { type: "string", default: defaultIdentityPath },
+        "data-dir": { type: "string" },
+        "no-averaging": { type: "boolean", default: false },
+        json: { type: "boolean", default: true },
+        "log-level": { type: "string", default: "info" },
+        help: { type: "boolean", short: "h", default: false },
+      },
+    }));
+  } catch (error) {
+    return usageError(io, (error as Error).message);
+  }
+  if (values.help) {
+    io.out(usage);
+    return AuxExitCode.ok;
+  }
+  const serverText = values.server ?? env.BARNRAISE_SERVER;
+  const token = values.token ?? env.BARNRAISE_TOKEN;
+  if (serverText === undefined || serverText === "") return usageError(io, "--server is required");
+  if (token === undefined || token.trim() === "") return usageError(io, "--token is required");
+  let server: URL;
+  try {
+    server = new URL(serverText);
+  } catch {
+    return usageError(io, `--server ${JSON.stringify(serverText)} is not a URL`);
+  }
+  if (server.protocol !== "https:" && server.protocol !== "http:") {
+    return usageError(io, `--server must be an http(s) URL, not ${server.protocol}`);
+  }
+  const level = values["log-level"].trim().toLowerCase();
+  if (!["debug", "info", "warn", "error"].includes(level)) {
+    return usageError(io, `unknown log level ${JSON.stringify(values["log-level"])}`);
+  }
+  for (const address of [...values.listen, ...values.announce, ...values.peer]) {
+    if (!address.startsWith("/")) return usageError(io, `${JSON.stringify(address)} is not a multiaddr`);
+  }
+
+  const logger = pino({ name: program, level }, environment.logDestination);
+  try {
+    await runAux({
+      server,
+      token: token.trim(),
+      identityPath: values.identity,
+      dataDir: values["data-dir"] ?? dirname(values.identity),
+      listen: values.listen.length > 0 ? values.listen : DEFAULT_LISTEN,
+      announce: values.announce,
+      peers: values.peer,
+      helpAveraging: !values["no-averaging"],
+      logger,
+      stopSignal: environment.stopSignal,
+    });
+    return AuxExitCode.ok;
+  } catch (error) {
+    return reportFailure(logger, error, environment.stopSignal);
+  }
+}
+
+function usageError(io: CommandIo, message: string): number {
+  io.err(`error: ${message}`);
+  io.err(`Run ${program} --help for the options.`);
+  return AuxExitCode.usage;
+}
+
+function reportFailure(logger: Logger, error: unknown, stopSignal: AbortSignal): number {
+  if (error instanceof JoinError) {
+    if (error.code === JoinErrorCode.ABORTED || stopSignal.aborted) {
+      logger.warn("interrupted while joining");
+      return AuxExitCode.ok;
+    }
+    logger.error({ code: error.code }, error.message);
+    switch (error.code) {
+      case JoinErrorCode.TOKEN_INVALID:
+      case JoinErrorCode.TOKEN_REVOKED:
+        return AuxExitCode.badToken;
+      case JoinErrorCode.NOT_ALLOWLISTED:
+        return AuxExitCode.notAllowlisted;
+      case JoinErrorCode.BANNED:
+        return AuxExitCode.banned;
+      case JoinErrorCode.PASS_INVALID:
+      case JoinErrorCode.CONFIG_TAMPERED:
+      case JoinErrorCode.AUTHORITY_CHANGED:
+        return AuxExitCode.tampered;
+      default:
+        return AuxExitCode.failure;
+    }
+  }
+  if (error instanceof IdentityFileError || error instanceof PrivateFileError) {
+    logger.error({ code: "LOCAL_FILE" }, error.message);
+    return AuxExitCode.failure;
+  }
+  logger.error({ code: "INTERNAL", err: error }, `the aux peer failed: ${(error as Error).message}`);
+  return AuxExitCode.failure;
+}
 
 if (import.meta.main) {
-  process.exitCode = await main(process.argv.slice(2), processIo);
+  const stop = new AbortController();
+  let received = 0;
+  const onSignal = () => {
+    received += 1;
+    if (received === 1) stop.abort();
+    else process.exit(130);
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  const code = await main(process.argv.slice(2), {
+    env: process.env,
+    io: processIo,
+    logDestination: pino.destination({ fd: 1, sync: true }),
+    stopSignal: stop.signal,
+  });
+  // libp2p may keep handles open after a clean shutdown; the run is over either way.
+  process.exit(code);
 }

@@ -1,17 +1,13 @@
 import { freemem } from "node:os";
 import { join } from "node:path";
-import { equalBytes, type ExperimentConfig, type KeyPair } from "@barnraise/protocol";
+import type { ExperimentConfig, KeyPair } from "@barnraise/protocol";
 import {
   abortableSleep,
-  authorityPinPath,
   CollaborativeOptimizer,
   createPassRefresher,
-  JoinError,
-  JoinErrorCode,
-  joinWithRetry,
-  loadAuthorityPin,
+  joinExperiment,
+  type JoinError,
   loadOrCreateIdentity,
-  saveAuthorityPin,
   Swarm,
   type AveragingMode,
   type CollaborativeOptimizerEvent,
@@ -64,8 +60,6 @@ export interface PeerRunResult {
 
 /** How long a joining peer waits to hear from the swarm before it trains on its own. */
 const DISCOVERY_TIMEOUT_MS = 15_000;
-/** While the organizer has paused the experiment, ask again this often. */
-const PAUSED_RETRY_MS = 30_000;
 /** Share of free memory the automatic batch size may fill with activations. */
 const ACTIVATION_MEMORY_SHARE = 0.25;
 /** …and never more than this: the wasm backend's heap is a 32-bit address space shared with the weights. */
@@ -89,7 +83,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
   // Until training starts, a stop (first Ctrl-C) cancels whatever is waiting: the join's retries,
   // the manifest download, the wait for the swarm.
   const startUp = AbortSignal.any([options.stopSignal, abortSignal]);
-  const joined = await joinExperiment(options, identity.keyPair, startUp);
+  const joined = await joinAsVolunteer(options, identity.keyPair, startUp);
   const { config } = joined;
   reporter.log("info", `joined experiment "${joined.experiment.name}"`, {
     experimentId: joined.experiment.id,
@@ -133,6 +127,11 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
 
     // The swarm serves the optimizer's state to new peers; the optimizer needs the swarm's ports.
     const served: { optimizer?: CollaborativeOptimizer } = {};
+    let refused: JoinError | undefined;
+    const leaving = new AbortController();
+    let leave = () => {
+      leaving.abort();
+    };
     const swarm = await Swarm.create({
       experimentId: joined.experiment.id,
       identity: identity.keyPair,
@@ -143,6 +142,14 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
         token: options.token,
         keyPair: identity.keyPair,
         joined,
+        onRefused: (error) => {
+          // Banned, removed from the allowlist, or the token revoked: leave now, not when the pass runs out.
+          refused ??= error;
+          reporter.log("error", `the platform refused to renew the access pass: ${error.message}`, {
+            code: error.code,
+          });
+          leave();
+        },
         onJoined: (refreshed) => {
           if (refreshed.configVersion !== joined.configVersion) {
             reporter.log(
@@ -179,6 +186,9 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       state: swarm.statePort(),
     });
     served.optimizer = optimizer;
+    // Say hello to the swarm at once: a peer that waits to hear from others before training would
+    // otherwise wait out the whole discovery time when everyone has just started.
+    progress.report({ epoch: optimizer.epoch, samplesAccumulated: 0, samplesPerSecond: 0 });
     if (joined.initialPeers.length + options.peers.length > 0) {
       const heard = await waitForSwarm(swarm, options.stopSignal, abortSignal);
       if (!heard && !options.stopSignal.aborted) {
@@ -226,7 +236,8 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     const stopOnSignal = () => {
       trainer.stop();
     };
-    if (options.stopSignal.aborted) trainer.stop();
+    leave = stopOnSignal;
+    if (options.stopSignal.aborted || leaving.signal.aborted) trainer.stop();
     options.stopSignal.addEventListener("abort", stopOnSignal, { once: true });
     let train: TrainResult;
     try {
@@ -234,6 +245,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     } finally {
       options.stopSignal.removeEventListener("abort", stopOnSignal);
     }
+    if (refused !== undefined) throw refused;
     reporter.log(
       "info",
       train.reason === "max-steps" ? "the run reached its last step" : "stopped training",
@@ -263,72 +275,37 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
 }
 
 /** Joins (retrying while the platform is unreachable or the experiment paused) and checks the authority pin. */
-async function joinExperiment(
+function joinAsVolunteer(
   options: PeerRunOptions,
   keyPair: KeyPair,
   signal: AbortSignal,
 ): Promise<JoinedExperiment> {
   const { reporter } = options;
-  let joined: JoinedExperiment;
-  for (;;) {
-    try {
-      joined = await joinWithRetry({
-        server: options.server,
-        token: options.token,
-        keyPair,
-        signal,
-        onRetry: (attempt, delayMs, error) => {
-          reporter.log(
-            "warn",
-            `cannot join yet: ${error.message}; retrying in ${Math.ceil(delayMs / 1000)} s`,
-            {
-              attempt,
-              code: error.code,
-            },
-          );
-        },
+  return joinExperiment({
+    server: options.server,
+    token: options.token,
+    keyPair,
+    identityPath: options.identityPath,
+    signal,
+    onRetry: (attempt, delayMs, error) => {
+      reporter.log("warn", `cannot join yet: ${error.message}; retrying in ${Math.ceil(delayMs / 1000)} s`, {
+        attempt,
+        code: error.code,
       });
-      break;
-    } catch (error) {
-      if (!(error instanceof JoinError) || error.code !== JoinErrorCode.EXPERIMENT_PAUSED) throw error;
-      reporter.log("warn", `${error.message}; asking again in ${PAUSED_RETRY_MS / 1000} s`);
-      try {
-        await abortableSleep(PAUSED_RETRY_MS, signal);
-      } catch (cause) {
-        throw new JoinError(JoinErrorCode.ABORTED, "the join was cancelled", { cause });
-      }
-    }
-  }
-  // The authority key is pinned per experiment on first use: a later join of the same experiment
-  // under another key means the platform (or someone in between) is not the one we trusted. A token
-  // of another experiment moves the pin to that experiment (one identity, one experiment at a time);
-  // first use of an experiment is trusted as TLS to the platform is.
-  const pinPath = authorityPinPath(options.identityPath);
-  const pin = await loadAuthorityPin(pinPath);
-  if (pin?.experimentId === joined.experiment.id) {
-    if (!equalBytes(pin.authorityPublicKey, joined.authorityPublicKey)) {
-      throw new JoinError(
-        JoinErrorCode.AUTHORITY_CHANGED,
-        `the experiment's authority key differs from the one pinned in ${pinPath}; if the organizer ` +
-          "rotated it, delete that file to trust the new key",
-      );
-    }
-  } else {
-    if (pin !== undefined) {
+    },
+    onPaused: (error, retryMs) => {
+      reporter.log("warn", `${error.message}; asking again in ${retryMs / 1000} s`);
+    },
+    onRepinned: (previous, experimentId) => {
       reporter.log(
         "warn",
-        `this token is for another experiment than ${pin.experimentId}; pinning the new one's key`,
+        `this token is for another experiment than ${previous}; pinning the new one's key`,
         {
-          experimentId: joined.experiment.id,
+          experimentId,
         },
       );
-    }
-    await saveAuthorityPin(pinPath, {
-      experimentId: joined.experiment.id,
-      authorityPublicKey: joined.authorityPublicKey,
-    });
-  }
-  return joined;
+    },
+  });
 }
 
 async function chooseBatchSize(

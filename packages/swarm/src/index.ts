@@ -52,6 +52,7 @@ export * from "./platform/join-client.ts";
 export * from "./platform/join-error.ts";
 export type { JoinedExperiment } from "./platform/join-response.ts";
 export * from "./platform/join-retry.ts";
+export * from "./platform/join-experiment.ts";
 export * from "./platform/pass-refresher.ts";
 export * from "./platform/authority-pin.ts";
 export { PrivateFileError } from "./private-file.ts";

@@ -120,7 +120,8 @@ export class Swarm {
       loadNewer: async (epoch, signal): Promise<EpochState | null> => {
         const donors = this.progress
           .records()
-          .filter((entry) => entry.record.epoch > epoch && entry.record.mode !== "client")
+          // Trainers that accept connections: an aux trains nothing, and its state may be old.
+          .filter((entry) => entry.record.epoch > epoch && entry.record.mode === "node")
           .map((entry) => entry.peerId);
         if (donors.length === 0) return null;
         return this.state.download({
@@ -133,14 +134,19 @@ export class Swarm {
   }
 
   /**
-   * Whether this node may still ask for the group of `key`: not once its own progress has passed the
-   * key's epoch (the round is done, or it loaded newer state). A leader whose round is in flight is
+   * Whether this node may still ask for the group of `key`: not before its first progress report,
+   * not once its own progress has passed the key's epoch (the round is done, or it loaded newer
+   * state), and for an aux only for the epoch it reported. A leader whose round is in flight is
    * in the gathering already, also with delayed updates (where the epoch moves on as a round starts).
    */
   #willJoin(key: string): boolean {
     const epoch = keyEpoch(key);
+    if (epoch === undefined) return true;
+    // A node that has reported nothing yet is still loading state (or, as an aux, not helping).
     const local = this.progress.localRecord();
-    return epoch === undefined || local === null || local.epoch <= epoch;
+    if (local === null) return false;
+    // An aux reports an epoch only when it is about to help average it.
+    return local.mode === "aux" ? local.epoch === epoch : local.epoch <= epoch;
   }
 
   /**

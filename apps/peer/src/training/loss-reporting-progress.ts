@@ -12,9 +12,10 @@ interface EpochLoss {
 }
 
 /**
- * The optimizer's progress port, with this peer's loss added to every record it publishes: the
- * sum of minibatch losses and the minibatch count of the epoch being reported, so the aux monitor
- * can compute loss = Σ lossSum / Σ minibatches over the swarm (DeDLOC I.2).
+ * The optimizer's progress port, with this peer's metrics added to every record it publishes: the
+ * sum of minibatch losses and the minibatch count of the epoch being reported (and the final totals
+ * of the epoch before), so the aux monitor can compute loss = Σ lossSum / Σ minibatches over the
+ * swarm (DeDLOC I.2), and the samples and compute time of the whole session for the leaderboard.
  *
  * Losses are kept per epoch because the optimizer may report another epoch than the one the last
  * minibatch belonged to: a delayed round moves on to the next epoch at once, and a failed round
@@ -23,6 +24,8 @@ interface EpochLoss {
 export class LossReportingProgress implements ProgressPort {
   readonly #sink: ProgressSink;
   readonly #losses = new Map<number, EpochLoss>();
+  #samplesTotal = 0;
+  #computeSeconds = 0;
 
   constructor(sink: ProgressSink) {
     this.#sink = sink;
@@ -37,6 +40,12 @@ export class LossReportingProgress implements ProgressPort {
     this.#losses.set(epoch, entry);
   }
 
+  /** Counts one minibatch's samples and compute time into the cumulative totals of every record. */
+  addWork(samples: number, computeSeconds: number): void {
+    if (Number.isFinite(samples) && samples > 0) this.#samplesTotal += samples;
+    if (Number.isFinite(computeSeconds) && computeSeconds > 0) this.#computeSeconds += computeSeconds;
+  }
+
   /** The mean minibatch loss recorded for `epoch`, or undefined when none was. */
   meanLoss(epoch: number): number | undefined {
     const entry = this.#losses.get(epoch);
@@ -47,7 +56,15 @@ export class LossReportingProgress implements ProgressPort {
     // Epochs two or more behind can no longer be reported (a failed round moves back by one only).
     for (const epoch of this.#losses.keys()) if (epoch < progress.epoch - 1) this.#losses.delete(epoch);
     const entry = this.#losses.get(progress.epoch) ?? { lossSum: 0, minibatches: 0 };
-    this.#sink.report({ ...progress, lossSum: entry.lossSum, minibatches: entry.minibatches });
+    const previous = this.#losses.get(progress.epoch - 1);
+    this.#sink.report({
+      ...progress,
+      lossSum: entry.lossSum,
+      minibatches: entry.minibatches,
+      samplesTotal: this.#samplesTotal,
+      computeSeconds: this.#computeSeconds,
+      ...(previous === undefined ? {} : { previous: { epoch: progress.epoch - 1, ...previous } }),
+    });
   }
 
   global(): GlobalProgress {

@@ -135,9 +135,11 @@ export class Trainer {
         this.#parametersStale = false;
       }
       const epoch = optimizer.epoch;
+      const computeStart = performance.now();
       const result = model.computeGradients(next.value, mixSeed(this.#options.seed, this.#minibatches));
       this.#minibatches += 1;
       progress.addLoss(epoch, result.loss);
+      progress.addWork(result.samples, (performance.now() - computeStart) / 1000);
       optimizer.accumulate(result.gradient, result.samples);
       if (!this.#contributed) {
         this.#contributed = true;

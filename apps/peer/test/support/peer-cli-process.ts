@@ -24,9 +24,10 @@ export class PeerCliProcess {
   readonly #child: ChildProcessByStdio<null, Readable, Readable>;
   readonly #waiters = new Set<() => void>();
 
-  constructor(name: string, args: readonly string[], env: Record<string, string> = {}) {
+  /** `cli`: another program with the same JSON logs (the aux peer's). */
+  constructor(name: string, args: readonly string[], env: Record<string, string> = {}, cli = CLI) {
     this.name = name;
-    this.#child = spawn(process.execPath, [CLI, "--json", ...args], {
+    this.#child = spawn(process.execPath, [cli, "--json", ...args], {
       stdio: ["ignore", "pipe", "pipe"],
       env: { ...process.env, ...env },
     });

@@ -197,6 +197,13 @@ describe("Trainer", () => {
     // A new epoch starts its sums at zero.
     const firstOf1 = swarm.reports.find((report) => report.epoch === 1);
     expect(firstOf1).toMatchObject({ samplesAccumulated: 0, lossSum: 0, minibatches: 0 });
+    // …and carries the finished epoch's totals, which a short step could otherwise hide from the monitor.
+    expect(firstOf1?.previous).toEqual({ epoch: 0, lossSum: last0?.lossSum, minibatches: 3 });
+    // The session's samples and compute time only grow.
+    const totals = swarm.reports.map((report) => report.samplesTotal ?? -1);
+    expect(totals.at(-1)).toBe(24);
+    expect(totals).toEqual([...totals].sort((a, b) => a - b));
+    expect(swarm.reports.at(-1)?.computeSeconds).toBeGreaterThan(0);
   });
 
   it("lets the averaging round in flight finish on stop(), then leaves without computing more", async () => {

@@ -7,6 +7,8 @@ export const MAX_PROGRESS_COUNT = 2 ** 48;
 export const MAX_SAMPLES_PER_SECOND = 1e9;
 /** Largest summed loss a record may carry. */
 export const MAX_LOSS_SUM = 1e15;
+/** Largest cumulative compute time a record may claim (about 30,000 years). */
+export const MAX_COMPUTE_SECONDS = 1e12;
 
 const count = z.number().int().min(0).max(MAX_PROGRESS_COUNT);
 
@@ -40,6 +42,21 @@ export const progressRecordSchema = z.strictObject({
   step: count,
   /** Total bytes this peer has aggregated for others as a reducer (cumulative). */
   bytesAggregated: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+  /** Samples this peer has processed since it started (cumulative), for the leaderboard. */
+  samplesTotal: count.optional(),
+  /** Seconds this peer has spent computing gradients since it started (cumulative). */
+  computeSeconds: z.number().min(0).max(MAX_COMPUTE_SECONDS).optional(),
+  /**
+   * The final loss totals of the epoch this peer accumulated before `epoch`: a step can be short
+   * next to the push period, so the aux monitor would otherwise miss the end of each epoch.
+   */
+  previous: z
+    .strictObject({
+      epoch: count,
+      lossSum: z.number().min(0).max(MAX_LOSS_SUM),
+      minibatches: count,
+    })
+    .optional(),
 });
 
 export type ProgressRecord = z.infer<typeof progressRecordSchema>;

@@ -137,17 +137,20 @@ export class ProgressTracker {
 
   /**
    * Updates this node's record. Left-out fields keep their previous values, except that `lossSum`
-   * and `minibatches` restart at 0 with a new epoch, `step` defaults to `epoch` and `time` to now.
+   * and `minibatches` restart at 0 and `previous` is dropped with a new epoch, `step` defaults to
+   * `epoch` and `time` to now.
    * Pushes at once when the epoch changes. Throws MALFORMED_MESSAGE for an invalid record.
    */
   report(local: LocalProgress): void {
     const now = this.#now();
     const previous = this.#local?.record;
     const sameEpoch = previous !== undefined && previous.epoch === local.epoch;
+    // Another epoch's record says nothing about the epoch before it unless the caller does.
+    const kept = sameEpoch || previous === undefined ? previous : withoutPrevious(previous);
     const candidate = {
       mode: this.#mode,
       bytesAggregated: 0,
-      ...previous,
+      ...kept,
       lossSum: sameEpoch ? previous.lossSum : 0,
       minibatches: sameEpoch ? previous.minibatches : 0,
       ...local,
@@ -325,4 +328,9 @@ function positive(value: number, name: string): number {
     throw new SwarmError(SwarmErrorCode.MALFORMED_MESSAGE, `${name} must be a positive number, got ${value}`);
   }
   return value;
+}
+
+function withoutPrevious(record: ProgressRecord): Omit<ProgressRecord, "previous"> {
+  const { previous: _dropped, ...rest } = record;
+  return rest;
 }

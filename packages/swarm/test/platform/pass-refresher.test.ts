@@ -69,4 +69,23 @@ describe("createPassRefresher", () => {
         /exp-elsewhere/.test(error.message),
     );
   });
+
+  it("tells onRefused of a refusal for good, not of a platform that is merely unreachable", async () => {
+    const base = { server: platform.url, token: TOKEN, keyPair, now: () => platform.now };
+    const first = await joinPlatform(base);
+    const refusals: JoinError[] = [];
+    const failing = (code: JoinErrorCode) =>
+      createPassRefresher({
+        ...base,
+        joined: first,
+        onRefused: (error) => refusals.push(error),
+        join: () => Promise.reject(new JoinError(code, code)),
+      });
+    await expect(failing(JoinErrorCode.SERVER_UNREACHABLE)()).rejects.toMatchObject({
+      code: JoinErrorCode.SERVER_UNREACHABLE,
+    });
+    expect(refusals).toEqual([]);
+    await expect(failing(JoinErrorCode.BANNED)()).rejects.toMatchObject({ code: JoinErrorCode.BANNED });
+    expect(refusals.map((error) => error.code)).toEqual([JoinErrorCode.BANNED]);
+  });
 });

@@ -287,7 +287,14 @@ describe("ProgressTracker", () => {
       time: clock.now,
     });
     clock.now += 500;
-    a.report({ epoch: 2, samplesAccumulated: 0, samplesPerSecond: 2 });
+    a.report({
+      epoch: 2,
+      samplesAccumulated: 0,
+      samplesPerSecond: 2,
+      samplesTotal: 6,
+      computeSeconds: 1.5,
+      previous: { epoch: 1, lossSum: 3, minibatches: 2 },
+    });
     expect(a.snapshot()).toMatchObject({ epoch: 2, samplesAccumulated: 0, etaSeconds: 5, alivePeers: 1 });
     await a.pushNow();
     expect(b.records()[0]?.record).toMatchObject({
@@ -296,7 +303,15 @@ describe("ProgressTracker", () => {
       lossSum: 0,
       minibatches: 0,
       bytesAggregated: 9,
+      samplesTotal: 6,
+      computeSeconds: 1.5,
+      previous: { epoch: 1, lossSum: 3, minibatches: 2 },
     });
+    // The next epoch's record says nothing about epoch 1 unless told; cumulative counters carry on.
+    a.report({ epoch: 3, samplesAccumulated: 0, samplesPerSecond: 2 });
+    await a.pushNow();
+    expect(b.records()[0]?.record.previous).toBeUndefined();
+    expect(b.records()[0]?.record.samplesTotal).toBe(6);
     expect(() => new ProgressTracker({ rpc: network.add("c"), peers: () => [], targetBatchSize: 0 })).toThrow(
       expect.objectContaining({ code: "MALFORMED_MESSAGE" }),
     );

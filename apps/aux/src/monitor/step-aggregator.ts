@@ -1,0 +1,253 @@
+import type { PeerProgressRecord, ProgressRecord } from "@barnraise/swarm";
+
+/** One peer's cumulative contribution, for the platform's leaderboard. */
+export interface PeerContribution {
+  peerId: string;
+  /** Samples processed since the peer started. */
+  samples: number;
+  /** Seconds spent computing gradients since the peer started. */
+  computeSeconds: number;
+  /** Bytes aggregated for others as a reducer. */
+  bytesAggregated: number;
+  /** Seconds since the peer's current session started. */
+  sessionSeconds: number;
+}
+
+/** One collaborative step as the monitor pushes it to the platform. */
+export interface AggregatedStep {
+  /** The step reached by averaging epoch `step − 1`. */
+  step: number;
+  /** Σ lossSum / Σ minibatches over the peers' totals for epoch `step − 1`. */
+  loss: number;
+  /** Σ samples/s over fresh trainer records when the step was collected. */
+  samplesPerSecond: number;
+  /** Fresh trainer records when the step was collected. */
+  alivePeers: number;
+  /** Unix ms when the step was collected. */
+  time: number;
+  peers: PeerContribution[];
+}
+
+export interface StepAggregatorOptions {
+  /** A record received longer ago than this is stale; a gap this long between records ends a session. */
+  ttlMs: number;
+  /** How long after the first record of a later epoch an epoch's totals are taken as complete. */
+  graceMs: number;
+  now?: () => number;
+  /** Most epochs whose loss totals are kept at once; default 64. */
+  maxEpochsKept?: number;
+}
+
+interface PeerState {
+  record: ProgressRecord;
+  receivedAt: number;
+  sessionStart: number;
+}
+
+interface LossTotals {
+  lossSum: number;
+  minibatches: number;
+}
+
+/** A first sighting of a trainer record at `epoch`, at local time `seenAt`. */
+interface EpochSighting {
+  epoch: number;
+  seenAt: number;
+}
+
+/**
+ * Turns the trainers' progress records into one aggregated metric per collaborative step (DeDLOC
+ * Appendix I.2). Pure state: no timers; the caller feeds `observe` and polls `collect`.
+ *
+ * - Loss: per peer and epoch, the totals with the most minibatches seen are kept, from `record` and
+ *   from `record.previous` (a short step may only show its totals in the next epoch's `previous`).
+ *   Only trainer records (mode ≠ "aux") count for loss, epochs, samples/s and alive peers.
+ * - Finality: epoch e is final once some fresh trainer record has an epoch > e and `graceMs` has
+ *   passed since the aggregator first saw a trainer record with an epoch > e. A final epoch e is
+ *   emitted as step e + 1 with loss Σ lossSum / Σ minibatches over the peers' totals for e. An epoch
+ *   with Σ minibatches = 0 is marked done and not emitted. Each epoch is done at most once; data
+ *   arriving later for a done epoch is ignored. Epochs before the epoch of the first trainer record
+ *   observed are never emitted, not even from its `previous`. A jump (5 → 8) emits each epoch in between
+ *   that has data.
+ * - `samplesPerSecond` and `alivePeers` are summed and counted over fresh trainer records (received at
+ *   most `ttlMs` ago) at `collect` time; `time` is now.
+ * - `peers`: every peer with a fresh record (aux peers included, for their bytes aggregated) plus this
+ *   node's own contribution, sorted by peer id. A peer's session starts at its first record and
+ *   restarts when the gap between two of its records exceeds `ttlMs`.
+ * - Bounded memory: loss totals for at most `maxEpochsKept` epochs (when over, the oldest epoch is
+ *   marked done and dropped); peers not heard from for 10 × `ttlMs` are forgotten.
+ */
+export class StepAggregator {
+  readonly #ttlMs: number;
+  readonly #graceMs: number;
+  readonly #now: () => number;
+  readonly #maxEpochsKept: number;
+  readonly #peers = new Map<string, PeerState>();
+  /** Loss totals per epoch, then per peer; only for epochs ≥ #nextEpoch. */
+  readonly #loss = new Map<number, Map<string, LossTotals>>();
+  /** First sightings with strictly increasing epoch and time: earlier, smaller ones never matter. */
+  readonly #sightings: EpochSighting[] = [];
+  /** The lowest epoch not yet done; undefined before the first trainer record. */
+  #nextEpoch: number | undefined;
+  #own: PeerContribution | null = null;
+  #latestLoss: number | undefined;
+
+  constructor(options: StepAggregatorOptions) {
+    this.#ttlMs = checked(options.ttlMs, "ttlMs", (value) => value > 0);
+    this.#graceMs = checked(options.graceMs, "graceMs", (value) => value >= 0);
+    this.#maxEpochsKept = checked(
+      options.maxEpochsKept ?? 64,
+      "maxEpochsKept",
+      (value) => Number.isInteger(value) && value > 0,
+    );
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** Takes in one record accepted from a peer. */
+  observe(update: PeerProgressRecord): void {
+    const { peerId, record, receivedAt } = update;
+    const known = this.#peers.get(peerId);
+    if (known === undefined) this.#forgetGonePeers();
+    const sameSession = known !== undefined && receivedAt - known.receivedAt <= this.#ttlMs;
+    this.#peers.set(peerId, {
+      record,
+      receivedAt,
+      sessionStart: sameSession ? known.sessionStart : receivedAt,
+    });
+    if (record.mode === "aux") return;
+
+    this.#nextEpoch ??= record.epoch;
+    const last = this.#sightings.at(-1);
+    if (last === undefined || record.epoch > last.epoch) {
+      this.#sightings.push({ epoch: record.epoch, seenAt: this.#now() });
+      // Dropping the earliest sighting can only delay finality, never hasten it.
+      if (this.#sightings.length > this.#maxEpochsKept) this.#sightings.shift();
+    }
+    this.#keepTotals(peerId, record.epoch, record);
+    if (record.previous !== undefined) this.#keepTotals(peerId, record.previous.epoch, record.previous);
+  }
+
+  /** This node's own cumulative contribution (the aux: bytes it aggregated), added to `peers`. */
+  setOwnContribution(contribution: PeerContribution | null): void {
+    this.#own = contribution === null ? null : { ...contribution };
+  }
+
+  /** The steps that became final since the last call, in ascending order, each exactly once. */
+  collect(): AggregatedStep[] {
+    const now = this.#now();
+    this.#forgetGonePeers();
+    const next = this.#nextEpoch;
+    if (next === undefined) return [];
+    const bound = Math.min(this.#finalBound(now), this.currentStep());
+    if (bound <= next) return [];
+
+    const fresh = this.#freshTrainers(now);
+    const samplesPerSecond = fresh.reduce((sum, peer) => sum + peer.record.samplesPerSecond, 0);
+    const finalEpochs = [...this.#loss.keys()].filter((epoch) => epoch < bound).sort((a, b) => a - b);
+    const steps: AggregatedStep[] = [];
+    for (const epoch of finalEpochs) {
+      const totals = this.#loss.get(epoch);
+      this.#loss.delete(epoch);
+      let lossSum = 0;
+      let minibatches = 0;
+      for (const peer of totals?.values() ?? []) {
+        lossSum += peer.lossSum;
+        minibatches += peer.minibatches;
+      }
+      if (minibatches === 0) continue;
+      const loss = lossSum / minibatches;
+      steps.push({
+        step: epoch + 1,
+        loss,
+        samplesPerSecond,
+        alivePeers: fresh.length,
+        time: now,
+        peers: this.#contributions(now),
+      });
+      this.#latestLoss = loss;
+    }
+    this.#nextEpoch = bound;
+    return steps;
+  }
+
+  /** The swarm's step as seen now: the highest epoch over fresh trainer records; 0 if none. */
+  currentStep(): number {
+    let step = 0;
+    for (const peer of this.#freshTrainers(this.#now())) step = Math.max(step, peer.record.epoch);
+    return step;
+  }
+
+  /** The loss of the latest collected step, or undefined before the first. */
+  latestLoss(): number | undefined {
+    return this.#latestLoss;
+  }
+
+  #keepTotals(peerId: string, epoch: number, totals: LossTotals): void {
+    if (this.#nextEpoch === undefined || epoch < this.#nextEpoch || totals.minibatches === 0) return;
+    let byPeer = this.#loss.get(epoch);
+    if (byPeer === undefined) {
+      byPeer = new Map();
+      this.#loss.set(epoch, byPeer);
+      this.#dropOldEpochs();
+    }
+    const kept = byPeer.get(peerId);
+    if (kept === undefined || totals.minibatches >= kept.minibatches) {
+      byPeer.set(peerId, { lossSum: totals.lossSum, minibatches: totals.minibatches });
+    }
+  }
+
+  /** Over the limit, the oldest epoch is marked done, so partial totals for it are never emitted. */
+  #dropOldEpochs(): void {
+    while (this.#loss.size > this.#maxEpochsKept) {
+      const oldest = Math.min(...this.#loss.keys());
+      this.#loss.delete(oldest);
+      this.#nextEpoch = Math.max(this.#nextEpoch ?? 0, oldest + 1);
+    }
+  }
+
+  /** Epochs below the returned one have seen a later epoch for at least `graceMs`. */
+  #finalBound(now: number): number {
+    // Sightings are in time order, so the due ones are a prefix; only its last one matters from now on.
+    let due = 0;
+    for (const sighting of this.#sightings) {
+      if (now - sighting.seenAt < this.#graceMs) break;
+      due++;
+    }
+    if (due > 1) this.#sightings.splice(0, due - 1);
+    return due === 0 ? 0 : (this.#sightings[0]?.epoch ?? 0);
+  }
+
+  #freshTrainers(now: number): PeerState[] {
+    return [...this.#peers.values()].filter(
+      (peer) => peer.record.mode !== "aux" && now - peer.receivedAt <= this.#ttlMs,
+    );
+  }
+
+  #contributions(now: number): PeerContribution[] {
+    const peers: PeerContribution[] = [];
+    for (const [peerId, { record, receivedAt, sessionStart }] of this.#peers) {
+      if (now - receivedAt > this.#ttlMs) continue;
+      peers.push({
+        peerId,
+        samples: record.samplesTotal ?? 0,
+        computeSeconds: record.computeSeconds ?? 0,
+        bytesAggregated: record.bytesAggregated,
+        sessionSeconds: Math.max(0, now - sessionStart) / 1000,
+      });
+    }
+    if (this.#own !== null) peers.push({ ...this.#own });
+    return peers.sort((a, b) => (a.peerId < b.peerId ? -1 : a.peerId > b.peerId ? 1 : 0));
+  }
+
+  #forgetGonePeers(): void {
+    const now = this.#now();
+    for (const [peerId, peer] of this.#peers) {
+      if (now - peer.receivedAt > 10 * this.#ttlMs) this.#peers.delete(peerId);
+    }
+  }
+}
+
+function checked(value: number, name: string, valid: (value: number) => boolean): number {
+  if (!Number.isFinite(value) || !valid(value)) throw new RangeError(`${name} is invalid: ${value}`);
+  return value;
+}

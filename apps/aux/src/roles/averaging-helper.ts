@@ -1,0 +1,69 @@
+import type { Logger } from "pino";
+
+/** What the helper needs from the swarm (ports; tests fake them). */
+export interface AveragingHelperPorts {
+  /** The swarm's progress as this node estimates it. */
+  global(): { epoch: number; samplesAccumulated: number; targetBatchSize: number };
+  /** Publishes this node's progress: an aux reports the epoch it is about to help average. */
+  report(epoch: number): void;
+  /** Joins the round of `epoch` in aux mode: reduces parts for others, weight 0. */
+  average(epoch: number, vector: Float32Array, signal: AbortSignal): Promise<{ groupSize: number }>;
+}
+
+export interface AveragingHelperOptions extends AveragingHelperPorts {
+  readonly logger: Logger;
+}
+
+/**
+ * The aux averaging helper (DESIGN §6, DeDLOC I.2 "CPU helpers"): when the swarm reaches the target
+ * batch for an epoch, it announces that epoch and joins the all-reduce in aux mode, so it reduces a
+ * share of the parts with weight 0 and the trainers upload less each. It needs the length of the
+ * parameter vector, which it learns from the first state it sees (`setVectorLength`). Each epoch is
+ * helped at most once; a failed round is logged at debug and the helper waits for the next epoch.
+ */
+export class AveragingHelper {
+  readonly #options: AveragingHelperOptions;
+  #zeros: Float32Array | null = null;
+  #lastHelped = -1;
+  #busy = false;
+  #rounds = 0;
+
+  constructor(options: AveragingHelperOptions) {
+    this.#options = options;
+  }
+
+  /** Rounds helped so far. */
+  get rounds(): number {
+    return this.#rounds;
+  }
+
+  setVectorLength(length: number): void {
+    if (!Number.isSafeInteger(length) || length < 1) throw new RangeError(`bad vector length ${length}`);
+    if (this.#zeros?.length !== length) this.#zeros = new Float32Array(length);
+  }
+
+  /** Joins the current epoch's round if the swarm is ready for it and it was not helped yet. */
+  async maybeHelp(signal: AbortSignal): Promise<void> {
+    const zeros = this.#zeros;
+    if (zeros === null || this.#busy) return;
+    const global = this.#options.global();
+    if (global.epoch <= this.#lastHelped || global.samplesAccumulated < global.targetBatchSize) return;
+    const epoch = global.epoch;
+    this.#busy = true;
+    this.#lastHelped = epoch;
+    try {
+      this.#options.report(epoch);
+      const outcome = await this.#options.average(epoch, zeros, signal);
+      this.#rounds += 1;
+      this.#options.logger[this.#rounds === 1 ? "info" : "debug"](
+        { epoch, groupSize: outcome.groupSize },
+        "helped average",
+      );
+    } catch (error) {
+      if (signal.aborted) throw error;
+      this.#options.logger.debug({ epoch, err: error }, "could not help with the round");
+    } finally {
+      this.#busy = false;
+    }
+  }
+}

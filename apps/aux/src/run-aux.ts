@@ -1,0 +1,335 @@
+import { join } from "node:path";
+import {
+  createPassRefresher,
+  joinExperiment,
+  JoinError,
+  JoinErrorCode,
+  loadOrCreateIdentity,
+  Swarm,
+  type JoinedExperiment,
+  type TrainingState,
+} from "@barnraise/swarm";
+import type { Logger } from "pino";
+import { StepAggregator, type AggregatedStep } from "./monitor/step-aggregator.ts";
+import { AuxPlatformClient, PlatformRequestError } from "./platform-client.ts";
+import { AveragingHelper } from "./roles/averaging-helper.ts";
+import { Checkpointer } from "./roles/checkpointer.ts";
+
+export interface AuxRunOptions {
+  readonly server: URL;
+  readonly token: string;
+  readonly identityPath: string;
+  /** Staging for checkpoint files. */
+  readonly dataDir: string;
+  /** Listen multiaddrs; a fixed port keeps the address stable across restarts. */
+  readonly listen: readonly string[];
+  /** Addresses to register and announce instead of the listen addresses (public IP, DNS name). */
+  readonly announce: readonly string[];
+  /** Other aux peers or trainers to connect to at start. */
+  readonly peers: readonly string[];
+  /** Join averaging rounds as a reducer (weight 0). */
+  readonly helpAveraging: boolean;
+  readonly logger: Logger;
+  /** Stops the aux: it leaves the swarm and returns. */
+  readonly stopSignal: AbortSignal;
+}
+
+/** How often the roles look at the swarm. */
+const TICK_MS = 250;
+/** Re-register the address this often: join responses list aux peers seen in the last 10 minutes. */
+const REGISTER_EVERY_MS = 4 * 60_000;
+/** Aggregated steps waiting for the platform; the oldest are dropped beyond this. */
+const MAX_QUEUED_STEPS = 200;
+/** Wait after the platform failed to take metrics. */
+const METRICS_RETRY_MS = 5_000;
+
+/**
+ * The organizer's aux peer (DESIGN §6): a stable node of the swarm that
+ * - bootstraps the DHT and relays for peers behind NAT (aux mode of the swarm node),
+ * - registers its address, so join responses list it as an initial peer,
+ * - monitors: aggregates the peers' signed progress per step and posts it to the platform,
+ * - checkpoints: every K steps downloads the latest state and uploads it,
+ * - helps averaging as a reducer with weight 0.
+ * Runs until `stopSignal`; throws JoinError when the platform refuses it.
+ */
+export async function runAux(options: AuxRunOptions): Promise<void> {
+  const { logger, stopSignal } = options;
+  const identity = await loadOrCreateIdentity(options.identityPath);
+  logger.info(
+    { peerId: identity.peerId, path: options.identityPath },
+    `${identity.created ? "created" : "loaded"} identity`,
+  );
+  const joined = await joinExperiment({
+    server: options.server,
+    token: options.token,
+    keyPair: identity.keyPair,
+    identityPath: options.identityPath,
+    signal: stopSignal,
+    onRetry: (attempt, delayMs, error) => {
+      logger.warn(
+        { attempt, code: error.code },
+        `cannot join yet: ${error.message}; retrying in ${Math.ceil(delayMs / 1000)} s`,
+      );
+    },
+    onPaused: (error, retryMs) => {
+      logger.warn(`${error.message}; asking again in ${retryMs / 1000} s`);
+    },
+    onRepinned: (previous, experimentId) => {
+      logger.warn(
+        { experimentId },
+        `this token is for another experiment than ${previous}; pinning the new one's key`,
+      );
+    },
+  });
+  if (joined.pass.role !== "aux") {
+    throw new JoinError(
+      JoinErrorCode.TOKEN_INVALID,
+      "this is a volunteer's token; an aux peer needs an aux token (the organizer creates one on the experiment's manage page)",
+    );
+  }
+  const { config } = joined;
+  logger.info(
+    { experimentId: joined.experiment.id, checkpointEverySteps: config.checkpoints.everySteps },
+    `joined experiment "${joined.experiment.name}" as its aux peer`,
+  );
+
+  const leave = new AbortController();
+  const signal = AbortSignal.any([stopSignal, leave.signal]);
+  let refused: JoinError | undefined;
+  let pass = joined.passToken;
+  const swarm = await Swarm.create({
+    experimentId: joined.experiment.id,
+    identity: identity.keyPair,
+    authorityPublicKey: joined.authorityPublicKey,
+    pass: joined.passToken,
+    refreshPass: async () => {
+      pass = await refresh();
+      return pass;
+    },
+    mode: "aux",
+    ...(options.listen.length > 0 ? { listen: [...options.listen] } : {}),
+    ...(options.announce.length > 0 ? { announce: [...options.announce] } : {}),
+    bootstrap: [...joined.initialPeers, ...options.peers],
+    logger,
+    config,
+    getState: () => null,
+  });
+  const refresh = createPassRefresher({
+    server: options.server,
+    token: options.token,
+    keyPair: identity.keyPair,
+    joined,
+    onRefused: (error) => {
+      refused ??= error;
+      logger.error({ code: error.code }, `the platform refused to renew the access pass: ${error.message}`);
+      leave.abort();
+    },
+  });
+  const client = new AuxPlatformClient({
+    server: options.server,
+    experimentId: joined.experiment.id,
+    keyPair: identity.keyPair,
+    authorityPublicKey: joined.authorityPublicKey,
+    pass: () => pass,
+  });
+
+  await swarm.start();
+  try {
+    const addresses = registrableAddresses(options.announce, swarm.node.multiaddrs(), swarm.peerId);
+    logger.info({ peerId: swarm.peerId, addresses: swarm.node.multiaddrs() }, "listening");
+    await runRoles({ options, joined, swarm, client, addresses, signal });
+  } finally {
+    await swarm.stop();
+  }
+  if (refused !== undefined) throw refused;
+  logger.info("stopped");
+}
+
+interface RolesContext {
+  readonly options: AuxRunOptions;
+  readonly joined: JoinedExperiment;
+  readonly swarm: Swarm;
+  readonly client: AuxPlatformClient;
+  readonly addresses: readonly string[];
+  readonly signal: AbortSignal;
+}
+
+async function runRoles(context: RolesContext): Promise<void> {
+  const { options, joined, swarm, client, addresses, signal } = context;
+  const { logger } = options;
+  // A call, so that the compiler does not assume the signal unchanged across awaits.
+  const stopped = () => signal.aborted;
+  const aggregator = new StepAggregator({ ttlMs: 5_000, graceMs: 2_500 });
+  const unsubscribe = swarm.progress.on("update", (update) => {
+    aggregator.observe(update);
+  });
+  const startedAt = Date.now();
+  const helper = new AveragingHelper({
+    logger,
+    global: () => swarm.progress.global(),
+    report: (epoch) => {
+      swarm.progress.report({
+        epoch,
+        samplesAccumulated: 0,
+        samplesPerSecond: 0,
+        bytesAggregated: swarm.averager.bytesAggregated,
+      });
+    },
+    average: (epoch, vector, roundSignal) => swarm.averager.average(epoch, vector, 0, roundSignal),
+  });
+  const checkpointer = new Checkpointer({
+    everySteps: joined.config.checkpoints.everySteps,
+    directory: join(options.dataDir, "checkpoints"),
+    logger,
+    downloadState: async (minEpoch, downloadSignal) => {
+      const state = await downloadState(swarm, minEpoch, downloadSignal);
+      if (options.helpAveraging) helper.setVectorLength(state.parameters.length);
+      return state;
+    },
+    upload: (file, meta, uploadSignal) => client.uploadCheckpoint(file, meta, uploadSignal),
+  });
+
+  const queue: AggregatedStep[] = [];
+  let metricsRetryAt = 0;
+  let registeredAt = -Infinity;
+  let learnedLength = !options.helpAveraging;
+  const background = new Set<Promise<void>>();
+  const inBackground = (work: Promise<void>) => {
+    const tracked = work.catch((error: unknown) => {
+      if (!signal.aborted) logger.warn({ err: error }, "an aux task failed");
+    });
+    background.add(tracked);
+    void tracked.finally(() => background.delete(tracked));
+  };
+
+  try {
+    while (!stopped()) {
+      const now = Date.now();
+      if (now - registeredAt >= REGISTER_EVERY_MS && addresses.length > 0) {
+        registeredAt = now;
+        try {
+          await client.registerAddress(addresses, signal);
+          logger.info({ multiaddrs: addresses }, "registered address");
+        } catch (error) {
+          if (stopped()) break;
+          registeredAt = now - REGISTER_EVERY_MS + METRICS_RETRY_MS; // try again soon
+          logger.warn({ err: error }, `could not register the address: ${describe(error)}`);
+        }
+      }
+
+      aggregator.setOwnContribution({
+        peerId: swarm.peerId,
+        samples: 0,
+        computeSeconds: 0,
+        bytesAggregated: swarm.averager.bytesAggregated,
+        sessionSeconds: (now - startedAt) / 1000,
+      });
+      queue.push(...aggregator.collect());
+      if (queue.length > MAX_QUEUED_STEPS) queue.splice(0, queue.length - MAX_QUEUED_STEPS);
+      while (queue.length > 0 && now >= metricsRetryAt && !stopped()) {
+        const step = queue[0];
+        if (step === undefined) break;
+        try {
+          await client.postMetrics(step, signal);
+          queue.shift();
+          logger.info(
+            {
+              step: step.step,
+              loss: step.loss,
+              alivePeers: step.alivePeers,
+              samplesPerSecond: step.samplesPerSecond,
+            },
+            "metrics posted",
+          );
+        } catch (error) {
+          if (stopped()) break;
+          if (error instanceof PlatformRequestError && !error.retryable) {
+            queue.shift();
+            logger.warn(
+              { step: step.step, code: error.code },
+              `the platform refused step ${step.step}: ${error.message}`,
+            );
+          } else {
+            metricsRetryAt = Date.now() + METRICS_RETRY_MS;
+            logger.warn({ step: step.step }, `could not post metrics: ${describe(error)}; retrying`);
+          }
+        }
+      }
+
+      const step = aggregator.currentStep();
+      if (checkpointer.due(step))
+        inBackground(checkpointer.maybeCheckpoint(step, aggregator.latestLoss(), signal));
+      if (!learnedLength && step > 0) {
+        // The helper needs the parameter count: learn it from the first state a trainer serves.
+        learnedLength = true;
+        inBackground(
+          downloadState(swarm, 0, signal).then(
+            (state) => {
+              helper.setVectorLength(state.parameters.length);
+            },
+            (error: unknown) => {
+              learnedLength = false;
+              logger.debug({ err: error }, "could not learn the model's size yet");
+            },
+          ),
+        );
+      }
+      if (options.helpAveraging) inBackground(helper.maybeHelp(signal));
+      await sleep(TICK_MS, signal);
+    }
+  } finally {
+    unsubscribe();
+    await Promise.all(background);
+  }
+}
+
+/** The newest state at or after `minEpoch` from the trainers that accept connections. */
+async function downloadState(swarm: Swarm, minEpoch: number, signal: AbortSignal): Promise<TrainingState> {
+  const donors = swarm.progress
+    .records()
+    .filter((entry) => entry.record.mode === "node" && entry.record.epoch >= minEpoch)
+    .map((entry) => entry.peerId);
+  if (donors.length === 0) {
+    throw new Error(`no trainer that accepts connections has reached step ${minEpoch} yet`);
+  }
+  return swarm.state.download({ donors, minEpoch, signal });
+}
+
+/**
+ * The addresses to register: the announced ones if given, else the listen addresses other machines
+ * can dial (not loopback unless that is all there is), each ending with /p2p/<peer id>, at most 8.
+ */
+export function registrableAddresses(
+  announce: readonly string[],
+  listening: readonly string[],
+  peerId: string,
+): string[] {
+  const suffix = `/p2p/${peerId}`;
+  const withId = (address: string) => (address.endsWith(suffix) ? address : `${address}${suffix}`);
+  const candidates = (announce.length > 0 ? announce : listening).filter(
+    (address) => !address.includes("/p2p-circuit"),
+  );
+  const routable = candidates.filter((address) => !/^\/ip[46]\/(127\.|::1\/)/.test(address));
+  const chosen = routable.length > 0 ? routable : candidates;
+  return [...new Set(chosen.map(withId))].slice(0, 8);
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) {
+      resolve();
+      return;
+    }
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

@@ -1,0 +1,164 @@
+import { createHash } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PeerCliProcess, type LogRecord } from "../../peer/test/support/peer-cli-process.ts";
+import { startPlatformServer, type PlatformServer } from "../../web/test/support/platform-server.ts";
+
+/**
+ * The organizer's aux peer as a real process against a running platform, with two volunteers'
+ * peers as real processes: the peers find the swarm through the address the aux registered (no
+ * `--peer`), and the aux posts each step's metrics, uploads checkpoints and helps average.
+ */
+
+const AUX_CLI = new URL("../src/cli.ts", import.meta.url).pathname;
+const config = {
+  model: { preset: "mnist-mlp" as const, hiddenUnits: [32] },
+  // Steps of a second or two: time for the aux to learn the model's size and join rounds.
+  training: { targetBatchSize: 8192, localBatchSize: 64, maxSteps: 12 },
+  optimizer: { name: "adam" as const, learningRate: 0.003 },
+  averaging: { matchmakingTimeoutMs: 4_000, allreduceTimeoutMs: 6_000 },
+  checkpoints: { everySteps: 4 },
+};
+
+let platform: PlatformServer;
+let dir: string;
+const processes: PeerCliProcess[] = [];
+
+beforeAll(async () => {
+  platform = await startPlatformServer({
+    datasets: { names: ["mnist"], limit: 6_000, recordsPerShard: 1_000 },
+  });
+  dir = await mkdtemp(join(tmpdir(), "barnraise-aux-"));
+}, 120_000);
+
+afterAll(async () => {
+  for (const child of processes) if (child.running) child.kill("SIGKILL");
+  await Promise.all(processes.map((child) => child.exited));
+  await platform.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+function startAux(name: string, token: string): PeerCliProcess {
+  const aux = new PeerCliProcess(
+    name,
+    [
+      "--server",
+      platform.url.href,
+      "--listen",
+      "/ip4/127.0.0.1/tcp/0",
+      "--identity",
+      join(dir, name, "identity.json"),
+    ],
+    { BARNRAISE_TOKEN: token },
+    AUX_CLI,
+  );
+  processes.push(aux);
+  return aux;
+}
+
+function startPeer(name: string, token: string): PeerCliProcess {
+  const peer = new PeerCliProcess(
+    name,
+    [
+      "--server",
+      platform.url.href,
+      "--backend",
+      "wasm",
+      "--identity",
+      join(dir, name, "identity.json"),
+      "--data-dir",
+      join(dir, name, "data"),
+      "--listen",
+      "/ip4/127.0.0.1/tcp/0",
+    ],
+    { BARNRAISE_TOKEN: token },
+  );
+  processes.push(peer);
+  return peer;
+}
+
+async function getJson<T>(path: string): Promise<T> {
+  const response = await fetch(new URL(path, platform.url));
+  expect(response.status).toBe(200);
+  return (await response.json()) as T;
+}
+
+describe("barnraise-aux", () => {
+  it("refuses a volunteer's token with exit code 10", async () => {
+    const experiment = await platform.createExperiment(config);
+    const { token } = await platform.addVolunteer(experiment.id, "victor");
+    const aux = startAux("aux-with-a-volunteer-token", token);
+    expect((await aux.exited).code).toBe(10);
+    expect(aux.records.some((r) => typeof r.msg === "string" && r.msg.includes("aux token"))).toBe(true);
+  }, 60_000);
+
+  it("bootstraps the swarm, posts each step's metrics, uploads checkpoints and helps average", async ({
+    onTestFailed,
+  }) => {
+    onTestFailed(() => {
+      for (const child of processes) {
+        const events = child.records.filter((record) => record.msg !== "status").slice(-30);
+        const lines = events.map((record) => JSON.stringify(record));
+        process.stderr.write(
+          `---- ${child.name}\n${[...lines, ...child.otherOutput.slice(-10)].join("\n")}\n`,
+        );
+      }
+    });
+    const experiment = await platform.createExperiment(config);
+    const aux = startAux("aux", await platform.createAuxToken(experiment.id));
+    await aux.waitFor((r) => r.msg === "registered address", "address registration", 60_000);
+
+    const { token } = await platform.addVolunteer(experiment.id, "vera");
+    const first = startPeer("vera-1", token);
+    const second = startPeer("vera-2", token);
+    // No --peer: each found the swarm through the aux's registered address, so they average together.
+    const paired = (r: LogRecord) => r.msg.startsWith("step ") && Number(r.groupSize) >= 2;
+    await first.waitFor(paired, "a round with the other peer", 120_000);
+
+    const posted = await aux.waitFor(
+      (r) => r.msg === "metrics posted" && Number(r.step) >= 3,
+      "metrics of step 3",
+      120_000,
+    );
+    expect(posted.alivePeers).toBe(2);
+    const uploaded = await aux.waitFor((r) => r.msg === "checkpoint uploaded", "a checkpoint", 120_000);
+    expect(Number(uploaded.step)).toBeGreaterThanOrEqual(4);
+
+    const metrics = await getJson<{ points: { step: number; loss: number; alivePeers: number }[] }>(
+      `api/v1/experiments/${experiment.id}/metrics`,
+    );
+    expect(metrics.points.length).toBeGreaterThanOrEqual(3);
+    for (const point of metrics.points) expect(point.loss).toBeGreaterThan(0);
+    expect(metrics.points.at(-1)?.loss).toBeLessThan(metrics.points[0]?.loss ?? 0);
+
+    const { checkpoints } = await getJson<{
+      checkpoints: { step: number; sha256: string; downloadUrl: string }[];
+    }>(`api/v1/experiments/${experiment.id}/checkpoints`);
+    const checkpoint = checkpoints.find((entry) => entry.sha256 === uploaded.sha256);
+    expect(checkpoint).toBeDefined();
+    const file = await fetch(new URL(checkpoint?.downloadUrl.slice(1) ?? "", platform.url));
+    const bytes = new Uint8Array(await file.arrayBuffer());
+    expect(createHash("sha256").update(bytes).digest("hex")).toBe(uploaded.sha256);
+
+    // The leaderboard credits the volunteer's samples and the organizer's aux for the bytes it reduced.
+    await expect
+      .poll(
+        async () => {
+          const { entries } = await getJson<{
+            entries: { username: string; samples: number; bytesAggregated: number }[];
+          }>(`api/v1/experiments/${experiment.id}/leaderboard`);
+          const vera = entries.find((entry) => entry.username === "vera");
+          const helper = entries.find((entry) => entry.username !== "vera");
+          return (vera?.samples ?? 0) > 0 && (helper?.bytesAggregated ?? 0) > 0;
+        },
+        { timeout: 60_000, interval: 1_000 },
+      )
+      .toBe(true);
+
+    for (const peer of [first, second]) expect((await peer.exited).code).toBe(0);
+    aux.kill("SIGINT");
+    expect((await aux.exited).code).toBe(0);
+  }, 300_000);
+});

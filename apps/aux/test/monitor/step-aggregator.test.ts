@@ -1,0 +1,237 @@
+import type { PeerProgressRecord, ProgressRecord } from "@barnraise/swarm";
+import { describe, expect, it } from "vitest";
+import { StepAggregator, type StepAggregatorOptions } from "../../src/monitor/step-aggregator.ts";
+
+const TTL = 5000;
+const GRACE = 2000;
+
+/** A fake clock and an aggregator that reads it; records are received at the clock's time. */
+function setup(options: Partial<StepAggregatorOptions> = {}) {
+  const clock = { now: 1_700_000_000_000 };
+  const aggregator = new StepAggregator({ ttlMs: TTL, graceMs: GRACE, now: () => clock.now, ...options });
+  const push = (peerId: string, fields: Partial<ProgressRecord> & Pick<ProgressRecord, "epoch">): void => {
+    const record: ProgressRecord = {
+      samplesAccumulated: 0,
+      samplesPerSecond: 10,
+      time: clock.now,
+      mode: "node",
+      lossSum: 0,
+      minibatches: 0,
+      step: fields.epoch,
+      bytesAggregated: 0,
+      ...fields,
+    };
+    const update: PeerProgressRecord = {
+      peerId,
+      username: `user-${peerId}`,
+      role: record.mode === "aux" ? "aux" : "trainer",
+      record,
+      receivedAt: clock.now,
+    };
+    aggregator.observe(update);
+  };
+  const advance = (ms: number): void => {
+    clock.now += ms;
+  };
+  return { aggregator, clock, push, advance };
+}
+
+describe("StepAggregator", () => {
+  it("computes the loss as Σ lossSum / Σ minibatches across peers with different minibatch counts", () => {
+    const { aggregator, push, advance } = setup();
+    push("a", { epoch: 3, lossSum: 6, minibatches: 2 });
+    push("b", { epoch: 3, lossSum: 1, minibatches: 1 });
+    push("c", { epoch: 3, lossSum: 21, minibatches: 7 });
+    push("a", { epoch: 4, previous: { epoch: 3, lossSum: 6, minibatches: 2 } });
+    advance(GRACE);
+    push("b", { epoch: 4, previous: { epoch: 3, lossSum: 1, minibatches: 1 } });
+    push("c", { epoch: 4, previous: { epoch: 3, lossSum: 21, minibatches: 7 } });
+    const [step, ...rest] = aggregator.collect();
+    expect(rest).toEqual([]);
+    // (6 + 1 + 21) / (2 + 1 + 7) = 2.8, not the mean of the peers' means (3 + 1 + 3) / 3.
+    expect(step?.step).toBe(4);
+    expect(step?.loss).toBeCloseTo(2.8, 12);
+    expect(aggregator.latestLoss()).toBeCloseTo(2.8, 12);
+    expect(step?.alivePeers).toBe(3);
+    expect(step?.samplesPerSecond).toBe(30);
+  });
+
+  it("takes an epoch's final totals from `previous` when the epoch ended between two pushes", () => {
+    const { aggregator, push, advance } = setup();
+    push("a", { epoch: 3, lossSum: 2, minibatches: 1 });
+    push("b", { epoch: 3, lossSum: 4, minibatches: 1 });
+    advance(1000);
+    // Both finished epoch 3 with more minibatches than their last epoch-3 records showed.
+    push("a", { epoch: 4, lossSum: 100, minibatches: 1, previous: { epoch: 3, lossSum: 9, minibatches: 3 } });
+    push("b", {
+      epoch: 4,
+      lossSum: 100,
+      minibatches: 1,
+      previous: { epoch: 3, lossSum: 12, minibatches: 3 },
+    });
+    // A late, smaller record for epoch 3 does not replace the larger totals.
+    push("b", { epoch: 3, lossSum: 4, minibatches: 1 });
+    advance(GRACE);
+    push("b", { epoch: 4, lossSum: 100, minibatches: 1 });
+    expect(aggregator.collect().map(({ step, loss }) => ({ step, loss }))).toEqual([{ step: 4, loss: 3.5 }]);
+  });
+
+  it("waits graceMs after the first record of a later epoch, then emits each step exactly once", () => {
+    const { aggregator, clock, push, advance } = setup();
+    push("a", { epoch: 3, lossSum: 2, minibatches: 1 });
+    push("b", { epoch: 3, lossSum: 2, minibatches: 1 });
+    expect(aggregator.collect()).toEqual([]);
+    push("a", { epoch: 4, previous: { epoch: 3, lossSum: 2, minibatches: 1 } });
+    expect(aggregator.collect()).toEqual([]);
+    advance(GRACE - 1);
+    expect(aggregator.collect()).toEqual([]);
+    // b's totals arrive inside the grace period and count.
+    push("b", { epoch: 4, previous: { epoch: 3, lossSum: 8, minibatches: 2 } });
+    advance(1);
+    const steps = aggregator.collect();
+    expect(steps.map(({ step, loss }) => ({ step, loss }))).toEqual([{ step: 4, loss: 10 / 3 }]);
+    expect(steps[0]?.time).toBe(clock.now);
+    expect(aggregator.collect()).toEqual([]);
+    // Later records for the emitted epoch change nothing.
+    push("a", { epoch: 4, previous: { epoch: 3, lossSum: 50, minibatches: 9 } });
+    advance(GRACE);
+    expect(aggregator.collect()).toEqual([]);
+    expect(aggregator.currentStep()).toBe(4);
+  });
+
+  it("ignores aux records for loss, epochs and alive peers but lists them in peers", () => {
+    const { aggregator, push, advance } = setup();
+    aggregator.setOwnContribution({
+      peerId: "self",
+      samples: 0,
+      computeSeconds: 0,
+      bytesAggregated: 77,
+      sessionSeconds: 9,
+    });
+    push("x", { epoch: 9, mode: "aux", lossSum: 1000, minibatches: 1, bytesAggregated: 5000 });
+    push("a", { epoch: 3, lossSum: 2, minibatches: 1, samplesTotal: 40, computeSeconds: 3.5 });
+    advance(1000);
+    push("x", {
+      epoch: 10,
+      mode: "aux",
+      bytesAggregated: 5000,
+      previous: { epoch: 3, lossSum: 1000, minibatches: 1 },
+    });
+    expect(aggregator.currentStep()).toBe(3);
+    push("a", { epoch: 4, previous: { epoch: 3, lossSum: 2, minibatches: 1 } });
+    advance(GRACE);
+    push("a", { epoch: 4 });
+    const [step] = aggregator.collect();
+    expect(step?.step).toBe(4);
+    expect(step?.loss).toBe(2);
+    expect(step?.alivePeers).toBe(1);
+    expect(step?.samplesPerSecond).toBe(10);
+    expect(step?.peers).toEqual([
+      { peerId: "a", samples: 0, computeSeconds: 0, bytesAggregated: 0, sessionSeconds: 3 },
+      { peerId: "self", samples: 0, computeSeconds: 0, bytesAggregated: 77, sessionSeconds: 9 },
+      { peerId: "x", samples: 0, computeSeconds: 0, bytesAggregated: 5000, sessionSeconds: 3 },
+    ]);
+  });
+
+  it("reports samplesTotal and computeSeconds of the latest record", () => {
+    const { aggregator, push, advance } = setup();
+    push("a", { epoch: 3, lossSum: 2, minibatches: 1, samplesTotal: 40, computeSeconds: 3.5 });
+    push("a", { epoch: 4, previous: { epoch: 3, lossSum: 2, minibatches: 1 }, samplesTotal: 64 });
+    advance(GRACE);
+    push("a", { epoch: 4, samplesTotal: 80, computeSeconds: 6, bytesAggregated: 123 });
+    expect(aggregator.collect()[0]?.peers).toEqual([
+      { peerId: "a", samples: 80, computeSeconds: 6, bytesAggregated: 123, sessionSeconds: 2 },
+    ]);
+  });
+
+  it("does not count stale peers as alive, in samples/s or in peers", () => {
+    const { aggregator, push, advance } = setup();
+    push("a", { epoch: 3, lossSum: 2, minibatches: 1 });
+    push("gone", { epoch: 3, lossSum: 4, minibatches: 1, samplesPerSecond: 500 });
+    advance(TTL - 1000);
+    push("a", { epoch: 4, previous: { epoch: 3, lossSum: 2, minibatches: 1 } });
+    advance(GRACE);
+    const [step] = aggregator.collect();
+    // The stale peer's totals for epoch 3 still count: it did that work.
+    expect(step?.loss).toBe(3);
+    expect(step?.alivePeers).toBe(1);
+    expect(step?.samplesPerSecond).toBe(10);
+    expect(step?.peers.map((peer) => peer.peerId)).toEqual(["a"]);
+  });
+
+  it("does not finalize on the word of a peer that went stale before collect", () => {
+    const { aggregator, push, advance } = setup();
+    push("a", { epoch: 3, lossSum: 2, minibatches: 1 });
+    push("b", { epoch: 4, previous: { epoch: 3, lossSum: 2, minibatches: 1 } });
+    advance(TTL + 1);
+    push("a", { epoch: 3, lossSum: 4, minibatches: 2 });
+    expect(aggregator.currentStep()).toBe(3);
+    expect(aggregator.collect()).toEqual([]);
+  });
+
+  it("restarts a peer's session after a gap longer than ttlMs", () => {
+    const { aggregator, push, advance } = setup();
+    push("a", { epoch: 3, lossSum: 2, minibatches: 1 });
+    advance(TTL);
+    push("a", { epoch: 3, lossSum: 2, minibatches: 1 });
+    advance(TTL);
+    push("a", { epoch: 4, previous: { epoch: 3, lossSum: 2, minibatches: 1 } });
+    advance(GRACE);
+    push("a", { epoch: 4 });
+    expect(aggregator.collect()[0]?.peers[0]?.sessionSeconds).toBe((2 * TTL + GRACE) / 1000);
+
+    advance(TTL + 1);
+    push("a", { epoch: 5, previous: { epoch: 4, lossSum: 2, minibatches: 1 } });
+    advance(GRACE);
+    push("a", { epoch: 5 });
+    expect(aggregator.collect()[0]?.peers[0]?.sessionSeconds).toBe(GRACE / 1000);
+  });
+
+  it("emits each epoch with data on a jump, in ascending order, and skips epochs without minibatches", () => {
+    const { aggregator, push, advance } = setup();
+    push("a", { epoch: 5, lossSum: 5, minibatches: 1 });
+    push("b", { epoch: 6, lossSum: 0, minibatches: 0 });
+    push("b", { epoch: 8, previous: { epoch: 7, lossSum: 14, minibatches: 2 } });
+    advance(GRACE);
+    push("b", { epoch: 8 });
+    const steps = aggregator.collect();
+    expect(steps.map(({ step, loss }) => ({ step, loss }))).toEqual([
+      { step: 6, loss: 5 },
+      { step: 8, loss: 7 },
+    ]);
+    expect(aggregator.latestLoss()).toBe(7);
+    // Epoch 6 is done although it had no data: late totals for it are ignored.
+    push("a", { epoch: 8, previous: { epoch: 6, lossSum: 3, minibatches: 1 } });
+    push("a", { epoch: 9, previous: { epoch: 8, lossSum: 1, minibatches: 1 } });
+    advance(GRACE);
+    push("a", { epoch: 9 });
+    expect(aggregator.collect().map(({ step }) => step)).toEqual([9]);
+  });
+
+  it("never emits epochs older than the first one observed", () => {
+    const { aggregator, push, advance } = setup();
+    push("a", { epoch: 5, lossSum: 5, minibatches: 1, previous: { epoch: 4, lossSum: 4, minibatches: 1 } });
+    push("b", { epoch: 4, lossSum: 4, minibatches: 1 });
+    advance(GRACE);
+    push("a", { epoch: 6, previous: { epoch: 5, lossSum: 5, minibatches: 1 } });
+    advance(GRACE);
+    push("a", { epoch: 6 });
+    expect(aggregator.collect().map(({ step }) => step)).toEqual([6]);
+  });
+
+  it("keeps loss totals for at most maxEpochsKept epochs and marks the dropped ones done", () => {
+    const { aggregator, push, advance } = setup({ maxEpochsKept: 3 });
+    for (let epoch = 1; epoch <= 6; epoch++) push(`p${epoch}`, { epoch, lossSum: epoch, minibatches: 1 });
+    push("p6", { epoch: 7, previous: { epoch: 6, lossSum: 6, minibatches: 1 } });
+    advance(GRACE);
+    push("p6", { epoch: 7 });
+    // Epochs 1 to 3 were dropped to stay at 3 epochs; 4 to 6 remain.
+    expect(aggregator.collect().map(({ step }) => step)).toEqual([5, 6, 7]);
+  });
+
+  it("rejects invalid options", () => {
+    expect(() => new StepAggregator({ ttlMs: 0, graceMs: 0 })).toThrow(/ttlMs/);
+    expect(() => new StepAggregator({ ttlMs: 1, graceMs: -1 })).toThrow(/graceMs/);
+    expect(() => new StepAggregator({ ttlMs: 1, graceMs: 0, maxEpochsKept: 0.5 })).toThrow(/maxEpochsKept/);
+  });
+});

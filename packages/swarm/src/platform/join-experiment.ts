@@ -1,0 +1,95 @@
+import { equalBytes, type KeyPair } from "@barnraise/protocol";
+import { authorityPinPath, loadAuthorityPin, saveAuthorityPin } from "./authority-pin.ts";
+import { JoinError, JoinErrorCode } from "./join-error.ts";
+import type { JoinedExperiment } from "./join-response.ts";
+import { abortableSleep, joinWithRetry, type JoinRetryOptions } from "./join-retry.ts";
+
+/** How long a node waits before asking a paused experiment again. */
+export const PAUSED_RETRY_MS = 30_000;
+
+export interface JoinExperimentOptions {
+  readonly server: URL;
+  readonly token: string;
+  readonly keyPair: KeyPair;
+  /** The identity file; the authority pin lives beside it. */
+  readonly identityPath: string;
+  readonly signal?: AbortSignal;
+  /** Told before each wait while the platform is unreachable or busy. */
+  readonly onRetry?: JoinRetryOptions["onRetry"];
+  /** Told when the experiment is paused, before waiting `retryMs` to ask again. */
+  readonly onPaused?: (error: JoinError, retryMs: number) => void;
+  /** Told when the token is for another experiment than the pinned one, whose key is pinned instead. */
+  readonly onRepinned?: (previousExperimentId: string, experimentId: string) => void;
+  /** Default PAUSED_RETRY_MS. */
+  readonly pausedRetryMs?: number;
+}
+
+/**
+ * What a peer or aux does to get into an experiment: join (retrying while the platform is
+ * unreachable, and asking again while the experiment is paused), then check the authority key
+ * against the one pinned for the experiment.
+ *
+ * The key is pinned per experiment on first use: a later join of the same experiment under another
+ * key means the platform (or someone in between) is not the one trusted before, and fails with
+ * AUTHORITY_CHANGED. A token of another experiment moves the pin to that experiment (one identity,
+ * one experiment at a time); first use of an experiment is trusted as TLS to the platform is.
+ */
+export async function joinExperiment(options: JoinExperimentOptions): Promise<JoinedExperiment> {
+  const { signal } = options;
+  const pausedRetryMs = options.pausedRetryMs ?? PAUSED_RETRY_MS;
+  let joined: JoinedExperiment;
+  for (;;) {
+    try {
+      joined = await joinWithRetry({
+        server: options.server,
+        token: options.token,
+        keyPair: options.keyPair,
+        ...(signal === undefined ? {} : { signal }),
+        ...(options.onRetry === undefined ? {} : { onRetry: options.onRetry }),
+      });
+      break;
+    } catch (error) {
+      if (!(error instanceof JoinError) || error.code !== JoinErrorCode.EXPERIMENT_PAUSED) throw error;
+      options.onPaused?.(error, pausedRetryMs);
+      try {
+        await abortableSleep(pausedRetryMs, signal);
+      } catch (cause) {
+        throw new JoinError(JoinErrorCode.ABORTED, "the join was cancelled", { cause });
+      }
+    }
+  }
+  const pinPath = authorityPinPath(options.identityPath);
+  const pin = await loadAuthorityPin(pinPath);
+  if (pin?.experimentId === joined.experiment.id) {
+    if (!equalBytes(pin.authorityPublicKey, joined.authorityPublicKey)) {
+      throw new JoinError(
+        JoinErrorCode.AUTHORITY_CHANGED,
+        `the experiment's authority key differs from the one pinned in ${pinPath}; if the organizer ` +
+          "rotated it, delete that file to trust the new key",
+      );
+    }
+  } else {
+    if (pin !== undefined) options.onRepinned?.(pin.experimentId, joined.experiment.id);
+    await saveAuthorityPin(pinPath, {
+      experimentId: joined.experiment.id,
+      authorityPublicKey: joined.authorityPublicKey,
+    });
+  }
+  return joined;
+}
+
+/** Refusals that a pass refresh cannot outlive: the node must leave the swarm. */
+export function isPermanentRefusal(error: unknown): error is JoinError {
+  if (!(error instanceof JoinError)) return false;
+  const permanent: readonly JoinErrorCode[] = [
+    JoinErrorCode.TOKEN_INVALID,
+    JoinErrorCode.TOKEN_REVOKED,
+    JoinErrorCode.NOT_ALLOWLISTED,
+    JoinErrorCode.BANNED,
+    JoinErrorCode.KEY_CONFLICT,
+    JoinErrorCode.CONFIG_TAMPERED,
+    JoinErrorCode.PASS_INVALID,
+    JoinErrorCode.AUTHORITY_CHANGED,
+  ];
+  return permanent.includes(error.code);
+}
