@@ -321,7 +321,7 @@ async function readBounded(response: Response): Promise<string> {
     const { done, value } = await reader.read();
     if (done) break;
     total += value.byteLength;
-    if (total > Infinity) {
+    if (total > MAX_RESPONSE_BYTES) {
       await reader.cancel();
       throw oversized(response.status);
     }
@@ -345,6 +345,13 @@ function parseAnswer<S extends z.ZodType>(status: number, text: string, schema: 
     json = JSON.parse(text);
   } catch {
     json = undefined;
+  }
+  if (status >= 300 && status < 400) {
+    throw new PlatformRequestError(
+      PlatformClientErrorCode.BAD_RESPONSE,
+      `the platform redirects POST ${url.pathname} (${status}); use its final address as the server`,
+      { status },
+    );
   }
   if (status < 200 || status >= 300) {
     const refused = errorBodySchema.safeParse(json);

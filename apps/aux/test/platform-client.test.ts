@@ -372,22 +372,31 @@ describe("AuxPlatformClient with a base path and unexpected answers", () => {
       new Response(null, { status: 307, headers: { location: "https://elsewhere.example/" } });
     const moved = await refusal(clientFor(aux, { fetch: answering(redirect) }).registerAddress(["/x"]));
     expect(moved).toMatchObject({ code: "BAD_RESPONSE", status: 307, retryable: false });
+    expect(moved.message).toContain("redirects");
   });
 
-  it("refuses an answer larger than MAX_RESPONSE_BYTES without reading all of it", async () => {
+  it("refuses an answer larger than MAX_RESPONSE_BYTES, valid or not, without reading all of it", async () => {
+    // A well-formed answer padded to four times the bound, sent in 16 KiB chunks.
+    const chunks = [
+      '{"ok":true,"unknownPeers":0,"padding":"',
+      ...Array.from({ length: (4 * MAX_RESPONSE_BYTES) / (16 * 1024) }, () => "x".repeat(16 * 1024)),
+      '"}',
+    ];
     let pulled = 0;
-    const endless = () =>
+    const padded = () =>
       new Response(
         new ReadableStream<Uint8Array>({
           pull(controller) {
+            const chunk = chunks[pulled];
             pulled += 1;
-            controller.enqueue(new TextEncoder().encode(" ".repeat(16 * 1024)));
+            if (chunk === undefined) controller.close();
+            else controller.enqueue(new TextEncoder().encode(chunk));
           },
         }),
         { status: 200 },
       );
-    const error = await refusal(clientFor(aux, { fetch: answering(endless) }).postMetrics(report(1)));
-    expect(error).toMatchObject({ code: "BAD_RESPONSE", status: 200 });
-    expect(pulled * 16 * 1024).toBeLessThan(MAX_RESPONSE_BYTES * 2);
+    const error = await refusal(clientFor(aux, { fetch: answering(padded) }).postMetrics(report(1)));
+    expect(error).toMatchObject({ code: "BAD_RESPONSE", status: 200, retryable: false });
+    expect(pulled).toBeLessThan(chunks.length / 2);
   });
 });

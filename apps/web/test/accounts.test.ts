@@ -6,7 +6,7 @@ import { authorizeCredentials } from "../src/server/auth/users.ts";
 import { installAppContext } from "../src/server/context.ts";
 import { clientIp, rateLimits, resetRateLimits } from "../src/server/http/rate-limit.ts";
 import { createUserWithPassword } from "../src/server/seed/create-user-with-password.ts";
-import { seedDemo } from "../src/server/seed/seed-demo.ts";
+import { seedDemo, seedDemoSwarm } from "../src/server/seed/seed-demo.ts";
 import { bodyOf, uniqueName } from "./support/actors.ts";
 import { callRoute, createTestApp, type TestApp } from "./support/test-app.ts";
 
@@ -157,5 +157,37 @@ describe.each(testDatabaseProviders())("seed factories on %s", (provider) => {
     // The password printed by the latest run is the one that works.
     expect(await authorizeCredentials(app.ctx, "demo-organizer", "demo password 2")).not.toBeNull();
     expect(await authorizeCredentials(app.ctx, "demo-organizer", "demo password 1")).toBeNull();
+  });
+
+  it("seeds the demo's local swarm: an allowlisted volunteer and fresh tokens, revoking the last run's", async () => {
+    await seedDemo(app.ctx, {
+      organizerUsername: "demo-organizer",
+      organizerPassword: "demo password 2",
+      experimentId: "demo",
+    });
+    const input = {
+      organizerUsername: "demo-organizer",
+      volunteerUsername: "demo-volunteer",
+      password: "demo password 2",
+      experimentId: "demo",
+    };
+    const first = await seedDemoSwarm(app.ctx, input);
+    const second = await seedDemoSwarm(app.ctx, input);
+    expect(second.auxToken).not.toBe(first.auxToken);
+    const tokens = await app.db.peerToken.findMany({
+      where: { experimentId: "demo" },
+      select: { role: true, revokedAt: true, user: { select: { username: true } } },
+    });
+    const live = tokens.filter((token) => token.revokedAt === null);
+    expect(live.map((token) => [token.user.username, token.role]).sort()).toEqual([
+      ["demo-organizer", "aux"],
+      ["demo-volunteer", "trainer"],
+    ]);
+    expect(tokens.length - live.length).toBe(2);
+    const volunteer = await app.db.user.findUniqueOrThrow({ where: { username: "demo-volunteer" } });
+    const entry = await app.db.allowlistEntry.findUnique({
+      where: { experimentId_userId: { experimentId: "demo", userId: volunteer.id } },
+    });
+    expect(entry?.status).toBe("approved");
   });
 });

@@ -1,7 +1,9 @@
 import { parseExperimentConfig } from "@barnraise/protocol";
 import type { AppContext } from "../context.ts";
 import { hashPassword, verifyPassword } from "../auth/passwords.ts";
+import { addToAllowlist } from "../services/add-to-allowlist.ts";
 import { createExperiment } from "../services/create-experiment.ts";
+import { createPeerToken } from "../services/create-peer-token.ts";
 import { readExperiment, type ExperimentView } from "../services/read-experiment.ts";
 import { createUserWithPassword } from "./create-user-with-password.ts";
 
@@ -49,7 +51,9 @@ export async function seedDemo(ctx: AppContext, input: SeedDemoInput): Promise<S
     description: DEMO_EXPERIMENT_DESCRIPTION,
     config: parseExperimentConfig({
       model: { preset: "mnist-mlp", hiddenUnits: [128, 64] },
-      training: { targetBatchSize: 1024 },
+      // Steps of a second or so with two local peers; a checkpoint about every minute.
+      training: { targetBatchSize: 4096 },
+      checkpoints: { everySteps: 50 },
       optimizer: { name: "adam", learningRate: 1e-3 },
     }),
   });
@@ -58,6 +62,45 @@ export async function seedDemo(ctx: AppContext, input: SeedDemoInput): Promise<S
     experiment,
     created: { organizer: organizer.created, experiment: true },
   };
+}
+
+/** The label of the tokens the demo makes; each run revokes the previous run's. */
+export const DEMO_TOKEN_LABEL = "demo";
+
+export interface DemoSwarmTokens {
+  /** The organizer's aux token, for the demo's aux peer. */
+  readonly auxToken: string;
+  /** The demo volunteer's peer token, for the demo's two peers. */
+  readonly peerToken: string;
+}
+
+/**
+ * What the demo's local swarm needs: a volunteer on the allowlist, an aux token of the organizer and
+ * a peer token of the volunteer. Tokens are kept hashed, so each run makes new ones and revokes the
+ * ones an earlier run made (by their label), leaving tokens made by people alone.
+ */
+export async function seedDemoSwarm(
+  ctx: AppContext,
+  input: { organizerUsername: string; volunteerUsername: string; password: string; experimentId: string },
+): Promise<DemoSwarmTokens> {
+  const organizer = await ensureUser(ctx, input.organizerUsername, input.password);
+  const volunteer = await ensureUser(ctx, input.volunteerUsername, input.password);
+  await addToAllowlist(ctx, organizer.user, input.experimentId, { username: volunteer.user.username });
+  await ctx.db.peerToken.updateMany({
+    where: {
+      experimentId: input.experimentId,
+      userId: { in: [organizer.user.id, volunteer.user.id] },
+      label: DEMO_TOKEN_LABEL,
+      revokedAt: null,
+    },
+    data: { revokedAt: new Date(ctx.now()) },
+  });
+  const aux = await createPeerToken(ctx, organizer.user, input.experimentId, {
+    label: DEMO_TOKEN_LABEL,
+    role: "aux",
+  });
+  const peer = await createPeerToken(ctx, volunteer.user, input.experimentId, { label: DEMO_TOKEN_LABEL });
+  return { auxToken: aux.token, peerToken: peer.token };
 }
 
 async function ensureUser(
