@@ -11,6 +11,8 @@ export default defineConfig({
   outputDir: "./test-results",
   globalSetup: "./global-setup.ts",
   retries: 0,
+  // The story tests drive several pages; on a loaded 2-core machine 30 s is not always enough.
+  timeout: 120_000,
   forbidOnly: isCI,
   reporter: [["list"], ["html", { outputFolder: "./playwright-report", open: "never" }]],
   use: {
