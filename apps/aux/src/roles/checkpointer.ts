@@ -91,8 +91,8 @@ export class Checkpointer {
         `checkpoint of step ${step} failed; trying again in ${Math.round(delay / 1000)} s`,
       );
     } finally {
-      this.#busy = false;
       await rm(path, { force: true });
+      this.#busy = false;
     }
   }
 }

@@ -1,0 +1,159 @@
+import { pino } from "pino";
+import { describe, expect, it, vi } from "vitest";
+import { AveragingHelper, type AveragingHelperPorts } from "../../src/roles/averaging-helper.ts";
+
+const LENGTH = 6;
+const TARGET = 1_000;
+
+type Event = { kind: "report"; epoch: number } | { kind: "average"; epoch: number; vector: Float32Array };
+
+/** A helper over a mutable fake swarm; `events` records report and average calls in order. */
+function setup(ports: Partial<AveragingHelperPorts> = {}) {
+  const swarm = { epoch: 5, samplesAccumulated: TARGET, targetBatchSize: TARGET };
+  const events: Event[] = [];
+  const logger = pino({ level: "silent" });
+  const debug = vi.spyOn(logger, "debug");
+  const helper = new AveragingHelper({
+    logger,
+    global: () => ({ ...swarm }),
+    report: (epoch) => {
+      events.push({ kind: "report", epoch });
+    },
+    average: (epoch, vector) => {
+      events.push({ kind: "average", epoch, vector: vector.slice() });
+      return Promise.resolve({ groupSize: 3 });
+    },
+    ...ports,
+  });
+  const averaged = () => events.filter((event) => event.kind === "average").map((event) => event.epoch);
+  return { helper, swarm, events, averaged, debug };
+}
+
+function deferred<T>() {
+  let resolve: (value: T) => void = () => undefined;
+  let reject: (reason: unknown) => void = () => undefined;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+const signal = new AbortController().signal;
+
+describe("AveragingHelper", () => {
+  it("does nothing before it knows the vector length", async () => {
+    const { helper, events } = setup();
+    await helper.maybeHelp(signal);
+    expect(events).toEqual([]);
+    expect(helper.rounds).toBe(0);
+  });
+
+  it("joins once the swarm's samples reach the target, reporting the epoch before averaging a zero vector", async () => {
+    const { helper, swarm, events } = setup();
+    helper.setVectorLength(LENGTH);
+    swarm.samplesAccumulated = TARGET - 1;
+    await helper.maybeHelp(signal);
+    expect(events).toEqual([]);
+
+    swarm.samplesAccumulated = TARGET;
+    await helper.maybeHelp(signal);
+    expect(events).toEqual([
+      { kind: "report", epoch: 5 },
+      { kind: "average", epoch: 5, vector: new Float32Array(LENGTH) },
+    ]);
+    expect(helper.rounds).toBe(1);
+  });
+
+  it("uses the latest vector length", async () => {
+    const { helper, events } = setup();
+    helper.setVectorLength(LENGTH);
+    helper.setVectorLength(LENGTH + 3);
+    await helper.maybeHelp(signal);
+    expect(events.at(-1)).toEqual({ kind: "average", epoch: 5, vector: new Float32Array(LENGTH + 3) });
+  });
+
+  it("helps each epoch at most once, however often it is asked", async () => {
+    const { helper, swarm, averaged } = setup();
+    helper.setVectorLength(LENGTH);
+    await helper.maybeHelp(signal);
+    await helper.maybeHelp(signal);
+    await helper.maybeHelp(signal);
+    expect(averaged()).toEqual([5]);
+
+    swarm.epoch = 6;
+    await helper.maybeHelp(signal);
+    await helper.maybeHelp(signal);
+    expect(averaged()).toEqual([5, 6]);
+    expect(helper.rounds).toBe(2);
+  });
+
+  it("does not join another round while one is in flight", async () => {
+    const round = deferred<{ groupSize: number }>();
+    const epochs: number[] = [];
+    const { helper, swarm } = setup({
+      average: (epoch) => {
+        epochs.push(epoch);
+        return epoch === 5 ? round.promise : Promise.resolve({ groupSize: 2 });
+      },
+    });
+    helper.setVectorLength(LENGTH);
+    const first = helper.maybeHelp(signal);
+    swarm.epoch = 6;
+    await helper.maybeHelp(signal);
+    expect(epochs).toEqual([5]);
+
+    round.resolve({ groupSize: 2 });
+    await first;
+    await helper.maybeHelp(signal);
+    expect(epochs).toEqual([5, 6]);
+    expect(helper.rounds).toBe(2);
+  });
+
+  it("swallows a failed round with a debug log, does not retry that epoch, and helps the next", async () => {
+    const failure = new Error("matchmaking timed out");
+    const epochs: number[] = [];
+    const { helper, swarm, debug } = setup({
+      average: (epoch) => {
+        epochs.push(epoch);
+        return epoch === 5 ? Promise.reject(failure) : Promise.resolve({ groupSize: 2 });
+      },
+    });
+    helper.setVectorLength(LENGTH);
+    await helper.maybeHelp(signal);
+    expect(debug).toHaveBeenCalledWith(
+      expect.objectContaining({ epoch: 5, err: failure }),
+      expect.any(String),
+    );
+    expect(helper.rounds).toBe(0);
+    await helper.maybeHelp(signal);
+    expect(epochs).toEqual([5]);
+
+    swarm.epoch = 6;
+    await helper.maybeHelp(signal);
+    expect(epochs).toEqual([5, 6]);
+    expect(helper.rounds).toBe(1);
+  });
+
+  it("rethrows when the signal is aborted", async () => {
+    const controller = new AbortController();
+    const { helper } = setup({
+      average: () => {
+        controller.abort(new Error("stopping"));
+        return Promise.reject(new Error("round cancelled"));
+      },
+    });
+    helper.setVectorLength(LENGTH);
+    await expect(helper.maybeHelp(controller.signal)).rejects.toThrow("round cancelled");
+    expect(helper.rounds).toBe(0);
+  });
+
+  it("refuses a vector length that is not a positive integer", () => {
+    const { helper } = setup();
+    for (const length of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => {
+        helper.setVectorLength(length);
+      }).toThrow(RangeError);
+    }
+  });
+});
