@@ -105,6 +105,15 @@ if ((peers > 0)); then
     --listen /ip4/127.0.0.1/tcp/0 --identity "$data_dir/demo-swarm/aux/identity.json" \
     >"$logs/aux.log" 2>&1 &
   swarm+=($!)
+  # The peers find the swarm through the address the aux registers: let it do that first.
+  for ((wait_s = 0; wait_s < 60; wait_s++)); do
+    grep -q '"registered address"' "$logs/aux.log" 2>/dev/null && break
+    kill -0 "${swarm[0]}" 2>/dev/null || break
+    sleep 1
+  done
+  if ! grep -q '"registered address"' "$logs/aux.log" 2>/dev/null; then
+    log "the aux peer has not registered its address (see $logs/aux.log); starting the peers anyway"
+  fi
   for ((i = 1; i <= peers; i++)); do
     BARNRAISE_TOKEN="$DEMO_PEER_TOKEN" node apps/peer/src/cli.ts --server "$url" --json \
       --listen /ip4/127.0.0.1/tcp/0 --identity "$data_dir/demo-swarm/peer-$i/identity.json" \

@@ -10,9 +10,15 @@ import { e2eRun } from "./run-env.ts";
 
 /**
  * The platform under test: the production build of apps/web (`next start`) on a fresh data
- * directory with a SQLite database migrated by `prisma migrate deploy`, the run's secrets, and the
- * local OIDC provider configured as a sign-in option.
+ * directory with a SQLite database migrated by `prisma migrate deploy`, a quick subset of the MNIST
+ * shards that peers download, the run's secrets, and the local OIDC provider configured as a
+ * sign-in option. Access passes live for a minute (the platform's shortest), so a peer hears of a
+ * ban at its next refresh, within a minute.
  */
+
+/** MNIST samples to shard: enough for a few steps of a small run, prepared in about a second. */
+const MNIST_LIMIT = 3000;
+const PASS_TTL_SECONDS = 60;
 
 const run = promisify(execFile);
 const repoRoot = fileURLToPath(new URL("../..", import.meta.url));
@@ -39,6 +45,19 @@ export async function startWebServer(logDir: string): Promise<RunningWebServer> 
     cwd: repoRoot,
     env: { ...process.env, DATABASE_URL: databaseUrl },
   });
+  await run(
+    process.execPath,
+    [
+      join(webDir, "src/server/datasets/prepare-datasets-command.ts"),
+      "--dataset",
+      "mnist",
+      "--data-dir",
+      dataDir,
+      "--limit",
+      String(MNIST_LIMIT),
+    ],
+    { cwd: repoRoot },
+  );
 
   await mkdir(logDir, { recursive: true });
   const logFile = join(logDir, "web-server.log");
@@ -59,6 +78,7 @@ export async function startWebServer(logDir: string): Promise<RunningWebServer> 
       BARNRAISE_DATA_DIR: dataDir,
       BARNRAISE_PUBLIC_URL: baseURL,
       BARNRAISE_SIGNUP: "open",
+      BARNRAISE_PASS_TTL_SECONDS: String(PASS_TTL_SECONDS),
       DATABASE_URL: databaseUrl,
       BARNRAISE_OIDC_PROVIDERS: JSON.stringify([
         {

@@ -6,6 +6,7 @@ import {
   CollaborativeOptimizer,
   createPassRefresher,
   joinExperiment,
+  joinPlatform,
   type JoinError,
   loadOrCreateIdentity,
   Swarm,
@@ -60,6 +61,8 @@ export interface PeerRunResult {
 
 /** How long a joining peer waits to hear from the swarm before it trains on its own. */
 const DISCOVERY_TIMEOUT_MS = 15_000;
+/** While alone, ask the platform for the aux peers' addresses this often. */
+const REDISCOVERY_INTERVAL_MS = 20_000;
 /** Share of free memory the automatic batch size may fill with activations. */
 const ACTIVATION_MEMORY_SHARE = 0.25;
 /** …and never more than this: the wasm backend's heap is a 32-bit address space shared with the weights. */
@@ -189,6 +192,16 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     // Say hello to the swarm at once: a peer that waits to hear from others before training would
     // otherwise wait out the whole discovery time when everyone has just started.
     progress.report({ epoch: optimizer.epoch, samplesAccumulated: 0, samplesPerSecond: 0 });
+    // A peer that found nobody (say it started before the organizer's aux peer registered) asks the
+    // platform again for the aux peers' addresses while it is alone.
+    const lookForPeers = setInterval(() => {
+      if (swarm.node.members().length > 0) return;
+      void rediscover(swarm, options, identity.keyPair, joined, reporter);
+    }, REDISCOVERY_INTERVAL_MS);
+    lookForPeers.unref();
+    cleanups.push(() => {
+      clearInterval(lookForPeers);
+    });
     if (joined.initialPeers.length + options.peers.length > 0) {
       const heard = await waitForSwarm(swarm, options.stopSignal, abortSignal);
       if (!heard && !options.stopSignal.aborted) {
@@ -334,6 +347,32 @@ async function chooseBatchSize(
  * Waits until some peer's progress arrives (so the first step can load the swarm's state instead
  * of starting from scratch) or DISCOVERY_TIMEOUT_MS passes.
  */
+/** Joins again (one attempt) for the current initial peers and dials them; failures are only logged. */
+async function rediscover(
+  swarm: Swarm,
+  options: PeerRunOptions,
+  keyPair: KeyPair,
+  joined: JoinedExperiment,
+  reporter: Reporter,
+): Promise<void> {
+  try {
+    const fresh = await joinPlatform({
+      server: options.server,
+      token: options.token,
+      keyPair,
+      experimentId: joined.experiment.id,
+      pinnedAuthority: joined.authorityPublicKey,
+    });
+    const results = await Promise.allSettled(
+      fresh.initialPeers.map((address) => swarm.node.connect(address)),
+    );
+    const reached = results.filter((result) => result.status === "fulfilled").length;
+    if (reached > 0) reporter.log("info", `found the swarm through ${reached} aux peer(s)`);
+  } catch (error) {
+    reporter.log("warn", "could not ask the platform for peers", { err: error });
+  }
+}
+
 async function waitForSwarm(swarm: Swarm, stop: AbortSignal, abort: AbortSignal): Promise<boolean> {
   const deadline = Date.now() + DISCOVERY_TIMEOUT_MS;
   while (swarm.progress.records().length === 0) {

@@ -70,7 +70,7 @@ export class Swarm {
         uploadBytesPerSecond: DEFAULT_BYTES_PER_SECOND,
         downloadBytesPerSecond: DEFAULT_BYTES_PER_SECOND,
       },
-      swarmSize: () => Math.max(this.progress.snapshot().alivePeers, node.members().length + 1),
+      swarmSize: () => this.#trainers(),
       logger,
     });
     this.state = new StateSharing({ rpc: node.rpc, getState: options.getState, logger });
@@ -131,6 +131,16 @@ export class Swarm {
         });
       },
     };
+  }
+
+  /**
+   * How many trainers the swarm has, this node included: aux peers average but bring no gradients,
+   * so a volunteer whose only company is an aux peer trains alone rather than wait for a group.
+   */
+  #trainers(): number {
+    const alive = this.progress.records().filter((entry) => entry.record.mode !== "aux").length;
+    const connected = this.node.members().filter((peer) => this.node.modeOf(peer) !== "aux").length;
+    return Math.max(alive, connected) + 1;
   }
 
   /**

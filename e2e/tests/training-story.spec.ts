@@ -1,0 +1,340 @@
+import { createHash } from "node:crypto";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { expect, test, type APIRequestContext, type BrowserContext, type Page } from "@playwright/test";
+import { PeerExit, startAux, startPeer } from "../support/barnraise-processes.ts";
+import { ProcessSet, recordMatcher, type LogRecord, type RunningProcess } from "../support/processes.ts";
+import { baseURL } from "../support/run-env.ts";
+import { register, screenshots } from "../support/ui.ts";
+
+// The whole story with real processes: an organizer publishes an MNIST run, starts an aux peer and
+// a peer of their own; a volunteer's two peers join, and the swarm trains together. Anyone watches
+// the loss fall, sees the volunteer on the leaderboard and downloads a checkpoint whose bytes match
+// its published SHA-256. A user taken off the allowlist is refused at the door, and a ban reaches
+// the volunteer's running peers at their next pass refresh (passes live a minute in these tests):
+// they exit, and the swarm steps on without them.
+
+interface MetricPoint {
+  readonly step: number;
+  readonly loss: number;
+  readonly alivePeers: number;
+  readonly recordedAt: string;
+}
+interface Metrics {
+  readonly points: readonly MetricPoint[];
+  readonly total: number;
+}
+interface Leaderboard {
+  readonly entries: readonly { readonly username: string; readonly samples: number }[];
+}
+interface Checkpoint {
+  readonly id: string;
+  readonly step: number;
+  readonly sizeBytes: number;
+  readonly sha256: string;
+  readonly downloadUrl: string;
+}
+
+const TARGET_BATCH = 1024;
+const LOCAL_BATCH = 64;
+const CHECKPOINT_EVERY = 3;
+
+const processes = new ProcessSet();
+const contexts: BrowserContext[] = [];
+let workDir = "";
+
+test.beforeAll(async () => {
+  workDir = await mkdtemp(join(tmpdir(), "barnraise-training-story-"));
+});
+
+test.afterEach(async () => {
+  const info = test.info();
+  if (info.status !== info.expectedStatus) await processes.attachLogs(info, 100);
+});
+
+test.afterAll(async () => {
+  await processes.stopAll(10_000);
+  await Promise.all(contexts.map((context) => context.close()));
+  if (workDir !== "") await rm(workDir, { recursive: true, force: true });
+});
+
+test("volunteers train a run together, anyone watches it, and a ban stops their peers", async ({
+  browser,
+  request,
+}, testInfo) => {
+  test.setTimeout(6 * 60_000);
+  const suffix = Date.now().toString(36);
+  const organizerName = `organizer-${suffix}`;
+  const veraName = `vera-${suffix}`;
+  const malloryName = `mallory-${suffix}`;
+  const experimentId = `digits-${suffix}`;
+  const experimentName = `Digits by everyone ${suffix}`;
+
+  const newPage = async (): Promise<Page> => {
+    const context = await browser.newContext();
+    contexts.push(context);
+    return context.newPage();
+  };
+  const organizer = await newPage();
+  const vera = await newPage();
+  const mallory = await newPage();
+  const visitor = await newPage();
+
+  let aux: RunningProcess | undefined;
+  const veraPeers: RunningProcess[] = [];
+  const allPeers: RunningProcess[] = [];
+
+  await test.step("the organizer publishes a small MNIST run and starts an aux peer", async () => {
+    await register(organizer, organizerName);
+    await register(vera, veraName);
+    await register(mallory, malloryName);
+
+    await organizer.goto("/experiments/new");
+    await organizer.getByLabel("Experiment id").fill(experimentId);
+    await organizer.getByLabel("Name", { exact: true }).fill(experimentName);
+    await organizer.getByLabel("Description").fill("A small MLP on MNIST digits, trained by volunteers.");
+    await organizer.getByLabel("Model preset").selectOption("mnist-mlp");
+    await organizer.getByLabel("Hidden layer sizes").fill("32");
+    await organizer.getByLabel("Target batch size").fill(String(TARGET_BATCH));
+    await organizer.getByRole("checkbox", { name: /^Automatic/ }).uncheck();
+    await organizer.getByLabel("Local batch size").fill(String(LOCAL_BATCH));
+    await organizer.getByLabel("Stop after (steps)").fill("");
+    await organizer.getByLabel("Learning rate").fill("0.01");
+    await organizer.getByLabel("Checkpoint every (steps)").fill(String(CHECKPOINT_EVERY));
+    await organizer.getByRole("button", { name: "Create experiment" }).click();
+    await organizer.waitForURL(`${baseURL}/experiments/${experimentId}/manage`);
+    await expect(organizer.getByLabel("Checkpoint every (steps)")).toHaveValue(String(CHECKPOINT_EVERY));
+
+    for (const username of [veraName, malloryName]) {
+      await organizer.getByLabel("Add a volunteer by username").fill(username);
+      await organizer.getByRole("button", { name: "Add to allowlist" }).click();
+      await expect(organizer.getByText(`${username} is approved and can now create a token.`)).toBeVisible();
+      await expect(organizer.getByTestId(`allowlist-${username}`)).toBeVisible();
+    }
+
+    // The aux token is shown once, with the command to run it.
+    const auxSection = organizer.getByRole("region", { name: "Aux peers" });
+    await auxSection.getByLabel("Label (optional)").fill("loopback aux");
+    await auxSection.getByRole("button", { name: "Create aux token" }).click();
+    const secretBox = organizer.getByRole("region", { name: "New aux token" });
+    await expect(secretBox).toBeVisible();
+    const auxToken = (await secretBox.getByLabel("the new aux token").textContent())?.trim() ?? "";
+    expect(auxToken).not.toBe("");
+    await expect(secretBox.getByLabel("the command")).toHaveText(
+      `barnraise-aux --server ${baseURL} --token ${auxToken}`,
+    );
+
+    aux = startAux(processes, "aux", { server: baseURL, token: auxToken, dir: join(workDir, "aux") });
+    const listening = await aux.waitForRecord("listening", recordMatcher("listening"), 60_000);
+    expect(JSON.stringify(listening.addresses)).toContain("/ip4/127.0.0.1/tcp/");
+    // Registered, so the platform hands its address to every peer that joins.
+    await aux.waitForRecord("registered address", recordMatcher("registered address"), 60_000);
+  });
+
+  let malloryToken = "";
+  await test.step("the volunteer creates a token and two peers join with it, and one of the organizer's", async () => {
+    const veraToken = await createPeerToken(vera, experimentId, "two peers");
+    // Mallory is on the allowlist for now, so she can make a token too.
+    malloryToken = await createPeerToken(mallory, experimentId, "mallory's laptop");
+    // The organizer trains too, so the swarm keeps stepping once the volunteer is banned.
+    const organizerToken = await createPeerToken(organizer, experimentId, "organizer's desktop");
+
+    const start = (name: string, token: string) =>
+      startPeer(processes, name, {
+        server: baseURL,
+        token,
+        dir: join(workDir, name),
+        batchSize: LOCAL_BATCH,
+      });
+    veraPeers.push(start("vera-1", veraToken), start("vera-2", veraToken));
+    allPeers.push(...veraPeers, start("organizer-peer", organizerToken));
+    for (const peer of allPeers) {
+      const joined = await peer.waitForRecord("joined", recordMatcher(/^joined experiment/), 60_000);
+      expect(joined.experimentId).toBe(experimentId);
+    }
+  });
+
+  await test.step("a user taken off the allowlist is refused", async () => {
+    await organizer.goto(`/experiments/${experimentId}/manage`);
+    const entry = organizer.getByTestId(`allowlist-${malloryName}`);
+    await entry.getByRole("button", { name: `Remove ${malloryName}` }).click();
+    await expect(organizer.getByText(`${malloryName} is removed from the allowlist.`)).toBeVisible();
+    await expect(entry).toHaveCount(0);
+
+    const refused = startPeer(processes, "mallory", {
+      server: baseURL,
+      token: malloryToken,
+      dir: join(workDir, "mallory"),
+      batchSize: LOCAL_BATCH,
+    });
+    const status = await refused.waitForExit(60_000);
+    expect(status, refused.tail(20)).toEqual({ code: PeerExit.notAllowlisted, signal: null });
+    expect(refused.filter((record) => record.code === "NOT_ALLOWLISTED")).not.toHaveLength(0);
+    expect(refused.filter(recordMatcher(/^joined experiment/))).toHaveLength(0);
+  });
+
+  await test.step("every peer contributes and steps with the swarm", async () => {
+    for (const peer of allPeers) {
+      await peer.waitForRecord(
+        "first minibatch contributed",
+        recordMatcher("first minibatch contributed"),
+        90_000,
+      );
+      await peer.waitForRecord("a collaborative step", recordMatcher(/^step \d+$/), 120_000);
+    }
+  });
+
+  const dashboard = `/experiments/${experimentId}`;
+  await test.step("the public dashboard's loss curve gains points and the loss falls", async () => {
+    await visitor.goto(dashboard);
+    await expect(visitor.getByRole("heading", { level: 1, name: experimentName })).toBeVisible();
+    const chart = visitor.getByTestId("chart-loss-step");
+    const chartPoints = async () => {
+      await visitor.reload();
+      return Number((await chart.getAttribute("data-points", { timeout: 5_000 })) ?? "0");
+    };
+    let first = 0;
+    await expect
+      .poll(async () => (first = await chartPoints()), { timeout: 90_000, intervals: [2_000] })
+      .toBeGreaterThanOrEqual(1);
+    await expect
+      .poll(chartPoints, { timeout: 120_000, intervals: [2_000] })
+      .toBeGreaterThanOrEqual(Math.max(3, first + 1));
+
+    // The series behind the chart: three steps or more, the loss lower at the last than at the
+    // first, and at some step all three trainers (the volunteer's two, the organizer's) alive.
+    await expect
+      .poll(
+        async () => {
+          const { points } = await getJson<Metrics>(request, `/api/v1/experiments/${experimentId}/metrics`);
+          const firstPoint = points[0];
+          const lastPoint = points.at(-1);
+          return {
+            atLeastThreeSteps: points.length >= 3,
+            lossFell: firstPoint !== undefined && lastPoint !== undefined && lastPoint.loss < firstPoint.loss,
+            mostAlive: Math.max(0, ...points.map((point) => point.alivePeers)),
+          };
+        },
+        { timeout: 90_000, intervals: [2_000] },
+      )
+      .toEqual({ atLeastThreeSteps: true, lossFell: true, mostAlive: 3 });
+  });
+
+  await test.step("the leaderboard counts the volunteer's samples", async () => {
+    await expect
+      .poll(
+        async () => {
+          const { entries } = await getJson<Leaderboard>(
+            request,
+            `/api/v1/experiments/${experimentId}/leaderboard`,
+          );
+          return entries.find((entry) => entry.username === veraName)?.samples ?? 0;
+        },
+        { timeout: 60_000, intervals: [2_000] },
+      )
+      .toBeGreaterThan(0);
+    await visitor.reload();
+    await expect(visitor.getByRole("row").filter({ hasText: veraName })).toBeVisible();
+  });
+
+  await test.step("a checkpoint is published and its download matches its SHA-256", async () => {
+    let checkpoint: Checkpoint | undefined;
+    await expect
+      .poll(
+        async () => {
+          const { checkpoints } = await getJson<{ checkpoints: Checkpoint[] }>(
+            request,
+            `/api/v1/experiments/${experimentId}/checkpoints`,
+          );
+          checkpoint = checkpoints[0];
+          return checkpoint?.step ?? 0;
+        },
+        { timeout: 120_000, intervals: [2_000] },
+      )
+      .toBeGreaterThanOrEqual(CHECKPOINT_EVERY);
+    if (checkpoint === undefined) throw new Error("no checkpoint listed");
+    expect(checkpoint.sha256).toMatch(/^[0-9a-f]{64}$/);
+    // The aux uploaded it: its log names the same bytes.
+    const uploaded = aux?.filter(recordMatcher("checkpoint uploaded")) ?? [];
+    expect(uploaded.map(({ step, sha256, sizeBytes }) => ({ step, sha256, sizeBytes }))).toContainEqual({
+      step: checkpoint.step,
+      sha256: checkpoint.sha256,
+      sizeBytes: checkpoint.sizeBytes,
+    });
+
+    await visitor.reload();
+    const row = visitor.locator(`[data-testid="checkpoint-row"][data-sha256="${checkpoint.sha256}"]`);
+    await expect(row).toBeVisible();
+    const [download] = await Promise.all([
+      visitor.waitForEvent("download"),
+      row.getByRole("link", { name: /^Download/ }).click(),
+    ]);
+    const bytes = await readFile(await download.path());
+    expect(bytes.byteLength).toBe(checkpoint.sizeBytes);
+    expect(createHash("sha256").update(bytes).digest("hex")).toBe(checkpoint.sha256);
+
+    await screenshots(visitor, testInfo, "dashboard");
+  });
+
+  await test.step("a ban reaches the volunteer's running peers at their next pass refresh", async () => {
+    await organizer.reload();
+    const entry = organizer.getByTestId(`allowlist-${veraName}`);
+    await entry.getByRole("button", { name: `Ban ${veraName}` }).click();
+    await expect(
+      organizer.getByText(`${veraName} is banned; their nodes are no longer counted.`),
+    ).toBeVisible();
+    const bannedAt = Date.now();
+
+    // Passes live a minute and are refreshed after three quarters of it: well within 90 s.
+    for (const peer of veraPeers) {
+      const status = await peer.waitForExit(90_000);
+      expect(status, `${peer.name}: ${peer.tail(20)}`).toEqual({ code: PeerExit.banned, signal: null });
+      expect(peer.filter((record) => record.code === "BANNED")).not.toHaveLength(0);
+    }
+    testInfo.annotations.push({
+      type: "ban to exit",
+      description: `${((Date.now() - bannedAt) / 1000).toFixed(1)} s`,
+    });
+
+    // ...and the swarm steps on without them: the aux reports the organizer's peer alone.
+    const auxProcess = aux;
+    if (auxProcess === undefined) throw new Error("the aux did not start");
+    const before = new Set<LogRecord>(auxProcess.records());
+    const lastStepBefore = Math.max(
+      0,
+      ...auxProcess.filter(recordMatcher("metrics posted")).map((record) => Number(record.step)),
+    );
+    await expect
+      .poll(
+        () => {
+          const posted = auxProcess.filter(recordMatcher("metrics posted", (record) => !before.has(record)));
+          return posted.at(-1)?.alivePeers;
+        },
+        { timeout: 60_000, intervals: [1_000] },
+      )
+      .toBe(1);
+    const { points } = await getJson<Metrics>(request, `/api/v1/experiments/${experimentId}/metrics`);
+    const last = points.at(-1);
+    expect(last?.step).toBeGreaterThan(lastStepBefore);
+    expect(last?.alivePeers).toBe(1);
+  });
+});
+
+/** On the volunteer page: creates a peer token and reads its secret, shown this once. */
+async function createPeerToken(page: Page, experimentId: string, label: string): Promise<string> {
+  await page.goto(`/experiments/${experimentId}/volunteer`);
+  await page.getByLabel("Label (optional)").fill(label);
+  await page.getByRole("button", { name: "Create token" }).click();
+  const secretBox = page.getByRole("region", { name: "New token" });
+  await expect(secretBox).toBeVisible();
+  const token = (await secretBox.getByLabel("the new token").textContent())?.trim() ?? "";
+  expect(token).toMatch(/^brp_[A-Za-z0-9_-]{43}$/);
+  return token;
+}
+
+async function getJson<T>(request: APIRequestContext, path: string): Promise<T> {
+  const response = await request.get(path);
+  expect(response.status(), `GET ${path}`).toBe(200);
+  return (await response.json()) as T;
+}
