@@ -3,7 +3,9 @@ import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import {
-  ExitCode,
+  JoinExitCode,
+  joinExitCode,
+  parseServerUrl,
   IdentityFileError,
   JoinError,
   JoinErrorCode,
@@ -21,13 +23,7 @@ const defaultIdentityPath = join(homedir(), ".barnraise", "aux", "identity.json"
 export const DEFAULT_LISTEN = ["/ip4/0.0.0.0/tcp/31337", "/ip4/0.0.0.0/tcp/31338/ws"];
 
 /** Exit codes: the peer's, where the same failure can happen. */
-export const AuxExitCode = {
-  ...ExitCode,
-  badToken: 10,
-  notAllowlisted: 11,
-  banned: 12,
-  tampered: 13,
-} as const;
+export const AuxExitCode = JoinExitCode;
 
 const usage = `Usage: ${program} --server URL --token AUX_TOKEN [options]
        ${program} identity [--identity FILE]
@@ -93,19 +89,14 @@ export async function main(argv: readonly string[], environment: AuxCliEnvironme
     io.out(usage);
     return AuxExitCode.ok;
   }
-  const serverText = values.server ?? env.BARNRAISE_SERVER;
   const token = values.token ?? env.BARNRAISE_TOKEN;
-  if (serverText === undefined || serverText === "") return usageError(io, "--server is required");
-  if (token === undefined || token.trim() === "") return usageError(io, "--token is required");
   let server: URL;
   try {
-    server = new URL(serverText);
-  } catch {
-    return usageError(io, `--server ${JSON.stringify(serverText)} is not a URL`);
+    server = parseServerUrl(values.server ?? env.BARNRAISE_SERVER);
+  } catch (error) {
+    return usageError(io, (error as Error).message);
   }
-  if (server.protocol !== "https:" && server.protocol !== "http:") {
-    return usageError(io, `--server must be an http(s) URL, not ${server.protocol}`);
-  }
+  if (token === undefined || token.trim() === "") return usageError(io, "--token is required");
   const level = values["log-level"].trim().toLowerCase();
   if (!["debug", "info", "warn", "error"].includes(level)) {
     return usageError(io, `unknown log level ${JSON.stringify(values["log-level"])}`);
@@ -147,21 +138,7 @@ function reportFailure(logger: Logger, error: unknown, stopSignal: AbortSignal):
       return AuxExitCode.ok;
     }
     logger.error({ code: error.code }, error.message);
-    switch (error.code) {
-      case JoinErrorCode.TOKEN_INVALID:
-      case JoinErrorCode.TOKEN_REVOKED:
-        return AuxExitCode.badToken;
-      case JoinErrorCode.NOT_ALLOWLISTED:
-        return AuxExitCode.notAllowlisted;
-      case JoinErrorCode.BANNED:
-        return AuxExitCode.banned;
-      case JoinErrorCode.PASS_INVALID:
-      case JoinErrorCode.CONFIG_TAMPERED:
-      case JoinErrorCode.AUTHORITY_CHANGED:
-        return AuxExitCode.tampered;
-      default:
-        return AuxExitCode.failure;
-    }
+    return joinExitCode(error.code);
   }
   if (error instanceof IdentityFileError || error instanceof PrivateFileError) {
     logger.error({ code: "LOCAL_FILE" }, error.message);

@@ -3,7 +3,9 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import {
-  ExitCode,
+  JoinExitCode,
+  joinExitCode,
+  parseServerUrl,
   IdentityFileError,
   PrivateFileError,
   JoinError,
@@ -30,12 +32,7 @@ const defaultDataDir = join(home, "data");
  * Ctrl-C exits with 130 like any interrupted program.
  */
 export const PeerExitCode = {
-  ...ExitCode,
-  badToken: 10,
-  notAllowlisted: 11,
-  banned: 12,
-  /** The pass, the config or the authority key did not verify: the answer was not the platform's. */
-  tampered: 13,
+  ...JoinExitCode,
   backendUnavailable: 14,
   dataset: 15,
   interrupted: 130,
@@ -113,19 +110,14 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
     return PeerExitCode.ok;
   }
 
-  const serverText = values.server ?? env.BARNRAISE_SERVER;
   const token = values.token ?? env.BARNRAISE_TOKEN;
-  if (serverText === undefined || serverText === "") return usageError(io, "--server is required");
-  if (token === undefined || token.trim() === "") return usageError(io, "--token is required");
   let server: URL;
   try {
-    server = new URL(serverText);
-  } catch {
-    return usageError(io, `--server ${JSON.stringify(serverText)} is not a URL`);
+    server = parseServerUrl(values.server ?? env.BARNRAISE_SERVER);
+  } catch (error) {
+    return usageError(io, (error as Error).message);
   }
-  if (server.protocol !== "https:" && server.protocol !== "http:") {
-    return usageError(io, `--server must be an http(s) URL, not ${server.protocol}`);
-  }
+  if (token === undefined || token.trim() === "") return usageError(io, "--token is required");
   let backend: BackendChoice;
   let batchSize: number | "auto" | undefined;
   let logLevel;
@@ -234,24 +226,6 @@ function reportFailure(
   }
   reporter.log("error", `the peer failed: ${(error as Error).message}`, { code: "INTERNAL", err: error });
   return PeerExitCode.failure;
-}
-
-function joinExitCode(code: JoinErrorCode): number {
-  switch (code) {
-    case JoinErrorCode.TOKEN_INVALID:
-    case JoinErrorCode.TOKEN_REVOKED:
-      return PeerExitCode.badToken;
-    case JoinErrorCode.NOT_ALLOWLISTED:
-      return PeerExitCode.notAllowlisted;
-    case JoinErrorCode.BANNED:
-      return PeerExitCode.banned;
-    case JoinErrorCode.PASS_INVALID:
-    case JoinErrorCode.CONFIG_TAMPERED:
-    case JoinErrorCode.AUTHORITY_CHANGED:
-      return PeerExitCode.tampered;
-    default:
-      return PeerExitCode.failure;
-  }
 }
 
 /** The first SIGINT/SIGTERM stops gracefully, the second aborts, a third exits at once. */

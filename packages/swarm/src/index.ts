@@ -1,6 +1,7 @@
 // Identity on disk
 export * from "./identity-file.ts";
 export * from "./identity-command.ts";
+export * from "./cli-support.ts";
 // Errors
 export * from "./errors.ts";
 // The whole engine
