@@ -5,7 +5,7 @@ import { parseArgs } from "node:util";
 import {
   JoinExitCode,
   joinExitCode,
-  parseServerUrl,
+  readPlatformTarget,
   IdentityFileError,
   JoinError,
   JoinErrorCode,
@@ -89,14 +89,13 @@ export async function main(argv: readonly string[], environment: AuxCliEnvironme
     io.out(usage);
     return AuxExitCode.ok;
   }
-  const token = values.token ?? env.BARNRAISE_TOKEN;
   let server: URL;
+  let token: string;
   try {
-    server = parseServerUrl(values.server ?? env.BARNRAISE_SERVER);
+    ({ server, token } = readPlatformTarget(values, env));
   } catch (error) {
     return usageError(io, (error as Error).message);
   }
-  if (token === undefined || token.trim() === "") return usageError(io, "--token is required");
   const level = values["log-level"].trim().toLowerCase();
   if (!["debug", "info", "warn", "error"].includes(level)) {
     return usageError(io, `unknown log level ${JSON.stringify(values["log-level"])}`);

@@ -3,6 +3,7 @@ import { open } from "node:fs/promises";
 import { Readable } from "node:stream";
 import { signRequest, type KeyPair } from "@barnraise/protocol";
 import { nodeCrypto } from "@barnraise/protocol/node";
+import { readBoundedText } from "@barnraise/swarm";
 import { z } from "zod";
 
 /**
@@ -308,26 +309,9 @@ async function openFile(file: CheckpointFile): Promise<Readable> {
 
 /** The body as UTF-8, refusing more than MAX_RESPONSE_BYTES without buffering them. */
 async function readBounded(response: Response): Promise<string> {
-  const declared = Number(response.headers.get("content-length") ?? "0");
-  if (declared > MAX_RESPONSE_BYTES) {
-    await response.body?.cancel();
-    throw oversized(response.status);
-  }
-  if (response.body === null) return "";
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > MAX_RESPONSE_BYTES) {
-      await reader.cancel();
-      throw oversized(response.status);
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks, total).toString("utf8");
+  const text = await readBoundedText(response, MAX_RESPONSE_BYTES);
+  if (text === undefined) throw oversized(response.status);
+  return text;
 }
 
 function oversized(status: number): PlatformRequestError {

@@ -1,5 +1,6 @@
 import { join } from "node:path";
 import {
+  abortableSleep,
   createPassRefresher,
   joinExperiment,
   JoinError,
@@ -275,7 +276,8 @@ async function runRoles(context: RolesContext): Promise<void> {
         );
       }
       if (options.helpAveraging) inBackground(helper.maybeHelp(signal));
-      await sleep(TICK_MS, signal);
+      // Woken early by a stop; the loop condition then ends it.
+      await abortableSleep(TICK_MS, signal).catch(() => undefined);
     }
   } finally {
     unsubscribe();
@@ -316,20 +318,4 @@ export function registrableAddresses(
 
 function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) {
-      resolve();
-      return;
-    }
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

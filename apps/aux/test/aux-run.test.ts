@@ -3,7 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PeerCliProcess, type LogRecord } from "../../peer/test/support/peer-cli-process.ts";
+import { PeerCliProcess, writeEvents, type LogRecord } from "../../peer/test/support/peer-cli-process.ts";
 import { startPlatformServer, type PlatformServer } from "../../web/test/support/platform-server.ts";
 
 /**
@@ -87,6 +87,19 @@ async function getJson<T>(path: string): Promise<T> {
 
 describe("barnraise-aux", () => {
   it("refuses a volunteer's token with exit code 10", async () => {
+    const experiment = await platform.createExperiment(config);
+    const { token } = await platform.addVolunteer(experiment.id, "victor");
+    const aux = startAux("aux-with-a-volunteer-token", token);
+    expect((await aux.exited).code).toBe(10);
+    expect(aux.records.some((r) => typeof r.msg === "string" && r.msg.includes("aux token"))).toBe(true);
+  }, 60_000);
+
+  it("bootstraps the swarm, posts each step's metrics, uploads checkpoints and helps average", async ({
+    onTestFailed,
+  }) => {
+    onTestFailed(() => {
+      writeEvents(processes);
+    });
     const experiment = await platform.createExperiment(config);
     const { token } = await platform.addVolunteer(experiment.id, "victor");
     const aux = startAux("aux-with-a-volunteer-token", token);

@@ -5,7 +5,7 @@ import { parseArgs } from "node:util";
 import {
   JoinExitCode,
   joinExitCode,
-  parseServerUrl,
+  readPlatformTarget,
   IdentityFileError,
   PrivateFileError,
   JoinError,
@@ -110,14 +110,13 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
     return PeerExitCode.ok;
   }
 
-  const token = values.token ?? env.BARNRAISE_TOKEN;
   let server: URL;
+  let token: string;
   try {
-    server = parseServerUrl(values.server ?? env.BARNRAISE_SERVER);
+    ({ server, token } = readPlatformTarget(values, env));
   } catch (error) {
     return usageError(io, (error as Error).message);
   }
-  if (token === undefined || token.trim() === "") return usageError(io, "--token is required");
   let backend: BackendChoice;
   let batchSize: number | "auto" | undefined;
   let logLevel;

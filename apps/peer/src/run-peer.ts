@@ -132,9 +132,6 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     const served: { optimizer?: CollaborativeOptimizer } = {};
     let refused: JoinError | undefined;
     const leaving = new AbortController();
-    let leave = () => {
-      leaving.abort();
-    };
     const swarm = await Swarm.create({
       experimentId: joined.experiment.id,
       identity: identity.keyPair,
@@ -151,7 +148,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
           reporter.log("error", `the platform refused to renew the access pass: ${error.message}`, {
             code: error.code,
           });
-          leave();
+          leaving.abort();
         },
         onJoined: (refreshed) => {
           if (refreshed.configVersion !== joined.configVersion) {
@@ -246,17 +243,18 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
         });
       },
     });
+    // Ctrl-C or a refused pass refresh: finish the round in flight, then leave.
+    const stopping = AbortSignal.any([options.stopSignal, leaving.signal]);
     const stopOnSignal = () => {
       trainer.stop();
     };
-    leave = stopOnSignal;
-    if (options.stopSignal.aborted || leaving.signal.aborted) trainer.stop();
-    options.stopSignal.addEventListener("abort", stopOnSignal, { once: true });
+    if (stopping.aborted) trainer.stop();
+    stopping.addEventListener("abort", stopOnSignal, { once: true });
     let train: TrainResult;
     try {
       train = await trainer.run(abortSignal);
     } finally {
-      options.stopSignal.removeEventListener("abort", stopOnSignal);
+      stopping.removeEventListener("abort", stopOnSignal);
     }
     if (refused !== undefined) throw refused;
     reporter.log(

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startPlatformServer, type PlatformServer } from "../../web/test/support/platform-server.ts";
-import { PeerCliProcess, type LogRecord } from "./support/peer-cli-process.ts";
+import { PeerCliProcess, writeEvents, type LogRecord } from "./support/peer-cli-process.ts";
 
 /**
  * The volunteer's story on one machine: a running platform (real HTTP, database, signed passes and
@@ -51,11 +51,7 @@ describe("three volunteers on loopback", () => {
   }) => {
     // A failure names one peer's transcript; the others' tell what the swarm was doing meanwhile.
     onTestFailed(() => {
-      for (const peer of peers) {
-        const events = peer.records.filter((record) => record.msg !== "status").slice(-40);
-        const lines = events.map((record) => JSON.stringify(record));
-        process.stderr.write(`---- ${peer.name}\n${lines.join("\n")}\n`);
-      }
+      writeEvents(peers);
     });
     const experiment = await platform.createExperiment(config);
     const start = async (name: string, bootstrap: readonly string[]) => {

@@ -31,8 +31,16 @@ export function joinExitCode(code: JoinErrorCode): number {
   }
 }
 
-/** `--server` (or BARNRAISE_SERVER): an http(s) URL; a RangeError says what is wrong with it. */
-export function parseServerUrl(text: string | undefined): URL {
+/**
+ * `--server` and `--token` of a node program, each falling back to BARNRAISE_SERVER and
+ * BARNRAISE_TOKEN (which keeps the token out of the process list). The server must be an http(s)
+ * URL; a RangeError says what is missing or wrong.
+ */
+export function readPlatformTarget(
+  options: { server?: string | undefined; token?: string | undefined },
+  env: Readonly<Record<string, string | undefined>>,
+): { server: URL; token: string } {
+  const text = options.server ?? env.BARNRAISE_SERVER;
   if (text === undefined || text === "") throw new RangeError("--server is required");
   let server: URL;
   try {
@@ -43,5 +51,7 @@ export function parseServerUrl(text: string | undefined): URL {
   if (server.protocol !== "https:" && server.protocol !== "http:") {
     throw new RangeError(`--server must be an http(s) URL, not ${server.protocol}`);
   }
-  return server;
+  const token = options.token ?? env.BARNRAISE_TOKEN;
+  if (token === undefined || token.trim() === "") throw new RangeError("--token is required");
+  return { server, token };
 }

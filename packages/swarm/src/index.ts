@@ -54,6 +54,7 @@ export * from "./platform/join-error.ts";
 export type { JoinedExperiment } from "./platform/join-response.ts";
 export * from "./platform/join-retry.ts";
 export * from "./platform/join-experiment.ts";
+export { readBoundedText } from "./platform/bounded-body.ts";
 export * from "./platform/pass-refresher.ts";
 export * from "./platform/authority-pin.ts";
 export { PrivateFileError } from "./private-file.ts";

@@ -107,3 +107,15 @@ export class PeerCliProcess {
     this.#waiters.clear();
   }
 }
+
+/**
+ * Writes each process's latest events (status records left out) and other output to stderr: when a
+ * multi-process test fails, the others' logs tell what the swarm was doing meanwhile.
+ */
+export function writeEvents(processes: readonly PeerCliProcess[], count = 40): void {
+  for (const child of processes) {
+    const events = child.records.filter((record) => record.msg !== "status").slice(-count);
+    const lines = [...events.map((record) => JSON.stringify(record)), ...child.otherOutput.slice(-10)];
+    process.stderr.write(`---- ${child.name}\n${lines.join("\n")}\n`);
+  }
+}

@@ -1,4 +1,5 @@
 import { encodePublicKey, type KeyPair } from "@barnraise/protocol";
+import { readBoundedText } from "./bounded-body.ts";
 import { JoinError, JoinErrorCode, joinErrorFromResponse, parseRetryAfter } from "./join-error.ts";
 import { verifyJoinResponse, type JoinedExperiment } from "./join-response.ts";
 
@@ -119,28 +120,10 @@ async function send(url: URL, body: string, options: JoinOptions): Promise<Respo
 
 /** Reads the body as UTF-8, refusing more than MAX_JOIN_RESPONSE_BYTES without buffering them. */
 async function readBounded(response: Response, signal: AbortSignal | undefined): Promise<string> {
-  const declared = Number(response.headers.get("content-length") ?? "0");
-  if (declared > MAX_JOIN_RESPONSE_BYTES) {
-    await response.body?.cancel();
-    throw oversized(response.status);
-  }
-  if (response.body === null) return "";
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
+  let text: string | undefined;
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      total += value.byteLength;
-      if (total > MAX_JOIN_RESPONSE_BYTES) {
-        await reader.cancel();
-        throw oversized(response.status);
-      }
-      chunks.push(value);
-    }
+    text = await readBoundedText(response, MAX_JOIN_RESPONSE_BYTES);
   } catch (cause) {
-    if (cause instanceof JoinError) throw cause;
     throwIfAborted(signal);
     throw new JoinError(
       JoinErrorCode.SERVER_UNREACHABLE,
@@ -148,7 +131,8 @@ async function readBounded(response: Response, signal: AbortSignal | undefined):
       { cause, retryable: true, status: response.status },
     );
   }
-  return Buffer.concat(chunks, total).toString("utf8");
+  if (text === undefined) throw oversized(response.status);
+  return text;
 }
 
 function oversized(status: number): JoinError {

@@ -1,0 +1,27 @@
+/**
+ * A response body as UTF-8, or undefined when it is longer than `maxBytes`: a declared length over
+ * the limit is refused before reading, and a body that runs past it is cancelled without buffering
+ * the rest. Rejects when the stream breaks.
+ */
+export async function readBoundedText(response: Response, maxBytes: number): Promise<string | undefined> {
+  const declared = Number(response.headers.get("content-length") ?? "0");
+  if (declared > maxBytes) {
+    await response.body?.cancel();
+    return undefined;
+  }
+  if (response.body === null) return "";
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > maxBytes) {
+      await reader.cancel();
+      return undefined;
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks, total).toString("utf8");
+}
