@@ -146,8 +146,8 @@ export class Swarm {
   /**
    * Whether this node may still ask for the group of `key`: not before its first progress report,
    * not once its own progress has passed the key's epoch (the round is done, or it loaded newer
-   * state), and for an aux only for the epoch it reported. A leader whose round is in flight is
-   * in the gathering already, also with delayed updates (where the epoch moves on as a round starts).
+   * state) unless that epoch's delayed round is still in flight, and for an aux only for the
+   * epoch it reported.
    */
   #willJoin(key: string): boolean {
     const epoch = keyEpoch(key);
@@ -155,13 +155,16 @@ export class Swarm {
     // A node that has reported nothing yet is still loading state (or, as an aux, not helping).
     const local = this.progress.localRecord();
     if (local === null) return false;
-    // An aux reports an epoch only when it is about to help average it.
-    return local.mode === "aux" ? local.epoch === epoch : local.epoch <= epoch;
+    // An aux reports an epoch only when it is about to help average it; a delayed round in flight
+    // is reported as `averagingEpoch`.
+    if (local.mode === "aux") return local.epoch === epoch;
+    return local.epoch <= epoch || local.averagingEpoch === epoch;
   }
 
   /**
-   * Members the leader waits for: peers whose latest progress is at the key's epoch. An aux peer
-   * counts too, so it reports an epoch only when it is about to help average that epoch.
+   * Members the leader waits for: peers whose latest progress is at the key's epoch, or past it
+   * with that epoch's delayed round in flight. An aux peer counts too, so it reports an epoch only
+   * when it is about to help average that epoch.
    */
   #expectedMembers(key: string): string[] {
     // Only a whole-swarm group (one Moshpit dimension: key "e<epoch>/r0/") has a known member list;
@@ -171,7 +174,10 @@ export class Swarm {
     const connected = new Set(this.node.members());
     return this.progress
       .records()
-      .filter((entry) => entry.record.epoch === epoch && connected.has(entry.peerId))
+      .filter(
+        ({ record, peerId }) =>
+          (record.epoch === epoch || record.averagingEpoch === epoch) && connected.has(peerId),
+      )
       .map((entry) => entry.peerId);
   }
 }

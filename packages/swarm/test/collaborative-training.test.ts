@@ -105,4 +105,63 @@ describe("collaborative training over a real swarm", () => {
     expect(downloaded?.parameters).toEqual(at(optimizers, 0).parameters);
     expect(downloaded?.optimizer).toEqual(at(optimizers, 0).exportState().optimizer);
   }, 90_000);
+
+  it("with delayed parameter updates, every round averages the whole swarm while the next epoch trains", async () => {
+    const authority = new TestAuthority();
+    const config = {
+      training: { targetBatchSize: 96 },
+      optimizer: { name: "adam" as const, learningRate: 0.05 },
+      averaging: {
+        matchmakingTimeoutMs: 5_000,
+        allreduceTimeoutMs: 10_000,
+        chunkSizeBytes: 4096,
+        delayedParameterUpdates: true,
+      },
+      compression: { method: "none" as const },
+    };
+    const layout = ParameterLayout.fromShapes([{ name: "w", shape: [DIMENSION] }]);
+    const first = await startSwarm(authority, { config });
+    swarms.push(first);
+    const bootstrap = first.node.multiaddrs();
+    for (let k = 1; k < 3; k += 1) swarms.push(await startSwarm(authority, { config, bootstrap }));
+    await eventually(() => swarms.every((swarm) => swarm.node.members().length === 2), "meshed");
+    const events: string[][] = swarms.map(() => []);
+    const optimizers = swarms.map((swarm, k) => {
+      const optimizer = new CollaborativeOptimizer({
+        config: swarm.config,
+        layout,
+        parameters: new Float32Array(DIMENSION),
+        progress: swarm.progressPort(),
+        averager: swarm.averagerPort(),
+        state: swarm.statePort(),
+      });
+      optimizer.on((event) => {
+        at(events, k).push(
+          event.type === "step"
+            ? `step ${event.epoch} of ${event.groupSize}`
+            : `${event.type} ${event.epoch}`,
+        );
+      });
+      return optimizer;
+    });
+    const epochs = 4;
+    await Promise.all(
+      optimizers.map(async (optimizer, k) => {
+        const random = seededRandom(200 + k);
+        while (optimizer.exportState().epoch < epochs) {
+          const { gradient } = batchGradient(optimizer.parameters, random, 8);
+          optimizer.accumulate(gradient, 8);
+          await optimizer.maybeStep();
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        await optimizer.pendingStep();
+      }),
+    );
+    const steps = Array.from({ length: epochs }, (_, e) => `step ${e + 1} of 3`);
+    for (const [k, optimizer] of optimizers.entries()) {
+      // Every round was the whole swarm's, none failed or fell back to a download.
+      expect(at(events, k).slice(0, epochs)).toEqual(steps);
+      expect(optimizer.parameters).toEqual(at(optimizers, 0).parameters);
+    }
+  }, 90_000);
 });

@@ -78,6 +78,8 @@ export class CollaborativeOptimizer {
   #epoch = 0;
   /** The epoch the parameters belong to (updates applied). */
   #stateEpoch = 0;
+  /** The epoch of the delayed round running in the background, reported so its leader waits for us. */
+  #averagingEpoch: number | undefined;
   /** Bumped whenever the state is replaced, so a round started before can tell its result is stale. */
   #generation = 0;
   #joined = false;
@@ -224,6 +226,7 @@ export class CollaborativeOptimizer {
     this.#parameters.set(state.parameters);
     this.#epoch = state.epoch;
     this.#stateEpoch = state.epoch;
+    this.#averagingEpoch = undefined;
     this.#generation += 1;
     this.#joined = true;
     this.#accumulator.reset();
@@ -256,6 +259,7 @@ export class CollaborativeOptimizer {
     this.#spare = round;
     if (!this.#delayed) return this.#runRound(epoch, round, signal);
     this.#epoch = epoch + 1;
+    this.#averagingEpoch = epoch;
     this.#report();
     // #runRound undoes its own failures and reports them; a background round only rethrows an abort.
     this.#pending = this.#runRound(epoch, round, signal)
@@ -285,6 +289,7 @@ export class CollaborativeOptimizer {
       if (generation === this.#generation) {
         this.#accumulator.absorb(round);
         this.#epoch = epoch;
+        this.#averagingEpoch = undefined;
         this.#report();
         this.#emit({ type: "round-failed", epoch, localSamples, error });
       }
@@ -305,6 +310,7 @@ export class CollaborativeOptimizer {
     this.#optimizer.step(this.#parameters, gradient, learningRate);
     this.#stateEpoch = epoch + 1;
     this.#epoch = epoch + 1;
+    this.#averagingEpoch = undefined;
     if (!this.#delayed) this.#lastAccumulateAt = undefined; // the averaging time is not training time
     this.#report();
     const { groupSize, totalWeight } = result;
@@ -342,6 +348,7 @@ export class CollaborativeOptimizer {
       epoch: this.#epoch,
       samplesAccumulated: this.#accumulator.samples,
       samplesPerSecond: this.#samplesPerSecond,
+      ...(this.#averagingEpoch === undefined ? {} : { averagingEpoch: this.#averagingEpoch }),
     });
   }
 

@@ -10,6 +10,11 @@ export interface LocalProgressReport {
   readonly epoch: number;
   readonly samplesAccumulated: number;
   readonly samplesPerSecond: number;
+  /**
+   * With delayed parameter updates: the epoch whose round runs in the background while `epoch` is
+   * accumulated, so the round's leader still counts this peer in (absent when no round runs).
+   */
+  readonly averagingEpoch?: number;
 }
 
 /** The swarm's view: the highest epoch seen, the samples accumulated for it, the target and an ETA. */

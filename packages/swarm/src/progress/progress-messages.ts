@@ -42,6 +42,11 @@ export const progressRecordSchema = z.strictObject({
   step: count,
   /** Total bytes this peer has aggregated for others as a reducer (cumulative). */
   bytesAggregated: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+  /**
+   * With delayed parameter updates: the epoch whose all-reduce this peer runs in the background
+   * while it accumulates `epoch` (one less); absent when no round runs.
+   */
+  averagingEpoch: count.optional(),
   /** Samples this peer has processed since it started (cumulative), for the leaderboard. */
   samplesTotal: count.optional(),
   /** Seconds this peer has spent computing gradients since it started (cumulative). */

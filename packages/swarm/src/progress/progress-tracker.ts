@@ -137,16 +137,17 @@ export class ProgressTracker {
 
   /**
    * Updates this node's record. Left-out fields keep their previous values, except that `lossSum`
-   * and `minibatches` restart at 0 and `previous` is dropped with a new epoch, `step` defaults to
-   * `epoch` and `time` to now.
+   * and `minibatches` restart at 0 and `previous` is dropped with a new epoch, `averagingEpoch` is
+   * dropped unless given, `step` defaults to `epoch` and `time` to now.
    * Pushes at once when the epoch changes. Throws MALFORMED_MESSAGE for an invalid record.
    */
   report(local: LocalProgress): void {
     const now = this.#now();
     const previous = this.#local?.record;
     const sameEpoch = previous !== undefined && previous.epoch === local.epoch;
-    // Another epoch's record says nothing about the epoch before it unless the caller does.
-    const kept = sameEpoch || previous === undefined ? previous : withoutPrevious(previous);
+    // Another epoch's record says nothing about the epoch before it unless the caller does, and a
+    // background round is only under way while the caller says so.
+    const kept = previous === undefined ? previous : carriedOver(previous, sameEpoch);
     const candidate = {
       mode: this.#mode,
       bytesAggregated: 0,
@@ -330,7 +331,8 @@ function positive(value: number, name: string): number {
   return value;
 }
 
-function withoutPrevious(record: ProgressRecord): Omit<ProgressRecord, "previous"> {
-  const { previous: _dropped, ...rest } = record;
-  return rest;
+/** The record without the fields that never carry over (see `report`); `previous` only within an epoch. */
+function carriedOver(record: ProgressRecord, sameEpoch: boolean): Partial<ProgressRecord> {
+  const { averagingEpoch: _inFlight, previous, ...rest } = record;
+  return sameEpoch && previous !== undefined ? { ...rest, previous } : rest;
 }

@@ -488,10 +488,12 @@ describe("CollaborativeOptimizer with delayed parameter updates", () => {
       expect(await p.maybeStep()).toBe(false); // one round at a time
     }
     for (const p of peers) p.accumulate(gradientAt(p.parameters), 16); // g(θ0) again: one step stale
-    expect(swarm.reports.get(0)).toMatchObject({ epoch: 1, samplesAccumulated: 16 });
+    // The round for epoch 0 is reported as in flight, so its leader still waits for this peer.
+    expect(swarm.reports.get(0)).toMatchObject({ epoch: 1, samplesAccumulated: 16, averagingEpoch: 0 });
     swarm.release(0);
     await Promise.all(peers.map((p) => p.pendingStep() ?? Promise.resolve()));
     expect(peers.map((p) => p.pendingStep())).toEqual([null, null]);
+    expect(swarm.reports.get(0)).not.toHaveProperty("averagingEpoch");
 
     const reference = createFlatOptimizer(dpu.optimizer, layout);
     const theta = theta0.slice();

@@ -308,10 +308,15 @@ describe("ProgressTracker", () => {
       previous: { epoch: 1, lossSum: 3, minibatches: 2 },
     });
     // The next epoch's record says nothing about epoch 1 unless told; cumulative counters carry on.
-    a.report({ epoch: 3, samplesAccumulated: 0, samplesPerSecond: 2 });
+    a.report({ epoch: 3, samplesAccumulated: 0, samplesPerSecond: 2, averagingEpoch: 2 });
     await a.pushNow();
     expect(b.records()[0]?.record.previous).toBeUndefined();
     expect(b.records()[0]?.record.samplesTotal).toBe(6);
+    expect(b.records()[0]?.record.averagingEpoch).toBe(2);
+    // A delayed round is in flight only while the trainer says so, even within the same epoch.
+    a.report({ epoch: 3, samplesAccumulated: 4, samplesPerSecond: 2 });
+    await a.pushNow();
+    expect(b.records()[0]?.record).not.toHaveProperty("averagingEpoch");
     expect(() => new ProgressTracker({ rpc: network.add("c"), peers: () => [], targetBatchSize: 0 })).toThrow(
       expect.objectContaining({ code: "MALFORMED_MESSAGE" }),
     );
