@@ -2,26 +2,30 @@
  * Butterfly all-reduce time on equal tc-shaped links against the bandwidth lower bound.
  *
  *   node bench/allreduce-bandwidth.ts [--peers 4,8] [--mbit 20] [--elements 2097152] [--rounds 3]
- *       [--chunk-kib 32] [--in-flight 4] [--load-balancing] [--trace] [--cc reno] [--queue-ms 50]
- *       [--keep-slow-connections]
+ *       [--chunk-kib 8] [--in-flight 6] [--compression none] [--load-balancing] [--trace] [--cc reno]
+ *       [--queue-ms 50] [--keep-slow-connections]
  *
  * Needs root (netlab). For every n in --peers and B in --mbit: one lab with n hosts, each link
  * shaped to B Mbit/s up and down (tbf), one peer process per host (bench/support/allreduce-peer.ts),
- * compression "none", parts uniform (or from the LP with --load-balancing; equal links give equal
- * parts). One warm-up round, then --rounds timed rounds.
+ * compression "none" (or --compression), parts uniform (or from the LP with --load-balancing; equal
+ * links give equal parts). --chunk-kib (encoded bytes per chunk) and --in-flight default to the
+ * experiment config's defaults. One warm-up round, then --rounds timed rounds.
  *
  * What is measured: each peer times its own `allreduce.run` (the averager calls it after
  * matchmaking and the LP), and a round's time is the last peer's end minus the first peer's start
  * (all peers share the machine's clock). Every round checks that all peers got the same bytes and
- * the right weighted mean. The lower bound is the bytes each peer must move on its slower link:
- * 2·P·32·(n−1)/(n·B) seconds for P float32 values. Two ratios are printed (target ≤ 1.15):
+ * the right weighted mean (within the codec's error). The lower bound is the bytes each peer must
+ * move on its slower link: 2·P·b·(n−1)/(n·B) seconds for P values of b bits on the wire (32 without
+ * compression; the codec's size on the whole vector otherwise). Two ratios are printed (target
+ * ≤ 1.15):
  *   "/B"      measured ÷ bound at the nominal (configured) rate B;
  *   "/0.956B" measured ÷ bound at one TCP flow's best goodput on a tbf link, 1448/1514 × B
  *             (Ethernet + IP + TCP headers), i.e. what the link can carry as payload.
  * "CPU" is the peers' CPU seconds during the round per wall second (2 = both cores of a 2-core
  * machine), "busy" the whole machine's busy share from /proc/stat (other processes included). To
  * check that the network and not the CPU is the bottleneck, run two rates (--mbit 20,10): halving
- * B should double the time.
+ * B should double the time. With 8-bit codecs eight peers on two cores are CPU-bound (every peer
+ * encodes and decodes 4× the elements per wire byte).
  *
  * Diagnostics: --trace prints, per round, each host's TCP retransmissions, RTOs and upload tbf drops
  * and each peer's link use (interface byte counters in 100 ms slots as a share of B: "█" ≥ 90 %,
@@ -33,9 +37,12 @@
  * connection holds more than a few seconds of data (e.g. P = 4 Mi elements at 20 Mbit/s, n = 4).
  */
 import { parseArgs } from "node:util";
+import { CompressionMethod } from "@barnraise/protocol";
 import { payloadBytesPerSecond, TCP_GOODPUT_PER_RATE } from "../packages/netlab/src/index.ts";
+import { compressorFor, type CompressionMethodName } from "../packages/swarm/src/compression/index.ts";
 import {
   benchConfig,
+  DEFAULT_AVERAGING,
   firstLine,
   log,
   median,
@@ -53,13 +60,14 @@ const { values: flags } = parseArgs({
     mbit: { type: "string", default: "20" },
     elements: { type: "string", default: String(2 ** 21) },
     rounds: { type: "string", default: "3" },
-    "chunk-kib": { type: "string", default: "32" },
-    "in-flight": { type: "string", default: "4" },
+    "chunk-kib": { type: "string" },
+    "in-flight": { type: "string" },
     "load-balancing": { type: "boolean", default: false },
     trace: { type: "boolean", default: false },
     cc: { type: "string", default: "" },
     "keep-slow-connections": { type: "boolean", default: false },
     "queue-ms": { type: "string" },
+    compression: { type: "string", default: "none" },
   },
 });
 const list = (text: string): number[] => text.split(",").map(Number);
@@ -67,10 +75,17 @@ const peerCounts = list(flags.peers);
 const rates = list(flags.mbit);
 const elements = Number(flags.elements);
 const rounds = Number(flags.rounds);
-const chunkKib = Number(flags["chunk-kib"]);
-const chunksInFlight = Number(flags["in-flight"]);
+const chunkKib = Number(flags["chunk-kib"] ?? DEFAULT_AVERAGING.chunkSizeBytes / 1024);
+const chunksInFlight = Number(flags["in-flight"] ?? DEFAULT_AVERAGING.chunksInFlight);
 const loadBalancing = flags["load-balancing"];
 const queue = flags["queue-ms"] === undefined ? {} : { queueMs: Number(flags["queue-ms"]) };
+const methods: readonly string[] = Object.values(CompressionMethod);
+if (!methods.includes(flags.compression)) {
+  throw new Error(`--compression must be one of ${methods.join(", ")}, got ${flags.compression}`);
+}
+const compression = flags.compression as CompressionMethodName;
+/** Wire bits per element of the chosen codec on the whole vector (32 without compression). */
+const bitsPerElement = 32 * compressorFor(compression, elements).estimateRatio(elements);
 for (const [name, value] of [
   ["elements", elements],
   ["rounds", rounds],
@@ -128,6 +143,7 @@ async function run(row: Row): Promise<void> {
           chunkKib,
           chunksInFlight,
           loadBalancing,
+          compression,
         }),
         log,
         keepSlowConnections: flags["keep-slow-connections"],
@@ -172,15 +188,15 @@ async function run(row: Row): Promise<void> {
   });
 }
 
-/** Seconds to move 2·P·(n−1)/n float32 values through a B Mbit/s link. */
+/** Seconds to move 2·P·(n−1)/n values of b bits (32 without compression) through a B Mbit/s link. */
 function lowerBound(n: number, mbit: number): number {
-  return (2 * elements * 32 * (n - 1)) / (n * mbit * 1e6);
+  return (2 * elements * bitsPerElement * (n - 1)) / (n * mbit * 1e6);
 }
 
 const results: Row[] = [];
 log(
   `all-reduce bandwidth bench: P=${elements} float32 (${((elements * 4) / 2 ** 20).toFixed(1)} MiB), ` +
-    `chunks of ${chunkKib} KiB (${chunksInFlight} in flight), load balancing ${loadBalancing ? "on" : "off"}, 1 warm-up + ${rounds} timed rounds`,
+    `compression ${compression}, chunks of ${chunkKib} KiB encoded (${chunksInFlight} in flight), load balancing ${loadBalancing ? "on" : "off"}, 1 warm-up + ${rounds} timed rounds`,
 );
 for (const n of peerCounts) for (const mbit of rates) results.push(await measure(n, mbit));
 
@@ -227,6 +243,6 @@ for (const { n, mbit, failures, stopped } of results) {
   if (stopped !== undefined) console.log(`n=${n}, B=${mbit}: stopped early: ${stopped}`);
 }
 console.log(
-  `/B: median ÷ 2·P·32·(n−1)/(n·B) at the configured rate; /0.956B: ÷ the same bound at one TCP flow's ` +
+  `/B: median ÷ 2·P·b·(n−1)/(n·B) at the configured rate (b = ${bitsPerElement.toFixed(2)} bits); /0.956B: ÷ the same bound at one TCP flow's ` +
     `payload rate (1448/1514·B). Target ≤ 1.15. CPU: peers' CPU s per wall s (2 cores); busy: whole machine.`,
 );

@@ -3,7 +3,7 @@
  * set-ups C and D, scaled down in bandwidth and vector size, with the paper's peer counts.
  *
  *   node bench/allreduce-load-balancing.ts [--setups C,D] [--slow-mbit 4] [--elements 262144]
- *                                          [--rounds 3] [--chunk-kib 16] [--in-flight 4] [--keep-slow-connections]
+ *                                          [--rounds 3] [--chunk-kib 8] [--in-flight 6] [--keep-slow-connections]
  *                                          [--trace] [--cc reno]
  *
  * Needs root (netlab). C: 8 fast + 16 slow peers, fast = 5 × slow (paper: 1 Gb/s and 200 Mb/s);
@@ -21,8 +21,9 @@
  * (Table 1: C 5.69 s → 2.96 s = 1.92×, D 5.3 s → 3.18 s = 1.67×). Fewer peers could not show
  * these: the uniform butterfly's slowest peer moves 2(n−1)/n of the vector, so the bound on the
  * speed-up shrinks with n. "fast part" is the share of the vector the fast peers reduced.
- * Scaling: the vector is ~100× smaller than ResNet-50's (1 MiB vs 102 MB), and the chunk is scaled
- * down too: with 256 KiB chunks the 128 KiB parts of set-up C are one chunk each, so a reducer can
+ * --chunk-kib and --in-flight default to the experiment config's defaults.
+ * Scaling: the vector is ~100× smaller than ResNet-50's (1 MiB vs 102 MB), and the chunk must be
+ * small too: with 256 KiB chunks the 128 KiB parts of set-up C are one chunk each, so a reducer can
  * only answer once a sender's whole part has arrived and nothing overlaps (C measured 1.47× instead
  * of 1.91×). Bigger vectors on 4 Mbit/s links fail rounds: a connection then holds many seconds of
  * queued part data, and libp2p's connection monitor (ping timeout ≥ 5 s) or the RPC's 10 s
@@ -40,6 +41,7 @@ import {
 import { payloadBytesPerSecond } from "../packages/netlab/src/index.ts";
 import {
   benchConfig,
+  DEFAULT_AVERAGING,
   linkTrace,
   PeerGroup,
   useCongestionControl,
@@ -56,8 +58,8 @@ const { values: flags } = parseArgs({
     "slow-mbit": { type: "string", default: "4" },
     elements: { type: "string", default: String(2 ** 18) },
     rounds: { type: "string", default: "3" },
-    "chunk-kib": { type: "string", default: "16" },
-    "in-flight": { type: "string", default: "4" },
+    "chunk-kib": { type: "string" },
+    "in-flight": { type: "string" },
     "keep-slow-connections": { type: "boolean", default: false },
     trace: { type: "boolean", default: false },
     cc: { type: "string", default: "" },
@@ -66,8 +68,8 @@ const { values: flags } = parseArgs({
 const slowMbit = Number(flags["slow-mbit"]);
 const elements = Number(flags.elements);
 const rounds = Number(flags.rounds);
-const chunkKib = Number(flags["chunk-kib"]);
-const chunksInFlight = Number(flags["in-flight"]);
+const chunkKib = Number(flags["chunk-kib"] ?? DEFAULT_AVERAGING.chunkSizeBytes / 1024);
+const chunksInFlight = Number(flags["in-flight"] ?? DEFAULT_AVERAGING.chunksInFlight);
 for (const [name, value] of [
   ["slow-mbit", slowMbit],
   ["elements", elements],
@@ -218,7 +220,7 @@ const chosen = flags.setups.split(",").map((key) => {
 });
 log(
   `load-balancing bench: P=${elements} float32 (${((elements * 4) / 2 ** 20).toFixed(1)} MiB), slow links ${slowMbit} Mbit/s, ` +
-    `chunks of ${chunkKib} KiB (${chunksInFlight} in flight), 2 warm-up + ${rounds} uniform + ${rounds} balanced rounds per set-up`,
+    `chunks of ${chunkKib} KiB encoded (${chunksInFlight} in flight), 2 warm-up + ${rounds} uniform + ${rounds} balanced rounds per set-up`,
 );
 const outcomes: Outcome[] = [];
 for (const setup of chosen) outcomes.push(await measure(setup));

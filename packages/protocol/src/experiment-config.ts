@@ -104,10 +104,10 @@ export const experimentConfigSchema = z
         maxGroupSize: int(2, 1024).default(16),
         matchmakingTimeoutMs: int(100, 600_000).default(15_000),
         allreduceTimeoutMs: int(100, 3_600_000).default(60_000),
-        /** Raw float32 bytes per all-reduce chunk; small chunks keep the pipeline's fill and drain short. */
-        chunkSizeBytes: int(1024, 64 << 20).default(32 << 10),
+        /** Encoded bytes per all-reduce chunk (8 KiB: 2,048 float32 or 8,192 8-bit values); small chunks keep the pipeline's fill and drain short. */
+        chunkSizeBytes: int(1024, 64 << 20).default(8 << 10),
         /** Chunks a sender writes ahead of the averaged results it has read back (flow control). */
-        chunksInFlight: int(1, 1024).default(4),
+        chunksInFlight: int(1, 1024).default(6),
         /** Part sizes from the bandwidth linear program (DeDLOC App. B) instead of equal parts. */
         loadBalancing: z.boolean().default(true),
         /** Average in the background while computing the next batch, one step stale. */

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { SwarmError, SwarmErrorCode } from "../errors.ts";
 import { defineMethod } from "../rpc/rpc.ts";
-import type { RoundPlan } from "./partition.ts";
+import { MAX_CHUNK_ELEMENTS, type RoundPlan } from "./partition.ts";
 
 /**
  * The all-reduce wire format. A sender opens one "allreduce" exchange per remote reducer; the
@@ -48,11 +48,7 @@ export const allReduceRequestSchema = z.strictObject({
     .min(1)
     .max(2 ** 31),
   /** Elements per chunk, so both sides agree on the chunking. */
-  chunkElements: z
-    .number()
-    .int()
-    .min(1)
-    .max(2 ** 24),
+  chunkElements: z.number().int().min(1).max(MAX_CHUNK_ELEMENTS),
 });
 export type AllReduceRequest = z.infer<typeof allReduceRequestSchema>;
 

@@ -28,7 +28,7 @@ export interface AllReduceRunOptions {
   /** The local weight (samples); positive exactly when the group lists a positive weight for this member. */
   weight: number;
   compression: { method: CompressionMethodName; adaptiveThreshold?: number };
-  /** Raw float32 bytes per streamed chunk. */
+  /** Encoded payload bytes per streamed chunk (see `chunkElementsFor`). */
   chunkSizeBytes: number;
   /** Chunks a sender writes ahead of the results it has read back; default 4. */
   chunksInFlight?: number;
@@ -125,12 +125,12 @@ export class AllReduceService {
         `round ${group.groupId} already ran on this peer`,
       );
     }
-    const chunkElements = chunkElementsFor(options.chunkSizeBytes);
     const compressor = compressorFor(
       options.compression.method,
       vector.length,
       options.compression.adaptiveThreshold,
     );
+    const chunkElements = chunkElementsFor(options.chunkSizeBytes, compressor);
     if (options.signal?.aborted === true) {
       throw new SwarmError(SwarmErrorCode.ABORTED, "all-reduce aborted before it started");
     }

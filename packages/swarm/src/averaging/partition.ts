@@ -1,3 +1,4 @@
+import type { Compressor } from "../compression/index.ts";
 import { SwarmError, SwarmErrorCode } from "../errors.ts";
 
 /**
@@ -70,9 +71,22 @@ export function chunkRanges(start: number, end: number, chunkElements: number): 
   return chunks;
 }
 
-/** Elements per chunk for a chunk size in raw float32 bytes (at least one element). */
-export function chunkElementsFor(chunkSizeBytes: number): number {
-  return Math.max(1, Math.floor(chunkSizeBytes / Float32Array.BYTES_PER_ELEMENT));
+/** Most elements in one chunk (the all-reduce head's limit). */
+export const MAX_CHUNK_ELEMENTS = 2 ** 24;
+
+/**
+ * Elements per chunk for a chunk size in encoded payload bytes (codec parameters not counted), at
+ * least one and at most MAX_CHUNK_ELEMENTS. Sizing chunks by what goes on the wire keeps the
+ * pipeline's granularity and each sender's window (chunksInFlight chunks) the same number of bytes
+ * whatever the codec: 8 KiB is 2,048 raw float32 values or 8,192 8-bit codes. Every member derives
+ * the same count from the config and the round's codec.
+ */
+export function chunkElementsFor(
+  chunkSizeBytes: number,
+  compressor: Pick<Compressor, "bitsPerElement">,
+): number {
+  const elements = Math.floor((chunkSizeBytes * 8) / compressor.bitsPerElement);
+  return Math.min(MAX_CHUNK_ELEMENTS, Math.max(1, elements));
 }
 
 /** The roles of one round, as every member derives them. */

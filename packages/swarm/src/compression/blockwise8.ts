@@ -35,6 +35,7 @@ function roundSymmetric(q: number): number {
  */
 export const blockwise8Codec: Codec = Object.freeze({
   name: "blockwise8" as const,
+  bitsPerElement: 8,
 
   compress(values: Float32Array): Uint8Array {
     const n = values.length;

@@ -11,6 +11,8 @@ export type CodecName = Exclude<(typeof CompressionMethod)[keyof typeof Compress
  */
 export interface Compressor {
   readonly name: CodecName;
+  /** Payload bits per element, not counting the codec's parameters (scales, codebook) or header. */
+  readonly bitsPerElement: number;
   /** Encodes `values`. Never modifies its input. */
   compress(values: Float32Array): Uint8Array;
   /** Encoded size divided by raw float32 size, for a vector of `length` elements (≤ 1 means smaller). */

@@ -67,6 +67,7 @@ function halfToFloatTable(): Float32Array {
  */
 export const fp16Codec: Codec = Object.freeze({
   name: "fp16" as const,
+  bitsPerElement: 16,
 
   compress(values: Float32Array): Uint8Array {
     const out = allocateEncoded("fp16", values.length, values.length * ELEMENT_BYTES);

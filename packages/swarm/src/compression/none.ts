@@ -17,6 +17,7 @@ const ELEMENT_BYTES = 4;
  */
 export const noneCodec: Codec = Object.freeze({
   name: "none" as const,
+  bitsPerElement: 32,
 
   compress(values: Float32Array): Uint8Array {
     const out = allocateEncoded("none", values.length, values.length * ELEMENT_BYTES);

@@ -57,6 +57,7 @@ function bucketOf(borders: Float64Array, x: number): number {
  */
 export const quantile8Codec: Codec = Object.freeze({
   name: "quantile8" as const,
+  bitsPerElement: 8,
 
   compress(values: Float32Array): Uint8Array {
     const n = values.length;

@@ -21,6 +21,7 @@ const LEVELS = 256;
  */
 export const uniform8Codec: Codec = Object.freeze({
   name: "uniform8" as const,
+  bitsPerElement: 8,
 
   compress(values: Float32Array): Uint8Array {
     const n = values.length;

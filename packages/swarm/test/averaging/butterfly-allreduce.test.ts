@@ -229,7 +229,7 @@ describe("butterfly all-reduce", () => {
         runAll(net, makeGroup(`codec-${method}`, members), vectors, {
           ...base,
           compression: { method },
-          chunkSizeBytes: 8192,
+          chunkSizeBytes: 2048,
           partCounts: [2000, 2500, 1500, 1500, 1500],
         }).values(),
       );

@@ -1,6 +1,12 @@
 import { describe, expect, it } from "vitest";
+import { blockwise8Codec } from "../../src/compression/blockwise8.ts";
+import { fp16Codec } from "../../src/compression/fp16.ts";
+import { compressorFor } from "../../src/compression/index.ts";
+import { noneCodec } from "../../src/compression/none.ts";
+import { quantile8Codec } from "../../src/compression/quantile8.ts";
 import {
   chunkElementsFor,
+  MAX_CHUNK_ELEMENTS,
   chunkRanges,
   partRanges,
   planRound,
@@ -43,10 +49,16 @@ describe("chunkRanges", () => {
     expect(() => chunkRanges(0, 8, 0)).toThrow(expect.objectContaining({ code: "LENGTH_MISMATCH" }));
   });
 
-  it("turns a byte size into float32 elements, at least one", () => {
-    expect(chunkElementsFor(256 << 10)).toBe(65_536);
-    expect(chunkElementsFor(10)).toBe(2);
-    expect(chunkElementsFor(1)).toBe(1);
+  it("sizes chunks by encoded payload bytes, at least one element and at most the head's limit", () => {
+    expect(chunkElementsFor(8 << 10, noneCodec)).toBe(2048);
+    expect(chunkElementsFor(8 << 10, fp16Codec)).toBe(4096);
+    // Two whole 4,096-element blocks: the per-block scales are not counted.
+    expect(chunkElementsFor(8 << 10, blockwise8Codec)).toBe(8192);
+    expect(chunkElementsFor(8 << 10, compressorFor("adaptive", 1 << 20))).toBe(8192);
+    expect(chunkElementsFor(8 << 10, compressorFor("adaptive", 1000))).toBe(4096);
+    expect(chunkElementsFor(10, noneCodec)).toBe(2);
+    expect(chunkElementsFor(1, noneCodec)).toBe(1);
+    expect(chunkElementsFor(64 << 20, quantile8Codec)).toBe(MAX_CHUNK_ELEMENTS);
   });
 });
 
