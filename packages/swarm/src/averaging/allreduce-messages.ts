@@ -67,6 +67,9 @@ export const allReduceMethod = defineMethod({
   request: allReduceRequestSchema,
   response: allReduceResponseSchema,
   maxFrameBytes: MAX_ALLREDUCE_FRAME_BYTES,
+  // A round opens a stream to every reducer at once, and on a slow uplink a request can queue for
+  // many seconds behind the chunks already streaming on the other streams (C at 1 Mbit/s: > 10 s).
+  requestTimeoutMs: 60_000,
 });
 
 /** Checks a validated head against the local plan; throws what the caller is sent back. */

@@ -18,14 +18,15 @@ import { z } from "zod";
 import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
 import { decodeMessage, encodeMessage, MAX_HEAD_BYTES } from "./codec.ts";
 import { Libp2pFrameStream, toSwarmError } from "./frame-stream.ts";
-import type {
-  PeerIdString,
-  Rpc,
-  RpcCallOptions,
-  RpcCallResult,
-  RpcHandler,
-  RpcMethod,
-  RpcPeer,
+import {
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  type PeerIdString,
+  type Rpc,
+  type RpcCallOptions,
+  type RpcCallResult,
+  type RpcHandler,
+  type RpcMethod,
+  type RpcPeer,
 } from "./rpc.ts";
 
 /** The first frame each way. The signed token covers `head` byte for byte (its body digest). */
@@ -217,7 +218,15 @@ export class Libp2pRpc implements Rpc {
     const progress = { responded: false };
     let from: RpcPeer | undefined;
     try {
-      const first = await stream.read({ signal: anySignal(AbortSignal.timeout(10_000), signal) });
+      const requestTimeoutMs = method.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+      const waited = AbortSignal.timeout(requestTimeoutMs);
+      const first = await stream.read({ signal: anySignal(waited, signal) }).catch((error: unknown) => {
+        if (!waited.aborted) throw error;
+        throw new SwarmError(
+          SwarmErrorCode.TIMEOUT,
+          `no ${method.name} request within ${requestTimeoutMs} ms`,
+        );
+      });
       if (first === null) return;
       const envelope = decodeMessage(first, requestEnvelope, `${method.name} request`, ENVELOPE_BYTES);
       const verified = await this.#options.requests.verify(envelope.token, {

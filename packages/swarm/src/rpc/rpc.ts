@@ -23,7 +23,15 @@ export interface RpcMethod<Request, Response> {
   readonly response: z.ZodType<Response>;
   /** Largest raw frame either side may send after the heads (the heads themselves are capped at 64 KiB). */
   readonly maxFrameBytes: number;
+  /**
+   * How long the responder waits for the signed request once the stream is open; default
+   * DEFAULT_REQUEST_TIMEOUT_MS. A stream that brings nothing in time is answered with TIMEOUT.
+   */
+  readonly requestTimeoutMs?: number;
 }
+
+/** The responder's default wait for a request after its stream opened. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 
 export function defineMethod<Request, Response>(
   method: RpcMethod<Request, Response>,

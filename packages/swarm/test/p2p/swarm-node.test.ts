@@ -171,6 +171,40 @@ describe("SwarmNode against hostile peers", () => {
       time: Date.now(),
     });
     expect(await rawExchange(encodeMessage({ token: expired, head }))).toBe("PASS_EXPIRED");
+    // A stream that brings no request in time is answered with TIMEOUT, after the method's own
+    // deadline: a request that arrives within it is served.
+    const patient = { ...echo, name: "patient", requestTimeoutMs: 1_500 };
+    const hasty = { ...echo, name: "hasty", requestTimeoutMs: 200 };
+    for (const method of [patient, hasty]) {
+      server.rpc.handle(method, async (incoming) => {
+        await incoming.respond({ text: incoming.head.text, username: incoming.from.pass.username });
+      });
+    }
+    const late = async (name: string): Promise<string> => {
+      const scope = `/barnraise/${authority.experimentId}/${name}/1.0.0`;
+      const raw = await client.libp2p.dialProtocol(server.libp2p.peerId, scope);
+      const stream = new Libp2pFrameStream(raw, 1 << 20);
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      const body = encodeMessage({ text: "late" });
+      const signed = signRequest(nodeCrypto, identity, {
+        pass: client.passHolder.token(),
+        recipientPublicKey: ed25519PublicKeyFromPeerId(server.peerId),
+        scope,
+        body,
+        time: Date.now(),
+      });
+      await stream.write(encodeMessage({ token: signed, head: body })).catch(() => undefined);
+      const answer = await stream.read();
+      if (answer === null) throw new Error("the server closed the stream without answering");
+      const decoded = decodeMessage(
+        answer,
+        z.union([errorSchema, z.object({ token: z.string(), head: z.instanceof(Uint8Array) })]),
+        "answer",
+      );
+      return "error" in decoded ? decoded.error.code : "ok";
+    };
+    expect(await late("patient")).toBe("ok");
+    expect(await late("hasty")).toBe("TIMEOUT");
     // Still serving honest requests.
     await expect(client.rpc.request(server.peerId, echo, { text: "after" })).resolves.toEqual({
       text: "after",
