@@ -2,13 +2,15 @@
  * Load-balanced vs uniform butterfly all-reduce on heterogeneous tc-shaped links: DeDLOC Table 1
  * set-ups C and D, scaled down in bandwidth and vector size, with the paper's peer counts.
  *
- *   node bench/allreduce-load-balancing.ts [--setups C,D] [--slow-mbit 4] [--elements 262144]
+ *   node bench/allreduce-load-balancing.ts [--setups C,D] [--slow-mbit 2] [--elements 262144]
  *                                          [--rounds 3] [--chunk-kib 8] [--in-flight 6] [--keep-slow-connections]
  *                                          [--trace] [--cc reno]
  *
  * Needs root (netlab). C: 8 fast + 16 slow peers, fast = 5 × slow (paper: 1 Gb/s and 200 Mb/s);
- * D: 16 slow + 1 peer 12.5 × faster (paper: 2.5 Gb/s). With --slow-mbit 4 that is 4, 20 and
- * 50 Mbit/s, up and down. One peer process per host (bench/support/allreduce-peer.ts), each told
+ * D: 16 slow + 1 peer 12.5 × faster (paper: 2.5 Gb/s). With --slow-mbit 2 that is 2, 10 and
+ * 25 Mbit/s, up and down. The default rate is the fastest at which 24 peer processes on a 2-core
+ * machine are still network-bound (halving it doubles the balanced time: 8.5 → 17 s at 2 → 1
+ * Mbit/s, but only 7.5 → 8.9 s at 4 → 2, where the CPU limits and C's speed-up fell to 1.2–1.35×). One peer process per host (bench/support/allreduce-peer.ts), each told
  * its link's payload capacity (1448/1514 × rate, in bytes/s) through the `bandwidth` option, so
  * the LP sees the real links. Compression "none". After two warm-up rounds, rounds alternate
  * uniform parts (loadBalancing false) and LP parts (true) on the same processes and links
@@ -25,11 +27,10 @@
  * Scaling: the vector is ~100× smaller than ResNet-50's (1 MiB vs 102 MB), and the chunk must be
  * small too: with 256 KiB chunks the 128 KiB parts of set-up C are one chunk each, so a reducer can
  * only answer once a sender's whole part has arrived and nothing overlaps (C measured 1.47× instead
- * of 1.91×). Bigger vectors on 4 Mbit/s links fail rounds: a connection then holds many seconds of
- * queued part data, and libp2p's connection monitor (ping timeout ≥ 5 s) or the RPC's 10 s
- * deadline for a request's first frame give up on it.
- * --trace, --cc, --keep-slow-connections: see bench/allreduce-bandwidth.ts. (an experiment that stops libp2p's
- * connection monitor from killing connections whose ping waits behind queued all-reduce data).
+ * of 1.91×). On slow links a round's requests queue behind the chunks of the streams already
+ * under way, which is why the all-reduce's responders wait 60 s for a request (at 1 Mbit/s the
+ * earlier 10 s failed most uniform rounds).
+ * --trace, --cc, --keep-slow-connections: see bench/allreduce-bandwidth.ts.
  */
 import { parseArgs } from "node:util";
 import {
@@ -55,7 +56,7 @@ import {
 const { values: flags } = parseArgs({
   options: {
     setups: { type: "string", default: "C,D" },
-    "slow-mbit": { type: "string", default: "4" },
+    "slow-mbit": { type: "string", default: "2" },
     elements: { type: "string", default: String(2 ** 18) },
     rounds: { type: "string", default: "3" },
     "chunk-kib": { type: "string" },
