@@ -30,7 +30,7 @@ export interface AllReduceRunOptions {
   compression: { method: CompressionMethodName; adaptiveThreshold?: number };
   /** Encoded payload bytes per streamed chunk (see `chunkElementsFor`). */
   chunkSizeBytes: number;
-  /** Chunks a sender writes ahead of the results it has read back; default 4. */
+  /** Chunks a sender writes ahead of the results it has read back; default 6 (the experiment config's default). */
   chunksInFlight?: number;
   /** Deadline for the whole round. */
   timeoutMs: number;
@@ -54,7 +54,7 @@ export interface AllReduceResult {
 }
 
 const FINISHED_ROUNDS_KEPT = 256;
-const DEFAULT_CHUNKS_IN_FLIGHT = 4;
+const DEFAULT_CHUNKS_IN_FLIGHT = 6;
 const MAX_WAITING_STREAMS = 1024;
 
 interface ActiveRound {
