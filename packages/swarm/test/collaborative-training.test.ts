@@ -27,6 +27,20 @@ function batchGradient(
   return { gradient, loss: loss / size };
 }
 
+const LAYOUT = ParameterLayout.fromShapes([{ name: "w", shape: [DIMENSION] }]);
+
+/** An optimizer for `swarm`'s peer, starting from zero weights. */
+function optimizerOn(swarm: Swarm): CollaborativeOptimizer {
+  return new CollaborativeOptimizer({
+    config: swarm.config,
+    layout: LAYOUT,
+    parameters: new Float32Array(DIMENSION),
+    progress: swarm.progressPort(),
+    averager: swarm.averagerPort(),
+    state: swarm.statePort(),
+  });
+}
+
 const swarms: Swarm[] = [];
 afterEach(async () => {
   await Promise.all(swarms.splice(0).map((swarm) => swarm.stop().catch(() => undefined)));
@@ -41,7 +55,6 @@ describe("collaborative training over a real swarm", () => {
       averaging: { matchmakingTimeoutMs: 5_000, allreduceTimeoutMs: 10_000, chunkSizeBytes: 4096 },
       compression: { method: "none" as const },
     };
-    const layout = ParameterLayout.fromShapes([{ name: "w", shape: [DIMENSION] }]);
     const optimizers: CollaborativeOptimizer[] = [];
     const stateOf = (k: number) => () => {
       const optimizer = optimizers[k];
@@ -55,18 +68,7 @@ describe("collaborative training over a real swarm", () => {
     for (let k = 1; k < 3; k += 1)
       swarms.push(await startSwarm(authority, { config, bootstrap, getState: stateOf(k) }));
     await eventually(() => swarms.every((swarm) => swarm.node.members().length === 2), "meshed");
-    for (const swarm of swarms) {
-      optimizers.push(
-        new CollaborativeOptimizer({
-          config: swarm.config,
-          layout,
-          parameters: new Float32Array(DIMENSION),
-          progress: swarm.progressPort(),
-          averager: swarm.averagerPort(),
-          state: swarm.statePort(),
-        }),
-      );
-    }
+    for (const swarm of swarms) optimizers.push(optimizerOn(swarm));
     const epochs = 4;
     const losses: number[][] = optimizers.map(() => []);
     await Promise.all(
@@ -119,7 +121,6 @@ describe("collaborative training over a real swarm", () => {
       },
       compression: { method: "none" as const },
     };
-    const layout = ParameterLayout.fromShapes([{ name: "w", shape: [DIMENSION] }]);
     const first = await startSwarm(authority, { config });
     swarms.push(first);
     const bootstrap = first.node.multiaddrs();
@@ -127,14 +128,7 @@ describe("collaborative training over a real swarm", () => {
     await eventually(() => swarms.every((swarm) => swarm.node.members().length === 2), "meshed");
     const events: string[][] = swarms.map(() => []);
     const optimizers = swarms.map((swarm, k) => {
-      const optimizer = new CollaborativeOptimizer({
-        config: swarm.config,
-        layout,
-        parameters: new Float32Array(DIMENSION),
-        progress: swarm.progressPort(),
-        averager: swarm.averagerPort(),
-        state: swarm.statePort(),
-      });
+      const optimizer = optimizerOn(swarm);
       optimizer.on((event) => {
         at(events, k).push(
           event.type === "step"

@@ -123,10 +123,16 @@ describe("SwarmNode against hostile peers", () => {
     const protocol = `/barnraise/${authority.experimentId}/echo/1.0.0`;
     const errorSchema = z.object({ error: z.object({ code: z.string() }) });
 
-    async function rawExchange(frame: Uint8Array): Promise<string> {
-      const raw = await client.libp2p.dialProtocol(server.libp2p.peerId, protocol);
+    /** Sends one frame on a fresh stream (after `delayMs`, or built then) and returns the answer's error code or "ok". */
+    async function rawExchange(
+      frame: Uint8Array | (() => Uint8Array),
+      { scope = protocol, delayMs = 0 } = {},
+    ): Promise<string> {
+      const raw = await client.libp2p.dialProtocol(server.libp2p.peerId, scope);
       const stream = new Libp2pFrameStream(raw, 1 << 20);
-      await stream.write(frame);
+      if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
+      // A server that gave up may have closed its side already; its answer still says why.
+      await stream.write(typeof frame === "function" ? frame() : frame).catch(() => undefined);
       const answer = await stream.read();
       await stream.closeWrite();
       if (answer === null) throw new Error("the server closed the stream without answering");
@@ -180,28 +186,20 @@ describe("SwarmNode against hostile peers", () => {
         await incoming.respond({ text: incoming.head.text, username: incoming.from.pass.username });
       });
     }
-    const late = async (name: string): Promise<string> => {
+    const late = (name: string): Promise<string> => {
       const scope = `/barnraise/${authority.experimentId}/${name}/1.0.0`;
-      const raw = await client.libp2p.dialProtocol(server.libp2p.peerId, scope);
-      const stream = new Libp2pFrameStream(raw, 1 << 20);
-      await new Promise((resolve) => setTimeout(resolve, 600));
-      const body = encodeMessage({ text: "late" });
-      const signed = signRequest(nodeCrypto, identity, {
-        pass: client.passHolder.token(),
-        recipientPublicKey: ed25519PublicKeyFromPeerId(server.peerId),
-        scope,
-        body,
-        time: Date.now(),
-      });
-      await stream.write(encodeMessage({ token: signed, head: body })).catch(() => undefined);
-      const answer = await stream.read();
-      if (answer === null) throw new Error("the server closed the stream without answering");
-      const decoded = decodeMessage(
-        answer,
-        z.union([errorSchema, z.object({ token: z.string(), head: z.instanceof(Uint8Array) })]),
-        "answer",
-      );
-      return "error" in decoded ? decoded.error.code : "ok";
+      const signedLate = () => {
+        const body = encodeMessage({ text: "late" });
+        const signed = signRequest(nodeCrypto, identity, {
+          pass: client.passHolder.token(),
+          recipientPublicKey: ed25519PublicKeyFromPeerId(server.peerId),
+          scope,
+          body,
+          time: Date.now(),
+        });
+        return encodeMessage({ token: signed, head: body });
+      };
+      return rawExchange(signedLate, { scope, delayMs: 600 });
     };
     expect(await late("patient")).toBe("ok");
     expect(await late("hasty")).toBe("TIMEOUT");
