@@ -52,4 +52,19 @@ describe("timeTickFormatter", () => {
     expect(timeTickFormatter(long)(tick)).toBe("11-22 09:30");
     expect(timeTickFormatter([])(tick)).toBe("09:30");
   });
+
+  it("adds seconds for a run of a few minutes, whose ticks would otherwise repeat the minute", () => {
+    const minutes = toChartPoints([
+      point(1, "2026-11-21T10:00:00.000Z"),
+      point(2, "2026-11-21T10:09:59.000Z"),
+    ]);
+    const longer = toChartPoints([
+      point(1, "2026-11-21T10:00:00.000Z"),
+      point(2, "2026-11-21T10:10:00.000Z"),
+    ]);
+    const tick = at("2026-11-21T10:04:07.000Z");
+    expect(timeTickFormatter(minutes)(tick)).toBe("10:04:07");
+    expect(timeTickFormatter(longer)(tick)).toBe("10:04");
+    expect(timeTickFormatter(minutes.slice(0, 1))(tick)).toBe("10:04");
+  });
 });

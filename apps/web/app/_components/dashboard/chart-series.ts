@@ -1,5 +1,5 @@
 import type { MetricPoint } from "../../../src/api/schemas/public.ts";
-import { formatClock, formatDayClock } from "./dashboard-format.ts";
+import { formatClock, formatClockSeconds, formatDayClock } from "./dashboard-format.ts";
 
 /**
  * The metric series as the charts plot it: one row per recorded step with the time as Unix
@@ -36,10 +36,17 @@ export function toChartPoints(points: readonly MetricPoint[]): ChartPoint[] {
 }
 
 const DAY_MS = 86_400_000;
+/** Runs shorter than this get seconds on their ticks, which would otherwise repeat the same minute. */
+const SECONDS_SPAN_MS = 10 * 60_000;
 
-/** A tick formatter for a time axis over `points`: the clock alone within a day, else day and clock. */
+/**
+ * A tick formatter for a time axis over `points`: the clock with seconds for a run of a few minutes,
+ * the clock alone within a day, else day and clock.
+ */
 export function timeTickFormatter(points: readonly ChartPoint[]): (ms: number) => string {
   const first = points[0]?.time ?? 0;
   const last = points.at(-1)?.time ?? first;
-  return last - first < DAY_MS ? formatClock : formatDayClock;
+  const span = last - first;
+  if (points.length >= 2 && span < SECONDS_SPAN_MS) return formatClockSeconds;
+  return span < DAY_MS ? formatClock : formatDayClock;
 }

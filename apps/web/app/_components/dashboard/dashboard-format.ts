@@ -65,6 +65,11 @@ export function formatClock(ms: number): string {
   return new Date(ms).toISOString().slice(11, 16);
 }
 
+/** "14:03:07" in UTC, for axis ticks of a run of a few minutes. */
+export function formatClockSeconds(ms: number): string {
+  return new Date(ms).toISOString().slice(11, 19);
+}
+
 /** "11-21 14:03" in UTC, for axis ticks of a run that spans days. */
 export function formatDayClock(ms: number): string {
   const iso = new Date(ms).toISOString();
