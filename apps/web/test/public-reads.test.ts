@@ -7,6 +7,7 @@ import { GET as leaderboardRoute } from "../app/api/v1/experiments/[id]/leaderbo
 import { POST as postMetrics } from "../app/api/v1/experiments/[id]/metrics/route.ts";
 import { openApiDocument } from "../src/api/openapi.ts";
 import type { CheckpointList, Leaderboard } from "../src/api/schemas/public.ts";
+import { rateLimits, resetRateLimits } from "../src/server/http/rate-limit.ts";
 import { upload } from "./support/checkpoint-upload.ts";
 import {
   createToken,
@@ -29,6 +30,7 @@ describe.each(testDatabaseProviders())("public reads (%s)", (provider) => {
   beforeEach(async () => {
     app = await createTestApp(provider);
     setup = await setUpAux(app);
+    resetRateLimits();
   });
   afterEach(async () => {
     await app.dispose();
@@ -145,6 +147,30 @@ describe.each(testDatabaseProviders())("public reads (%s)", (provider) => {
       });
       expect((await file.arrayBuffer()).byteLength).toBe(checkpoint.sizeBytes);
     }
+  });
+
+  it("RATE_LIMITED: a flood of reads from one address, while other addresses are still served", async () => {
+    const id = setup.experimentId;
+    const read = (route: typeof listRoute, path: string, ip: string) =>
+      callRoute(route, `/api/v1/experiments/${id}/${path}`, {
+        params: { id },
+        headers: { "x-forwarded-for": ip },
+      });
+    // The dashboard's routes share one bucket per address.
+    const { points } = rateLimits.publicRead;
+    for (let i = 0; i < points; i++) {
+      const response = await read(
+        i % 2 === 0 ? leaderboardRoute : listRoute,
+        i % 2 === 0 ? "leaderboard" : "checkpoints",
+        "198.51.100.9",
+      );
+      expect(response.status).toBe(200);
+    }
+    const limited = await read(leaderboardRoute, "leaderboard", "198.51.100.9");
+    expect(limited.headers.get("retry-after")).toMatch(/^\d+$/);
+    expect(await errorCode(limited)).toEqual({ status: 429, code: "RATE_LIMITED" });
+    expect((await read(listRoute, "checkpoints", "198.51.100.9")).status).toBe(429);
+    expect((await read(leaderboardRoute, "leaderboard", "198.51.100.10")).status).toBe(200);
   });
 
   it("answers NOT_FOUND for an unknown experiment", async () => {

@@ -2,7 +2,8 @@ import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import { AppError, AppErrorCode } from "../app-error.ts";
 
 /**
- * Per-client rate limits for the routes that anyone can hit without an account (sign-up, join).
+ * Per-client rate limits for the routes that anyone can hit without an account (sign-up, join, the
+ * public dashboard's reads).
  * Counters live in this process's memory (rate-limiter-flexible's RateLimiterMemory): behind a load
  * balancer each instance allows its own share, which is the intended bound for abuse protection,
  * not an exact quota. Nothing else depends on these counters.
@@ -13,6 +14,11 @@ export const rateLimits = {
   register: { points: 10, durationSeconds: 3600, what: "sign-ups" },
   /** Peer joins and pass refreshes, per client address (a peer refreshes its pass every few hours). */
   join: { points: 60, durationSeconds: 60, what: "join requests" },
+  /**
+   * The public dashboard's reads (metrics, leaderboard, checkpoints), per client address: a viewer
+   * polls three routes every 5 s (36 a minute), so this serves a dozen viewers behind one address.
+   */
+  publicRead: { points: 600, durationSeconds: 60, what: "dashboard requests" },
 } as const;
 
 export type RateLimiterName = keyof typeof rateLimits;

@@ -1,11 +1,13 @@
+import { clientIp, consumeRateLimit } from "../../../../../../src/server/http/rate-limit.ts";
 import { json, route } from "../../../../../../src/server/http/route.ts";
 import { listCheckpoints } from "../../../../../../src/server/services/list-checkpoints.ts";
 import { uploadCheckpoint } from "../../../../../../src/server/services/upload-checkpoint.ts";
 
 /** GET /api/v1/experiments/{id}/checkpoints: the checkpoints, newest step first. */
-export const GET = route<{ id: string }>(async ({ params, ctx }) =>
-  json(await listCheckpoints(ctx, params.id)),
-);
+export const GET = route<{ id: string }>(async ({ req, params, ctx }) => {
+  await consumeRateLimit("publicRead", clientIp(req));
+  return json(await listCheckpoints(ctx, params.id));
+});
 
 /** POST /api/v1/experiments/{id}/checkpoints?step=&loss=&sizeBytes= (signed aux): the file, streamed. */
 export const POST = route<{ id: string }>(async ({ req, params, ctx }) =>
