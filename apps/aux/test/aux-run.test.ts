@@ -101,25 +101,6 @@ describe("barnraise-aux", () => {
       writeEvents(processes);
     });
     const experiment = await platform.createExperiment(config);
-    const { token } = await platform.addVolunteer(experiment.id, "victor");
-    const aux = startAux("aux-with-a-volunteer-token", token);
-    expect((await aux.exited).code).toBe(10);
-    expect(aux.records.some((r) => typeof r.msg === "string" && r.msg.includes("aux token"))).toBe(true);
-  }, 60_000);
-
-  it("bootstraps the swarm, posts each step's metrics, uploads checkpoints and helps average", async ({
-    onTestFailed,
-  }) => {
-    onTestFailed(() => {
-      for (const child of processes) {
-        const events = child.records.filter((record) => record.msg !== "status").slice(-30);
-        const lines = events.map((record) => JSON.stringify(record));
-        process.stderr.write(
-          `---- ${child.name}\n${[...lines, ...child.otherOutput.slice(-10)].join("\n")}\n`,
-        );
-      }
-    });
-    const experiment = await platform.createExperiment(config);
     const { token } = await platform.addVolunteer(experiment.id, "vera");
     // The first volunteer starts before the organizer's aux: the platform has no peers to give it.
     const first = startPeer("vera-1", token);

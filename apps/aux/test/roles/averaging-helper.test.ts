@@ -29,16 +29,6 @@ function setup(ports: Partial<AveragingHelperPorts> = {}) {
   return { helper, swarm, events, averaged, debug };
 }
 
-function deferred<T>() {
-  let resolve: (value: T) => void = () => undefined;
-  let reject: (reason: unknown) => void = () => undefined;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
-
 const signal = new AbortController().signal;
 
 describe("AveragingHelper", () => {
@@ -89,7 +79,7 @@ describe("AveragingHelper", () => {
   });
 
   it("does not join another round while one is in flight", async () => {
-    const round = deferred<{ groupSize: number }>();
+    const round = Promise.withResolvers<{ groupSize: number }>();
     const epochs: number[] = [];
     const { helper, swarm } = setup({
       average: (epoch) => {

@@ -45,16 +45,6 @@ interface Upload {
   meta: { step: number; loss?: number };
 }
 
-function deferred<T>() {
-  let resolve: (value: T) => void = () => undefined;
-  let reject: (reason: unknown) => void = () => undefined;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
-
 /** A checkpointer on a fake clock, with ports that record their calls; each may be replaced. */
 function setup(ports: Partial<CheckpointerPorts> = {}, options: Partial<CheckpointerOptions> = {}) {
   const clock = { now: 1_700_000_000_000 };
@@ -215,7 +205,7 @@ describe("Checkpointer", () => {
   });
 
   it("takes one checkpoint at a time: a call while one is in flight does nothing", async () => {
-    const pending = deferred<TrainingState>();
+    const pending = Promise.withResolvers<TrainingState>();
     const downloads: number[] = [];
     const { checkpointer, uploads } = setup({
       downloadState: (minEpoch) => {
