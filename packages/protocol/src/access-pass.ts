@@ -101,6 +101,8 @@ export class AccessPassVerifier {
   readonly #experimentId: string;
   readonly #maxSkewMs: number;
   readonly #verified: LRUCache<string, AccessPass>;
+  #revokedUsernames: ReadonlySet<string> = new Set();
+  #revokedKeys: ReadonlySet<string> = new Set();
 
   constructor(options: PassVerifierOptions) {
     if (options.authorityPublicKey.length !== PUBLIC_KEY_BYTES) {
@@ -115,6 +117,26 @@ export class AccessPassVerifier {
 
   get experimentId(): string {
     return this.#experimentId;
+  }
+
+  /**
+   * Replaces the revocation list (from the newest run control): passes of these usernames or keys
+   * are refused with PASS_REVOKED from now on, however long they still run.
+   */
+  setRevoked(revoked: { usernames: readonly string[]; publicKeys: readonly string[] }): void {
+    this.#revokedUsernames = new Set(revoked.usernames);
+    this.#revokedKeys = new Set(revoked.publicKeys);
+  }
+
+  /** Why `pass` is revoked, or undefined when it is not. */
+  revocationOf(pass: Pick<AccessPass, "username" | "peerPublicKey">): string | undefined {
+    if (this.#revokedUsernames.has(pass.username)) {
+      return `${pass.username} was banned or removed from this experiment`;
+    }
+    if (this.#revokedKeys.size > 0 && this.#revokedKeys.has(encodePublicKey(pass.peerPublicKey))) {
+      return "the token this node joined with was revoked";
+    }
+    return undefined;
   }
 
   verify(token: unknown, check: PassCheck): AccessPass {
@@ -144,6 +166,8 @@ export class AccessPassVerifier {
         `role ${verified.role} is not accepted here`,
       );
     }
+    const revoked = this.revocationOf(verified);
+    if (revoked !== undefined) throw new ProtocolError(ProtocolErrorCode.PASS_REVOKED, revoked);
     return verified;
   }
 

@@ -24,6 +24,8 @@ export const ProtocolErrorCode = {
   PASS_WRONG_EXPERIMENT: "PASS_WRONG_EXPERIMENT",
   /** The access pass grants a role that the receiver does not accept here. */
   PASS_WRONG_ROLE: "PASS_WRONG_ROLE",
+  /** The access pass's holder was banned or its key revoked by the organizer (run control). */
+  PASS_REVOKED: "PASS_REVOKED",
 
   /** The signed request's signature does not match the key in its pass. */
   REQUEST_BAD_SIGNATURE: "REQUEST_BAD_SIGNATURE",
@@ -56,6 +58,18 @@ export const ProtocolErrorCode = {
   CONFIG_WRONG_EXPERIMENT: "CONFIG_WRONG_EXPERIMENT",
   /** The experiment config does not satisfy the schema. */
   CONFIG_INVALID: "CONFIG_INVALID",
+
+  /** The run control is not signed by this experiment's authority. */
+  CONTROL_BAD_SIGNATURE: "CONTROL_BAD_SIGNATURE",
+  /** The run control belongs to another experiment. */
+  CONTROL_WRONG_EXPERIMENT: "CONTROL_WRONG_EXPERIMENT",
+
+  /** The checkpoint attestation is not signed by this experiment's authority. */
+  CHECKPOINT_BAD_SIGNATURE: "CHECKPOINT_BAD_SIGNATURE",
+  /** The checkpoint attestation belongs to another experiment. */
+  CHECKPOINT_WRONG_EXPERIMENT: "CHECKPOINT_WRONG_EXPERIMENT",
+  /** The checkpoint's bytes do not match what its attestation vouches for. */
+  CHECKPOINT_MISMATCH: "CHECKPOINT_MISMATCH",
 } as const;
 
 export type ProtocolErrorCode = (typeof ProtocolErrorCode)[keyof typeof ProtocolErrorCode];

@@ -1,5 +1,6 @@
 export * from "./access-pass.ts";
 export * from "./body-digest.ts";
+export * from "./checkpoint-attestation.ts";
 export * from "./crypto-provider.ts";
 export * from "./dataset-manifest.ts";
 export { canonicalJson, equalBytes, fromBase64Url, toBase64Url } from "./encoding.ts";
@@ -8,6 +9,7 @@ export * from "./experiment-config.ts";
 export { experimentIdSchema, NONCE_BYTES, scopeSchema, usernameSchema } from "./fields.ts";
 export * from "./keys.ts";
 export * from "./replay-guard.ts";
+export * from "./run-control.ts";
 export * from "./signed-config.ts";
 export { SignatureDomain, signingBytes } from "./signed-message.ts";
 export * from "./signed-request.ts";

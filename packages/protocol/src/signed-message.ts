@@ -19,6 +19,8 @@ export const SignatureDomain = {
   request: "barnraise/request/v1",
   response: "barnraise/response/v1",
   config: "barnraise/config/v1",
+  control: "barnraise/control/v1",
+  checkpoint: "barnraise/checkpoint/v1",
 } as const;
 
 export type SignatureDomain = (typeof SignatureDomain)[keyof typeof SignatureDomain];
