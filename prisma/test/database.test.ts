@@ -57,7 +57,56 @@ describe.each(providers)("database on %s", (provider) => {
     ).rejects.toMatchObject({ code: "P2002" });
   });
 
-  it("deletes an experiment's allowlist, tokens and metrics with it", async () => {
+  it("keeps one metric row per timeline and step, and one contribution per peer session", async () => {
+    const { organizer, experiment } = await organizerAndExperiment("unique-1");
+    const metric = (timeline: number) => ({
+      experimentId: experiment.id,
+      timeline,
+      step: 7,
+      loss: 1,
+      samplesPerSecond: 1,
+      alivePeers: 1,
+      recordedAt: new Date(),
+    });
+    await db.metric.create({ data: metric(0) });
+    await db.metric.create({ data: metric(1) });
+    await expect(db.metric.create({ data: metric(1) })).rejects.toMatchObject({ code: "P2002" });
+
+    const token = await db.peerToken.create({
+      data: {
+        experimentId: experiment.id,
+        userId: organizer.id,
+        role: "trainer",
+        tokenHash: "h-unique",
+        prefix: "br_",
+      },
+    });
+    const peer = await db.peer.create({
+      data: {
+        experimentId: experiment.id,
+        userId: organizer.id,
+        tokenId: token.id,
+        publicKey: "key-unique",
+        peerId: "12D3KooWunique",
+        role: "trainer",
+        passExpiresAt: new Date(),
+        lastSeenAt: new Date(),
+      },
+    });
+    const contribution = (session: string) => ({
+      experimentId: experiment.id,
+      userId: organizer.id,
+      peerRowId: peer.id,
+      session,
+    });
+    await db.contribution.create({ data: contribution("s1") });
+    await db.contribution.create({ data: contribution("s2") });
+    await expect(db.contribution.create({ data: contribution("s2") })).rejects.toMatchObject({
+      code: "P2002",
+    });
+  });
+
+  it("deletes an experiment's allowlist, tokens, metrics and run events with it", async () => {
     const { organizer, experiment } = await organizerAndExperiment("cascade-1");
     await db.allowlistEntry.create({
       data: { experimentId: experiment.id, userId: organizer.id, status: "approved" },
@@ -81,10 +130,14 @@ describe.each(providers)("database on %s", (provider) => {
         recordedAt: new Date(),
       },
     });
+    await db.runEvent.create({
+      data: { experimentId: experiment.id, kind: "resumed", step: 1, fromStep: 3, timeline: 1 },
+    });
     await db.experiment.delete({ where: { id: experiment.id } });
     expect(await db.allowlistEntry.count({ where: { experimentId: experiment.id } })).toBe(0);
     expect(await db.peerToken.count({ where: { experimentId: experiment.id } })).toBe(0);
     expect(await db.metric.count({ where: { experimentId: experiment.id } })).toBe(0);
+    expect(await db.runEvent.count({ where: { experimentId: experiment.id } })).toBe(0);
   });
 
   it("stores contribution counters beyond 32 bits", async () => {

@@ -1,11 +1,16 @@
 import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import type { RunControl } from "@barnraise/protocol";
 import {
   abortableSleep,
   createPassRefresher,
   joinExperiment,
   JoinError,
   JoinErrorCode,
+  loadLatestCheckpoint,
   loadOrCreateIdentity,
+  loadRollbackCheckpoint,
+  pollRunControl,
   Swarm,
   type JoinedExperiment,
   type TrainingState,
@@ -43,6 +48,12 @@ const REGISTER_EVERY_MS = 4 * 60_000;
 const MAX_QUEUED_STEPS = 200;
 /** Wait after the platform failed to take metrics. */
 const METRICS_RETRY_MS = 5_000;
+/** How often the swarm's liveness goes to the platform (the page says "0 alive" within 30 s). */
+const LIVENESS_EVERY_MS = 5_000;
+/** How long every live trainer must stay behind the last recorded step before it counts as a resume. */
+const RESUME_GRACE_MS = 5_000;
+/** Wait before asking the platform again for the checkpoint to serve. */
+const CHECKPOINT_RETRY_MS = 15_000;
 
 /**
  * The organizer's aux peer (DESIGN §6): a stable node of the swarm that
@@ -50,6 +61,11 @@ const METRICS_RETRY_MS = 5_000;
  * - registers its address, so join responses list it as an initial peer,
  * - monitors: aggregates the peers' signed progress per step and posts it to the platform,
  * - checkpoints: every K steps downloads the latest state and uploads it,
+ * - keeps the run's state: it serves its latest checkpoint (loaded from the platform at start,
+ *   then each one it uploads) as a state donor, so a run survives all its trainers leaving,
+ * - follows the organizer's run control (pause, bans, rollback) and spreads it to the swarm,
+ * - reports the swarm's liveness, and tells the platform when the swarm resumed behind the
+ *   recorded steps (the curve then continues on a new timeline),
  * - helps averaging as a reducer with weight 0.
  * Runs until `stopSignal`; throws JoinError when the platform refuses it.
  */
@@ -98,6 +114,7 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
   const signal = AbortSignal.any([stopSignal, leave.signal]);
   let refused: JoinError | undefined;
   let pass = joined.passToken;
+  const held: HeldState = { state: null };
   const swarm = await Swarm.create({
     experimentId: joined.experiment.id,
     identity: identity.keyPair,
@@ -113,7 +130,8 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
     bootstrap: [...joined.initialPeers, ...options.peers],
     logger,
     config,
-    getState: () => null,
+    session: randomBytes(9).toString("base64url"),
+    getState: () => held.state,
   });
   const refresh = createPassRefresher({
     server: options.server,
@@ -138,7 +156,12 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
   try {
     const addresses = registrableAddresses(options.announce, swarm.node.multiaddrs(), swarm.peerId);
     logger.info({ peerId: swarm.peerId, addresses: swarm.node.multiaddrs() }, "listening");
-    await runRoles({ options, joined, swarm, client, addresses, signal });
+    const onRefused = (error: JoinError) => {
+      refused ??= error;
+      logger.error({ code: error.code }, `the platform refused this aux peer: ${error.message}`);
+      leave.abort();
+    };
+    await runRoles({ options, joined, swarm, client, addresses, signal, held, onRefused });
   } finally {
     await swarm.stop();
   }
@@ -153,10 +176,17 @@ interface RolesContext {
   readonly client: AuxPlatformClient;
   readonly addresses: readonly string[];
   readonly signal: AbortSignal;
+  /** The state this aux serves as a donor: its latest checkpoint. */
+  readonly held: HeldState;
+  readonly onRefused: (error: JoinError) => void;
+}
+
+interface HeldState {
+  state: TrainingState | null;
 }
 
 async function runRoles(context: RolesContext): Promise<void> {
-  const { options, joined, swarm, client, addresses, signal } = context;
+  const { options, joined, swarm, client, addresses, signal, held } = context;
   const { logger } = options;
   // A call, so that the compiler does not assume the signal unchanged across awaits.
   const stopped = () => signal.aborted;
@@ -165,15 +195,20 @@ async function runRoles(context: RolesContext): Promise<void> {
     aggregator.observe(update);
   });
   const startedAt = Date.now();
+  const generation = () => aggregator.generation;
   const helper = new AveragingHelper({
     logger,
     global: () => swarm.progress.global(),
     report: (epoch) => {
+      // The round's leader counts an aux in only while its record names the round it helps.
       swarm.progress.report({
         epoch,
+        averagingEpoch: epoch,
         samplesAccumulated: 0,
         samplesPerSecond: 0,
         bytesAggregated: swarm.averager.bytesAggregated,
+        generation: generation(),
+        ...(held.state === null ? {} : { stateEpoch: held.state.epoch }),
       });
     },
     average: (epoch, vector, roundSignal) => swarm.averager.average(epoch, vector, 0, roundSignal),
@@ -183,14 +218,36 @@ async function runRoles(context: RolesContext): Promise<void> {
     directory: join(options.dataDir, "checkpoints"),
     logger,
     downloadState: async (minEpoch, downloadSignal) => {
-      const state = await downloadState(swarm, minEpoch, downloadSignal);
+      const state = await downloadState(swarm, minEpoch, generation(), downloadSignal);
       if (options.helpAveraging) helper.setVectorLength(state.parameters.length);
       return state;
     },
     upload: (file, meta, uploadSignal) => client.uploadCheckpoint(file, meta, uploadSignal),
+    onUploaded: (state) => {
+      if ((state.generation ?? 0) === generation()) hold(state, "the checkpoint it uploaded");
+    },
   });
+  const hold = (state: TrainingState, from: string) => {
+    if (held.state !== null && (held.state.generation ?? 0) === (state.generation ?? 0)) {
+      if (state.epoch <= held.state.epoch) return;
+    }
+    held.state = state;
+    if (options.helpAveraging) helper.setVectorLength(state.parameters.length);
+    logger.info(
+      { step: state.epoch, generation: state.generation ?? 0 },
+      `serving ${from} as the run's state`,
+    );
+  };
+  const resume = new ResumeWatch();
+  let lastPostedStep: number | undefined;
+  let livenessAt = 0;
+  let checkpointRetryAt = 0;
+  let loadingCheckpoint = false;
+  let rollingBack = false;
 
   const queue: AggregatedStep[] = [];
+  /** Steps the platform had recorded already: posted again if the swarm turns out to have resumed. */
+  const unstored: AggregatedStep[] = [];
   let metricsRetryAt = 0;
   let registeredAt = -Infinity;
   let learnedLength = !options.helpAveraging;
@@ -202,6 +259,46 @@ async function runRoles(context: RolesContext): Promise<void> {
     background.add(tracked);
     void tracked.finally(() => background.delete(tracked));
   };
+
+  // The organizer's run control: kept by the swarm's board, which spreads it to every node.
+  const unsubscribeControl = swarm.control.on("change", (control: RunControl) => {
+    if (control.generation === generation() || control.rollback === null || rollingBack) return;
+    rollingBack = true;
+    const target = control.rollback;
+    inBackground(
+      loadRollbackCheckpoint(client.platform, target, control.generation, signal)
+        .then((state) => {
+          aggregator.reset(control.generation);
+          held.state = null;
+          hold(state, `the rollback checkpoint of step ${target.step}`);
+          checkpointer.resetTo(target.step);
+          lastPostedStep = undefined;
+          resume.clear();
+          logger.warn(
+            { step: target.step, generation: control.generation },
+            `the organizer rolled the run back to step ${target.step}`,
+          );
+        })
+        .finally(() => {
+          rollingBack = false;
+        }),
+    );
+  });
+  inBackground(
+    pollRunControl(
+      {
+        client: client.platform,
+        offer: (token) => {
+          swarm.control.offer(token, "platform");
+        },
+        onRefused: context.onRefused,
+        onError: (error) => {
+          logger.debug({ err: error }, "could not read the run control");
+        },
+      },
+      signal,
+    ),
+  );
 
   try {
     while (!stopped()) {
@@ -218,6 +315,73 @@ async function runRoles(context: RolesContext): Promise<void> {
         }
       }
 
+      if (held.state === null && !loadingCheckpoint && now >= checkpointRetryAt) {
+        // The run's latest checkpoint, so the run survives its trainers leaving (and this aux restarting).
+        loadingCheckpoint = true;
+        inBackground(
+          loadLatestCheckpoint(client.platform, joined.authorityPublicKey, signal)
+            .then((latest) => {
+              if (latest === null) {
+                checkpointRetryAt = Date.now() + CHECKPOINT_RETRY_MS;
+              } else if (latest.attestation.generation === generation()) {
+                hold(latest.state, `the platform's checkpoint of step ${latest.state.epoch}`);
+                checkpointer.resetTo(Math.max(checkpointer.lastStep, latest.state.epoch));
+              }
+            })
+            .catch((error: unknown) => {
+              checkpointRetryAt = Date.now() + CHECKPOINT_RETRY_MS;
+              throw error;
+            })
+            .finally(() => {
+              loadingCheckpoint = false;
+            }),
+        );
+      }
+      if (!helper.busy && held.state !== null) {
+        swarm.progress.report({
+          epoch: held.state.epoch,
+          samplesAccumulated: 0,
+          samplesPerSecond: 0,
+          bytesAggregated: swarm.averager.bytesAggregated,
+          generation: generation(),
+          stateEpoch: held.state.epoch,
+        });
+      }
+      if (now - livenessAt >= LIVENESS_EVERY_MS) {
+        livenessAt = now;
+        const { alivePeers, samplesPerSecond } = aggregator.liveness();
+        inBackground(
+          client.postSwarmStatus(
+            { alivePeers, samplesPerSecond, step: aggregator.currentStep(), time: now },
+            signal,
+          ),
+        );
+      }
+      const behind = resume.check(
+        now,
+        aggregator.liveness().alivePeers,
+        aggregator.currentStep(),
+        lastPostedStep,
+      );
+      if (behind !== undefined) {
+        // Every live trainer is behind the recorded steps: the swarm resumed from an older state.
+        const fromStep = Math.min(held.state?.epoch ?? behind, behind);
+        try {
+          const answer = await client.reportResume(fromStep, signal);
+          logger.warn(
+            { fromStep, lastStep: answer.lastStep, timeline: answer.timeline },
+            `the swarm resumed from step ${fromStep}, behind the recorded step ${answer.lastStep ?? "-"}; the curve goes on from there`,
+          );
+          aggregator.reset();
+          queue.unshift(...unstored.splice(0).filter((kept) => kept.step > fromStep));
+          lastPostedStep = undefined;
+          checkpointer.resetTo(fromStep);
+        } catch (error) {
+          if (stopped()) break;
+          logger.warn({ err: error }, `could not report the resume: ${describe(error)}`);
+        }
+      }
+
       aggregator.setOwnContribution({
         peerId: swarm.peerId,
         samples: 0,
@@ -231,8 +395,18 @@ async function runRoles(context: RolesContext): Promise<void> {
         const step = queue[0];
         if (step === undefined) break;
         try {
-          await client.postMetrics(step, signal);
+          const ingested = await client.postMetrics({ ...step, generation: generation() }, signal);
           queue.shift();
+          if (ingested.stored) {
+            lastPostedStep = step.step;
+            unstored.length = 0;
+          } else {
+            // Recorded before: this aux restarted, or the swarm resumed behind the recorded steps.
+            lastPostedStep = Math.max(lastPostedStep ?? 0, ingested.lastStep ?? 0);
+            unstored.push(step);
+            if (unstored.length > MAX_QUEUED_STEPS) unstored.shift();
+            continue;
+          }
           logger.info(
             {
               step: step.step,
@@ -264,7 +438,7 @@ async function runRoles(context: RolesContext): Promise<void> {
         // The helper needs the parameter count: learn it from the first state a trainer serves.
         learnedLength = true;
         inBackground(
-          downloadState(swarm, 0, signal).then(
+          downloadState(swarm, 0, generation(), signal).then(
             (state) => {
               helper.setVectorLength(state.parameters.length);
             },
@@ -281,20 +455,55 @@ async function runRoles(context: RolesContext): Promise<void> {
     }
   } finally {
     unsubscribe();
+    unsubscribeControl();
     await Promise.all(background);
   }
 }
 
+/**
+ * Tells when the swarm went back: live trainers whose highest step stays below the last step the
+ * platform recorded, for RESUME_GRACE_MS (a state loaded from a checkpoint; a straggler alone never
+ * is the highest). Returns the swarm's step once, then waits to be cleared.
+ */
+class ResumeWatch {
+  #since: number | undefined;
+
+  check(now: number, alive: number, step: number, lastPosted: number | undefined): number | undefined {
+    if (alive === 0 || lastPosted === undefined || step >= lastPosted) {
+      this.#since = undefined;
+      return undefined;
+    }
+    this.#since ??= now;
+    if (now - this.#since < RESUME_GRACE_MS) return undefined;
+    this.#since = undefined;
+    return step;
+  }
+
+  clear(): void {
+    this.#since = undefined;
+  }
+}
+
 /** The newest state at or after `minEpoch` from the trainers that accept connections. */
-async function downloadState(swarm: Swarm, minEpoch: number, signal: AbortSignal): Promise<TrainingState> {
+async function downloadState(
+  swarm: Swarm,
+  minEpoch: number,
+  generation: number,
+  signal: AbortSignal,
+): Promise<TrainingState> {
   const donors = swarm.progress
     .records()
-    .filter((entry) => entry.record.mode === "node" && entry.record.epoch >= minEpoch)
+    .filter(
+      (entry) =>
+        entry.record.mode === "node" &&
+        entry.record.epoch >= minEpoch &&
+        (entry.record.generation ?? 0) === generation,
+    )
     .map((entry) => entry.peerId);
   if (donors.length === 0) {
     throw new Error(`no trainer that accepts connections has reached step ${minEpoch} yet`);
   }
-  return swarm.state.download({ donors, minEpoch, signal });
+  return swarm.state.download({ donors, minEpoch, generation, signal });
 }
 
 /**

@@ -88,7 +88,15 @@ async function checkpointFile(
 }
 
 function report(step: number, peers: MetricsReportBody["peers"] = []): MetricsReportBody {
-  return { step, loss: 2.5 - step / 100, samplesPerSecond: 120, alivePeers: 2, time: Date.now(), peers };
+  return {
+    generation: 0,
+    step,
+    loss: 2.5 - step / 100,
+    samplesPerSecond: 120,
+    alivePeers: 2,
+    time: Date.now(),
+    peers,
+  };
 }
 
 function requestUrl(input: string | URL | Request): string {
@@ -131,7 +139,7 @@ describe("AuxPlatformClient against the platform", () => {
         { peerId: "12D3KooWNotAPeerOfThisExperiment", ...contribution },
       ]),
     );
-    expect(answer).toEqual({ unknownPeers: 1 });
+    expect(answer).toEqual({ unknownPeers: 1, stored: true, timeline: 0, lastStep: 7 });
 
     const series = (await getJson(`api/v1/experiments/${experimentId}/metrics`)) as {
       points: { step: number; loss: number; samplesPerSecond: number; alivePeers: number }[];
@@ -225,7 +233,7 @@ describe("AuxPlatformClient against the platform", () => {
     expect(stale).toMatchObject({ status: 400, retryable: false });
 
     pass = aux.joined.passToken;
-    await expect(client.postMetrics(report(70))).resolves.toEqual({ unknownPeers: 0 });
+    await expect(client.postMetrics(report(70))).resolves.toMatchObject({ unknownPeers: 0, stored: true });
   });
 
   it("signs with its clock: a request from a clock an hour off is refused", async () => {
@@ -318,7 +326,9 @@ describe("AuxPlatformClient with a base path and unexpected answers", () => {
         type: new Headers(init?.headers).get("content-type"),
         length: new Headers(init?.headers).get("content-length"),
       });
-      return Promise.resolve(Response.json({ ok: true, unknownPeers: 0 }));
+      return Promise.resolve(
+        Response.json({ ok: true, unknownPeers: 0, stored: true, timeline: 0, lastStep: 3 }),
+      );
     };
     const client = clientFor(aux, {
       server: new URL("https://platform.example/barnraise?ignored=1"),

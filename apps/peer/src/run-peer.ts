@@ -1,14 +1,20 @@
+import { randomBytes } from "node:crypto";
 import { freemem } from "node:os";
 import { join } from "node:path";
-import type { ExperimentConfig, KeyPair } from "@barnraise/protocol";
+import type { ExperimentConfig, KeyPair, RunControl } from "@barnraise/protocol";
 import {
   abortableSleep,
   CollaborativeOptimizer,
   createPassRefresher,
   joinExperiment,
   joinPlatform,
-  type JoinError,
+  JoinError,
+  JoinErrorCode,
+  loadLatestCheckpoint,
   loadOrCreateIdentity,
+  loadRollbackCheckpoint,
+  PlatformClient,
+  pollRunControl,
   Swarm,
   type AveragingMode,
   type CollaborativeOptimizerEvent,
@@ -132,42 +138,62 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     const served: { optimizer?: CollaborativeOptimizer } = {};
     let refused: JoinError | undefined;
     const leaving = new AbortController();
+    const leave = (error: JoinError) => {
+      // Banned, removed from the allowlist, or the token revoked: leave now, not when the pass runs out.
+      refused ??= error;
+      reporter.log("error", `the platform refused this node: ${error.message}`, { code: error.code });
+      leaving.abort();
+    };
+    let pass = joined.passToken;
+    const platform = new PlatformClient({
+      server: options.server,
+      experimentId: joined.experiment.id,
+      keyPair: identity.keyPair,
+      authorityPublicKey: joined.authorityPublicKey,
+      pass: () => pass,
+    });
+    const refresh = createPassRefresher({
+      server: options.server,
+      token: options.token,
+      keyPair: identity.keyPair,
+      joined,
+      onRefused: leave,
+      onJoined: (refreshed) => {
+        if (refreshed.configVersion !== joined.configVersion) {
+          reporter.log("warn", "the organizer changed the experiment's config; restart the peer to use it", {
+            configVersion: refreshed.configVersion,
+          });
+        }
+      },
+    });
     const swarm = await Swarm.create({
       experimentId: joined.experiment.id,
       identity: identity.keyPair,
       authorityPublicKey: joined.authorityPublicKey,
       pass: joined.passToken,
-      refreshPass: createPassRefresher({
-        server: options.server,
-        token: options.token,
-        keyPair: identity.keyPair,
-        joined,
-        onRefused: (error) => {
-          // Banned, removed from the allowlist, or the token revoked: leave now, not when the pass runs out.
-          refused ??= error;
-          reporter.log("error", `the platform refused to renew the access pass: ${error.message}`, {
-            code: error.code,
-          });
-          leaving.abort();
-        },
-        onJoined: (refreshed) => {
-          if (refreshed.configVersion !== joined.configVersion) {
-            reporter.log(
-              "warn",
-              "the organizer changed the experiment's config; restart the peer to use it",
-              {
-                configVersion: refreshed.configVersion,
-              },
-            );
-          }
-        },
-      }),
+      refreshPass: async () => {
+        pass = await refresh();
+        return pass;
+      },
       mode: options.mode,
       ...(options.listen.length > 0 ? { listen: [...options.listen] } : {}),
       bootstrap: [...joined.initialPeers, ...options.peers],
       logger: reporter.logger,
       config,
+      // Each run of the program is a session of its own, credited on its own on the leaderboard.
+      session: randomBytes(9).toString("base64url"),
       getState: () => served.optimizer?.exportState() ?? null,
+      // No live donor ahead of us: the run's latest checkpoint, vouched for by the platform.
+      loadCheckpoint: async (minEpoch, generation, signal) => {
+        const latest = await loadLatestCheckpoint(platform, joined.authorityPublicKey, signal);
+        if (latest === null || latest.attestation.generation !== generation) return null;
+        if (latest.state.epoch < minEpoch) return null;
+        reporter.log("info", `loading the run's checkpoint of step ${latest.state.epoch} from the platform`, {
+          step: latest.state.epoch,
+          sha256: latest.attestation.sha256,
+        });
+        return latest.state;
+      },
     });
     cleanups.push(() => swarm.stop());
     await swarm.start();
@@ -184,6 +210,8 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       progress,
       averager: swarm.averagerPort(),
       state: swarm.statePort(),
+      // Checkpoints record which config the state was trained with.
+      configVersion: joined.configVersion,
     });
     served.optimizer = optimizer;
     // Say hello to the swarm at once: a peer that waits to hear from others before training would
@@ -248,6 +276,30 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     const stopOnSignal = () => {
       trainer.stop();
     };
+    // The organizer's run control (pause, bans, rollback), from the platform and from other nodes.
+    const followControl = followRunControl({
+      swarm,
+      platform,
+      optimizer,
+      trainer,
+      reporter,
+      username: joined.pass.username,
+      leave,
+    });
+    cleanups.push(followControl.stop);
+    void pollRunControl(
+      {
+        client: platform,
+        offer: (token) => {
+          swarm.control.offer(token, "platform");
+        },
+        onRefused: leave,
+        onError: (error) => {
+          reporter.logger.debug({ err: error }, "could not read the run control");
+        },
+      },
+      AbortSignal.any([followControl.signal, abortSignal]),
+    );
     if (stopping.aborted) trainer.stop();
     stopping.addEventListener("abort", stopOnSignal, { once: true });
     let train: TrainResult;
@@ -283,6 +335,82 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       }
     }
   }
+}
+
+interface RunControlFollowerOptions {
+  readonly swarm: Swarm;
+  readonly platform: PlatformClient;
+  readonly optimizer: CollaborativeOptimizer;
+  readonly trainer: Trainer;
+  readonly reporter: Reporter;
+  readonly username: string;
+  readonly leave: (error: JoinError) => void;
+}
+
+/**
+ * Obeys the newest run control the swarm's board holds: pause and resume the trainer, leave when
+ * this node's user is revoked, and on a rollback load the named checkpoint (checked against the
+ * control's SHA-256) and continue from its step.
+ */
+function followRunControl(options: RunControlFollowerOptions): { stop: () => void; signal: AbortSignal } {
+  const { swarm, platform, optimizer, trainer, reporter } = options;
+  const stopped = new AbortController();
+  let rollingBack: number | undefined;
+  const apply = (control: RunControl) => {
+    if (control.revokedUsernames.includes(options.username)) {
+      options.leave(
+        new JoinError(
+          JoinErrorCode.BANNED,
+          "the organizer banned this node's user or removed it from the allowlist",
+        ),
+      );
+      return;
+    }
+    if (control.status === "paused" && !trainer.paused) {
+      reporter.log("warn", "the organizer paused the run; waiting");
+      trainer.pause();
+    } else if (control.status === "running" && trainer.paused) {
+      reporter.log("info", "the organizer resumed the run");
+      trainer.resume();
+    }
+    const target = control.rollback;
+    if (target === null || control.generation <= optimizer.generation || rollingBack === control.generation)
+      return;
+    rollingBack = control.generation;
+    loadRollbackCheckpoint(platform, target, control.generation, stopped.signal).then(
+      (state) => {
+        if (control.generation <= optimizer.generation) return;
+        optimizer.importState({ ...state, generation: control.generation });
+        reporter.log("warn", `the organizer rolled the run back to step ${target.step}`, {
+          step: target.step,
+          generation: control.generation,
+        });
+      },
+      (error: unknown) => {
+        rollingBack = undefined;
+        if (!stopped.signal.aborted) {
+          reporter.log("warn", "could not load the rollback checkpoint; trying again", { err: error });
+        }
+      },
+    );
+  };
+  const unsubscribe = swarm.control.on("change", apply);
+  const again = () => {
+    const current = swarm.control.current();
+    if (current !== null) apply(current);
+  };
+  again();
+  // Also looked at now and then: a rollback whose checkpoint failed to load is tried again.
+  const timer = setInterval(again, 5_000);
+  timer.unref();
+  return {
+    signal: stopped.signal,
+    stop: () => {
+      clearInterval(timer);
+      stopped.abort();
+      unsubscribe();
+    },
+  };
 }
 
 /** Joins (retrying while the platform is unreachable or the experiment paused) and checks the authority pin. */
@@ -409,6 +537,13 @@ function logOptimizerEvent(reporter: Reporter, event: CollaborativeOptimizerEven
       return;
     case "state-load-failed":
       reporter.log("warn", "loading the swarm's state failed; trying again", { err: event.error });
+      return;
+    case "no-donor":
+      reporter.log(
+        "warn",
+        `the swarm reports step ${event.swarmEpoch} but nobody can hand over that state; training on at step ${event.epoch}`,
+        { step: event.epoch, swarmStep: event.swarmEpoch, retryInSeconds: event.retryInMs / 1000 },
+      );
       return;
   }
 }

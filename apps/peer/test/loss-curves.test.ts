@@ -172,6 +172,13 @@ async function singleRun(config: ExperimentConfig): Promise<number[]> {
       targetBatchSize: config.training.targetBatchSize,
       etaSeconds: 0,
     }),
+    at: (epoch) => ({
+      epoch,
+      samplesAccumulated: last.epoch === epoch ? last.samplesAccumulated : 0,
+      targetBatchSize: config.training.targetBatchSize,
+      etaSeconds: 0,
+      peersAtEpoch: 1,
+    }),
   };
   const progress = new LossReportingProgress(alone);
   const optimizer = new CollaborativeOptimizer({

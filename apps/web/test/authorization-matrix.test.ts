@@ -81,7 +81,11 @@ describe.each(testDatabaseProviders())("authorization matrix on %s", (provider) 
   );
 
   it.each(scoped)("$name answers 404 for an unknown experiment", async (routeCase) => {
-    const world = { experimentId: "no-such-experiment", approvedTokenId: "no-such-token" };
+    const world = {
+      experimentId: "no-such-experiment",
+      approvedTokenId: "no-such-token",
+      checkpointId: "no-such-checkpoint",
+    };
     for (const actor of ["volunteer", "organizer"] as const) {
       const response = await routeCase.call({ cast, world, cookie: cast[actor].cookie, headers: {} });
       expect(await outcomeOf(response)).toBe("404 NOT_FOUND");

@@ -3,6 +3,8 @@ import {
   describeNextStep,
   estimateNextStep,
   median,
+  nextStepState,
+  type RunStatus,
   type StepTime,
 } from "../app/_components/dashboard/eta.ts";
 
@@ -110,5 +112,34 @@ describe("describeNextStep", () => {
     expect(describeNextStep({ kind: "due", seconds: 6.2, secondsPerStep: 10 })).toBe("in about 7 s");
     expect(describeNextStep({ kind: "due", seconds: 0.2, secondsPerStep: 10 })).toBe("in about 1 s");
     expect(describeNextStep({ kind: "due", seconds: 200, secondsPerStep: 300 })).toBe("in about 3 min 20 s");
+  });
+});
+
+describe("nextStepState", () => {
+  const points = pointsWithGaps([10, 10, 10]);
+  const now = lastMs(points) + 4000;
+  const alive: RunStatus = { status: "running", swarm: { alivePeers: 3, waitingSince: null } };
+
+  it("estimates the next step while trainers are alive", () => {
+    expect(nextStepState(alive, points, now)).toEqual(estimateNextStep(points, now));
+    expect(describeNextStep(nextStepState(alive, points, now))).toBe("in about 6 s");
+  });
+
+  it("waits for volunteers, not for an overdue step, when no trainer is alive", () => {
+    const idle: RunStatus = {
+      status: "running",
+      swarm: { alivePeers: 0, waitingSince: "2026-11-21T10:07:30.000Z" },
+    };
+    const state = nextStepState(idle, points, now + 3_600_000);
+    expect(state).toEqual({ kind: "waiting", since: "2026-11-21T10:07:30.000Z" });
+    expect(describeNextStep(state)).toBe("Waiting for volunteers since 2026-11-21 10:07 UTC");
+    expect(describeNextStep({ kind: "waiting", since: null })).toBe("Waiting for volunteers");
+  });
+
+  it("says the organizer paused the run, alive trainers or not", () => {
+    for (const alivePeers of [0, 3]) {
+      const paused: RunStatus = { status: "paused", swarm: { alivePeers, waitingSince: null } };
+      expect(describeNextStep(nextStepState(paused, points, now))).toBe("Paused by the organizer");
+    }
   });
 });

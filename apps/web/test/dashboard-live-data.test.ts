@@ -6,6 +6,7 @@ import {
   pollDashboard,
   type DashboardData,
   type DashboardSources,
+  type RunState,
 } from "../app/_components/dashboard/live-data.ts";
 import { startPolling, type Visibility } from "../app/_components/dashboard/poller.ts";
 
@@ -14,9 +15,18 @@ import { startPolling, type Visibility } from "../app/_components/dashboard/poll
 
 const metrics: MetricSeries = {
   points: [
-    { step: 1, loss: 2.3, samplesPerSecond: 40, alivePeers: 2, recordedAt: "2026-11-21T10:00:00.000Z" },
+    {
+      step: 1,
+      loss: 2.3,
+      samplesPerSecond: 40,
+      alivePeers: 2,
+      recordedAt: "2026-11-21T10:00:00.000Z",
+      timeline: 0,
+      discarded: false,
+    },
   ],
   total: 1,
+  events: [],
 };
 const leaderboard: Leaderboard = {
   entries: [
@@ -38,19 +48,30 @@ const checkpoints: CheckpointList = {
       loss: null,
       sizeBytes: 10,
       sha256: "a".repeat(64),
+      generation: 0,
+      timeline: 0,
       createdAt: "2026-11-21T10:00:00.000Z",
       downloadUrl: "/api/v1/experiments/demo/checkpoints/c1",
     },
   ],
 };
+const run: RunState = {
+  status: "running",
+  swarm: { alivePeers: 2, samplesPerSecond: 40, seenAt: "2026-11-21T10:00:05.000Z", waitingSince: null },
+};
 const empty: DashboardData = {
-  metrics: { points: [], total: 0 },
+  run: {
+    status: "running",
+    swarm: { alivePeers: 0, samplesPerSecond: 0, seenAt: null, waitingSince: "2026-11-21T09:00:00.000Z" },
+  },
+  metrics: { points: [], total: 0, events: [] },
   leaderboard: { entries: [] },
   checkpoints: { checkpoints: [] },
 };
 
 function sources(overrides: Partial<DashboardSources> = {}): DashboardSources {
   return {
+    run: () => Promise.resolve(run),
     metrics: () => Promise.resolve(metrics),
     leaderboard: () => Promise.resolve(leaderboard),
     checkpoints: () => Promise.resolve(checkpoints),
@@ -62,7 +83,7 @@ describe("pollDashboard and mergeDashboard", () => {
   it("replaces every part when every read succeeds", async () => {
     const { update, failed } = await pollDashboard(sources(), new AbortController().signal);
     expect(failed).toBe(false);
-    expect(mergeDashboard(empty, update)).toEqual({ metrics, leaderboard, checkpoints });
+    expect(mergeDashboard(empty, update)).toEqual({ run, metrics, leaderboard, checkpoints });
   });
 
   it("keeps the shown part whose read failed and still takes the others", async () => {
@@ -73,15 +94,15 @@ describe("pollDashboard and mergeDashboard", () => {
     );
     expect(failed).toBe(true);
     const merged = mergeDashboard(shown, update);
-    expect(merged).toEqual({ metrics, leaderboard, checkpoints });
+    expect(merged).toEqual({ run, metrics, leaderboard, checkpoints });
     expect(merged.leaderboard).toBe(shown.leaderboard);
   });
 
   it("keeps everything shown when every read fails", async () => {
-    const shown: DashboardData = { metrics, leaderboard, checkpoints };
+    const shown: DashboardData = { run, metrics, leaderboard, checkpoints };
     const down = () => Promise.reject(new Error("offline"));
     const { update, failed } = await pollDashboard(
-      { metrics: down, leaderboard: down, checkpoints: down },
+      { run: down, metrics: down, leaderboard: down, checkpoints: down },
       new AbortController().signal,
     );
     expect(failed).toBe(true);
@@ -102,7 +123,10 @@ describe("apiSources", () => {
   }
 
   it("reads the public routes of the experiment, the curve with 500 points", async () => {
+    // The experiment's view carries much more than the dashboard follows; the rest is dropped.
+    const experiment = { id: "a b", name: "Demo", config: { model: {} }, ...run };
     const bodies: Record<string, unknown> = {
+      "": experiment,
       metrics: metrics,
       leaderboard: leaderboard,
       checkpoints: checkpoints,
@@ -113,10 +137,12 @@ describe("apiSources", () => {
     });
     const read = apiSources("a b", impl);
     const signal = new AbortController().signal;
+    await expect(read.run(signal)).resolves.toEqual(run);
     await expect(read.metrics(signal)).resolves.toEqual(metrics);
     await expect(read.leaderboard(signal)).resolves.toEqual(leaderboard);
     await expect(read.checkpoints(signal)).resolves.toEqual(checkpoints);
     expect(urls).toEqual([
+      "/api/v1/experiments/a%20b",
       "/api/v1/experiments/a%20b/metrics?maxPoints=500",
       "/api/v1/experiments/a%20b/leaderboard",
       "/api/v1/experiments/a%20b/checkpoints",
@@ -129,6 +155,8 @@ describe("apiSources", () => {
     await expect(down.leaderboard(signal)).rejects.toThrow("503");
     const odd = apiSources("demo", fakeFetch(() => Response.json({ entries: [{ username: 3 }] })).impl);
     await expect(odd.leaderboard(signal)).rejects.toThrow();
+    const noSwarm = apiSources("demo", fakeFetch(() => Response.json({ status: "running" })).impl);
+    await expect(noSwarm.run(signal)).rejects.toThrow();
   });
 });
 

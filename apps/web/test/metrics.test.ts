@@ -91,7 +91,13 @@ describe.each(testDatabaseProviders())("metrics (%s)", (provider) => {
       { ...peer(a), peerId: "12D3KooWnotapeer" },
     ]);
     expect(response.status).toBe(200);
-    expect(await response.json()).toEqual({ ok: true, unknownPeers: 2 });
+    expect(await response.json()).toEqual({
+      ok: true,
+      unknownPeers: 2,
+      stored: true,
+      timeline: 0,
+      lastStep: 7,
+    });
 
     const metric = await app.db.metric.findFirstOrThrow({ where: { experimentId: setup.experimentId } });
     expect(metric).toMatchObject({ step: 7, loss: 2.93, samplesPerSecond: 120.5, alivePeers: 5 });
@@ -155,16 +161,32 @@ describe.each(testDatabaseProviders())("metrics (%s)", (provider) => {
       peer(a, { samples: 5, computeSeconds: 9 }),
       peer(a, { samples: 8, computeSeconds: 2 }),
     ]);
-    expect(await response.json()).toEqual({ ok: true, unknownPeers: 0 });
+    expect(await response.json()).toMatchObject({ ok: true, unknownPeers: 0 });
     expect((await contributionOf(a)).contribution).toMatchObject({ samples: 8n, computeSeconds: 9 });
   });
 
-  it("overwrites a step that is sent again", async () => {
-    await post(4, [], { loss: 1.5, alivePeers: 3 });
-    await post(4, [], { loss: 1.25, alivePeers: 4 });
+  it("never overwrites a step that is sent again, but still records the contributions", async () => {
+    const [a] = trainers;
+    if (!a) throw new Error("a trainer expected");
+    const first = await post(4, [peer(a, { samples: 10 })], { loss: 1.5, alivePeers: 3 });
+    expect(await first.json()).toMatchObject({ stored: true, timeline: 0, lastStep: 4 });
+    const again = await post(4, [peer(a, { samples: 20 })], { loss: 1.25, alivePeers: 4, time: 0 });
+    expect(again.status).toBe(200);
+    expect(await again.json()).toEqual({
+      ok: true,
+      unknownPeers: 0,
+      stored: false,
+      timeline: 0,
+      lastStep: 4,
+    });
     const metrics = await app.db.metric.findMany({ where: { experimentId: setup.experimentId } });
     expect(metrics).toHaveLength(1);
-    expect(metrics[0]).toMatchObject({ step: 4, loss: 1.25, alivePeers: 4 });
+    expect(metrics[0]).toMatchObject({ step: 4, loss: 1.5, alivePeers: 3 });
+    expect(metrics[0]?.recordedAt.toISOString()).toBe("2026-11-21T12:00:04.000Z");
+    expect((await contributionOf(a)).contribution).toMatchObject({ samples: 20n });
+    // An older step arriving late is still recorded once, and the last step stays the highest.
+    const late = await post(3, []);
+    expect(await late.json()).toMatchObject({ stored: true, lastStep: 4 });
   });
 
   it("refuses malformed reports with the offending field", async () => {
@@ -269,7 +291,10 @@ describe.each(testDatabaseProviders())("metrics (%s)", (provider) => {
       samplesPerSecond: 120.5,
       alivePeers: 0,
       recordedAt: "2026-11-21T12:00:01.000Z",
+      timeline: 0,
+      discarded: false,
     });
+    expect(series.events).toEqual([]);
     const missing = await callRoute(getMetrics, "/api/v1/experiments/nope/metrics", {
       params: { id: "nope" },
     });

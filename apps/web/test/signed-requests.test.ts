@@ -67,7 +67,13 @@ describe.each(testDatabaseProviders())("signed aux requests (%s)", (provider) =>
       report(1),
     );
     expect(response.status).toBe(200);
-    expect(await response.json()).toEqual({ ok: true, unknownPeers: 0 });
+    expect(await response.json()).toEqual({
+      ok: true,
+      unknownPeers: 0,
+      stored: true,
+      timeline: 0,
+      lastStep: 1,
+    });
     expect(await app.db.metric.count({ where: { experimentId: setup.experimentId } })).toBe(1);
     expect(await app.db.usedNonce.count()).toBe(1);
   });

@@ -7,7 +7,7 @@ export * from "./errors.ts";
 // The whole engine
 export * from "./swarm.ts";
 // p2p: libp2p node, pass gate, signed RPC
-export { SwarmNode, type SwarmNodeOptions } from "./p2p/swarm-node.ts";
+export { SwarmNode, type SwarmNodeOptions, type RevocationList } from "./p2p/swarm-node.ts";
 export { PeerAuthorizer } from "./p2p/peer-authorizer.ts";
 export { PassHolder } from "./p2p/pass-holder.ts";
 export type { AveragingMode } from "./p2p/hello.ts";
@@ -18,10 +18,32 @@ export {
   ProgressTracker,
   type PeerProgressRecord,
   type GlobalProgress,
+  type EpochProgress,
   type LocalProgress,
+  type ProgressTrackerOptions,
 } from "./progress/progress-tracker.ts";
-export type { ProgressRecord } from "./progress/progress-messages.ts";
-export type { SwarmEstimate, SwarmEstimatePeer } from "./progress/swarm-estimate.ts";
+export {
+  MAX_SESSION_LENGTH,
+  sessionSchema,
+  type ProgressMode,
+  type ProgressRecord,
+} from "./progress/progress-messages.ts";
+export {
+  estimateSwarm,
+  generationOf,
+  type SwarmEstimate,
+  type SwarmEstimateInput,
+  type SwarmEstimatePeer,
+} from "./progress/swarm-estimate.ts";
+// Run control
+export {
+  RunControlBoard,
+  type RunControlBoardOptions,
+  type RunControlListener,
+  type RunControlOffer,
+  type RunControlSource,
+} from "./control/run-control-board.ts";
+export { controlMethod, CONTROL_FRAME_BYTES, type ControlResult } from "./control/control-messages.ts";
 // Averaging
 export { Averager, type AverageOutcome } from "./averaging/averager.ts";
 export {
@@ -57,4 +79,7 @@ export * from "./platform/join-experiment.ts";
 export { readBoundedText } from "./platform/bounded-body.ts";
 export * from "./platform/pass-refresher.ts";
 export * from "./platform/authority-pin.ts";
+export * from "./platform/platform-client.ts";
+export * from "./platform/run-state-client.ts";
+export * from "./platform/control-poller.ts";
 export { PrivateFileError } from "./private-file.ts";

@@ -2,9 +2,13 @@ import type { ExperimentConfig } from "@barnraise/protocol";
 import { AllReduceService } from "./averaging/butterfly-allreduce.ts";
 import { Averager } from "./averaging/averager.ts";
 import { Matchmaking } from "./averaging/matchmaking.ts";
+import { RunControlBoard } from "./control/run-control-board.ts";
+import { isSwarmError, SwarmErrorCode } from "./errors.ts";
 import type { AveragerPort, EpochState, ProgressPort, StatePort } from "./optim/ports.ts";
 import { SwarmNode, type SwarmNodeOptions } from "./p2p/swarm-node.ts";
+import type { ProgressRecord } from "./progress/progress-messages.ts";
 import { ProgressTracker } from "./progress/progress-tracker.ts";
+import { generationOf } from "./progress/swarm-estimate.ts";
 import { StateSharing } from "./state/state-sharing.ts";
 import type { TrainingState } from "./state/training-state.ts";
 
@@ -19,6 +23,20 @@ export interface SwarmOptions extends SwarmNodeOptions {
   bandwidth?: { uploadBytesPerSecond: number; downloadBytesPerSecond: number };
   /** Progress push period; default 1 s. */
   progressIntervalMs?: number;
+  /** This process's session id (≤ 32 of [A-Za-z0-9_-]), put into every progress record. */
+  session?: string;
+  /**
+   * The last resort of `statePort().loadNewer` when no peer can give newer state: the run's latest
+   * checkpoint of `generation` at or after `minEpoch` (from the platform), or null when there is
+   * none. Errors are logged and count as none.
+   */
+  loadCheckpoint?: (
+    minEpoch: number,
+    generation: number,
+    signal?: AbortSignal,
+  ) => Promise<TrainingState | null>;
+  /** After `loadCheckpoint` found nothing newer, how long to not ask it again; default 30 s. */
+  checkpointRetryMs?: number;
 }
 
 /**
@@ -34,18 +52,25 @@ export class Swarm {
   readonly allreduce: AllReduceService;
   readonly averager: Averager;
   readonly state: StateSharing;
+  /** The organizer's run control: the newest token seen, spread to every member. */
+  readonly control: RunControlBoard;
   readonly config: ExperimentConfig;
+  readonly #options: SwarmOptions;
+  /** The last time `loadCheckpoint` had nothing newer: for which generation and epoch, and when. */
+  #checkpointMiss: { generation: number; epoch: number; at: number } | undefined;
 
   private constructor(node: SwarmNode, options: SwarmOptions) {
     const { config, logger } = options;
     this.node = node;
     this.config = config;
+    this.#options = options;
     this.progress = new ProgressTracker({
       rpc: node.rpc,
       peers: () => node.members(),
       targetBatchSize: config.training.targetBatchSize,
       mode: options.mode,
       logger,
+      ...(options.session === undefined ? {} : { session: options.session }),
       ...(options.progressIntervalMs === undefined ? {} : { intervalMs: options.progressIntervalMs }),
       ...(options.now === undefined ? {} : { now: options.now }),
     });
@@ -74,6 +99,16 @@ export class Swarm {
       logger,
     });
     this.state = new StateSharing({ rpc: node.rpc, getState: options.getState, logger });
+    this.control = new RunControlBoard({
+      rpc: node.rpc,
+      experimentId: options.experimentId,
+      authorityPublicKey: options.authorityPublicKey,
+      peers: () => node.members(),
+      applyRevocations: (revoked) => {
+        node.applyRevocations(revoked);
+      },
+      logger,
+    });
   }
 
   static async create(options: SwarmOptions): Promise<Swarm> {
@@ -89,6 +124,7 @@ export class Swarm {
     this.matchmaking.start();
     this.allreduce.start();
     this.state.start();
+    this.control.start();
     await this.node.start();
   }
 
@@ -97,6 +133,7 @@ export class Swarm {
     this.matchmaking.stop();
     this.allreduce.stop();
     this.state.stop();
+    this.control.stop();
     await this.node.stop();
   }
 
@@ -106,6 +143,7 @@ export class Swarm {
         this.progress.report(progress);
       },
       global: () => this.progress.global(),
+      at: (epoch) => this.progress.at(epoch),
     };
   }
 
@@ -115,39 +153,98 @@ export class Swarm {
     };
   }
 
+  /**
+   * State for the optimizer: from donors ahead of it — trainers that accept connections whose
+   * epoch is ahead, and aux peers whose served state (`stateEpoch`) is, all of the same run
+   * generation — else, when there are none or every one fails, from `loadCheckpoint`. Null when
+   * nothing newer can be had.
+   */
   statePort(): StatePort {
     return {
-      loadNewer: async (epoch, signal): Promise<EpochState | null> => {
-        const donors = this.progress
-          .records()
-          // Trainers that accept connections: an aux trains nothing, and its state may be old.
-          .filter((entry) => entry.record.epoch > epoch && entry.record.mode === "node")
-          .map((entry) => entry.peerId);
-        if (donors.length === 0) return null;
-        return this.state.download({
-          donors,
-          minEpoch: epoch + 1,
-          ...(signal === undefined ? {} : { signal }),
-        });
+      loadNewer: async (epoch, generation, signal): Promise<EpochState | null> => {
+        const donors = this.#donors(epoch, generation);
+        if (donors.length > 0) {
+          try {
+            return await this.state.download({
+              donors,
+              minEpoch: epoch + 1,
+              generation,
+              ...(signal === undefined ? {} : { signal }),
+            });
+          } catch (error) {
+            if (!isSwarmError(error, SwarmErrorCode.STATE_UNAVAILABLE)) throw error;
+            this.#options.logger.debug({ err: error }, "no donor could give newer state");
+          }
+        }
+        return this.#loadCheckpoint(epoch, generation, signal);
       },
     };
   }
 
+  /** Peers that should hold state newer than `epoch` of `generation`. */
+  #donors(epoch: number, generation: number): string[] {
+    const holds = (record: ProgressRecord) =>
+      record.mode === "node"
+        ? record.epoch > epoch
+        : record.mode === "aux" && (record.stateEpoch ?? -1) > epoch;
+    return this.progress
+      .records()
+      .filter(({ record }) => generationOf(record) === generation && holds(record))
+      .map((entry) => entry.peerId);
+  }
+
+  /** The run's checkpoint when it is newer than `epoch`; asked again only after `checkpointRetryMs`. */
+  async #loadCheckpoint(epoch: number, generation: number, signal?: AbortSignal): Promise<EpochState | null> {
+    const load = this.#options.loadCheckpoint;
+    if (load === undefined) return null;
+    const now = (this.#options.now ?? Date.now)();
+    const miss = this.#checkpointMiss;
+    const retryMs = this.#options.checkpointRetryMs ?? 30_000;
+    if (miss?.generation === generation && epoch >= miss.epoch && now - miss.at < retryMs) return null;
+    let state: TrainingState | null = null;
+    try {
+      state = await load(epoch + 1, generation, signal);
+    } catch (error) {
+      if (signal?.aborted === true) throw error;
+      this.#options.logger.warn({ err: error }, "could not load the run's checkpoint");
+    }
+    if (state !== null && state.epoch > epoch && generationOf(state) === generation) {
+      this.#checkpointMiss = undefined;
+      return state;
+    }
+    this.#checkpointMiss = { generation, epoch, at: now };
+    return null;
+  }
+
   /**
-   * How many trainers the swarm has, this node included: aux peers average but bring no gradients,
-   * so a volunteer whose only company is an aux peer trains alone rather than wait for a group.
+   * How many trainers can take part in this node's rounds, this node included: those of its run
+   * generation at most one epoch behind it (a peer further behind loads state rather than average),
+   * plus connected trainers that have not reported yet. Aux peers average but bring no gradients,
+   * so a volunteer whose only company is an aux peer, or trainers far behind it, trains alone rather
+   * than wait for a group.
    */
   #trainers(): number {
-    const alive = this.progress.records().filter((entry) => entry.record.mode !== "aux").length;
-    const connected = this.node.members().filter((peer) => this.node.modeOf(peer) !== "aux").length;
-    return Math.max(alive, connected) + 1;
+    const local = this.progress.localRecord();
+    const generation = this.progress.generation();
+    const floor = local === null ? 0 : (local.averagingEpoch ?? local.epoch) - 1;
+    const records = this.progress.records();
+    const reported = new Set(records.map((entry) => entry.peerId));
+    let trainers = 1;
+    for (const { record } of records) {
+      if (record.mode !== "aux" && generationOf(record) === generation && record.epoch >= floor)
+        trainers += 1;
+    }
+    for (const peer of this.node.members()) {
+      if (!reported.has(peer) && this.node.modeOf(peer) !== "aux") trainers += 1;
+    }
+    return trainers;
   }
 
   /**
    * Whether this node may still ask for the group of `key`: not before its first progress report,
    * not once its own progress has passed the key's epoch (the round is done, or it loaded newer
    * state) unless that epoch's delayed round is still in flight, and for an aux only for the
-   * epoch it reported.
+   * round its record names as the one it is about to help (`averagingEpoch`).
    */
   #willJoin(key: string): boolean {
     const epoch = keyEpoch(key);
@@ -155,16 +252,16 @@ export class Swarm {
     // A node that has reported nothing yet is still loading state (or, as an aux, not helping).
     const local = this.progress.localRecord();
     if (local === null) return false;
-    // An aux reports an epoch only when it is about to help average it; a delayed round in flight
-    // is reported as `averagingEpoch`.
-    if (local.mode === "aux") return local.epoch === epoch;
+    // An aux names the round it is about to help as `averagingEpoch`; a trainer's delayed round in
+    // flight is reported the same way.
+    if (local.mode === "aux") return local.averagingEpoch === epoch;
     return local.epoch <= epoch || local.averagingEpoch === epoch;
   }
 
   /**
-   * Members the leader waits for: peers whose latest progress is at the key's epoch, or past it
-   * with that epoch's delayed round in flight. An aux peer counts too, so it reports an epoch only
-   * when it is about to help average that epoch.
+   * Members the leader waits for, of this node's run generation: trainers whose latest progress is
+   * at the key's epoch, or past it with that epoch's delayed round in flight, and aux peers whose
+   * record names the key's epoch as the round they are about to help (`averagingEpoch`).
    */
   #expectedMembers(key: string): string[] {
     // Only a whole-swarm group (one Moshpit dimension: key "e<epoch>/r0/") has a known member list;
@@ -172,12 +269,13 @@ export class Swarm {
     if (!/^e\d+\/r0\/$/.test(key)) return [];
     const epoch = keyEpoch(key);
     const connected = new Set(this.node.members());
+    const expected = (record: ProgressRecord) =>
+      record.mode === "aux"
+        ? record.averagingEpoch === epoch
+        : record.epoch === epoch || record.averagingEpoch === epoch;
     return this.progress
-      .records()
-      .filter(
-        ({ record, peerId }) =>
-          (record.epoch === epoch || record.averagingEpoch === epoch) && connected.has(peerId),
-      )
+      .records({ sameGeneration: true })
+      .filter(({ record, peerId }) => connected.has(peerId) && expected(record))
       .map((entry) => entry.peerId);
   }
 }

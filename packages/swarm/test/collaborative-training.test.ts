@@ -102,7 +102,7 @@ describe("collaborative training over a real swarm", () => {
       () => late.progress.records().filter((entry) => entry.record.epoch === epochs).length === 3,
       "the late peer sees the others",
     );
-    const downloaded = await late.statePort().loadNewer(0);
+    const downloaded = await late.statePort().loadNewer(0, 0);
     expect(downloaded?.epoch).toBe(epochs);
     expect(downloaded?.parameters).toEqual(at(optimizers, 0).parameters);
     expect(downloaded?.optimizer).toEqual(at(optimizers, 0).exportState().optimizer);

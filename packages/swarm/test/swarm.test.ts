@@ -30,7 +30,9 @@ async function reportAndSync(
   weights: readonly number[],
 ): Promise<void> {
   members.forEach((swarm, k) => {
-    swarm.progress.report({ epoch, samplesAccumulated: at(weights, k), samplesPerSecond: 10 });
+    // An aux is counted in only while its record names the round it is about to help.
+    const helping = swarm.node.mode === "aux" ? { averagingEpoch: epoch } : {};
+    swarm.progress.report({ epoch, samplesAccumulated: at(weights, k), samplesPerSecond: 10, ...helping });
   });
   await Promise.all(members.map((swarm) => swarm.progress.pushNow()));
   await eventually(

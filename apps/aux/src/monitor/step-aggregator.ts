@@ -3,6 +3,8 @@ import type { PeerProgressRecord, ProgressRecord } from "@barnraise/swarm";
 /** One peer's cumulative contribution, for the platform's leaderboard. */
 export interface PeerContribution {
   peerId: string;
+  /** The peer's process run (from its records); absent for peers that send none. */
+  session?: string;
   /** Samples processed since the peer started. */
   samples: number;
   /** Seconds spent computing gradients since the peer started. */
@@ -89,6 +91,8 @@ export class StepAggregator {
   readonly #sightings: EpochSighting[] = [];
   /** The lowest epoch not yet done; undefined before the first trainer record. */
   #nextEpoch: number | undefined;
+  /** Only trainer records of this rollback generation count for steps and liveness. */
+  #generation = 0;
   #own: PeerContribution | null = null;
   #latestLoss: number | undefined;
 
@@ -108,13 +112,16 @@ export class StepAggregator {
     const { peerId, record, receivedAt } = update;
     const known = this.#peers.get(peerId);
     if (known === undefined) this.#forgetGonePeers();
-    const sameSession = known !== undefined && receivedAt - known.receivedAt <= this.#ttlMs;
+    const sameSession =
+      known !== undefined &&
+      receivedAt - known.receivedAt <= this.#ttlMs &&
+      known.record.session === record.session;
     this.#peers.set(peerId, {
       record,
       receivedAt,
       sessionStart: sameSession ? known.sessionStart : receivedAt,
     });
-    if (record.mode === "aux") return;
+    if (record.mode === "aux" || (record.generation ?? 0) !== this.#generation) return;
 
     this.#nextEpoch ??= record.epoch;
     const last = this.#sightings.at(-1);
@@ -125,6 +132,30 @@ export class StepAggregator {
     }
     this.#keepTotals(peerId, record.epoch, record);
     if (record.previous !== undefined) this.#keepTotals(peerId, record.previous.epoch, record.previous);
+  }
+
+  /**
+   * Starts over from the records that arrive from now on: after the swarm resumed from an older
+   * state or was rolled back (then only records of `generation` count). Contributions are kept.
+   */
+  reset(generation: number = this.#generation): void {
+    this.#generation = generation;
+    this.#nextEpoch = undefined;
+    this.#loss.clear();
+    this.#sightings.length = 0;
+  }
+
+  get generation(): number {
+    return this.#generation;
+  }
+
+  /** Fresh trainers of the current generation and their summed throughput, now. */
+  liveness(): { alivePeers: number; samplesPerSecond: number } {
+    const fresh = this.#freshTrainers(this.#now());
+    return {
+      alivePeers: fresh.length,
+      samplesPerSecond: fresh.reduce((sum, peer) => sum + peer.record.samplesPerSecond, 0),
+    };
   }
 
   /** This node's own cumulative contribution (the aux: bytes it aggregated), added to `peers`. */
@@ -219,7 +250,10 @@ export class StepAggregator {
 
   #freshTrainers(now: number): PeerState[] {
     return [...this.#peers.values()].filter(
-      (peer) => peer.record.mode !== "aux" && now - peer.receivedAt <= this.#ttlMs,
+      (peer) =>
+        peer.record.mode !== "aux" &&
+        (peer.record.generation ?? 0) === this.#generation &&
+        now - peer.receivedAt <= this.#ttlMs,
     );
   }
 
@@ -229,6 +263,7 @@ export class StepAggregator {
       if (now - receivedAt > this.#ttlMs) continue;
       peers.push({
         peerId,
+        ...(record.session === undefined ? {} : { session: record.session }),
         samples: record.samplesTotal ?? 0,
         computeSeconds: record.computeSeconds ?? 0,
         bytesAggregated: record.bytesAggregated,

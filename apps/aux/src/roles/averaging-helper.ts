@@ -32,6 +32,11 @@ export class AveragingHelper {
     this.#options = options;
   }
 
+  /** Whether a round is being helped now (the node's record then names that round's epoch). */
+  get busy(): boolean {
+    return this.#busy;
+  }
+
   /** Rounds helped so far. */
   get rounds(): number {
     return this.#rounds;

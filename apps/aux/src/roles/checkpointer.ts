@@ -10,7 +10,7 @@ export interface CheckpointerPorts {
   downloadState(minEpoch: number, signal: AbortSignal): Promise<TrainingState>;
   upload(
     file: { path: string; sizeBytes: number; sha256: Uint8Array },
-    meta: { step: number; loss?: number },
+    meta: { step: number; loss?: number; generation: number },
     signal: AbortSignal,
   ): Promise<{ id: string; sha256: string }>;
 }
@@ -24,6 +24,8 @@ export interface CheckpointerOptions extends CheckpointerPorts {
   /** Wait after a failed attempt before the next; default 10 s. */
   readonly retryDelayMs?: number;
   readonly now?: () => number;
+  /** Told of each state whose checkpoint the platform accepted (the aux then serves it as a donor). */
+  readonly onUploaded?: (state: TrainingState) => void;
 }
 
 /**
@@ -50,6 +52,14 @@ export class Checkpointer {
     return this.#lastStep;
   }
 
+  /**
+   * The run's state is now the one of `step` (a checkpoint the aux loaded, a resume or a rollback):
+   * the next checkpoint is due `everySteps` after it.
+   */
+  resetTo(step: number): void {
+    this.#lastStep = step;
+  }
+
   /** Whether a checkpoint is due at the swarm's `step`. */
   due(step: number): boolean {
     const { everySteps } = this.#options;
@@ -74,10 +84,11 @@ export class Checkpointer {
       await writeFile(path, bytes, { mode: 0o600 });
       const uploaded = await this.#options.upload(
         { path, sizeBytes: bytes.byteLength, sha256 },
-        { step: state.epoch, ...(loss === undefined ? {} : { loss }) },
+        { step: state.epoch, generation: state.generation ?? 0, ...(loss === undefined ? {} : { loss }) },
         signal,
       );
       this.#lastStep = state.epoch;
+      this.#options.onUploaded?.(state);
       logger.info(
         { step: state.epoch, sha256: uploaded.sha256, sizeBytes: bytes.byteLength, id: uploaded.id },
         "checkpoint uploaded",

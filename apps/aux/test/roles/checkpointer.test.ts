@@ -117,7 +117,7 @@ describe("Checkpointer", () => {
     expect(Buffer.from(upload.sha256).toString("hex")).toBe(
       createHash("sha256").update(upload.bytes).digest("hex"),
     );
-    expect(upload.meta).toStrictEqual({ step: EVERY + 1, loss: 0.75 });
+    expect(upload.meta).toStrictEqual({ step: EVERY + 1, generation: 0, loss: 0.75 });
     expect(upload.path.startsWith(directory)).toBe(true);
     await expect(access(upload.path)).rejects.toThrow();
     expect(await staged()).toEqual([]);
@@ -128,7 +128,7 @@ describe("Checkpointer", () => {
   it("leaves the loss out of the meta when there is none", async () => {
     const { checkpointer, uploads } = setup();
     await checkpointer.maybeCheckpoint(EVERY, undefined, signal);
-    expect(uploads.map((upload) => upload.meta)).toStrictEqual([{ step: EVERY }]);
+    expect(uploads.map((upload) => upload.meta)).toStrictEqual([{ step: EVERY, generation: 0 }]);
   });
 
   it("after a failed download logs it, keeps lastStep and tries again only after the retry delay", async () => {

@@ -1,9 +1,16 @@
-import type { GlobalProgress, LocalProgress, LocalProgressReport, ProgressPort } from "@barnraise/swarm";
+import type {
+  EpochProgressView,
+  GlobalProgress,
+  LocalProgress,
+  LocalProgressReport,
+  ProgressPort,
+} from "@barnraise/swarm";
 
 /** The slice of the swarm's progress tracker this port wraps. */
 export interface ProgressSink {
   report(progress: LocalProgress): void;
   global(): GlobalProgress;
+  at(epoch: number): EpochProgressView;
 }
 
 interface EpochLoss {
@@ -54,7 +61,10 @@ export class LossReportingProgress implements ProgressPort {
 
   report(progress: LocalProgressReport): void {
     // Epochs two or more behind can no longer be reported (a failed round moves back by one only).
-    for (const epoch of this.#losses.keys()) if (epoch < progress.epoch - 1) this.#losses.delete(epoch);
+    // …and epochs ahead are from before a rollback: their minibatches trained other parameters.
+    for (const epoch of this.#losses.keys()) {
+      if (epoch < progress.epoch - 1 || epoch > progress.epoch + 1) this.#losses.delete(epoch);
+    }
     const entry = this.#losses.get(progress.epoch) ?? { lossSum: 0, minibatches: 0 };
     const previous = this.#losses.get(progress.epoch - 1);
     this.#sink.report({
@@ -69,5 +79,9 @@ export class LossReportingProgress implements ProgressPort {
 
   global(): GlobalProgress {
     return this.#sink.global();
+  }
+
+  at(epoch: number): EpochProgressView {
+    return this.#sink.at(epoch);
   }
 }

@@ -76,6 +76,8 @@ export class Trainer {
   #contributed = false;
   /** After a failed round or state load, no new attempt before this time (ms). */
   #retryAt = 0;
+  /** Set while the organizer has paused the run; resolved (and cleared) by `resume()`. */
+  #pause: PromiseWithResolvers<undefined> | null = null;
 
   constructor(options: TrainerOptions) {
     this.#options = options;
@@ -86,6 +88,27 @@ export class Trainer {
     if (this.#stopController.signal.aborted) return;
     this.#stopController.abort();
     this.#setPhase("stopping");
+  }
+
+  /**
+   * The organizer paused the run: no more minibatches after the current one (a round in flight
+   * finishes) until `resume()`. The peer stays in the swarm and keeps serving its state.
+   */
+  pause(): void {
+    if (this.#pause !== null) return;
+    this.#pause = Promise.withResolvers<undefined>();
+    this.#setPhase("paused");
+  }
+
+  resume(): void {
+    const pause = this.#pause;
+    if (pause === null) return;
+    this.#pause = null;
+    pause.resolve(undefined);
+  }
+
+  get paused(): boolean {
+    return this.#pause !== null;
   }
 
   get stopping(): boolean {
@@ -118,12 +141,19 @@ export class Trainer {
     const stopped = this.#stopController.signal;
     for (;;) {
       if (this.#stopRequested()) return await this.#finish("stopped");
+      const pause = this.#pause;
+      if (pause !== null) {
+        this.#setPhase("paused");
+        if ((await raceStop(pause.promise, stopped, signal)) === STOPPED)
+          return await this.#finish("stopped");
+        continue;
+      }
       if (this.#now() >= this.#retryAt) {
         if (this.#swarmReady()) this.#setPhase("averaging");
         // A round (or the first state load) runs to its end even when stop() is called meanwhile.
         await optimizer.maybeStep(signal);
       }
-      if (!this.#stopRequested()) this.#setPhase("training");
+      if (!this.#stopRequested() && this.#pause === null) this.#setPhase("training");
       if (maxSteps !== undefined && optimizer.epoch >= maxSteps) return await this.#finish("max-steps");
       if (this.#stopRequested()) return await this.#finish("stopped");
 

@@ -1,7 +1,8 @@
 import type { Logger } from "pino";
 
 /** What the peer is doing, for the status line. */
-export type PeerPhase = "starting" | "joining" | "loading-state" | "training" | "averaging" | "stopping";
+export type PeerPhase =
+  "starting" | "joining" | "loading-state" | "training" | "averaging" | "paused" | "stopping";
 
 /**
  * A snapshot of the peer and its swarm (DESIGN §1: local samples/s, global progress to the next

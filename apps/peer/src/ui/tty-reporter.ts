@@ -37,6 +37,7 @@ const PHASE_LABELS: Readonly<Record<PeerPhase, string>> = {
   "loading-state": "loading state…",
   training: "training",
   averaging: "averaging…",
+  paused: "paused by the organizer",
   stopping: "stopping…",
 };
 

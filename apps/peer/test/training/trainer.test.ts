@@ -4,6 +4,7 @@ import {
   createFlatOptimizer,
   ParameterLayout,
   type AveragedVector,
+  type EpochProgressView,
   type EpochState,
   type GlobalProgress,
   type LocalProgress,
@@ -97,6 +98,16 @@ class OnePeerSwarm {
       samplesAccumulated: this.#last.samplesAccumulated,
       targetBatchSize: this.target,
       etaSeconds: 1,
+    };
+  }
+  at(epoch: number): EpochProgressView {
+    const own = this.#last.epoch === epoch;
+    return {
+      epoch,
+      samplesAccumulated: own ? this.#last.samplesAccumulated : 0,
+      targetBatchSize: this.target,
+      etaSeconds: 1,
+      peersAtEpoch: own ? 1 : 0,
     };
   }
   async average(vector: Float32Array, weight: number, signal?: AbortSignal): Promise<AveragedVector> {
@@ -305,6 +316,13 @@ describe("Trainer", () => {
         samplesAccumulated: local.epoch >= others.epoch ? local.samplesAccumulated : 0,
         targetBatchSize: 8,
         etaSeconds: 1,
+      }),
+      at: (epoch) => ({
+        epoch,
+        samplesAccumulated: local.epoch === epoch ? local.samplesAccumulated : 0,
+        targetBatchSize: 8,
+        etaSeconds: 1,
+        peersAtEpoch: local.epoch === epoch ? 1 : 0,
       }),
     });
     const epochs: number[] = [];

@@ -1,41 +1,7 @@
 "use client";
 
-import { useRouter } from "next/navigation";
-import { useState, useTransition } from "react";
-import { callApi, describeFailure } from "./api-client.ts";
-
-type Status = { kind: "error" | "ok"; text: string } | null;
-
-function useMutation() {
-  const router = useRouter();
-  const [busy, setBusy] = useState(false);
-  const [status, setStatus] = useState<Status>(null);
-  const [refreshing, startRefresh] = useTransition();
-  async function run(method: "POST", path: string, body: unknown, success: string): Promise<boolean> {
-    setBusy(true);
-    setStatus(null);
-    const result = await callApi(method, path, body);
-    setBusy(false);
-    if (!result.ok) {
-      setStatus({ kind: "error", text: describeFailure(result) });
-      return false;
-    }
-    setStatus({ kind: "ok", text: success });
-    startRefresh(() => {
-      router.refresh();
-    });
-    return true;
-  }
-  return { busy: busy || refreshing, status, run };
-}
-
-function StatusLine({ status }: { readonly status: Status }) {
-  return (
-    <p role="status" className={status ? `notice notice-${status.kind}` : "visually-hidden"}>
-      {status?.text ?? ""}
-    </p>
-  );
-}
+import { useState } from "react";
+import { StatusLine, useMutation } from "./mutation.tsx";
 
 /** Pause or resume the run. */
 export function PauseResume({

@@ -30,6 +30,12 @@ export const AppErrorCode = {
   /** Join: the organizer has paused the run. */
   EXPERIMENT_PAUSED: "EXPERIMENT_PAUSED",
 
+  /**
+   * Metrics or checkpoint of an older rollback generation than the run's: the organizer rolled the
+   * run back since, so the sender's state is stale.
+   */
+  STALE_GENERATION: "STALE_GENERATION",
+
   /** Upload: the file does not hash to the declared SHA-256. */
   CHECKSUM_MISMATCH: "CHECKSUM_MISMATCH",
   /** Upload: the body ended before the declared size, or ran past it. */
@@ -54,6 +60,7 @@ export const appErrorStatus: Record<AppErrorCode, number> = {
   NOT_ALLOWLISTED: 403,
   BANNED: 403,
   EXPERIMENT_PAUSED: 409,
+  STALE_GENERATION: 409,
   CHECKSUM_MISMATCH: 400,
   SIZE_MISMATCH: 400,
   RANGE_NOT_SATISFIABLE: 416,

@@ -52,11 +52,13 @@ export interface World {
   readonly experimentId: string;
   /** A trainer token of the approved volunteer. */
   readonly approvedTokenId: string;
+  /** A checkpoint of the run (a row only: no file), to roll back to. */
+  readonly checkpointId: string;
 }
 
 /**
  * A new experiment organized by the cast's organizer, with the pending, approved and banned
- * volunteers' entries and one trainer token of the approved volunteer.
+ * volunteers' entries, one trainer token of the approved volunteer and one checkpoint.
  */
 export async function createWorld(app: TestApp, cast: Cast): Promise<World> {
   const experiment = await createExperiment(app.ctx, cast.organizer, {
@@ -81,7 +83,17 @@ export async function createWorld(app: TestApp, cast: Cast): Promise<World> {
       prefix: secret.prefix,
     },
   });
-  return { experimentId: experiment.id, approvedTokenId: token.id };
+  const checkpoint = await app.db.checkpoint.create({
+    data: {
+      experimentId: experiment.id,
+      step: 10,
+      sizeBytes: 1n,
+      sha256: "0".repeat(64),
+      storageKey: `${experiment.id}/world.ckpt`,
+      uploadedBy: "12D3KooWworld",
+    },
+  });
+  return { experimentId: experiment.id, approvedTokenId: token.id, checkpointId: checkpoint.id };
 }
 
 /** The JSON body of a response, typed loosely for assertions. */

@@ -3,6 +3,7 @@ import * as allowlist from "../../app/api/v1/experiments/[id]/allowlist/route.ts
 import * as authorityKey from "../../app/api/v1/experiments/[id]/authority-key/route.ts";
 import * as joinRequests from "../../app/api/v1/experiments/[id]/join-requests/route.ts";
 import * as membership from "../../app/api/v1/experiments/[id]/membership/route.ts";
+import * as rollback from "../../app/api/v1/experiments/[id]/rollback/route.ts";
 import * as experiment from "../../app/api/v1/experiments/[id]/route.ts";
 import * as status from "../../app/api/v1/experiments/[id]/status/route.ts";
 import * as token from "../../app/api/v1/experiments/[id]/tokens/[tokenId]/route.ts";
@@ -126,6 +127,17 @@ export const routeCases: readonly RouteCase[] = [
     experimentScoped: true,
     expected: organizerOnly("200"),
     call: calling(status.POST, at("/status"), { method: "POST", body: { status: "paused" } }),
+  },
+  {
+    name: "POST /experiments/{id}/rollback",
+    mutation: true,
+    experimentScoped: true,
+    expected: organizerOnly("200"),
+    call: (c) =>
+      calling(rollback.POST, at("/rollback"), {
+        method: "POST",
+        body: { checkpointId: c.world.checkpointId },
+      })(c),
   },
   {
     name: "POST /experiments/{id}/authority-key",

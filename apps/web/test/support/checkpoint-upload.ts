@@ -41,6 +41,8 @@ export interface UploadInit {
   readonly experimentId: string;
   readonly step: number;
   readonly loss?: number;
+  /** The rollback generation, sent as `&generation=` when given. */
+  readonly generation?: number;
   /** Declared size; the body's length unless given. */
   readonly sizeBytes?: number;
   /** The bytes whose SHA-256 is signed; the body unless given. */
@@ -51,11 +53,12 @@ export interface UploadInit {
 }
 
 export function uploadPath(
-  init: Pick<UploadInit, "experimentId" | "step" | "loss" | "sizeBytes">,
+  init: Pick<UploadInit, "experimentId" | "step" | "loss" | "sizeBytes" | "generation">,
   size: number,
 ) {
   const loss = init.loss === undefined ? "" : `&loss=${init.loss}`;
-  return `/api/v1/experiments/${init.experimentId}/checkpoints?step=${init.step}${loss}&sizeBytes=${init.sizeBytes ?? size}`;
+  const generation = init.generation === undefined ? "" : `&generation=${init.generation}`;
+  return `/api/v1/experiments/${init.experimentId}/checkpoints?step=${init.step}${loss}&sizeBytes=${init.sizeBytes ?? size}${generation}`;
 }
 
 export function upload(init: UploadInit): Promise<Response> {

@@ -219,6 +219,29 @@ export function postSignedJson<P>(
   });
 }
 
+/** GETs `path`, signed by `node` with an empty body for exactly that path (or as `options` say). */
+export function getSigned<P>(
+  handler: Handler<P>,
+  path: string,
+  params: P,
+  node: SignInit["node"],
+  options: Partial<Pick<SignInit, "time" | "pass" | "recipient" | "method">> & { signedPath?: string } = {},
+): Promise<Response> {
+  const { signedPath, ...sign } = options;
+  return callRoute(handler, path, {
+    params,
+    headers: {
+      authorization: signedAuthorization({
+        node,
+        method: "GET",
+        path: signedPath ?? path,
+        body: new Uint8Array(0),
+        ...sign,
+      }),
+    },
+  });
+}
+
 /** The error code of a failed response, with the body in the assertion message. */
 export async function errorCode(response: Response): Promise<{ status: number; code: string }> {
   const body = (await response.json()) as { error?: { code?: string } };

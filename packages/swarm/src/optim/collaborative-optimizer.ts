@@ -15,8 +15,15 @@ export interface CollaborativeOptimizerOptions {
   readonly progress: ProgressPort;
   readonly averager: AveragerPort;
   readonly state: StatePort;
-  /** Clock in milliseconds, for the samples/s estimate; default `Date.now`. */
+  /** Clock in milliseconds, for the samples/s estimate and retry delays; default `Date.now`. */
   readonly now?: () => number;
+  /**
+   * When the swarm is ahead but nobody could give newer state, how long to train on at its own
+   * epoch before trying to load again (sooner when the swarm moves on meanwhile); default 30 s.
+   */
+  readonly noDonorRetryMs?: number;
+  /** The experiment config version this peer trains under; carried in the exported state. */
+  readonly configVersion?: number;
 }
 
 /** What the optimizer did, for logs. `epoch` is always the epoch the peer is in after the event. */
@@ -38,12 +45,23 @@ export type CollaborativeOptimizerEvent =
       readonly error: unknown;
     }
   | { readonly type: "state-loaded"; readonly epoch: number; readonly previousEpoch: number }
-  | { readonly type: "state-load-failed"; readonly epoch: number; readonly error: unknown };
+  | { readonly type: "state-load-failed"; readonly epoch: number; readonly error: unknown }
+  | {
+      /**
+       * The swarm is at `swarmEpoch`, ahead of this peer, and nobody could give it newer state: it
+       * trains on at its own epoch, with whoever is at it, and tries again in `retryInMs`.
+       */
+      readonly type: "no-donor";
+      readonly epoch: number;
+      readonly swarmEpoch: number;
+      readonly retryInMs: number;
+    };
 
 export type CollaborativeOptimizerListener = (event: CollaborativeOptimizerEvent) => void;
 
 /** Weight of the newest minibatch in the samples/s moving average. */
 const RATE_SMOOTHING = 0.2;
+const DEFAULT_NO_DONOR_RETRY_MS = 30_000;
 
 /**
  * The collaborative optimizer of DeDLOC §3.1: the peer accumulates minibatch gradients at its own pace;
@@ -55,6 +73,15 @@ const RATE_SMOOTHING = 0.2;
  * peer moves to the next epoch and keeps training with the current parameters, and the averaged update
  * lands when the round finishes (one step stale). A failed round is undone: the epoch goes back and the
  * gradients of that epoch rejoin the accumulator, so nothing is lost in either mode.
+ *
+ * It never stalls. A peer behind the swarm that finds nobody to give it newer state (no donor, or
+ * none with anything newer) remembers that for `noDonorRetryMs` and meanwhile trains on at its own
+ * epoch: it averages with whoever is at that epoch, or steps alone when nobody is, and tries to load
+ * again after the delay or as soon as the swarm moves further ahead.
+ *
+ * The state carries the run's lineage: its `generation` (rollbacks so far; progress of another
+ * generation is ignored by the swarm) and `runSamples`, the samples of every step applied since the
+ * run began.
  */
 export class CollaborativeOptimizer {
   readonly #layout: ParameterLayout;
@@ -70,6 +97,8 @@ export class CollaborativeOptimizer {
   readonly #warmupSteps: number;
   readonly #clipNorm: number | undefined;
   readonly #delayed: boolean;
+  readonly #noDonorRetryMs: number;
+  readonly #configVersion: number | undefined;
   readonly #listeners = new Set<CollaborativeOptimizerListener>();
   /** Gradients for the epoch being accumulated; `#spare` holds a round's gradients while it runs. */
   #accumulator: GradientAccumulator;
@@ -81,7 +110,14 @@ export class CollaborativeOptimizer {
   /** The epoch of the delayed round running in the background, reported so its leader waits for us. */
   #averagingEpoch: number | undefined;
   /** Bumped whenever the state is replaced, so a round started before can tell its result is stale. */
+  #revision = 0;
+  /** The run generation of the state (rollbacks so far). */
   #generation = 0;
+  /** The run's sample counter: Σ total weight of the steps applied to this state. */
+  #runSamples = 0;
+  /** Set while nobody can give newer state: until when, and the swarm's epoch when that was found. */
+  #noDonor: { readonly until: number; readonly swarmEpoch: number } | null = null;
+  #noDonorReportedAt = -Infinity;
   #joined = false;
   #busy = false;
   #pending: Promise<void> | null = null;
@@ -105,6 +141,15 @@ export class CollaborativeOptimizer {
     this.#warmupSteps = config.training.warmupSteps;
     this.#clipNorm = config.training.gradientClipNorm;
     this.#delayed = config.averaging.delayedParameterUpdates;
+    this.#noDonorRetryMs = options.noDonorRetryMs ?? DEFAULT_NO_DONOR_RETRY_MS;
+    if (!(this.#noDonorRetryMs >= 0)) {
+      throw new SwarmError(
+        SwarmErrorCode.MALFORMED_MESSAGE,
+        `noDonorRetryMs must be ≥ 0, got ${this.#noDonorRetryMs}`,
+      );
+    }
+    if (options.configVersion !== undefined) checkCount(options.configVersion, "config version");
+    this.#configVersion = options.configVersion;
   }
 
   /** The live parameter vector, updated in place by each step and state load. */
@@ -115,6 +160,16 @@ export class CollaborativeOptimizer {
   /** The epoch this peer accumulates gradients for. */
   get epoch(): number {
     return this.#epoch;
+  }
+
+  /** The run generation (rollbacks so far) of this peer's state; 0 until a state says otherwise. */
+  get generation(): number {
+    return this.#generation;
+  }
+
+  /** The run's sample counter: the total weight of every step applied since the run began. */
+  get runSamples(): number {
+    return this.#runSamples;
   }
 
   /** Samples accumulated toward the current epoch. */
@@ -154,34 +209,40 @@ export class CollaborativeOptimizer {
    * updates, started). Returns false when it is not time yet, a round or state load failed (the
    * gradients are kept; call again later), or state was just adopted from a donor — which happens on
    * the first call, whenever the swarm is more than one epoch ahead, and when a round fails while the
-   * swarm has moved past its epoch. Throws ABORTED if `signal` fires.
+   * swarm has moved past its epoch. When no newer state can be had, it goes on at its own epoch (see
+   * the class comment). Throws ABORTED if `signal` fires.
    */
   async maybeStep(signal?: AbortSignal): Promise<boolean> {
     throwIfAborted(signal);
     if (this.#busy || this.#pending !== null) return false;
     this.#busy = true;
     try {
-      if (!this.#joined) {
-        const outcome = await this.#loadNewerState(signal);
-        if (outcome === "failed") return false;
-        this.#joined = true;
-        if (outcome === "adopted") return false;
-      }
       const global = this.#progress.global();
-      if (global.epoch > this.#epoch + 1) {
-        await this.#loadNewerState(signal);
-        return false;
+      const noDonor = this.#noDonor;
+      if (noDonor !== null && (this.#now() >= noDonor.until || global.epoch > noDonor.swarmEpoch)) {
+        this.#noDonor = null;
       }
+      const behind = global.epoch > this.#epoch + 1;
+      if (!this.#joined || (this.#noDonor === null && behind)) {
+        this.#joined = true;
+        const outcome = await this.#loadNewerState(signal);
+        if (outcome === "adopted") return false;
+        if (outcome === "failed" || behind) this.#rememberNoDonor(global.epoch);
+        if (outcome === "failed") return false;
+      }
+      if (this.#noDonor !== null) return await this.#stepAtOwnEpoch(signal);
       const ready =
         global.epoch > this.#epoch ||
         (global.epoch === this.#epoch && global.samplesAccumulated >= global.targetBatchSize);
       if (!ready) return false;
-      const stepped = await this.#startRound(signal);
-      if (!stepped && this.#progress.global().epoch > this.#epoch) {
+      const stepped = await this.#startRound(signal, false);
+      const after = this.#progress.global();
+      if (!stepped && after.epoch > this.#epoch) {
         // The swarm finished this epoch without us (a late joiner whose state was already one step
         // old, or a round that failed here but not for the others): catch up at once, rather than
         // after a retry delay in which a fast swarm moves further ahead.
-        await this.#loadNewerState(signal);
+        const outcome = await this.#loadNewerState(signal);
+        if (outcome !== "adopted") this.#rememberNoDonor(after.epoch);
       }
       return stepped;
     } finally {
@@ -194,24 +255,34 @@ export class CollaborativeOptimizer {
     return this.#pending;
   }
 
-  /** Epoch, a copy of the parameters and the optimizer state, consistent with each other (for donors). */
+  /**
+   * Epoch, a copy of the parameters and the optimizer state, consistent with each other (for donors
+   * and checkpoints), with the run's generation, sample counter and config version.
+   */
   exportState(): EpochState {
     return {
       epoch: this.#stateEpoch,
       parameters: this.#parameters.slice(),
       optimizer: this.#optimizer.exportState(),
+      generation: this.#generation,
+      samples: this.#runSamples,
+      ...(this.#configVersion === undefined ? {} : { configVersion: this.#configVersion }),
     };
   }
 
   /**
-   * Adopts `state` (copied) and drops the accumulated gradients, which belong to an older epoch.
-   * Everything is checked before anything changes; a delayed round still in flight is discarded.
+   * Adopts `state` (copied), with its generation (absent: 0) and sample counter (absent: 0), and
+   * drops the accumulated gradients, which belong to another epoch. The epoch may go backwards (a
+   * rollback or a resume from a checkpoint). Everything is checked before anything changes; a
+   * delayed round still in flight is discarded.
    */
   importState(state: EpochState): void {
-    if (!Number.isSafeInteger(state.epoch) || state.epoch < 0) {
+    checkCount(state.epoch, "state epoch");
+    if (state.generation !== undefined) checkCount(state.generation, "state generation");
+    if (state.samples !== undefined && !(state.samples >= 0 && Number.isFinite(state.samples))) {
       throw new SwarmError(
         SwarmErrorCode.MALFORMED_MESSAGE,
-        `state epoch ${state.epoch} is not an integer ≥ 0`,
+        `state sample counter ${state.samples} is not a finite number ≥ 0`,
       );
     }
     this.#layout.check(state.parameters, "state parameter vector");
@@ -227,7 +298,10 @@ export class CollaborativeOptimizer {
     this.#epoch = state.epoch;
     this.#stateEpoch = state.epoch;
     this.#averagingEpoch = undefined;
-    this.#generation += 1;
+    this.#revision += 1;
+    this.#generation = state.generation ?? 0;
+    this.#runSamples = state.samples ?? 0;
+    this.#noDonor = null;
     this.#joined = true;
     this.#accumulator.reset();
     this.#spare.reset();
@@ -237,10 +311,18 @@ export class CollaborativeOptimizer {
 
   async #loadNewerState(signal: AbortSignal | undefined): Promise<"adopted" | "none" | "failed"> {
     const previousEpoch = this.#epoch;
+    const revision = this.#revision;
     const generation = this.#generation;
     try {
-      const loaded = await this.#state.loadNewer(previousEpoch, signal);
-      if (loaded === null || loaded.epoch <= this.#epoch || generation !== this.#generation) return "none";
+      const loaded = await this.#state.loadNewer(previousEpoch, generation, signal);
+      if (
+        loaded === null ||
+        loaded.epoch <= this.#epoch ||
+        revision !== this.#revision ||
+        (loaded.generation ?? 0) !== generation
+      ) {
+        return "none";
+      }
       this.importState(loaded);
       this.#emit({ type: "state-loaded", epoch: this.#epoch, previousEpoch });
       return "adopted";
@@ -251,18 +333,46 @@ export class CollaborativeOptimizer {
     }
   }
 
-  /** Hands the accumulated gradients to a round; with delayed updates, moves on to the next epoch at once. */
-  #startRound(signal: AbortSignal | undefined): Promise<boolean> {
+  /**
+   * Nobody can give newer state: the swarm is `swarmEpoch`, ahead of this peer. Train on at our
+   * own epoch until `noDonorRetryMs` has passed or the swarm moves further ahead.
+   */
+  #rememberNoDonor(swarmEpoch: number): void {
+    const now = this.#now();
+    this.#noDonor = { until: now + this.#noDonorRetryMs, swarmEpoch };
+    // Said once per delay, not every time the swarm moves on and a new load finds nothing.
+    if (now - this.#noDonorReportedAt < this.#noDonorRetryMs) return;
+    this.#noDonorReportedAt = now;
+    this.#emit({ type: "no-donor", epoch: this.#epoch, swarmEpoch, retryInMs: this.#noDonorRetryMs });
+  }
+
+  /**
+   * The swarm is ahead and nobody can give newer state: readiness comes from the peers at our own
+   * epoch; we average with them, or step alone when nobody else is at it.
+   */
+  async #stepAtOwnEpoch(signal: AbortSignal | undefined): Promise<boolean> {
+    const view = this.#progress.at(this.#epoch);
+    if (view.samplesAccumulated < view.targetBatchSize) return false;
+    const alone = view.peersAtEpoch <= 1;
+    if (alone && this.#accumulator.samples <= 0) return false;
+    return this.#startRound(signal, alone);
+  }
+
+  /**
+   * Hands the accumulated gradients to a round (or, `alone`, applies their own mean); with delayed
+   * updates, moves on to the next epoch at once.
+   */
+  #startRound(signal: AbortSignal | undefined, alone: boolean): Promise<boolean> {
     const epoch = this.#epoch;
     const round = this.#accumulator;
     this.#accumulator = this.#spare;
     this.#spare = round;
-    if (!this.#delayed) return this.#runRound(epoch, round, signal);
+    if (!this.#delayed) return this.#runRound(epoch, round, alone, signal);
     this.#epoch = epoch + 1;
     this.#averagingEpoch = epoch;
     this.#report();
     // #runRound undoes its own failures and reports them; a background round only rethrows an abort.
-    this.#pending = this.#runRound(epoch, round, signal)
+    this.#pending = this.#runRound(epoch, round, alone, signal)
       .then(
         () => undefined,
         () => undefined,
@@ -273,20 +383,26 @@ export class CollaborativeOptimizer {
     return Promise.resolve(true);
   }
 
-  /** Averages `round`'s gradients for `epoch` and applies the result; undoes the round if it fails. */
+  /**
+   * Averages `round`'s gradients for `epoch` (or, `alone`, takes their own mean) and applies the
+   * result; undoes the round if it fails.
+   */
   async #runRound(
     epoch: number,
     round: GradientAccumulator,
+    alone: boolean,
     signal: AbortSignal | undefined,
   ): Promise<boolean> {
-    const generation = this.#generation;
+    const revision = this.#revision;
     const localSamples = round.samples;
     let result: AveragedVector;
     try {
-      result = await this.#averager.average(epoch, round.mean(), localSamples, signal);
+      result = alone
+        ? { vector: round.mean(), groupSize: 1, totalWeight: localSamples }
+        : await this.#averager.average(epoch, round.mean(), localSamples, signal);
       this.#checkAveraged(result);
     } catch (error) {
-      if (generation === this.#generation) {
+      if (revision === this.#revision) {
         this.#accumulator.absorb(round);
         this.#epoch = epoch;
         this.#averagingEpoch = undefined;
@@ -298,7 +414,7 @@ export class CollaborativeOptimizer {
       return false;
     }
     round.reset();
-    if (generation !== this.#generation) return false;
+    if (revision !== this.#revision) return false;
     const gradient = this.#gradient;
     gradient.set(result.vector);
     const gradientNorm = l2Norm(gradient);
@@ -308,6 +424,7 @@ export class CollaborativeOptimizer {
     }
     const learningRate = warmupLearningRate(this.#baseRate, this.#warmupSteps, epoch);
     this.#optimizer.step(this.#parameters, gradient, learningRate);
+    this.#runSamples += result.totalWeight;
     this.#stateEpoch = epoch + 1;
     this.#epoch = epoch + 1;
     this.#averagingEpoch = undefined;
@@ -349,6 +466,7 @@ export class CollaborativeOptimizer {
       samplesAccumulated: this.#accumulator.samples,
       samplesPerSecond: this.#samplesPerSecond,
       ...(this.#averagingEpoch === undefined ? {} : { averagingEpoch: this.#averagingEpoch }),
+      generation: this.#generation,
     });
   }
 
@@ -368,6 +486,12 @@ function l2Norm(vector: Float32Array): number {
   let sum = 0;
   for (const value of vector) sum += value * value;
   return Math.sqrt(sum);
+}
+
+function checkCount(value: number, what: string): void {
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new SwarmError(SwarmErrorCode.MALFORMED_MESSAGE, `${what} ${value} is not an integer ≥ 0`);
+  }
 }
 
 function throwIfAborted(signal: AbortSignal | undefined, cause?: unknown): void {

@@ -15,6 +15,8 @@ export interface LocalProgressReport {
    * accumulated, so the round's leader still counts this peer in (absent when no round runs).
    */
   readonly averagingEpoch?: number;
+  /** The run generation of this peer's state (absent means 0); peers ignore other generations. */
+  readonly generation?: number;
 }
 
 /** The swarm's view: the highest epoch seen, the samples accumulated for it, the target and an ETA. */
@@ -25,11 +27,22 @@ export interface GlobalProgressView {
   readonly etaSeconds: number;
 }
 
+/** One epoch's view as if it were the swarm's epoch (`ProgressPort.at`). */
+export interface EpochProgressView extends GlobalProgressView {
+  /** Trainers at this epoch, this peer included when it is at it. */
+  readonly peersAtEpoch: number;
+}
+
 export interface ProgressPort {
   /** Publish this peer's progress toward the current epoch's target. */
   report(progress: LocalProgressReport): void;
   /** The swarm's view: the highest epoch seen and whether the target batch size is reached for it. */
   global(): GlobalProgressView;
+  /**
+   * The view of `epoch` as if it were the swarm's epoch: only the peers at it count. Used when the
+   * swarm is ahead and nobody can hand this peer newer state, so it trains on at its own epoch.
+   */
+  at(epoch: number): EpochProgressView;
 }
 
 /** The result of one averaging round. */
@@ -52,9 +65,18 @@ export interface EpochState {
   readonly epoch: number;
   readonly parameters: Float32Array;
   readonly optimizer: OptimizerState;
+  /** The run generation of the state's lineage; absent means 0. */
+  readonly generation?: number;
+  /** The run's sample counter (Σ total weight of applied steps); absent means 0. */
+  readonly samples?: number;
+  /** The experiment config version the state was trained under, when known. */
+  readonly configVersion?: number;
 }
 
 export interface StatePort {
-  /** Parameters + optimizer state from up-to-date peers, or null when no donor is ahead of `epoch`. */
-  loadNewer(epoch: number, signal?: AbortSignal): Promise<EpochState | null>;
+  /**
+   * Parameters + optimizer state of run generation `generation` newer than `epoch` — from peers
+   * ahead, else from the run's latest checkpoint — or null when nobody can give newer state.
+   */
+  loadNewer(epoch: number, generation: number, signal?: AbortSignal): Promise<EpochState | null>;
 }

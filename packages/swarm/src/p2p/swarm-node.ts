@@ -29,6 +29,12 @@ import { PassHolder } from "./pass-holder.ts";
 import { PeerAuthorizer } from "./peer-authorizer.ts";
 import { passGate, type PassGateService } from "./pass-gate-service.ts";
 
+/** Usernames and peer keys (base64url) whose passes the organizer revoked. */
+export interface RevocationList {
+  readonly usernames: readonly string[];
+  readonly publicKeys: readonly string[];
+}
+
 /** How often a node asks a random member for the member list. */
 const MEMBER_REFRESH_MS = 5_000;
 
@@ -79,6 +85,7 @@ export class SwarmNode {
   readonly authorizer: PeerAuthorizer;
   readonly passHolder: PassHolder;
   readonly mode: AveragingMode;
+  readonly #passes: AccessPassVerifier;
   readonly #options: SwarmNodeOptions;
   readonly #logger: Logger;
   readonly #helloInFlight = new Map<string, Promise<boolean>>();
@@ -96,12 +103,14 @@ export class SwarmNode {
     rpc: Libp2pRpc,
     authorizer: PeerAuthorizer,
     passHolder: PassHolder,
+    passes: AccessPassVerifier,
     options: SwarmNodeOptions,
   ) {
     this.libp2p = libp2p;
     this.rpc = rpc;
     this.authorizer = authorizer;
     this.passHolder = passHolder;
+    this.#passes = passes;
     this.mode = options.mode;
     this.#options = options;
     this.#logger = options.logger;
@@ -202,7 +211,7 @@ export class SwarmNode {
       now,
     });
     rpcRef.current = rpc;
-    return new SwarmNode(libp2p, rpc, authorizer, passHolder, options);
+    return new SwarmNode(libp2p, rpc, authorizer, passHolder, passes, options);
   }
 
   get peerId(): string {
@@ -271,6 +280,27 @@ export class SwarmNode {
       );
     }
     return peer;
+  }
+
+  /**
+   * Applies the organizer's revocation list (from the newest run control): passes of these
+   * usernames or keys (base64url) are refused from now on at every layer, and every admitted peer
+   * whose pass is revoked is denied and hung up on. Replaces the previous list. Returns the peers
+   * dropped.
+   */
+  applyRevocations(revoked: RevocationList): string[] {
+    this.#passes.setRevoked(revoked);
+    const dropped: string[] = [];
+    for (const peer of this.authorizer.admittedPeers()) {
+      const pass = this.authorizer.passOf(peer);
+      const reason = pass === undefined ? undefined : this.#passes.revocationOf(pass);
+      if (reason === undefined) continue;
+      this.authorizer.deny(peer, reason);
+      dropped.push(peer);
+      this.#logger.info({ peer, username: pass?.username }, `dropped a revoked peer: ${reason}`);
+      void this.libp2p.hangUp(peerIdFromString(peer)).catch(() => undefined);
+    }
+    return dropped;
   }
 
   /** The averaging mode a member announced in its hello (undefined before the hello). */

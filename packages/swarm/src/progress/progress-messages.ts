@@ -12,9 +12,21 @@ export const MAX_COMPUTE_SECONDS = 1e12;
 
 const count = z.number().int().min(0).max(MAX_PROGRESS_COUNT);
 
+/** Longest session id a record may carry. */
+export const MAX_SESSION_LENGTH = 32;
+
+/** A peer's session: a random id per process start, so a restarted node keeps each session's credit. */
+export const sessionSchema = z
+  .string()
+  .min(1)
+  .max(MAX_SESSION_LENGTH)
+  .regex(/^[A-Za-z0-9_-]+$/, "must be letters, digits, '_' or '-'");
+
 /**
  * How a peer takes part: `node` trains and accepts connections, `client` trains but cannot accept
- * connections (it reduces nothing), `aux` reduces but contributes no samples.
+ * connections (it reduces nothing), `aux` reduces but contributes no samples. An aux record says
+ * nothing about the swarm's epoch: its `epoch` is the round it is about to help average
+ * (`averagingEpoch` set too) or the epoch of the state it serves (`stateEpoch`).
  */
 export const ProgressMode = { node: "node", client: "client", aux: "aux" } as const;
 export type ProgressMode = (typeof ProgressMode)[keyof typeof ProgressMode];
@@ -62,6 +74,18 @@ export const progressRecordSchema = z.strictObject({
       minibatches: count,
     })
     .optional(),
+  /**
+   * The run generation (rollbacks so far) of this peer's state; absent means 0. Peers ignore the
+   * records of another generation than their own.
+   */
+  generation: count.optional(),
+  /**
+   * Aux peers: the epoch of the state they serve to others (their latest checkpoint), so a peer
+   * that finds no trainer to download from can load it.
+   */
+  stateEpoch: count.optional(),
+  /** The peer's session (a random id per process start), for per-session credit. */
+  session: sessionSchema.optional(),
 });
 
 export type ProgressRecord = z.infer<typeof progressRecordSchema>;

@@ -4,10 +4,17 @@ import type { PeerIdString, Rpc, RpcIncoming, RpcPeer } from "../rpc/rpc.ts";
 import {
   progressMethod,
   progressRecordSchema,
+  sessionSchema,
   type ProgressMode,
   type ProgressRecord,
 } from "./progress-messages.ts";
-import { estimateSwarm, isFresh, type ReceivedProgress, type SwarmEstimate } from "./swarm-estimate.ts";
+import {
+  estimateSwarm,
+  generationOf,
+  isFresh,
+  type ReceivedProgress,
+  type SwarmEstimate,
+} from "./swarm-estimate.ts";
 
 /** The slice of a pino logger the tracker uses. */
 export interface ProgressLogger {
@@ -32,6 +39,8 @@ export interface ProgressTrackerOptions {
   readonly maxRecordsPerSecond?: number;
   /** This node's mode until `report` says otherwise; default "node". */
   readonly mode?: ProgressMode;
+  /** This process's session id (≤ 32 of [A-Za-z0-9_-]), put into every local record. */
+  readonly session?: string;
   readonly now?: () => number;
   readonly logger?: ProgressLogger;
 }
@@ -58,6 +67,12 @@ export interface GlobalProgress {
   readonly samplesAccumulated: number;
   readonly targetBatchSize: number;
   readonly etaSeconds: number;
+}
+
+/** The progress of one epoch as if it were the swarm's (its `ProgressPort.at`). */
+export interface EpochProgress extends GlobalProgress {
+  /** Trainers at the epoch, this node included when it is one of them. */
+  readonly peersAtEpoch: number;
 }
 
 interface TableEntry {
@@ -88,6 +103,7 @@ export class ProgressTracker {
   readonly #ratePerSecond: number;
   readonly #burst: number;
   readonly #mode: ProgressMode;
+  readonly #session: string | undefined;
   readonly #now: () => number;
   readonly #logger: ProgressLogger | undefined;
   readonly #table = new Map<PeerIdString, TableEntry>();
@@ -112,6 +128,13 @@ export class ProgressTracker {
     this.#ratePerSecond = positive(options.maxRecordsPerSecond ?? 10, "maxRecordsPerSecond");
     this.#burst = Math.max(1, this.#ratePerSecond);
     this.#mode = options.mode ?? "node";
+    if (options.session !== undefined && !sessionSchema.safeParse(options.session).success) {
+      throw new SwarmError(
+        SwarmErrorCode.MALFORMED_MESSAGE,
+        `session must be 1 to 32 of [A-Za-z0-9_-], got ${JSON.stringify(options.session.slice(0, 40))}`,
+      );
+    }
+    this.#session = options.session;
     this.#now = options.now ?? Date.now;
     this.#logger = options.logger;
   }
@@ -138,7 +161,8 @@ export class ProgressTracker {
   /**
    * Updates this node's record. Left-out fields keep their previous values, except that `lossSum`
    * and `minibatches` restart at 0 and `previous` is dropped with a new epoch, `averagingEpoch` is
-   * dropped unless given, `step` defaults to `epoch` and `time` to now.
+   * dropped unless given, `step` defaults to `epoch` and `time` to now. The session given at
+   * construction is put into every record.
    * Pushes at once when the epoch changes. Throws MALFORMED_MESSAGE for an invalid record.
    */
   report(local: LocalProgress): void {
@@ -157,6 +181,7 @@ export class ProgressTracker {
       ...local,
       step: local.step ?? local.epoch,
       time: local.time ?? Math.round(now),
+      ...(this.#session === undefined ? {} : { session: this.#session }),
     };
     const parsed = progressRecordSchema.safeParse(candidate);
     if (!parsed.success) {
@@ -192,14 +217,23 @@ export class ProgressTracker {
     return this.#local?.record ?? null;
   }
 
-  /** The swarm estimate at this moment (DeDLOC §3.1). */
-  snapshot(): SwarmEstimate {
+  /** This node's run generation: its record's (0 before its first report or when it names none). */
+  generation(): number {
+    return generationOf(this.#local?.record);
+  }
+
+  /**
+   * The swarm estimate at this moment (DeDLOC §3.1): trainers of this node's generation only.
+   * With `epoch`, the estimate for that epoch as if it were the swarm's.
+   */
+  snapshot(epoch?: number): SwarmEstimate {
     return estimateSwarm({
       peers: [...this.#table.values()],
       local: this.#local,
       now: this.#now(),
       ttlMs: this.#ttlMs,
       targetBatchSize: this.#target,
+      ...(epoch === undefined ? {} : { epoch }),
     });
   }
 
@@ -209,13 +243,27 @@ export class ProgressTracker {
     return { epoch, samplesAccumulated, targetBatchSize, etaSeconds };
   }
 
-  /** Fresh records from other peers (this node's own is not included), for the aux monitor. */
-  records(): PeerProgressRecord[] {
+  /**
+   * The view of `epoch` as if it were the swarm's epoch: only the trainers at it count. A peer that
+   * cannot catch up with a swarm ahead of it trains on with whoever is at its own epoch.
+   */
+  at(epoch: number): EpochProgress {
+    const { samplesAccumulated, targetBatchSize, etaSeconds, peersAtEpoch } = this.snapshot(epoch);
+    return { epoch, samplesAccumulated, targetBatchSize, etaSeconds, peersAtEpoch };
+  }
+
+  /**
+   * Fresh records from other peers (this node's own is not included), for the aux monitor. With
+   * `sameGeneration`, only those of this node's run generation.
+   */
+  records(options: { sameGeneration?: boolean } = {}): PeerProgressRecord[] {
+    const generation = options.sameGeneration === true ? this.generation() : undefined;
     const now = this.#now();
     const fresh: PeerProgressRecord[] = [];
     for (const { peerId, username, role, record, receivedAt } of this.#table.values()) {
-      if (isFresh({ receivedAt }, now, this.#ttlMs))
-        fresh.push({ peerId, username, role, record, receivedAt });
+      if (!isFresh({ receivedAt }, now, this.#ttlMs)) continue;
+      if (generation !== undefined && generationOf(record) !== generation) continue;
+      fresh.push({ peerId, username, role, record, receivedAt });
     }
     return fresh;
   }

@@ -18,45 +18,61 @@ export interface SwarmEstimateInput {
   /** A record received longer ago than this is dead. */
   readonly ttlMs: number;
   readonly targetBatchSize: number;
+  /**
+   * Estimate for this epoch as if it were the swarm's: only the trainers at it count toward the
+   * target and the ETA. Default: the highest epoch among the trainers.
+   */
+  readonly epoch?: number;
 }
 
-/** One alive peer as the estimate sees it. */
+/** One alive trainer as the estimate sees it. */
 export interface SwarmEstimatePeer {
   readonly peerId: string;
   readonly self: boolean;
   readonly epoch: number;
   readonly samplesAccumulated: number;
   readonly samplesPerSecond: number;
-  /** Samples assumed to have been accumulated since the record was measured (0 off the global epoch). */
+  /** Samples assumed to have been accumulated since the record was measured (0 off the estimated epoch). */
   readonly extrapolatedSamples: number;
   /** Milliseconds since this node received the record. */
   readonly ageMs: number;
-  /** Whether the peer is at the swarm's epoch, so its samples count toward the target. */
+  /** Whether the peer is at the estimated epoch, so its samples count toward the target. */
   readonly atGlobalEpoch: boolean;
 }
 
 /** The swarm's progress toward the target batch size, as this node estimates it. */
 export interface SwarmEstimate {
-  /** The highest epoch among alive peers (this node included). */
+  /** The highest epoch among alive trainers (this node included), or the epoch asked for. */
   readonly epoch: number;
-  /** Samples accumulated for `epoch` across alive peers, extrapolated to `now`. */
+  /** The run generation the estimate is for: this node's (records of another one are ignored). */
+  readonly generation: number;
+  /** Samples accumulated for `epoch` across alive trainers, extrapolated to `now`. */
   readonly samplesAccumulated: number;
   readonly targetBatchSize: number;
-  /** Seconds until the target is reached at the alive peers' summed throughput; Infinity if it is 0. */
+  /** Seconds until the target is reached at the counted trainers' summed throughput; Infinity if it is 0. */
   readonly etaSeconds: number;
-  /** Σ samples/s over alive peers. */
+  /** Σ samples/s over the counted trainers (all alive ones; for an epoch asked for, those at it). */
   readonly samplesPerSecond: number;
+  /** Alive trainers (node or client mode) of this generation, this node included unless it is an aux. */
   readonly alivePeers: number;
+  /** Alive trainers at `epoch`, this node included when it is one of them. */
+  readonly peersAtEpoch: number;
   /** The estimate has reached the target: time to average. */
   readonly readyToAverage: boolean;
+  /** The alive trainers, sorted by peer id. */
   readonly peers: readonly SwarmEstimatePeer[];
 }
 
 /**
  * Estimates the swarm's total toward the target batch size the way DeDLOC §3.1 does: each alive
- * peer at the highest epoch contributes its reported samples plus its throughput times the time
+ * trainer at the highest epoch contributes its reported samples plus its throughput times the time
  * since it measured them. Extrapolation alone never carries the total past the target (reported
  * samples may).
+ *
+ * Only trainers count. An aux peer's record names the round it is about to help or the state it
+ * serves, never progress of the swarm: counting it kept a swarm whose trainers had all left
+ * "ahead" of every newcomer forever. Records of another run generation than this node's (absent
+ * means 0) belong to a rolled-back or newer lineage and are ignored entirely.
  *
  * Clocks are not trusted. Staleness uses the local receive time only. The extrapolation interval
  * is the sender-clock age `now − time`, clamped below by the receive age `now − receivedAt` (the
@@ -67,28 +83,36 @@ export interface SwarmEstimate {
  */
 export function estimateSwarm(input: SwarmEstimateInput): SwarmEstimate {
   const { now, ttlMs, targetBatchSize } = input;
-  const alive: Array<{ entry: ReceivedProgress; self: boolean }> = [];
+  const generation = generationOf(input.local?.record);
+  const trainers: Array<{ entry: ReceivedProgress; self: boolean }> = [];
+  const counts = (entry: ReceivedProgress) =>
+    entry.record.mode !== "aux" && generationOf(entry.record) === generation;
   for (const entry of input.peers) {
-    if (isFresh(entry, now, ttlMs)) alive.push({ entry, self: false });
+    if (isFresh(entry, now, ttlMs) && counts(entry)) trainers.push({ entry, self: false });
   }
-  if (input.local !== null) alive.push({ entry: input.local, self: true });
+  if (input.local !== null && counts(input.local)) trainers.push({ entry: input.local, self: true });
 
-  let epoch = 0;
-  for (const { entry } of alive) epoch = Math.max(epoch, entry.record.epoch);
+  let epoch = input.epoch ?? 0;
+  if (input.epoch === undefined) {
+    for (const { entry } of trainers) epoch = Math.max(epoch, entry.record.epoch);
+  }
 
   let reported = 0;
   let extrapolated = 0;
   let samplesPerSecond = 0;
+  let peersAtEpoch = 0;
   const peers: SwarmEstimatePeer[] = [];
-  for (const { entry, self } of alive) {
+  for (const { entry, self } of trainers) {
     const { record } = entry;
     const atGlobalEpoch = record.epoch === epoch;
     const receiveAge = Math.max(0, now - entry.receivedAt);
     const extra = atGlobalEpoch ? (record.samplesPerSecond * extrapolationMs(entry, now, ttlMs)) / 1000 : 0;
-    samplesPerSecond += record.samplesPerSecond;
+    // For an epoch asked for, peers elsewhere will not bring samples to it.
+    if (input.epoch === undefined || atGlobalEpoch) samplesPerSecond += record.samplesPerSecond;
     if (atGlobalEpoch) {
       reported += record.samplesAccumulated;
       extrapolated += extra;
+      peersAtEpoch += 1;
     }
     peers.push({
       peerId: entry.peerId,
@@ -108,14 +132,21 @@ export function estimateSwarm(input: SwarmEstimateInput): SwarmEstimate {
   const etaSeconds = remaining === 0 ? 0 : samplesPerSecond > 0 ? remaining / samplesPerSecond : Infinity;
   return {
     epoch,
+    generation,
     samplesAccumulated,
     targetBatchSize,
     etaSeconds,
     samplesPerSecond,
-    alivePeers: alive.length,
+    alivePeers: trainers.length,
+    peersAtEpoch,
     readyToAverage: samplesAccumulated >= targetBatchSize,
     peers,
   };
+}
+
+/** A record's run generation; absent means 0. */
+export function generationOf(record: Pick<ProgressRecord, "generation"> | undefined): number {
+  return record?.generation ?? 0;
 }
 
 /** Whether a received record is still alive: received at most `ttlMs` ago on the local clock. */

@@ -24,8 +24,16 @@ const hashSchema = z
   .instanceof(Uint8Array)
   .refine((bytes) => bytes.length === HASH_BYTES, { message: `must be a ${HASH_BYTES}-byte SHA-256 digest` });
 
-/** Asks a donor for its newest state at or after `minEpoch`. */
-export const stateManifestRequestSchema = z.strictObject({ minEpoch: epochSchema });
+/**
+ * Asks a donor for its newest state at or after `minEpoch`, of run generation `generation` when
+ * given (a donor whose state belongs to another generation refuses).
+ */
+export const stateManifestRequestSchema = z.strictObject({
+  minEpoch: epochSchema,
+  generation: epochSchema.optional(),
+});
+
+export type StateManifestRequest = z.infer<typeof stateManifestRequestSchema>;
 
 /** What a donor serves: the blob's size, its chunking, each chunk's SHA-256 and the root over them. */
 export const stateManifestSchema = z
@@ -65,7 +73,10 @@ export const stateChunksRequestSchema = z
 
 export type StateChunksRequest = z.infer<typeof stateChunksRequestSchema>;
 
-/** Unary: `{ minEpoch }` → manifest, or a STATE_UNAVAILABLE error when the donor has nothing that new. */
+/**
+ * Unary: `{ minEpoch, generation? }` → manifest, or a STATE_UNAVAILABLE error when the donor has
+ * nothing that new (or only a state of another generation).
+ */
 export const stateManifestMethod = defineMethod({
   name: "state-manifest",
   request: stateManifestRequestSchema,

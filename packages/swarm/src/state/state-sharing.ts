@@ -8,6 +8,7 @@ import {
   stateManifestMethod,
   type StateChunksRequest,
   type StateManifest,
+  type StateManifestRequest,
 } from "./state-messages.ts";
 import {
   chunkLength,
@@ -45,6 +46,11 @@ export interface StateDownloadOptions {
   donors: readonly PeerIdString[];
   /** Oldest acceptable epoch. */
   minEpoch: number;
+  /**
+   * The run generation the state must belong to: donors of another generation refuse, and a
+   * downloaded state of another generation is rejected. Any generation when left out.
+   */
+  generation?: number;
   signal?: AbortSignal;
   /** Longest wait for any one answer of a donor (manifest, response head, next chunk) before it is dropped; default 10 s. */
   timeoutMs?: number;
@@ -130,13 +136,21 @@ export class StateSharing {
 
   /**
    * The snapshot served for the current state, or null when there is none. Serialized once per
-   * epoch: later changes to the state within the same epoch are not seen by downloaders.
+   * epoch (and generation): later changes to the state within the same epoch are not seen by
+   * downloaders.
    */
   snapshot(): StateSnapshot | null {
     const state = this.#getState();
     if (state === null) return null;
     const latest = this.#snapshots[0];
-    if (latest?.epoch === state.epoch) return latest;
+    if (
+      latest !== undefined &&
+      latest.epoch === state.epoch &&
+      latest.generation === (state.generation ?? 0) &&
+      latest.samples === (state.samples ?? 0)
+    ) {
+      return latest;
+    }
     const snapshot = createStateSnapshot(state, this.#chunkBytes, MAX_STATE_CHUNKS);
     if (snapshot.chunkBytes > MAX_STATE_CHUNK_BYTES) {
       throw new SwarmError(
@@ -158,6 +172,13 @@ export class StateSharing {
         `minEpoch must be a non-negative integer, got ${options.minEpoch}`,
       );
     }
+    const { generation } = options;
+    if (generation !== undefined && (!Number.isSafeInteger(generation) || generation < 0)) {
+      throw new SwarmError(
+        SwarmErrorCode.MALFORMED_MESSAGE,
+        `generation must be a non-negative integer, got ${generation}`,
+      );
+    }
     const done = new AbortController();
     const signals = [running.signal, done.signal, ...(options.signal === undefined ? [] : [options.signal])];
     const download: Download = {
@@ -169,14 +190,18 @@ export class StateSharing {
     };
     try {
       const donors = [...new Set(options.donors)].filter((donor) => donor !== this.#rpc.peerId);
-      const offers = await this.#collectOffers(donors, options.minEpoch, download);
+      const request =
+        generation === undefined
+          ? { minEpoch: options.minEpoch }
+          : { minEpoch: options.minEpoch, generation };
+      const offers = await this.#collectOffers(donors, request, download);
       for (const offer of offers) {
         throwIfAborted(download.signal);
         const live = offer.donors.filter((donor) => !download.dropped.has(donor));
         if (live.length === 0) continue;
         const blob = await this.#fetchBlob(offer.manifest, live, download);
         if (blob === null) continue;
-        const state = this.#decode(blob, offer, download);
+        const state = this.#decode(blob, offer, generation, download);
         if (state !== null) return state;
       }
       const reasons = download.failures.slice(0, MAX_REASONS).join("; ");
@@ -191,13 +216,20 @@ export class StateSharing {
     }
   }
 
-  async #serveManifest(incoming: RpcIncoming<{ minEpoch: number }, StateManifest>): Promise<void> {
+  async #serveManifest(incoming: RpcIncoming<StateManifestRequest, StateManifest>): Promise<void> {
+    const { minEpoch, generation } = incoming.head;
     const snapshot = this.snapshot();
-    if (snapshot === null || snapshot.epoch < incoming.head.minEpoch) {
+    if (snapshot === null || snapshot.epoch < minEpoch) {
       const have = snapshot === null ? "no state" : `epoch ${snapshot.epoch}`;
       throw new SwarmError(
         SwarmErrorCode.STATE_UNAVAILABLE,
-        `asked for epoch ${incoming.head.minEpoch} or later, have ${have}`,
+        `asked for epoch ${minEpoch} or later, have ${have}`,
+      );
+    }
+    if (generation !== undefined && snapshot.generation !== generation) {
+      throw new SwarmError(
+        SwarmErrorCode.STATE_UNAVAILABLE,
+        `asked for generation ${generation}, have generation ${snapshot.generation}`,
       );
     }
     const stream = await incoming.respond({
@@ -241,7 +273,12 @@ export class StateSharing {
   }
 
   /** Asks every donor for a manifest; returns the offers, best first (newest epoch, most donors). */
-  async #collectOffers(donors: PeerIdString[], minEpoch: number, download: Download): Promise<Offer[]> {
+  async #collectOffers(
+    donors: PeerIdString[],
+    request: StateManifestRequest,
+    download: Download,
+  ): Promise<Offer[]> {
+    const { minEpoch } = request;
     const offers = new Map<string, Offer>();
     await Promise.all(
       donors.map(async (donor) => {
@@ -249,7 +286,7 @@ export class StateSharing {
           const manifest = await this.#rpc.request(
             donor,
             stateManifestMethod,
-            { minEpoch },
+            request,
             callOptions(download),
           );
           if (manifest.epoch < minEpoch) {
@@ -365,11 +402,19 @@ export class StateSharing {
   }
 
   /** Parses the assembled blob; a blob that every chunk hash vouches for but does not parse condemns its donors. */
-  #decode(blob: Uint8Array, offer: Offer, download: Download): TrainingState | null {
+  #decode(
+    blob: Uint8Array,
+    offer: Offer,
+    generation: number | undefined,
+    download: Download,
+  ): TrainingState | null {
     try {
       const state = deserializeTrainingState(blob);
       if (state.epoch !== offer.manifest.epoch) {
         throw new Error(`holds epoch ${state.epoch}, its manifest says ${offer.manifest.epoch}`);
+      }
+      if (generation !== undefined && (state.generation ?? 0) !== generation) {
+        throw new Error(`is of generation ${state.generation ?? 0}, not ${generation}`);
       }
       return state;
     } catch (error) {

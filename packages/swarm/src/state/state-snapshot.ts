@@ -7,25 +7,27 @@ import type { TrainingState } from "./training-state.ts";
 /**
  * The wire form of a `TrainingState` and the immutable, chunk-hashed snapshot a donor serves.
  *
- * Blob layout: a u32 little-endian header length, the CBOR header (epoch, optimizer name and step,
- * tensor lengths, slot names), then the raw little-endian float32 payloads back to back in a fixed
- * order: parameters, then the optimizer slots sorted by name.
+ * Blob layout: a u32 little-endian header length, the CBOR header (version, epoch, optimizer name
+ * and step, tensor lengths, slot names; from version 2 also the run's generation, its sample
+ * counter and the config version), then the raw little-endian float32 payloads back to back in a
+ * fixed order: parameters, then the optimizer slots sorted by name. Version 1 blobs (no generation
+ * or samples) still parse, as generation 0 with 0 samples.
  */
 
-const BLOB_VERSION = 1;
+const BLOB_VERSION = 2;
 /** Bytes of a SHA-256 digest. */
 export const HASH_BYTES = 32;
 const MAX_SLOTS = 64;
 const MAX_TENSOR_FLOATS = 2 ** 31;
 
 const lengthSchema = z.number().int().nonnegative().max(MAX_TENSOR_FLOATS);
+const countSchema = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 
-const headerSchema = z.strictObject({
-  version: z.literal(BLOB_VERSION),
-  epoch: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+const headerFields = {
+  epoch: countSchema,
   optimizer: z.strictObject({
     name: z.string().min(1).max(64),
-    step: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+    step: countSchema,
   }),
   parameters: lengthSchema,
   slots: z
@@ -34,7 +36,18 @@ const headerSchema = z.strictObject({
     .refine((slots) => slots.every((slot, i) => i === 0 || (slots[i - 1]?.name ?? "") < slot.name), {
       message: "slot names must be unique and sorted",
     }),
-});
+};
+
+const headerSchema = z.discriminatedUnion("version", [
+  z.strictObject({ version: z.literal(1), ...headerFields }),
+  z.strictObject({
+    version: z.literal(BLOB_VERSION),
+    ...headerFields,
+    generation: countSchema,
+    samples: z.number().nonnegative().max(Number.MAX_SAFE_INTEGER),
+    configVersion: countSchema.optional(),
+  }),
+]);
 
 type StateHeader = z.infer<typeof headerSchema>;
 
@@ -50,6 +63,9 @@ export function serializeTrainingState(state: TrainingState): Uint8Array {
     optimizer: { name: state.optimizer.name, step: state.optimizer.step },
     parameters: state.parameters.length,
     slots: slots.map(([name, tensor]) => ({ name, length: tensor.length })),
+    generation: state.generation ?? 0,
+    samples: state.samples ?? 0,
+    ...(state.configVersion === undefined ? {} : { configVersion: state.configVersion }),
   } satisfies StateHeader);
   if (!parsed.success) {
     const issues = parsed.error.issues
@@ -71,7 +87,10 @@ export function serializeTrainingState(state: TrainingState): Uint8Array {
   return blob;
 }
 
-/** Parses a blob made by `serializeTrainingState`; anything else is refused with MALFORMED_MESSAGE. */
+/**
+ * Parses a blob made by `serializeTrainingState` (version 1 or 2); anything else is refused with
+ * MALFORMED_MESSAGE. The result always has `generation` and `samples` (0 for a version 1 blob).
+ */
 export function deserializeTrainingState(blob: Uint8Array): TrainingState {
   if (blob.length < 4) throw malformed(`state blob is ${blob.length} bytes, too short for its header length`);
   const headerLength = new DataView(blob.buffer, blob.byteOffset, blob.byteLength).getUint32(0, true);
@@ -94,10 +113,19 @@ export function deserializeTrainingState(blob: Uint8Array): TrainingState {
   const parameters = next(header.parameters);
   // fromEntries defines own properties, so a slot named "__proto__" cannot touch the prototype.
   const slots = Object.fromEntries(header.slots.map((slot) => [slot.name, next(slot.length)]));
+  const lineage =
+    header.version === 1
+      ? { generation: 0, samples: 0 }
+      : {
+          generation: header.generation,
+          samples: header.samples,
+          ...(header.configVersion === undefined ? {} : { configVersion: header.configVersion }),
+        };
   return {
     epoch: header.epoch,
     parameters,
     optimizer: { name: header.optimizer.name, step: header.optimizer.step, slots },
+    ...lineage,
   };
 }
 
@@ -108,6 +136,10 @@ export function deserializeTrainingState(blob: Uint8Array): TrainingState {
  */
 export interface StateSnapshot {
   readonly epoch: number;
+  /** The run generation of the state (0 when the state names none). */
+  readonly generation: number;
+  /** The run's sample counter of the state (0 when the state names none). */
+  readonly samples: number;
   readonly blob: Uint8Array;
   readonly chunkBytes: number;
   readonly chunkHashes: readonly Uint8Array<ArrayBuffer>[];
@@ -137,6 +169,8 @@ export function createStateSnapshot(
   );
   return Object.freeze({
     epoch: state.epoch,
+    generation: state.generation ?? 0,
+    samples: state.samples ?? 0,
     blob,
     chunkBytes: size,
     chunkHashes: Object.freeze(chunkHashes),

@@ -10,12 +10,14 @@ import { ParameterLayout } from "../../src/optim/parameter-layout.ts";
 import type {
   AveragedVector,
   AveragerPort,
+  EpochProgressView,
   EpochState,
   GlobalProgressView,
   LocalProgressReport,
   ProgressPort,
   StatePort,
 } from "../../src/optim/ports.ts";
+import { at } from "../support/at.ts";
 import { seededRandom } from "../support/seeded-random.ts";
 
 /** Deterministic integers in [0, 2^32). */
@@ -57,12 +59,21 @@ class FakeSwarm {
       report: (progress) => this.reports.set(peer, progress),
       global: (): GlobalProgressView => {
         const epochs = [...this.reports.values()].map((report) => report.epoch);
-        const epoch = Math.max(0, ...epochs);
-        const samplesAccumulated = [...this.reports.values()]
-          .filter((report) => report.epoch === epoch)
-          .reduce((sum, report) => sum + report.samplesAccumulated, 0);
-        return { epoch, samplesAccumulated, targetBatchSize: this.targetBatchSize, etaSeconds: 0 };
+        return this.#view(Math.max(0, ...epochs));
       },
+      at: (epoch) => this.#view(epoch),
+    };
+  }
+
+  #view(epoch: number): EpochProgressView {
+    const at = [...this.reports.values()].filter((report) => report.epoch === epoch);
+    const samplesAccumulated = at.reduce((sum, report) => sum + report.samplesAccumulated, 0);
+    return {
+      epoch,
+      samplesAccumulated,
+      targetBatchSize: this.targetBatchSize,
+      etaSeconds: 0,
+      peersAtEpoch: at.length,
     };
   }
 
@@ -103,8 +114,10 @@ class FakeState implements StatePort {
   /** Hand the donor's state over even when it is not ahead (a confused or lying donor). */
   careless = false;
   readonly calls: number[] = [];
-  loadNewer(epoch: number): Promise<EpochState | null> {
+  readonly generations: number[] = [];
+  loadNewer(epoch: number, generation: number): Promise<EpochState | null> {
     this.calls.push(epoch);
+    this.generations.push(generation);
     const ahead = this.donor !== null && (this.careless || this.donor.epoch > epoch);
     return Promise.resolve(ahead ? this.donor : null);
   }
@@ -275,7 +288,12 @@ describe("CollaborativeOptimizer", () => {
       expect(p.samplesAccumulated).toBe(16);
       expect(bits(p.parameters)).toEqual(bits(initialParameters()));
     }
-    expect(swarm.reports.get(0)).toEqual({ epoch: 0, samplesAccumulated: 16, samplesPerSecond: 0 });
+    expect(swarm.reports.get(0)).toEqual({
+      epoch: 0,
+      samplesAccumulated: 16,
+      samplesPerSecond: 0,
+      generation: 0,
+    });
     expect(await Promise.all(peers.map((p) => p.maybeStep()))).toEqual([true, true]);
     for (const [i, p] of peers.entries())
       expect(bits(p.parameters)).toEqual(bits(clean.peers[i]?.parameters ?? new Float32Array()));
@@ -320,7 +338,7 @@ describe("CollaborativeOptimizer", () => {
     expect(p.epoch).toBe(5);
     expect(p.samplesAccumulated).toBe(0);
     expect(bits(p.parameters)).toEqual(bits(donor.parameters));
-    expect(p.exportState()).toEqual(donor);
+    expect(p.exportState()).toEqual({ ...donor, generation: 0, samples: 0 });
     expect(events).toEqual([{ type: "state-loaded", epoch: 5, previousEpoch: 0 }]);
     expect(swarm.reports.get(0)).toMatchObject({ epoch: 5, samplesAccumulated: 0 });
   });
@@ -397,11 +415,12 @@ describe("CollaborativeOptimizer", () => {
     expect(p.samplesAccumulated).toBe(16);
   });
 
-  it("keeps its state when the donor's state is malformed", async () => {
+  it("keeps its state when the donor's state is malformed, and tries again after the delay", async () => {
     const swarm = new FakeSwarm(2, 32);
     const state = new FakeState();
     state.donor = { epoch: 3, parameters: new Float32Array(5), optimizer: donorOptimizerState(3) };
-    const p = peer(swarm, 0, config(), state);
+    let time = 0;
+    const p = peer(swarm, 0, config(), state, () => time);
     const events: CollaborativeOptimizerEvent[] = [];
     p.on((event) => events.push(event));
     p.accumulate(dyadicGradient(1), 16);
@@ -412,8 +431,13 @@ describe("CollaborativeOptimizer", () => {
       type: "state-load-failed",
       error: { code: SwarmErrorCode.LENGTH_MISMATCH },
     });
+    // A donor that keeps failing must not stall it: it trains on, and tries again after the delay.
+    expect(await p.maybeStep()).toBe(false);
+    expect(state.calls).toEqual([0]);
+    time = 30_000;
+    swarm.reports.set(1, { epoch: 3, samplesAccumulated: 0, samplesPerSecond: 1 });
     state.donor = null;
-    expect(await p.maybeStep()).toBe(false); // retries joining; no donor ahead now
+    expect(await p.maybeStep()).toBe(false); // no donor ahead now
     expect(state.calls).toEqual([0, 0]);
   });
 
@@ -445,6 +469,7 @@ describe("CollaborativeOptimizer", () => {
       epoch: 0,
       samplesAccumulated: 30,
       samplesPerSecond: p.samplesPerSecond,
+      generation: 0,
     });
   });
 
@@ -463,6 +488,162 @@ describe("CollaborativeOptimizer", () => {
     await expect(step).rejects.toMatchObject({ code: SwarmErrorCode.ABORTED });
     expect(p.samplesAccumulated).toBe(16);
     expect(p.epoch).toBe(0);
+  });
+});
+
+describe("CollaborativeOptimizer when nobody can give newer state", () => {
+  it("steps alone at its own epoch, tries again after the delay, and at once when the swarm moves on", async () => {
+    const swarm = new FakeSwarm(2, 32);
+    const state = new FakeState();
+    let time = 0;
+    const cfg = config();
+    const p = peer(swarm, 0, cfg, state, () => time);
+    const events: CollaborativeOptimizerEvent[] = [];
+    p.on((event) => events.push(event));
+    // A record far ahead that nobody can serve state for (an aux's last epoch, a client trainer).
+    swarm.reports.set(1, { epoch: 324, samplesAccumulated: 0, samplesPerSecond: 0 });
+    const gradient = dyadicGradient(3);
+    p.accumulate(gradient, 16);
+    expect(await p.maybeStep()).toBe(false); // 16 of 32 samples at its own epoch
+    expect(state.calls).toEqual([0]);
+    expect(events).toEqual([{ type: "no-donor", epoch: 0, swarmEpoch: 324, retryInMs: 30_000 }]);
+    p.accumulate(gradient, 16);
+    expect(await p.maybeStep()).toBe(true);
+    expect(state.calls).toEqual([0]); // no new attempt within the delay
+    expect(p.epoch).toBe(1);
+    expect(swarm.rounds.size).toBe(0); // nobody else at epoch 0: it did not ask for a group
+    const reference = createFlatOptimizer(cfg.optimizer, layout);
+    const expected = initialParameters();
+    reference.step(expected, gradient, cfg.optimizer.learningRate);
+    expect(bits(p.parameters)).toEqual(bits(expected));
+    expect(events.at(-1)).toMatchObject({ type: "step", epoch: 1, groupSize: 1, totalWeight: 32 });
+    expect(p.runSamples).toBe(32);
+
+    time = 30_000; // the delay is over: it looks again, finds nothing, and goes on
+    p.accumulate(gradient, 8);
+    expect(await p.maybeStep()).toBe(false);
+    expect(state.calls).toEqual([0, 1]);
+    expect(events.filter((event) => event.type === "no-donor")).toHaveLength(2);
+
+    // The swarm moves further ahead: a donor may be serving now, so it looks at once.
+    swarm.reports.set(1, { epoch: 325, samplesAccumulated: 0, samplesPerSecond: 0 });
+    state.donor = { epoch: 325, parameters: dyadicGradient(4), optimizer: donorOptimizerState(325) };
+    expect(await p.maybeStep()).toBe(false);
+    expect(state.calls).toEqual([0, 1, 1]);
+    expect(p.epoch).toBe(325);
+  });
+
+  it("averages with whoever is at its own epoch", async () => {
+    const swarm = new FakeSwarm(2, 32);
+    const peers = [peer(swarm, 0), peer(swarm, 1)];
+    swarm.reports.set(9, { epoch: 50, samplesAccumulated: 0, samplesPerSecond: 0 });
+    peers.forEach((p, i) => {
+      p.accumulate(dyadicGradient(10 + i), 16);
+    });
+    expect(await Promise.all(peers.map((p) => p.maybeStep()))).toEqual([true, true]);
+    expect(peers.map((p) => p.epoch)).toEqual([1, 1]);
+    expect(bits(at(peers, 0).parameters)).toEqual(bits(at(peers, 1).parameters));
+    expect(peers.map((p) => p.runSamples)).toEqual([32, 32]);
+  });
+
+  it("trains on when a round fails one epoch behind the swarm and nobody has the newer state", async () => {
+    const swarm = new FakeSwarm(2, 32);
+    const state = new FakeState();
+    const p = peer(swarm, 0, config(), state);
+    const events: CollaborativeOptimizerEvent[] = [];
+    p.on((event) => events.push(event));
+    expect(await p.maybeStep()).toBe(false);
+    swarm.reports.set(1, { epoch: 1, samplesAccumulated: 0, samplesPerSecond: 0 });
+    p.accumulate(dyadicGradient(1), 32);
+    const step = p.maybeStep();
+    await until(() => swarm.rounds.get(0)?.length === 1);
+    swarm.rounds.get(0)?.[0]?.reject(new SwarmError(SwarmErrorCode.NO_GROUP, "the round is over"));
+    swarm.rounds.delete(0);
+    expect(await step).toBe(false);
+    expect(events.map((event) => event.type)).toEqual(["round-failed", "no-donor"]);
+    expect(await p.maybeStep()).toBe(true); // alone at epoch 0, with its 32 samples
+    expect(p.epoch).toBe(1);
+    expect(state.calls).toEqual([0, 0]);
+  });
+});
+
+describe("CollaborativeOptimizer's run lineage", () => {
+  it("counts the samples of every step, and exports and imports generation, samples and config version", async () => {
+    const swarm = new FakeSwarm(2, 32);
+    const state = new FakeState();
+    const cfg = config();
+    const peers = [
+      new CollaborativeOptimizer({
+        config: cfg,
+        layout,
+        parameters: initialParameters(),
+        progress: swarm.progress(0),
+        averager: swarm.averager(0),
+        state,
+        configVersion: 4,
+      }),
+      peer(swarm, 1),
+    ];
+    for (let epoch = 0; epoch < 2; epoch++) {
+      peers.forEach((p, i) => {
+        p.accumulate(dyadicGradient(epoch * 10 + i), 8 * (i + 1));
+      });
+      peers.forEach((p) => {
+        p.accumulate(dyadicGradient(99), 8);
+      });
+      expect(await Promise.all(peers.map((p) => p.maybeStep()))).toEqual([true, true]);
+    }
+    const first = at(peers, 0);
+    expect(first.runSamples).toBe(2 * (8 + 16 + 16));
+    expect(first.generation).toBe(0);
+    expect(first.exportState()).toMatchObject({ epoch: 2, generation: 0, samples: 80, configVersion: 4 });
+    expect(at(peers, 1).exportState()).not.toHaveProperty("configVersion");
+    expect(state.generations).toEqual([0]);
+
+    // A rollback: back to an older epoch, in a new generation.
+    const checkpoint = {
+      epoch: 1,
+      parameters: dyadicGradient(5),
+      optimizer: donorOptimizerState(1),
+      generation: 1,
+      samples: 40,
+    };
+    first.importState(checkpoint);
+    expect(first.epoch).toBe(1);
+    expect(first.generation).toBe(1);
+    expect(first.runSamples).toBe(40);
+    expect(first.exportState()).toEqual({ ...checkpoint, configVersion: 4 });
+    expect(swarm.reports.get(0)).toMatchObject({ epoch: 1, generation: 1 });
+    expect(() => {
+      first.importState({ ...checkpoint, generation: -1 });
+    }).toThrow(expect.objectContaining({ code: SwarmErrorCode.MALFORMED_MESSAGE }));
+    expect(() => {
+      first.importState({ ...checkpoint, samples: Number.NaN });
+    }).toThrow(expect.objectContaining({ code: SwarmErrorCode.MALFORMED_MESSAGE }));
+    expect(first.exportState()).toEqual({ ...checkpoint, configVersion: 4 });
+  });
+
+  it("asks for state of its own generation and ignores a state of another one", async () => {
+    const swarm = new FakeSwarm(2, 32);
+    const state = new FakeState();
+    const p = peer(swarm, 0, config(), state);
+    p.importState({
+      epoch: 2,
+      parameters: dyadicGradient(5),
+      optimizer: donorOptimizerState(2),
+      generation: 3,
+    });
+    state.donor = {
+      epoch: 9,
+      parameters: dyadicGradient(6),
+      optimizer: donorOptimizerState(9),
+      generation: 2,
+    };
+    swarm.reports.set(1, { epoch: 9, samplesAccumulated: 0, samplesPerSecond: 0, generation: 3 });
+    expect(await p.maybeStep()).toBe(false);
+    expect(state.generations).toEqual([3]);
+    expect(p.epoch).toBe(2);
+    expect(p.generation).toBe(3);
   });
 });
 
@@ -523,7 +704,7 @@ describe("CollaborativeOptimizer with delayed parameter updates", () => {
     swarm.release(0);
     await p.pendingStep();
     expect(p.epoch).toBe(7);
-    expect(p.exportState()).toEqual(donor);
+    expect(p.exportState()).toEqual({ ...donor, generation: 0, samples: 0 });
   });
 
   it("undoes a failed background round: back to the epoch, with all its gradients", async () => {

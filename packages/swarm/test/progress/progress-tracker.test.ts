@@ -168,6 +168,11 @@ describe("ProgressTracker", () => {
       { ...validRecord(), samplesPerSecond: 1e10 },
       { ...validRecord(), extra: 1 },
       (({ time: _time, ...rest }) => rest)(validRecord()),
+      { ...validRecord(), session: "" },
+      { ...validRecord(), session: "a".repeat(33) },
+      { ...validRecord(), session: "no spaces" },
+      { ...validRecord(), generation: -1 },
+      { ...validRecord(), stateEpoch: 1.5 },
       "progress",
     ];
     for (const body of bad) {
@@ -178,6 +183,55 @@ describe("ProgressTracker", () => {
     expect(a.records()).toEqual([]);
     await sender.request("a", progressMethod, validRecord({ samplesAccumulated: 33 }));
     expect(a.records().map((r) => r.record.samplesAccumulated)).toEqual([33]);
+  });
+
+  it("puts its session into every record, with the generation and served state it reports", async () => {
+    const network = new MemoryRpcNetwork();
+    const a = tracker(network.add("a"), () => []);
+    const b = tracker(network.add("b", "aux"), () => ["a"], { session: "run_2-Ab", mode: "aux" });
+    b.report({ epoch: 6, samplesAccumulated: 0, samplesPerSecond: 0, generation: 1, stateEpoch: 6 });
+    await b.pushNow();
+    expect(a.records()[0]?.record).toMatchObject({ session: "run_2-Ab", generation: 1, stateEpoch: 6 });
+    b.report({ epoch: 7, averagingEpoch: 7, samplesAccumulated: 0, samplesPerSecond: 0 });
+    expect(b.localRecord()).toMatchObject({ session: "run_2-Ab", generation: 1, stateEpoch: 6 });
+    expect(b.generation()).toBe(1);
+    for (const session of ["", "x".repeat(33), "a b", "ü"]) {
+      expect(
+        () =>
+          new ProgressTracker({
+            rpc: network.add(`bad${session.length}`),
+            peers: () => [],
+            targetBatchSize: 1,
+            session,
+          }),
+      ).toThrow(expect.objectContaining({ code: "MALFORMED_MESSAGE" }));
+    }
+  });
+
+  it("gives the view of any epoch as if it were the swarm's, among peers of its own generation", async () => {
+    const { trackers, pushAll } = swarm(4, { targetBatchSize: 100 });
+    const [a, b, c, d] = trackers as [ProgressTracker, ProgressTracker, ProgressTracker, ProgressTracker];
+    a.report({ epoch: 2, samplesAccumulated: 30, samplesPerSecond: 0 });
+    b.report({ epoch: 2, samplesAccumulated: 40, samplesPerSecond: 0 });
+    c.report({ epoch: 80, samplesAccumulated: 10, samplesPerSecond: 0 });
+    d.report({ epoch: 2, samplesAccumulated: 50, samplesPerSecond: 0, generation: 1 });
+    await pushAll();
+    expect(a.global()).toMatchObject({ epoch: 80, samplesAccumulated: 10 });
+    expect(a.at(2)).toEqual({
+      epoch: 2,
+      samplesAccumulated: 70,
+      targetBatchSize: 100,
+      etaSeconds: Infinity,
+      peersAtEpoch: 2,
+    });
+    expect(
+      a
+        .records({ sameGeneration: true })
+        .map((r) => r.peerId)
+        .sort(),
+    ).toEqual(["p1", "p2"]);
+    expect(d.at(2)).toMatchObject({ samplesAccumulated: 50, peersAtEpoch: 1 });
+    expect(d.snapshot()).toMatchObject({ epoch: 2, generation: 1, alivePeers: 1 });
   });
 
   it("flips readyToAverage when the swarm reaches the target", async () => {

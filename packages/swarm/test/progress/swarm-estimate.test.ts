@@ -25,8 +25,20 @@ function peer(peerId: string, overrides: Partial<ProgressRecord>, receivedAt = N
   return { peerId, record: record(overrides), receivedAt };
 }
 
-function estimate(peers: ReceivedProgress[], local: ReceivedProgress | null = null, targetBatchSize = 1000) {
-  return estimateSwarm({ peers, local, now: NOW, ttlMs: TTL, targetBatchSize });
+function estimate(
+  peers: ReceivedProgress[],
+  local: ReceivedProgress | null = null,
+  targetBatchSize = 1000,
+  epoch?: number,
+) {
+  return estimateSwarm({
+    peers,
+    local,
+    now: NOW,
+    ttlMs: TTL,
+    targetBatchSize,
+    ...(epoch === undefined ? {} : { epoch }),
+  });
 }
 
 describe("estimateSwarm", () => {
@@ -111,9 +123,75 @@ describe("estimateSwarm", () => {
     expect(result.peers.find((row) => row.self)?.peerId).toBe("me");
   });
 
+  it("counts no aux record toward the epoch, the samples or the alive trainers", () => {
+    // The issue's stall: every trainer left, the aux still reported the last epoch it helped.
+    const lone = estimate(
+      [peer("aux", { epoch: 324, mode: "aux", samplesAccumulated: 500, samplesPerSecond: 3 })],
+      peer("me", { epoch: 0, samplesAccumulated: 10, samplesPerSecond: 2 }),
+    );
+    expect(lone).toMatchObject({ epoch: 0, samplesAccumulated: 10, alivePeers: 1, peersAtEpoch: 1 });
+    expect(lone.samplesPerSecond).toBe(2);
+    expect(lone.peers.map((row) => row.peerId)).toEqual(["me"]);
+
+    const mixed = estimate([
+      peer("a", { epoch: 7, samplesAccumulated: 40, mode: "client" }),
+      peer("aux", { epoch: 7, averagingEpoch: 7, mode: "aux", samplesAccumulated: 900 }),
+      peer("aux2", { epoch: 9, stateEpoch: 9, mode: "aux" }),
+    ]);
+    expect(mixed).toMatchObject({ epoch: 7, samplesAccumulated: 40, alivePeers: 1 });
+
+    // An aux node's own estimate is about the trainers only.
+    const fromAux = estimate(
+      [peer("a", { epoch: 3, samplesAccumulated: 30 })],
+      peer("me", { epoch: 8, mode: "aux", stateEpoch: 8 }),
+    );
+    expect(fromAux).toMatchObject({ epoch: 3, samplesAccumulated: 30, alivePeers: 1 });
+    expect(estimate([], peer("me", { epoch: 8, mode: "aux" }))).toMatchObject({ epoch: 0, alivePeers: 0 });
+  });
+
+  it("ignores records of another run generation than the local one", () => {
+    const peers = [
+      peer("old", { epoch: 90, samplesAccumulated: 500 }),
+      peer("same", { epoch: 12, samplesAccumulated: 20, generation: 2 }),
+      peer("newer", { epoch: 3, samplesAccumulated: 7, generation: 3 }),
+    ];
+    const local = peer("me", { epoch: 12, samplesAccumulated: 5, generation: 2 });
+    expect(estimate(peers, local)).toMatchObject({
+      epoch: 12,
+      generation: 2,
+      samplesAccumulated: 25,
+      alivePeers: 2,
+    });
+    // No local record yet, or one without a generation: generation 0.
+    expect(estimate(peers)).toMatchObject({ epoch: 90, generation: 0, alivePeers: 1 });
+    expect(estimate(peers, peer("me", { epoch: 0 }))).toMatchObject({ epoch: 90, alivePeers: 2 });
+  });
+
+  it("estimates an epoch asked for as if it were the swarm's", () => {
+    const peers = [
+      peer("ahead", { epoch: 50, samplesAccumulated: 300, samplesPerSecond: 100 }),
+      peer("peer", { epoch: 4, samplesAccumulated: 30, samplesPerSecond: 5 }),
+      peer("aux", { epoch: 4, averagingEpoch: 4, mode: "aux" }),
+    ];
+    const local = peer("me", { epoch: 4, samplesAccumulated: 20, samplesPerSecond: 5 });
+    const atFour = estimate(peers, local, 100, 4);
+    expect(atFour).toMatchObject({ epoch: 4, samplesAccumulated: 50, peersAtEpoch: 2, alivePeers: 3 });
+    // Only the peers at the epoch bring samples to it.
+    expect(atFour.samplesPerSecond).toBe(10);
+    expect(atFour.etaSeconds).toBeCloseTo(5);
+    expect(estimate(peers, local, 100, 7)).toMatchObject({
+      epoch: 7,
+      samplesAccumulated: 0,
+      peersAtEpoch: 0,
+    });
+    expect(estimate(peers, local, 100)).toMatchObject({ epoch: 50, peersAtEpoch: 1 });
+  });
+
   it("keeps its invariants for any set of records", () => {
     const recordArbitrary = fc.record({
       epoch: fc.integer({ min: 0, max: 3 }),
+      mode: fc.constantFrom("node" as const, "client" as const, "aux" as const),
+      generation: fc.constantFrom(undefined, 0, 1),
       samplesAccumulated: fc.integer({ min: 0, max: 2000 }),
       samplesPerSecond: fc.double({ min: 0, max: 500, noNaN: true }),
       timeOffset: fc.integer({ min: -100_000, max: 100_000 }),
@@ -129,15 +207,19 @@ describe("estimateSwarm", () => {
               `p${i}`,
               {
                 epoch: row.epoch,
+                mode: row.mode,
                 samplesAccumulated: row.samplesAccumulated,
                 samplesPerSecond: row.samplesPerSecond,
                 time: NOW + row.timeOffset,
+                ...(row.generation === undefined ? {} : { generation: row.generation }),
               },
               NOW - row.age,
             ),
           );
           const result = estimate(peers, null, target);
-          const alive = peers.filter((p) => NOW - p.receivedAt <= TTL);
+          const alive = peers.filter(
+            (p) => NOW - p.receivedAt <= TTL && p.record.mode !== "aux" && (p.record.generation ?? 0) === 0,
+          );
           expect(result.alivePeers).toBe(alive.length);
           expect(result.epoch).toBe(Math.max(0, ...alive.map((p) => p.record.epoch)));
           const reported = alive

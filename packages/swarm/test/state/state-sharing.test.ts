@@ -259,6 +259,41 @@ describe("StateSharing", () => {
     expect(s.dropped.get("stale")).toMatch(/offered epoch 1, below 2/);
   });
 
+  it("takes only a state of the generation asked for, and the generation and samples it carries", async () => {
+    const rolledBack = { ...randomState(20, 5_000, 4), generation: 1, samples: 4096 };
+    const older = { ...randomState(21, 5_000, 9), generation: 0, samples: 9000 };
+    const s = swarm({ a: rolledBack, b: older });
+    const got = await download(s, { generation: 1 });
+    expectSameState(got, rolledBack);
+    expect(got).toMatchObject({ generation: 1, samples: 4096 });
+    expect(s.dropped.get("b")).toMatch(/STATE_UNAVAILABLE.*asked for generation 1, have generation 0/);
+    // Left out, any generation: the newest epoch wins.
+    expect((await download(s)).generation).toBe(0);
+    const none = await failure(download(s, { generation: 2 }));
+    expect(isSwarmError(none, "STATE_UNAVAILABLE")).toBe(true);
+  });
+
+  it("rejects a downloaded state of another generation than asked for, whatever the donor claims", async () => {
+    const s = swarm({});
+    // A donor that ignores the generation of the request: its manifest and chunks are consistent.
+    lyingDonor(s.network.add("mixer"), { ...randomState(22, 5_000, 5), generation: 3 }, (chunk) => chunk);
+    const error = await failure(s.downloader.download({ donors: ["mixer"], minEpoch: 0, generation: 4 }));
+    expect(isSwarmError(error, "STATE_UNAVAILABLE")).toBe(true);
+    expect(s.dropped.get("mixer")).toMatch(/state is of generation 3, not 4/);
+  });
+
+  it("serves a new snapshot when the state changes generation at the same epoch", () => {
+    let state: TrainingState = randomState(23, 1_000, 5);
+    const network = new MemoryRpcNetwork();
+    const sharing = new StateSharing({ rpc: network.add("a"), chunkBytes: CHUNK, getState: () => state });
+    const first = present(sharing.snapshot());
+    expect(sharing.snapshot()).toBe(first);
+    state = { ...randomState(24, 1_000, 5), generation: 1 };
+    const second = present(sharing.snapshot());
+    expect(second).not.toBe(first);
+    expect(second.generation).toBe(1);
+  });
+
   it("keeps serving the snapshot a download started on after the donors move to a new epoch", async () => {
     const before = randomState(13, 20_000, 3);
     const live: Record<string, TrainingState> = { a: before, b: before };

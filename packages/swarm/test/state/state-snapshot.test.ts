@@ -67,6 +67,30 @@ describe("training state blob", () => {
     }
   });
 
+  it("carries the run's generation, sample counter and config version (format 2)", () => {
+    const state = { ...randomState(8, 10, 6), generation: 3, samples: 6144, configVersion: 2 };
+    const back = deserializeTrainingState(serializeTrainingState(state));
+    expect(back).toMatchObject({ epoch: 6, generation: 3, samples: 6144, configVersion: 2 });
+    const plain = deserializeTrainingState(serializeTrainingState(randomState(8, 10, 6)));
+    expect(plain.generation).toBe(0);
+    expect(plain.samples).toBe(0);
+    expect(plain).not.toHaveProperty("configVersion");
+  });
+
+  it("still reads a format 1 blob, as generation 0 with no samples", () => {
+    const parameters = new Float32Array([1.5, -2]);
+    const m = new Float32Array([0.25]);
+    const blob = craftBlob(goodHeader, new Uint8Array([...bytesOf(parameters), ...bytesOf(m)]));
+    const state = deserializeTrainingState(blob);
+    expect(state).toEqual({
+      epoch: 3,
+      parameters,
+      optimizer: { name: "lamb", step: 3, slots: { m } },
+      generation: 0,
+      samples: 0,
+    });
+  });
+
   it("lays payloads out as parameters then slots sorted by name, whatever the insertion order", () => {
     const parameters = new Float32Array([1, 2]);
     const a = new Float32Array([3]);
@@ -111,6 +135,10 @@ describe("training state blob", () => {
       { ...base, optimizer: { ...base.optimizer, step: Number.NaN } },
       { ...base, optimizer: { ...base.optimizer, name: "" } },
       { ...base, optimizer: { ...base.optimizer, slots: { "": new Float32Array(1) } } },
+      { ...base, generation: -1 },
+      { ...base, generation: 0.5 },
+      { ...base, samples: Number.POSITIVE_INFINITY },
+      { ...base, configVersion: -2 },
     ];
     for (const state of bad) {
       expect(() => serializeTrainingState(state)).toThrow(
@@ -147,7 +175,19 @@ describe("training state blob", () => {
       ["header not CBOR", notCbor],
       ["payload one byte short", good.subarray(0, good.length - 1)],
       ["payload one byte long", craftBlob(goodHeader, new Uint8Array(13))],
-      ["unknown version", craftBlob({ ...goodHeader, version: 2 }, new Uint8Array(12))],
+      ["unknown version", craftBlob({ ...goodHeader, version: 3 }, new Uint8Array(12))],
+      [
+        "version 2 without a generation",
+        craftBlob({ ...goodHeader, version: 2, samples: 0 }, new Uint8Array(12)),
+      ],
+      [
+        "version 1 with a generation",
+        craftBlob({ ...goodHeader, generation: 1, samples: 0 }, new Uint8Array(12)),
+      ],
+      [
+        "negative samples",
+        craftBlob({ ...goodHeader, version: 2, generation: 0, samples: -1 }, new Uint8Array(12)),
+      ],
       ["extra header field", craftBlob({ ...goodHeader, extra: 1 }, new Uint8Array(12))],
       ["negative length", craftBlob({ ...goodHeader, parameters: -1 }, new Uint8Array(0))],
       ["unsorted slots", craftBlob(unsorted, new Uint8Array(12))],
@@ -179,6 +219,11 @@ describe("state snapshot", () => {
       concatenated.set(hash, i * 32);
     });
     expect(snapshot.root).toEqual(sha(concatenated));
+    expect(snapshot.generation).toBe(0);
+    expect(createStateSnapshot({ ...state, generation: 2, samples: 9 }, 1000)).toMatchObject({
+      generation: 2,
+      samples: 9,
+    });
   });
 
   it("is a copy: later steps on the live state do not change it", () => {

@@ -1,4 +1,4 @@
-import type { AccessPass } from "@barnraise/protocol";
+import { isProtocolError, type AccessPass } from "@barnraise/protocol";
 import { SwarmError, SwarmErrorCode, isSwarmError } from "../../src/errors.ts";
 import { decodeMessage, encodeMessage } from "../../src/rpc/codec.ts";
 import type {
@@ -113,7 +113,8 @@ export class MemoryRpc implements Rpc {
       } catch (error) {
         if (!answered) {
           answered = true;
-          const code = isSwarmError(error) ? error.code : "INTERNAL";
+          // Like Libp2pRpc: swarm and protocol codes reach the caller, anything else is INTERNAL.
+          const code = isSwarmError(error) || isProtocolError(error) ? error.code : "INTERNAL";
           responded.reject(
             new SwarmError(SwarmErrorCode.REMOTE_ERROR, `${peer} refused ${method.name}: ${String(error)}`, {
               remoteCode: code,

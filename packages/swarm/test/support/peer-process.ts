@@ -164,7 +164,9 @@ async function main(): Promise<void> {
       const epoch = Number(epochText);
       const others = Number(othersText);
       const { weight } = epochScript(epoch);
-      swarm.progress.report({ epoch, samplesAccumulated: weight, samplesPerSecond: 10 });
+      // An aux is counted in only while its record names the round it is about to help.
+      const helping = swarm.node.mode === "aux" ? { averagingEpoch: epoch } : {};
+      swarm.progress.report({ epoch, samplesAccumulated: weight, samplesPerSecond: 10, ...helping });
       await swarm.progress.pushNow();
       const deadline = Date.now() + SYNC_TIMEOUT_MS;
       for (;;) {

@@ -19,6 +19,9 @@ export interface TestSwarmOptions {
   config?: ExperimentConfigInput;
   getState?: () => TrainingState | null;
   bandwidth?: SwarmOptions["bandwidth"];
+  session?: string;
+  loadCheckpoint?: SwarmOptions["loadCheckpoint"];
+  checkpointRetryMs?: number;
 }
 
 /** Test defaults: short timeouts so failure paths finish quickly, small chunks to exercise streaming. */
@@ -56,6 +59,9 @@ export async function startSwarm(authority: TestAuthority, options: TestSwarmOpt
     getState: options.getState ?? (() => null),
     progressIntervalMs: 1_000,
     ...(options.bandwidth === undefined ? {} : { bandwidth: options.bandwidth }),
+    ...(options.session === undefined ? {} : { session: options.session }),
+    ...(options.loadCheckpoint === undefined ? {} : { loadCheckpoint: options.loadCheckpoint }),
+    ...(options.checkpointRetryMs === undefined ? {} : { checkpointRetryMs: options.checkpointRetryMs }),
   });
   await swarm.start();
   return swarm;

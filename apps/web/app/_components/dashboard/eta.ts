@@ -1,3 +1,4 @@
+import { formatTime } from "../format.ts";
 import { formatDuration } from "./dashboard-format.ts";
 
 /**
@@ -20,6 +21,20 @@ export type NextStepEstimate =
   | { readonly kind: "due"; readonly seconds: number; readonly secondsPerStep: number }
   /** The expected time has passed: the step can land at any moment. */
   | { readonly kind: "overdue"; readonly secondsPerStep: number };
+
+/** What the "next step" fact says: a paused run or an empty swarm waits; else the estimate. */
+export type NextStepState =
+  /** The organizer paused the run. */
+  | { readonly kind: "paused" }
+  /** No trainer is alive: the run waits for volunteers, since `since` (ISO 8601) when known. */
+  | { readonly kind: "waiting"; readonly since: string | null }
+  | NextStepEstimate;
+
+/** The run's state as the experiment's public view tells it. */
+export interface RunStatus {
+  readonly status: "running" | "paused";
+  readonly swarm: { readonly alivePeers: number; readonly waitingSince: string | null };
+}
 
 /** How many of the latest intervals between recorded points the rate is taken from. */
 export const RECENT_INTERVALS = 10;
@@ -51,6 +66,16 @@ export function estimateNextStep(points: readonly StepTime[], nowMs: number): Ne
     : { kind: "overdue", secondsPerStep };
 }
 
+/**
+ * The next step at `nowMs`: none while the run is paused or no trainer is alive, else the estimate
+ * from `points` (the live points, ascending by step).
+ */
+export function nextStepState(run: RunStatus, points: readonly StepTime[], nowMs: number): NextStepState {
+  if (run.status === "paused") return { kind: "paused" };
+  if (run.swarm.alivePeers === 0) return { kind: "waiting", since: run.swarm.waitingSince };
+  return estimateNextStep(points, nowMs);
+}
+
 /** The median of a non-empty list (the mean of the middle two for an even length). */
 export function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -60,9 +85,18 @@ export function median(values: readonly number[]): number {
   return ((sorted[middle - 1] ?? Number.NaN) + upper) / 2;
 }
 
-/** The estimate in words: "in about 12 s", "any moment", or "—" when there is no rate yet. */
-export function describeNextStep(estimate: NextStepEstimate): string {
+/**
+ * The next step in words: "in about 12 s", "any moment", "—" when there is no rate yet, "Paused by the
+ * organizer", or "Waiting for volunteers since 2026-11-21 14:03 UTC".
+ */
+export function describeNextStep(estimate: NextStepState): string {
   switch (estimate.kind) {
+    case "paused":
+      return "Paused by the organizer";
+    case "waiting":
+      return estimate.since === null
+        ? "Waiting for volunteers"
+        : `Waiting for volunteers since ${formatTime(estimate.since)}`;
     case "unknown":
       return "—";
     case "overdue":

@@ -3,12 +3,14 @@
 import { useMemo } from "react";
 import type { CheckpointList, Leaderboard, MetricSeries } from "../../../src/api/schemas/public.ts";
 import { formatCount, formatDecimal } from "../format.ts";
-import { toChartPoints, type ChartPoint } from "./chart-series.ts";
+import { buildSeries, latestLivePoint, stepMarkers, toChartPoints, type ChartPoint } from "./chart-series.ts";
 import { CheckpointTable } from "./checkpoint-table.tsx";
 import { formatClock, formatInstant } from "./dashboard-format.ts";
 import { LeaderboardTable } from "./leaderboard-table.tsx";
+import type { RunState } from "./live-data.ts";
 import { MetricChart } from "./metric-chart.tsx";
 import { NowFacts } from "./now-facts.tsx";
+import { describeRunEvent } from "./run-events.ts";
 import { POLL_INTERVAL_MS, useLiveDashboard } from "./use-live-dashboard.ts";
 
 export interface ExperimentDashboardProps {
@@ -19,7 +21,8 @@ export interface ExperimentDashboardProps {
   readonly checkpoints: CheckpointList;
   readonly targetBatchSize: number;
   readonly everySteps: number;
-  readonly paused: boolean;
+  /** Whether the run is paused, and the live swarm, from the experiment's public view. */
+  readonly run: RunState;
   /** Unix milliseconds when the server rendered the page. */
   readonly renderedAt: number;
 }
@@ -29,15 +32,30 @@ export interface ExperimentDashboardProps {
  * refreshed from the public API every few seconds while the page is visible.
  */
 export function ExperimentDashboard(props: ExperimentDashboardProps) {
-  const { experimentId, targetBatchSize, everySteps, paused, renderedAt } = props;
+  const { experimentId, targetBatchSize, everySteps, renderedAt } = props;
   const { data, failing, updatedAt } = useLiveDashboard(
     experimentId,
-    { metrics: props.metrics, leaderboard: props.leaderboard, checkpoints: props.checkpoints },
+    {
+      run: props.run,
+      metrics: props.metrics,
+      leaderboard: props.leaderboard,
+      checkpoints: props.checkpoints,
+    },
     renderedAt,
   );
-  const { points, total } = data.metrics;
-  const chartPoints = useMemo(() => toChartPoints(points), [points]);
-  const latest = chartPoints.at(-1);
+  const { points, total, events } = data.metrics;
+  const charts = useMemo(() => {
+    const chartPoints = toChartPoints(points);
+    return {
+      latest: latestLivePoint(chartPoints),
+      lossByStep: buildSeries(chartPoints, "step", "loss", { splitDiscarded: true }),
+      lossByTime: buildSeries(chartPoints, "time", "loss", { splitDiscarded: true }),
+      throughput: buildSeries(chartPoints, "time", "samplesPerSecond", { splitDiscarded: false }),
+      peers: buildSeries(chartPoints, "time", "alivePeers", { splitDiscarded: false }),
+    };
+  }, [points]);
+  const markers = useMemo(() => stepMarkers(events), [events]);
+  const { latest } = charts;
 
   return (
     <div className="dashboard" data-testid="experiment-dashboard">
@@ -55,7 +73,7 @@ export function ExperimentDashboard(props: ExperimentDashboardProps) {
         points={points}
         targetBatchSize={targetBatchSize}
         everySteps={everySteps}
-        paused={paused}
+        run={data.run}
         renderedAt={renderedAt}
       />
 
@@ -70,19 +88,18 @@ export function ExperimentDashboard(props: ExperimentDashboardProps) {
                 ? null
                 : `${formatDecimal(latest.loss)} at step ${formatCount(latest.step)}`
             }
-            points={chartPoints}
+            series={charts.lossByStep}
             x="step"
-            y="loss"
             yName="Loss"
             formatY={formatDecimal}
+            markers={markers}
           />
           <MetricChart
             testId="chart-loss-time"
             title="Loss over time (UTC)"
             summary={latest === undefined ? null : `${formatDecimal(latest.loss)} at ${atClock(latest)}`}
-            points={chartPoints}
+            series={charts.lossByTime}
             x="time"
-            y="loss"
             yName="Loss"
             formatY={formatDecimal}
           />
@@ -94,19 +111,18 @@ export function ExperimentDashboard(props: ExperimentDashboardProps) {
                 ? null
                 : `${formatDecimal(latest.samplesPerSecond)} samples/s at ${atClock(latest)}`
             }
-            points={chartPoints}
+            series={charts.throughput}
             x="time"
-            y="samplesPerSecond"
             yName="Samples/s"
             formatY={formatDecimal}
+            fromZero
           />
           <MetricChart
             testId="chart-peers"
             title="Peers alive"
             summary={latest === undefined ? null : `${formatCount(latest.alivePeers)} at ${atClock(latest)}`}
-            points={chartPoints}
+            series={charts.peers}
             x="time"
-            y="alivePeers"
             yName="Peers alive"
             formatY={formatCount}
             counts
@@ -118,12 +134,30 @@ export function ExperimentDashboard(props: ExperimentDashboardProps) {
             shape of the loss curve.
           </p>
         ) : null}
+        {events.length > 0 ? (
+          <div className="hint dashboard-note">
+            <p>{restartsSentence(events.length)}</p>
+            <ul data-testid="run-events">
+              {events.slice(-RECENT_EVENTS).map((event, index) => (
+                <li key={`${event.timeline}-${index}`}>{describeRunEvent(event)}</li>
+              ))}
+            </ul>
+          </div>
+        ) : null}
       </section>
 
       <LeaderboardTable entries={data.leaderboard.entries} />
       <CheckpointTable checkpoints={data.checkpoints.checkpoints} everySteps={everySteps} />
     </div>
   );
+}
+
+/** How many of the latest restarts the list under the charts names. */
+const RECENT_EVENTS = 10;
+
+function restartsSentence(count: number): string {
+  const times = count === 1 ? "once" : `${count} times`;
+  return `The run restarted from an earlier step ${times}; the steps it no longer builds on are drawn grey and dashed.`;
 }
 
 function atClock(point: ChartPoint): string {

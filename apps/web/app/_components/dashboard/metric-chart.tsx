@@ -1,9 +1,24 @@
-import { CartesianGrid, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
+import {
+  CartesianGrid,
+  Legend,
+  Line,
+  LineChart,
+  ReferenceLine,
+  ResponsiveContainer,
+  Tooltip,
+  XAxis,
+  YAxis,
+} from "recharts";
 import { formatCount } from "../format.ts";
-import { timeTickFormatter, type ChartPoint } from "./chart-series.ts";
+import { timeTickFormatter, type ChartAxis, type ChartSeries, type StepMarker } from "./chart-series.ts";
 import { formatInstant } from "./dashboard-format.ts";
 
 export const CHART_HEIGHT = 240;
+
+/** Discarded points: a grey that reads on the light and the dark card alike. */
+const DISCARDED_COLOR = "#8c959f";
+/** The legend's and the tooltip's name of the discarded series. */
+export const DISCARDED_NAME = "discarded";
 
 export interface MetricChartProps {
   /** `data-testid` of the figure. */
@@ -11,41 +26,58 @@ export interface MetricChartProps {
   readonly title: string;
   /** One sentence on the latest value, or null when there is none. */
   readonly summary: string | null;
-  readonly points: readonly ChartPoint[];
-  readonly x: "step" | "time";
-  readonly y: "loss" | "samplesPerSecond" | "alivePeers";
-  /** The series' name in the tooltip. */
+  readonly series: ChartSeries;
+  readonly x: ChartAxis;
+  /** The live series' name in the tooltip and the legend. */
   readonly yName: string;
   readonly formatY: (value: number) => string;
   /** Peers come and go in whole numbers: draw them as steps from zero. */
   readonly counts?: boolean;
+  /** Start the value axis at zero (a rate); counts always do. */
+  readonly fromZero?: boolean;
+  /** Where the run restarted from an earlier step; only on a step axis. */
+  readonly markers?: readonly StepMarker[];
 }
 
-/** One metric as a line chart in a captioned figure; a sentence instead of an empty chart. */
+/**
+ * One metric as a line chart in a captioned figure; a sentence instead of an empty chart. Discarded
+ * points are drawn grey and dashed under the name "discarded", and every restart of the run is a
+ * labelled vertical line.
+ */
 export function MetricChart({
   testId,
   title,
   summary,
-  points,
+  series,
   x,
-  y,
   yName,
   formatY,
   counts = false,
+  fromZero = counts,
+  markers = [],
 }: MetricChartProps) {
-  const formatX = x === "step" ? formatCount : timeTickFormatter(points);
+  const { rows, livePoints, discarded } = series;
+  const formatX = x === "step" ? formatCount : timeTickFormatter(rows);
+  const discardedPoints = discarded.reduce((sum, segment) => sum + segment.points, 0);
+  const shownMarkers = x === "step" ? markers : [];
   return (
-    <figure className="card dashboard-chart" data-testid={testId} data-points={points.length}>
+    <figure
+      className="card dashboard-chart"
+      data-testid={testId}
+      data-points={livePoints}
+      data-discarded-points={discardedPoints}
+      data-markers={shownMarkers.length}
+    >
       <figcaption>
         <span className="dashboard-chart-title">{title}</span>
         {summary === null ? null : <span className="dashboard-chart-summary">{summary}</span>}
       </figcaption>
-      {points.length === 0 ? (
+      {rows.length === 0 ? (
         <p className="dashboard-empty">No steps yet. The chart starts with the swarm’s first step.</p>
       ) : (
         <div className="dashboard-chart-plot">
           <ResponsiveContainer width="100%" height={CHART_HEIGHT}>
-            <LineChart data={[...points]} margin={{ top: 8, right: 16, bottom: 0, left: 0 }}>
+            <LineChart data={[...rows]} margin={{ top: 8, right: 16, bottom: 0, left: 0 }}>
               <CartesianGrid strokeDasharray="3 3" />
               <XAxis
                 dataKey={x}
@@ -57,7 +89,7 @@ export function MetricChart({
               />
               <YAxis
                 width={56}
-                domain={counts || y === "samplesPerSecond" ? [0, "auto"] : ["auto", "auto"]}
+                domain={fromZero ? [0, "auto"] : ["auto", "auto"]}
                 allowDecimals={!counts}
                 tickFormatter={(value: number) => formatY(value)}
               />
@@ -66,16 +98,52 @@ export function MetricChart({
                 labelFormatter={(label) =>
                   x === "step" ? `Step ${formatCount(Number(label))}` : formatInstant(Number(label))
                 }
-                formatter={(value) => [formatY(Number(value)), yName]}
+                formatter={(value, name) => [formatY(Number(value)), name]}
                 contentStyle={{ background: "var(--card)", borderColor: "var(--border)", color: "var(--fg)" }}
               />
+              {discardedPoints > 0 ? <Legend /> : null}
+              {shownMarkers.map((marker, index) => (
+                <ReferenceLine
+                  key={`${marker.step}-${index}`}
+                  x={marker.step}
+                  stroke="currentColor"
+                  strokeDasharray="2 3"
+                  ifOverflow="extendDomain"
+                  label={{
+                    value: marker.label,
+                    position: "insideTopLeft",
+                    fill: "currentColor",
+                    fontSize: 11,
+                    // Markers close together would print over each other: stagger their labels.
+                    dy: (index % 3) * 14,
+                  }}
+                />
+              ))}
+              {discarded.map((segment, index) => (
+                <Line
+                  key={segment.key}
+                  dataKey={segment.key}
+                  name={DISCARDED_NAME}
+                  // One legend entry for all discarded timelines.
+                  legendType={index === 0 ? "plainline" : "none"}
+                  type={counts ? "stepAfter" : "linear"}
+                  stroke={DISCARDED_COLOR}
+                  strokeWidth={1.5}
+                  strokeDasharray="5 4"
+                  connectNulls
+                  dot={segment.points === 1}
+                  isAnimationActive={false}
+                />
+              ))}
               <Line
-                dataKey={y}
+                dataKey="live"
                 name={yName}
+                legendType="plainline"
                 type={counts ? "stepAfter" : "linear"}
                 stroke="currentColor"
                 strokeWidth={2}
-                dot={points.length === 1}
+                connectNulls
+                dot={livePoints === 1}
                 isAnimationActive={false}
               />
             </LineChart>

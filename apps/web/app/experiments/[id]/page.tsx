@@ -71,7 +71,7 @@ export default async function ExperimentPage({ params }: Props) {
         checkpoints={checkpoints}
         targetBatchSize={experiment.config.training.targetBatchSize}
         everySteps={experiment.config.checkpoints.everySteps}
-        paused={experiment.status === "paused"}
+        run={{ status: experiment.status, swarm: experiment.swarm }}
         renderedAt={ctx.now()}
       />
 

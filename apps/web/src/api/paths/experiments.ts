@@ -14,6 +14,7 @@ import {
   experimentListSchema,
   experimentSchema,
   membershipSchema,
+  rollBackRequestSchema,
   setExperimentStatusRequestSchema,
   updateExperimentRequestSchema,
 } from "../schemas/experiments.ts";
@@ -83,12 +84,31 @@ export const experimentPaths: ZodOpenApiPathsObject = {
     post: {
       tags: ["experiments"],
       summary: "Pause or resume the run",
-      description: `${organizerOnly} While paused, joins are refused (EXPERIMENT_PAUSED) and no node counts.`,
+      description:
+        `${organizerOnly} While paused, joins are refused (EXPERIMENT_PAUSED) and no node counts. ` +
+        "A change bumps the run control's version, so the swarm obeys on its next poll.",
       requestParams: { path: experimentParams },
       requestBody: body(setExperimentStatusRequestSchema),
       responses: {
         "200": ok("The experiment", experimentSchema),
         ...mutationErrors("FORBIDDEN", "NOT_FOUND"),
+      },
+    },
+  },
+  "/api/v1/experiments/{id}/rollback": {
+    post: {
+      tags: ["experiments"],
+      summary: "Roll the run back to a checkpoint",
+      description:
+        `${organizerOnly} The run's generation grows (metrics and checkpoints of older generations ` +
+        "are refused with STALE_GENERATION), every node restarts from the checkpoint (the run " +
+        "control names it), and a new metric timeline starts at its step: the old timeline's later " +
+        "steps are shown as discarded. CONFLICT when the run changed meanwhile.",
+      requestParams: { path: experimentParams },
+      requestBody: body(rollBackRequestSchema),
+      responses: {
+        "200": ok("The experiment", experimentSchema),
+        ...mutationErrors("FORBIDDEN", "NOT_FOUND", "CONFLICT"),
       },
     },
   },
@@ -135,7 +155,9 @@ export const experimentPaths: ZodOpenApiPathsObject = {
     put: {
       tags: ["allowlist"],
       summary: "Approve, ban or unban a user",
-      description: `${organizerOnly} Creates the entry if there is none. The organizer cannot be banned.`,
+      description:
+        `${organizerOnly} Creates the entry if there is none. The organizer cannot be banned. ` +
+        "Bumps the run control's version: a banned user's nodes are refused by the swarm.",
       requestParams: { path: allowlistParams },
       requestBody: body(setAllowlistStatusRequestSchema),
       responses: {
@@ -146,7 +168,9 @@ export const experimentPaths: ZodOpenApiPathsObject = {
     delete: {
       tags: ["allowlist"],
       summary: "Deny a request or remove a user from the list",
-      description: `${organizerOnly} 404 when the user has no entry.`,
+      description:
+        `${organizerOnly} 404 when the user has no entry. Bumps the run control's version: the ` +
+        "user's nodes are refused by the swarm until approved again.",
       requestParams: { path: allowlistParams },
       responses: {
         "204": noContent,
@@ -212,7 +236,8 @@ export const experimentPaths: ZodOpenApiPathsObject = {
       summary: "Revoke a peer token",
       description:
         "Who: the token's owner or the experiment's organizer. Idempotent: revoking again changes nothing. " +
-        "Nodes that joined with it stop counting and cannot renew their pass.",
+        "Nodes that joined with it stop counting and cannot renew their pass; the run control's " +
+        "version grows, and the swarm refuses their keys.",
       requestParams: { path: tokenParams },
       responses: {
         "204": noContent,

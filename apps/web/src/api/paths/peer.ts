@@ -3,25 +3,30 @@ import { z } from "zod";
 import type { ZodOpenApiOperationObject, ZodOpenApiPathsObject } from "zod-openapi";
 import {
   checkpointUploadQuerySchema,
+  forkTimelineRequestSchema,
   joinRequestSchema,
   joinResponseSchema,
   metricsIngestedSchema,
   metricsReportSchema,
   okResponseSchema,
   registerAddressRequestSchema,
+  runControlResponseSchema,
+  swarmStatusReportSchema,
+  timelineResponseSchema,
 } from "../schemas/peer.ts";
 import { checkpointSchema, experimentIdParamSchema } from "../schemas/public.ts";
 import { errorResponse, listCheckpointsOperation, readMetricsOperation } from "./public.ts";
 
 /**
- * The API of peer and aux programs: join with a peer token, and the routes an aux peer calls with a
- * signed request (DeDLOC I.5) in `Authorization: Barnraise <signed request>`.
+ * The API of peer and aux programs: join with a peer token, the run control any node reads, and the
+ * routes an aux peer calls, with a signed request (DeDLOC I.5) in
+ * `Authorization: Barnraise <signed request>`.
  */
 
 const signedHeader = z.object({
   authorization: z.string().meta({
     description:
-      "`Barnraise <signed request>`: the caller's aux pass, recipient = the experiment's authority " +
+      "`Barnraise <signed request>`: the caller's pass, recipient = the experiment's authority " +
       "key, scope = `<METHOD> <path with query>`, the body's SHA-256, time and nonce, signed by the " +
       "node's key",
   }),
@@ -42,6 +47,25 @@ const signedErrors = {
   "403": errorResponse("FORBIDDEN: the node's token was revoked, or its owner no longer organizes the run"),
   "404": errorResponse("NOT_FOUND: no such experiment"),
   "409": errorResponse(`${ProtocolErrorCode.REQUEST_REPLAYED}: the nonce was already used`),
+} satisfies ZodOpenApiOperationObject["responses"];
+
+const nodeSignedErrors = {
+  ...signedErrors,
+  "401": errorResponse(
+    `TOKEN_REVOKED, UNAUTHENTICATED (no signed request) or a signed-request rejection: ${[
+      ProtocolErrorCode.PASS_BAD_SIGNATURE,
+      ProtocolErrorCode.PASS_EXPIRED,
+      ProtocolErrorCode.PASS_WRONG_ROLE,
+      ProtocolErrorCode.REQUEST_BAD_SIGNATURE,
+      ProtocolErrorCode.REQUEST_WRONG_RECIPIENT,
+      ProtocolErrorCode.REQUEST_WRONG_SCOPE,
+      ProtocolErrorCode.REQUEST_CLOCK_SKEW,
+    ].join(", ")}`,
+  ),
+  "403": errorResponse(
+    "BANNED, NOT_ALLOWLISTED (a trainer whose owner is not approved), FORBIDDEN (not joined as a " +
+      "trainer or aux peer, or an aux peer whose owner no longer organizes the run)",
+  ),
 } satisfies ZodOpenApiOperationObject["responses"];
 
 function jsonContent(schema: z.ZodType) {
@@ -118,14 +142,21 @@ export const peerPaths: ZodOpenApiPathsObject = {
       tags: ["peer"],
       summary: "Post one aggregated step with per-peer contributions (signed aux)",
       description:
-        "Re-sending a step overwrites it. Contribution counters are cumulative and never go " +
-        "backwards: each is the maximum of the stored and the reported value. Body at most 256 KiB.",
+        "The step is recorded in the run's current timeline if that timeline does not have it yet, " +
+        "and never overwritten: a repeated step answers `stored: false` and changes nothing. A report " +
+        "of an older rollback generation than the run's is STALE_GENERATION. Contribution counters " +
+        "are kept per peer and session (a restarted node keeps each session's credit), cumulative, " +
+        "and never go backwards: each is the maximum of the stored and the reported value. Body at " +
+        "most 256 KiB.",
       requestParams: { path: experimentIdParamSchema, header: signedHeader },
       requestBody: { required: true, content: jsonContent(metricsReportSchema) },
       responses: {
         "200": { description: "Recorded", content: jsonContent(metricsIngestedSchema) },
         "400": errorResponse("INVALID_INPUT, BODY_MISMATCH"),
         ...signedErrors,
+        "409": errorResponse(
+          `STALE_GENERATION (the run was rolled back since), ${ProtocolErrorCode.REQUEST_REPLAYED}`,
+        ),
         "413": errorResponse("PAYLOAD_TOO_LARGE"),
       },
     },
@@ -137,7 +168,8 @@ export const peerPaths: ZodOpenApiPathsObject = {
       summary: "Upload a checkpoint, streamed (signed aux)",
       description:
         "The signed request's body digest is the file's SHA-256, and the query is part of the signed " +
-        "scope. The upload is atomic: a refused or interrupted upload leaves nothing visible.",
+        "scope. The upload is atomic: a refused or interrupted upload leaves nothing visible. The " +
+        "checkpoint records the run's current timeline and config version, and its `generation`.",
       requestParams: {
         path: experimentIdParamSchema,
         query: checkpointUploadQuerySchema,
@@ -153,7 +185,61 @@ export const peerPaths: ZodOpenApiPathsObject = {
           "INVALID_INPUT, SIZE_MISMATCH (body shorter or longer than sizeBytes), CHECKSUM_MISMATCH",
         ),
         ...signedErrors,
+        "409": errorResponse(
+          "STALE_GENERATION (the run was rolled back since), CONFLICT (the current timeline already " +
+            `has a checkpoint of this step, or a generation the run has not reached), ${ProtocolErrorCode.REQUEST_REPLAYED}`,
+        ),
         "413": errorResponse("PAYLOAD_TOO_LARGE: sizeBytes is over the platform's limit"),
+      },
+    },
+  },
+  "/api/v1/experiments/{id}/control": {
+    get: {
+      tags: ["peer"],
+      summary: "The run control, signed now (signed trainer or aux)",
+      description:
+        "The organizer's standing orders: version (grows with every change), status, rollback " +
+        "generation and checkpoint, and the revocation list (users with a node here who are not " +
+        "approved, keys whose token was revoked; at most 2000 each). Sign the request with an empty " +
+        "body. Refused like a join when the caller's standing changed, but not when the run is paused.",
+      requestParams: { path: experimentIdParamSchema, header: signedHeader },
+      responses: {
+        "200": { description: "The run control", content: jsonContent(runControlResponseSchema) },
+        ...nodeSignedErrors,
+      },
+    },
+  },
+  "/api/v1/experiments/{id}/timelines": {
+    post: {
+      tags: ["peer"],
+      summary: "Report that the swarm restarted from an earlier step (signed aux)",
+      description:
+        "When `fromStep` is behind the last step recorded in the current timeline, a new timeline " +
+        "starts (a `resumed` event); otherwise nothing changes. Body at most 4 KiB.",
+      requestParams: { path: experimentIdParamSchema, header: signedHeader },
+      requestBody: { required: true, content: jsonContent(forkTimelineRequestSchema) },
+      responses: {
+        "200": { description: "The current timeline", content: jsonContent(timelineResponseSchema) },
+        "400": errorResponse("INVALID_INPUT, BODY_MISMATCH"),
+        ...signedErrors,
+        "413": errorResponse("PAYLOAD_TOO_LARGE"),
+      },
+    },
+  },
+  "/api/v1/experiments/{id}/swarm-status": {
+    post: {
+      tags: ["peer"],
+      summary: "The swarm's heartbeat, every 10 s (signed aux)",
+      description:
+        "The experiment's public view shows it as `swarm` for 30 s; without a newer one, no peer " +
+        "counts as alive and the run is waiting. Body at most 4 KiB.",
+      requestParams: { path: experimentIdParamSchema, header: signedHeader },
+      requestBody: { required: true, content: jsonContent(swarmStatusReportSchema) },
+      responses: {
+        "200": { description: "Recorded", content: jsonContent(okResponseSchema) },
+        "400": errorResponse("INVALID_INPUT, BODY_MISMATCH"),
+        ...signedErrors,
+        "413": errorResponse("PAYLOAD_TOO_LARGE"),
       },
     },
   },

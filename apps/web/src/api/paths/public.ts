@@ -8,6 +8,7 @@ import { errorBodySchema } from "../schemas/errors.ts";
 import {
   checkpointListSchema,
   experimentIdParamSchema,
+  latestCheckpointSchema,
   leaderboardSchema,
   metricSeriesSchema,
   readMetricsQuerySchema,
@@ -30,7 +31,11 @@ const notFound = {
 
 export const readMetricsOperation: ZodOpenApiOperationObject = {
   tags: ["public"],
-  summary: "The loss curve, downsampled for long runs",
+  summary: "The loss curve of every timeline, downsampled for long runs, with the run's restarts",
+  description:
+    "Metric rows are never overwritten. A rollback, or a resume from a state behind the last " +
+    "recorded step, starts a new timeline (listed in `events`); the points of an older timeline " +
+    "after the step a later timeline restarted from are `discarded`.",
   requestParams: { path: experimentIdParamSchema, query: readMetricsQuerySchema },
   responses: {
     "200": {
@@ -53,6 +58,26 @@ export const listCheckpointsOperation: ZodOpenApiOperationObject = {
 };
 
 export const publicPaths: ZodOpenApiPathsObject = {
+  "/api/v1/experiments/{id}/checkpoints/latest": {
+    get: {
+      tags: ["public"],
+      summary: "The checkpoint a run resumes from, with a fresh attestation",
+      description:
+        "The newest checkpoint (highest step, then newest) of the run's current rollback generation, " +
+        "else the checkpoint it was last rolled back to. The attestation is signed at read time by " +
+        "the experiment's current authority key; check it, then the file's SHA-256 and size against " +
+        "it. Shares the public reads' per-address rate limit.",
+      requestParams: { path: experimentIdParamSchema },
+      responses: {
+        "200": {
+          description: "The checkpoint and its attestation",
+          content: { "application/json": { schema: latestCheckpointSchema } },
+        },
+        "404": errorResponse("NOT_FOUND: no such experiment, or it has no checkpoint to resume from"),
+        "429": errorResponse("RATE_LIMITED"),
+      },
+    },
+  },
   "/api/v1/experiments/{id}/leaderboard": {
     get: {
       tags: ["public"],

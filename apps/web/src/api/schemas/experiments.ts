@@ -1,9 +1,11 @@
 import { experimentConfigSchema, ModelPreset } from "@barnraise/protocol";
 import { z } from "zod";
 import { createExperimentInputSchema } from "../../server/services/create-experiment.ts";
+import { rollBackExperimentInputSchema } from "../../server/services/roll-back-experiment.ts";
 import { rotateAuthorityKeyInputSchema } from "../../server/services/rotate-authority-key.ts";
 import { setExperimentStatusInputSchema } from "../../server/services/set-experiment-status.ts";
 import { updateExperimentInputSchema } from "../../server/services/update-experiment.ts";
+import { swarmStatusSchema } from "./public.ts";
 
 /**
  * Experiments. Request bodies are the services' own schemas; the config field is the protocol's
@@ -35,6 +37,8 @@ export const setExperimentStatusRequestSchema = setExperimentStatusInputSchema.m
   id: "SetExperimentStatusRequest",
 });
 
+export const rollBackRequestSchema = rollBackExperimentInputSchema.meta({ id: "RollBackRequest" });
+
 export const emptyRequestSchema = rotateAuthorityKeyInputSchema.meta({
   id: "EmptyRequest",
   description: "An empty JSON object: the action needs no parameters",
@@ -54,6 +58,7 @@ export const experimentSchema = z
     configVersion: z.number().int().positive().meta({ description: "Bumped whenever the config changes" }),
     authorityPublicKey: z.string().meta({ description: "Ed25519 public key, unpadded base64url" }),
     authorityKeyVersion: z.number().int().positive(),
+    swarm: swarmStatusSchema,
     createdAt: timestamp,
     updatedAt: timestamp,
   })

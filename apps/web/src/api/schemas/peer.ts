@@ -74,9 +74,21 @@ export const okResponseSchema = z.strictObject({ ok: z.literal(true) }).meta({ i
 export const MAX_METRICS_BODY_BYTES = 256 * 1024;
 export const MAX_REPORTED_PEERS = 10_000;
 
+/** A peer process's session id: random per process start. */
+export const MAX_SESSION_LENGTH = 32;
+
 export const peerContributionReportSchema = z
   .strictObject({
     peerId: z.string().min(1).max(128),
+    session: z
+      .string()
+      .max(MAX_SESSION_LENGTH)
+      .regex(/^[A-Za-z0-9_-]*$/, "must be letters, digits, '_' or '-'")
+      .default("")
+      .meta({
+        description:
+          "The peer process's session id (random per start, ≤ 32 characters); counters are kept per session, so a restarted node keeps the credit of each",
+      }),
     samples: count.meta({ description: "Samples processed since the peer joined (cumulative)" }),
     computeSeconds: nonNegative.meta({ description: "Seconds spent computing (cumulative)" }),
     bytesAggregated: count.meta({ description: "Bytes reduced for others (cumulative)" }),
@@ -91,15 +103,26 @@ export const metricsReportSchema = z
     samplesPerSecond: nonNegative,
     alivePeers: count,
     time: count.meta({ description: "When the step was aggregated, Unix time in milliseconds" }),
+    generation: count.default(0).meta({
+      description: "The rollback generation the step was trained in; an older one than the run's is refused",
+    }),
     peers: z.array(peerContributionReportSchema).max(MAX_REPORTED_PEERS),
   })
   .meta({ id: "MetricsReport", description: "One aggregated collaborative step" });
-export type MetricsReport = z.infer<typeof metricsReportSchema>;
+export type MetricsReport = z.output<typeof metricsReportSchema>;
 
 export const metricsIngestedSchema = z
   .strictObject({
     ok: z.literal(true),
     unknownPeers: count.meta({ description: "Reported peers this experiment does not know (ignored)" }),
+    stored: z.boolean().meta({
+      description:
+        "False when the current timeline already had this step: recorded steps are never overwritten",
+    }),
+    timeline: count.meta({ description: "The run's current timeline" }),
+    lastStep: count
+      .nullable()
+      .meta({ description: "The highest step recorded in the current timeline, null when none is" }),
   })
   .meta({ id: "MetricsIngested" });
 export type MetricsIngested = z.infer<typeof metricsIngestedSchema>;
@@ -110,5 +133,49 @@ export const checkpointUploadQuerySchema = z.object({
   sizeBytes: queryInteger(1, Number.MAX_SAFE_INTEGER).meta({
     description: "The exact length of the body; it must equal Content-Length when that is sent",
   }),
+  generation: queryInteger(0, Number.MAX_SAFE_INTEGER)
+    .default(0)
+    .meta({ description: "The rollback generation the state was trained in (default 0)" }),
 });
 export type CheckpointUploadQuery = z.output<typeof checkpointUploadQuerySchema>;
+
+export const runControlResponseSchema = z
+  .strictObject({
+    control: z.string().meta({
+      description:
+        "The run control (status, generation, rollback checkpoint, revoked usernames and keys), signed now by the experiment's authority key",
+    }),
+  })
+  .meta({ id: "RunControlResponse" });
+export type RunControlResponse = z.infer<typeof runControlResponseSchema>;
+
+export const MAX_SMALL_BODY_BYTES = 4 * 1024;
+
+export const forkTimelineRequestSchema = z
+  .strictObject({
+    fromStep: count.meta({ description: "The step of the state the swarm restarted from" }),
+    reason: z.literal("resumed"),
+  })
+  .meta({ id: "ForkTimelineRequest" });
+export type ForkTimelineRequest = z.infer<typeof forkTimelineRequestSchema>;
+
+export const timelineResponseSchema = z
+  .strictObject({
+    timeline: count.meta({ description: "The run's current timeline, after the call" }),
+    forked: z.boolean().meta({ description: "Whether the call started a new timeline" }),
+    lastStep: count
+      .nullable()
+      .meta({ description: "The highest step recorded in the current timeline, null when none is" }),
+  })
+  .meta({ id: "TimelineResponse" });
+export type TimelineResponse = z.infer<typeof timelineResponseSchema>;
+
+export const swarmStatusReportSchema = z
+  .strictObject({
+    alivePeers: count.meta({ description: "Trainers with fresh progress records" }),
+    samplesPerSecond: nonNegative,
+    step: count.meta({ description: "The swarm's current step" }),
+    time: count.meta({ description: "When the aux peer measured it, Unix time in milliseconds" }),
+  })
+  .meta({ id: "SwarmStatusReport", description: "The aux peer's heartbeat, every 10 s" });
+export type SwarmStatusReport = z.infer<typeof swarmStatusReportSchema>;

@@ -46,17 +46,69 @@ export const metricPointSchema = z
     samplesPerSecond: z.number().nonnegative(),
     alivePeers: count,
     recordedAt: isoDate,
+    timeline: count.meta({
+      description:
+        "The curve the step belongs to: a new timeline starts when the run is rolled back or resumes behind its last recorded step",
+    }),
+    discarded: z.boolean().meta({
+      description:
+        "True when a later timeline restarted from an earlier step: the run no longer builds on this point",
+    }),
   })
   .meta({ id: "MetricPoint", description: "One collaborative step, as aggregated by an aux monitor" });
 export type MetricPoint = z.infer<typeof metricPointSchema>;
 
+export const RunEventKind = { resumed: "resumed", rolledBack: "rolled-back" } as const;
+export type RunEventKind = (typeof RunEventKind)[keyof typeof RunEventKind];
+
+export const runEventSchema = z
+  .strictObject({
+    kind: z.enum([RunEventKind.resumed, RunEventKind.rolledBack]).meta({
+      description:
+        "resumed: the swarm restarted from an earlier state (reported by an aux peer); rolled-back: the organizer rolled the run back to a checkpoint",
+    }),
+    step: count.meta({ description: "The step the new timeline starts from" }),
+    fromStep: count
+      .nullable()
+      .meta({ description: "The last step recorded before the event, null when none was" }),
+    timeline: count.meta({ description: "The timeline the event starts" }),
+    checkpointId: z
+      .string()
+      .nullable()
+      .meta({ description: "The checkpoint rolled back to; null for a resume" }),
+    at: isoDate,
+  })
+  .meta({ id: "RunEvent", description: "A restart of the run's curve from an earlier step" });
+export type RunEventView = z.infer<typeof runEventSchema>;
+
 export const metricSeriesSchema = z
   .strictObject({
-    points: z.array(metricPointSchema).meta({ description: "Ascending by step" }),
+    points: z
+      .array(metricPointSchema)
+      .meta({ description: "Ascending by timeline, then by step; every timeline's points are included" }),
     total: count.meta({ description: "How many steps are recorded before downsampling" }),
+    events: z.array(runEventSchema).meta({ description: "The run's restarts, oldest first" }),
   })
   .meta({ id: "MetricSeries" });
 export type MetricSeries = z.infer<typeof metricSeriesSchema>;
+
+/** A swarm counts as alive while its aux peer's heartbeat is at most this old. */
+export const SWARM_FRESH_MS = 30_000;
+
+export const swarmStatusSchema = z
+  .strictObject({
+    alivePeers: count.meta({
+      description:
+        "Trainers with fresh progress, from the aux peer's last heartbeat; 0 when it is older than 30 s",
+    }),
+    samplesPerSecond: z.number().nonnegative(),
+    seenAt: isoDate.nullable().meta({ description: "The last heartbeat, null before the first" }),
+    waitingSince: isoDate.nullable().meta({
+      description: "While no trainer is alive: since when the run has been waiting; null otherwise",
+    }),
+  })
+  .meta({ id: "SwarmStatus", description: "The live swarm as its aux peer last reported it" });
+export type SwarmStatusView = z.infer<typeof swarmStatusSchema>;
 
 export const leaderboardEntrySchema = z
   .strictObject({
@@ -90,6 +142,8 @@ export const checkpointSchema = z
       .string()
       .regex(/^[0-9a-f]{64}$/)
       .meta({ description: "SHA-256 of the file, lowercase hex" }),
+    generation: count.meta({ description: "The rollback generation the checkpoint was trained in" }),
+    timeline: count.meta({ description: "The metric timeline current when it was uploaded" }),
     createdAt: isoDate,
     downloadUrl: z.string().meta({ examples: ["/api/v1/experiments/demo/checkpoints/cm0abc"] }),
   })
@@ -102,3 +156,14 @@ export const checkpointListSchema = z
   })
   .meta({ id: "CheckpointList" });
 export type CheckpointList = z.infer<typeof checkpointListSchema>;
+
+export const latestCheckpointSchema = z
+  .strictObject({
+    checkpoint: checkpointSchema,
+    attestation: z.string().meta({
+      description:
+        "The checkpoint's attestation (experiment, step, generation, timeline, SHA-256, size, config version), signed now by the experiment's authority key",
+    }),
+  })
+  .meta({ id: "LatestCheckpoint", description: "The checkpoint a run resumes from" });
+export type LatestCheckpoint = z.infer<typeof latestCheckpointSchema>;

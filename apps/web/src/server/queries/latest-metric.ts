@@ -1,8 +1,9 @@
 import type { AppContext } from "../context.ts";
 
 /**
- * The newest aggregated metric point of an experiment, for the progress summary on its public page
- * (the dashboard's curves read the downsampled series from the metrics API instead).
+ * The newest aggregated metric point of an experiment (the last step of its newest timeline), for the
+ * progress summary on its public page (the dashboard's curves read the downsampled series from the
+ * metrics API instead).
  */
 
 export interface LatestMetric {
@@ -14,7 +15,10 @@ export interface LatestMetric {
 }
 
 export async function readLatestMetric(ctx: AppContext, experimentId: string): Promise<LatestMetric | null> {
-  const latest = await ctx.db.metric.findFirst({ where: { experimentId }, orderBy: { step: "desc" } });
+  const latest = await ctx.db.metric.findFirst({
+    where: { experimentId },
+    orderBy: [{ timeline: "desc" }, { step: "desc" }],
+  });
   if (latest === null) return null;
   return {
     step: latest.step,

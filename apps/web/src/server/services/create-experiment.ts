@@ -63,7 +63,7 @@ export async function createExperiment(
       },
     });
     ctx.logger.info({ experimentId: experiment.id, organizer: organizer.username }, "experiment created");
-    return toExperimentView(experiment, organizer.username);
+    return toExperimentView(experiment, organizer.username, ctx.now());
   } catch (error) {
     if (!isUniqueViolation(error)) throw error;
     throw new AppError(AppErrorCode.CONFLICT, `an experiment with id ${input.id} already exists`, {

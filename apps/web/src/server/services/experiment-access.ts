@@ -1,3 +1,4 @@
+import type { Database } from "@barnraise/prisma";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import type { SessionUser } from "../http/session.ts";
@@ -28,8 +29,31 @@ export interface ExperimentRecord {
   readonly authorityPublicKey: string;
   readonly authoritySecretKey: string;
   readonly authorityKeyVersion: number;
+  /** Version of the run control; grows with every change to status, rollback or revocations. */
+  readonly controlVersion: number;
+  /** How many times the run was rolled back. */
+  readonly generation: number;
+  readonly rollbackCheckpointId: string | null;
+  /** The metric curve in use. */
+  readonly timeline: number;
+  readonly swarmAlivePeers: number;
+  readonly swarmSamplesPerSecond: number;
+  readonly swarmSeenAt: Date | null;
+  readonly idleSince: Date | null;
   readonly createdAt: Date;
   readonly updatedAt: Date;
+}
+
+/**
+ * The statement that bumps the run control's version, for a transaction beside the change it
+ * announces (status, allowlist, token revocation): nodes keep the control with the highest version.
+ */
+export function bumpControlVersion(db: Pick<Database, "experiment">, experimentId: string) {
+  return db.experiment.update({
+    where: { id: experimentId },
+    data: { controlVersion: { increment: 1 } },
+    select: { controlVersion: true },
+  });
 }
 
 export async function findExperiment(ctx: AppContext, id: string): Promise<ExperimentRecord> {

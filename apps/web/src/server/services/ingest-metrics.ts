@@ -1,27 +1,34 @@
 import { randomUUID } from "node:crypto";
 import { Prisma } from "@barnraise/prisma";
 import type { MetricsIngested, MetricsReport } from "../../api/schemas/peer.ts";
+import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import type { AuxCaller } from "./peer-auth.ts";
+import { lastStepOf } from "./run-timelines.ts";
 
 /**
  * An aux monitor posts one aggregated collaborative step with each peer's cumulative contribution.
  *
- * - The step's metric is upserted: sending a step again overwrites it.
- * - For each reported peer this experiment knows, its Contribution row takes the maximum of the
- *   stored and the reported counters, so cumulative counters never go backwards (a restarted or
- *   lagging monitor may report older values), and the longest session is the longest seen.
+ * - A report of an older rollback generation than the run's is refused (STALE_GENERATION).
+ * - The step's metric is inserted into the run's current timeline if that timeline has no row for
+ *   the step yet, and never updated: steps only move forward, and a repeated step (a restarted
+ *   monitor, a swarm that resumed from an older state) leaves the recorded one as it was. The
+ *   response says whether it was stored, the timeline, and the timeline's last recorded step.
+ * - For each reported peer session this experiment knows, its Contribution row (per peer and
+ *   session, so a restarted node keeps every session's credit) takes the maximum of the stored and
+ *   the reported counters, so cumulative counters never go backwards (a restarted or lagging monitor
+ *   may report older values), and the longest session is the longest seen.
  * - Those peers and the calling aux peer are marked as seen now.
  * - Unknown peers are ignored and counted in the response.
  *
- * Everything is written in one transaction. The maximum is taken by the database in one
- * INSERT … ON CONFLICT DO UPDATE statement (portable SQL, the same on SQLite and PostgreSQL), so two
- * monitors reporting at once cannot move a counter backwards either.
+ * Everything is written in one transaction. The insert and the maximum are done by the database in
+ * INSERT … ON CONFLICT statements (portable SQL, the same on SQLite and PostgreSQL), so two monitors
+ * reporting at once can neither overwrite a step nor move a counter backwards.
  */
 
 type PeerReport = MetricsReport["peers"][number];
 
-/** Rows per INSERT statement: 9 parameters each, well below SQLite's and PostgreSQL's limits. */
+/** Rows per INSERT statement: 10 parameters each, well below SQLite's and PostgreSQL's limits. */
 const CONTRIBUTION_ROWS_PER_STATEMENT = 500;
 
 export async function ingestMetrics(
@@ -29,54 +36,79 @@ export async function ingestMetrics(
   caller: AuxCaller,
   report: MetricsReport,
 ): Promise<MetricsIngested> {
-  const experimentId = caller.experiment.id;
+  const { id: experimentId, generation, timeline } = caller.experiment;
+  if (report.generation < generation) {
+    throw new AppError(
+      AppErrorCode.STALE_GENERATION,
+      `the report is of generation ${report.generation}, but the run was rolled back to generation ${generation}`,
+    );
+  }
   const now = new Date(ctx.now());
   const reports = mergeDuplicates(report.peers);
   const known =
     reports.size === 0
       ? []
       : await ctx.db.peer.findMany({
-          where: { experimentId, peerId: { in: [...reports.keys()] } },
+          where: { experimentId, peerId: { in: [...new Set([...reports.values()].map((r) => r.peerId))] } },
           select: { id: true, peerId: true, userId: true },
         });
 
-  const rows: ContributionRow[] = known.flatMap((peer) => {
-    const reported = reports.get(peer.peerId);
-    return reported === undefined
+  const knownBy = new Map(known.map((peer) => [peer.peerId, peer]));
+  const rows: ContributionRow[] = [...reports.values()].flatMap((reported) => {
+    const peer = knownBy.get(reported.peerId);
+    return peer === undefined
       ? []
       : [{ experimentId, userId: peer.userId, peerRowId: peer.id, report: reported }];
   });
   const seen = [...new Set([caller.peer.id, ...known.map((peer) => peer.id)])];
-  const metric = {
-    loss: report.loss,
-    samplesPerSecond: report.samplesPerSecond,
-    alivePeers: report.alivePeers,
-    recordedAt: new Date(report.time),
-  };
 
-  await ctx.db.$transaction([
-    ctx.db.metric.upsert({
-      where: { experimentId_step: { experimentId, step: report.step } },
-      create: { experimentId, step: report.step, ...metric },
-      update: metric,
-    }),
+  const [inserted] = await ctx.db.$transaction([
+    insertMetricIfAbsent(ctx, { experimentId, timeline, report }),
     ...chunk(rows, CONTRIBUTION_ROWS_PER_STATEMENT).map((part) => upsertContributions(ctx, part, now)),
     ctx.db.peer.updateMany({ where: { id: { in: seen } }, data: { lastSeenAt: now } }),
   ]);
-  return { ok: true, unknownPeers: reports.size - rows.length };
+  return {
+    ok: true,
+    unknownPeers: reports.size - rows.length,
+    stored: inserted > 0,
+    timeline,
+    lastStep: await lastStepOf(ctx, experimentId, timeline),
+  };
 }
 
-/** A peer listed twice counts once, with the larger of each value. */
+/** Inserts the step into `timeline` unless the timeline already has it; resolves to the rows inserted. */
+function insertMetricIfAbsent(
+  ctx: AppContext,
+  metric: { experimentId: string; timeline: number; report: MetricsReport },
+) {
+  const { report } = metric;
+  const values = Prisma.join([
+    metric.experimentId,
+    metric.timeline,
+    report.step,
+    report.generation,
+    report.loss,
+    report.samplesPerSecond,
+    report.alivePeers,
+    new Date(report.time),
+  ]);
+  return ctx.db
+    .$executeRaw`INSERT INTO "Metric" ("experimentId", "timeline", "step", "generation", "loss", "samplesPerSecond", "alivePeers", "recordedAt") VALUES (${values}) ON CONFLICT ("experimentId", "timeline", "step") DO NOTHING`;
+}
+
+/** A peer session listed twice counts once, with the larger of each value. */
 function mergeDuplicates(peers: readonly PeerReport[]): Map<string, PeerReport> {
   const merged = new Map<string, PeerReport>();
   for (const peer of peers) {
-    const previous = merged.get(peer.peerId);
+    const key = `${peer.peerId}\0${peer.session}`;
+    const previous = merged.get(key);
     merged.set(
-      peer.peerId,
+      key,
       previous === undefined
         ? peer
         : {
             peerId: peer.peerId,
+            session: peer.session,
             samples: Math.max(previous.samples, peer.samples),
             computeSeconds: Math.max(previous.computeSeconds, peer.computeSeconds),
             bytesAggregated: Math.max(previous.bytesAggregated, peer.bytesAggregated),
@@ -100,11 +132,11 @@ const keepMax = (column: string) =>
   `THEN excluded."${column}" ELSE "Contribution"."${column}" END`;
 
 const INSERT_CONTRIBUTIONS =
-  'INSERT INTO "Contribution" ("id", "experimentId", "userId", "peerRowId", "samples", ' +
+  'INSERT INTO "Contribution" ("id", "experimentId", "userId", "peerRowId", "session", "samples", ' +
   '"computeSeconds", "bytesAggregated", "longestSessionSeconds", "updatedAt") VALUES ';
 
 const ON_CONFLICT_KEEP_MAX =
-  ' ON CONFLICT ("experimentId", "peerRowId") DO UPDATE SET ' +
+  ' ON CONFLICT ("experimentId", "peerRowId", "session") DO UPDATE SET ' +
   [
     keepMax("samples"),
     keepMax("computeSeconds"),
@@ -122,6 +154,7 @@ function upsertContributions(ctx: AppContext, rows: readonly ContributionRow[], 
         row.experimentId,
         row.userId,
         row.peerRowId,
+        row.report.session,
         BigInt(row.report.samples),
         row.report.computeSeconds,
         BigInt(row.report.bytesAggregated),

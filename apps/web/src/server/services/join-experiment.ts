@@ -12,6 +12,7 @@ import { isUniqueViolation } from "@barnraise/prisma";
 import { openAuthorityKeyPair } from "../authority-keys.ts";
 import type { AppContext } from "../context.ts";
 import { findExperiment, type ExperimentRecord } from "./experiment-access.ts";
+import { parsePeerRole, requireStanding } from "./peer-standing.ts";
 import { hashPeerToken, isWellFormedPeerToken } from "./peer-tokens.ts";
 
 /**
@@ -83,28 +84,8 @@ async function admitNode(
   token: PeerTokenRecord,
   input: JoinRequest,
 ): Promise<JoinResponse> {
-  if (token.revokedAt !== null) throw new AppError(AppErrorCode.TOKEN_REVOKED, "the token was revoked");
-  const role = parseRole(token.role);
-
-  const isOrganizer = token.userId === experiment.organizerId;
-  if (!isOrganizer) {
-    const entry = await ctx.db.allowlistEntry.findUnique({
-      where: { experimentId_userId: { experimentId: experiment.id, userId: token.userId } },
-      select: { status: true },
-    });
-    if (entry?.status === "banned") {
-      throw new AppError(AppErrorCode.BANNED, "the token's owner is banned from this experiment");
-    }
-    if (role === PeerRole.trainer && entry?.status !== "approved") {
-      throw new AppError(
-        AppErrorCode.NOT_ALLOWLISTED,
-        "the token's owner is not on this experiment's allowlist",
-      );
-    }
-    if (role === PeerRole.aux) {
-      throw new AppError(AppErrorCode.FORBIDDEN, "aux tokens work only for the experiment's organizer");
-    }
-  }
+  const role = parsePeerRole(token.role);
+  await requireStanding(ctx, experiment, { userId: token.userId, role, revokedAt: token.revokedAt });
   if (experiment.status === "paused") {
     throw new AppError(AppErrorCode.EXPERIMENT_PAUSED, "the organizer has paused this experiment");
   }
@@ -218,9 +199,4 @@ export function parsePeerAddresses(address: string | null): string[] {
 
 export function formatPeerAddresses(multiaddrs: readonly string[]): string {
   return multiaddrs.join(" ");
-}
-
-function parseRole(value: string): PeerRole {
-  if (value === PeerRole.trainer || value === PeerRole.aux) return value;
-  throw new Error(`unknown peer token role in the database: ${value}`);
 }

@@ -19,6 +19,8 @@ export interface CheckpointRow {
   readonly loss: number | null;
   readonly sizeBytes: bigint;
   readonly sha256: string;
+  readonly generation: number;
+  readonly timeline: number;
   readonly createdAt: Date;
 }
 
@@ -29,6 +31,8 @@ export function toCheckpointView(row: CheckpointRow): CheckpointView {
     loss: row.loss,
     sizeBytes: Number(row.sizeBytes),
     sha256: row.sha256,
+    generation: row.generation,
+    timeline: row.timeline,
     createdAt: row.createdAt.toISOString(),
     downloadUrl: checkpointDownloadPath(row.experimentId, row.id),
   };

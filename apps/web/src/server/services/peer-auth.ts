@@ -4,24 +4,35 @@ import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import { parseInput, readBytes } from "../http/json-body.ts";
 import { findExperiment, type ExperimentRecord } from "./experiment-access.ts";
+import { parsePeerRole, requireStanding, type NodeStanding } from "./peer-standing.ts";
 
 /**
- * Authentication of the routes an aux peer calls (register address, post metrics, upload a
- * checkpoint): a DeDLOC I.5 signed request in `Authorization: Barnraise <signed request>`.
+ * Authentication of the routes peer programs call with a DeDLOC I.5 signed request in
+ * `Authorization: Barnraise <signed request>`: the aux peer's routes (register address, post
+ * metrics, upload a checkpoint, heartbeats, timelines) and the routes any node calls (run control).
  *
- * The request must be addressed to the experiment's authority key, carry a valid aux pass signed by
- * the current authority key, be signed for exactly this method, path and query, be fresh, and not be
- * a replay. The platform then checks what a pass alone cannot say: that the node's token is still
- * unrevoked and its owner still organizes the experiment, so revoking an aux token cuts the node off
- * at once, even while its pass is valid. A session cookie never authorizes these routes.
+ * The request must be addressed to the experiment's authority key, carry a valid pass of an accepted
+ * role signed by the current authority key, be signed for exactly this method, path and query, be
+ * fresh, and not be a replay. The platform then checks what a pass alone cannot say: that the node
+ * joined with that role, that its token is still unrevoked and that its owner is still in good
+ * standing, so revoking a token or banning its owner cuts the node off at once, even while its pass
+ * is valid. A session cookie never authorizes these routes.
  */
 
-export interface AuxCaller {
+export interface PeerCaller {
   readonly experiment: ExperimentRecord;
   readonly verified: VerifiedRequest;
   /** The caller's Peer row. */
-  readonly peer: { readonly id: string; readonly peerId: string; readonly userId: string };
+  readonly peer: {
+    readonly id: string;
+    readonly peerId: string;
+    readonly userId: string;
+    readonly role: PeerRole;
+  };
 }
+
+/** An aux peer of the experiment's organizer. */
+export type AuxCaller = PeerCaller;
 
 const AUTHORIZATION_PATTERN = /^Barnraise ([\x21-\x7e]+)$/;
 
@@ -34,7 +45,8 @@ export function requestScope(req: Request): string {
 /**
  * Authenticates an aux peer's signed request to experiment `experimentId`. `body` is the body's
  * bytes, or "verify-later" for a streamed body whose digest the caller checks against
- * `verified.bodySha256` before keeping anything.
+ * `verified.bodySha256` before keeping anything. Every refusal after the signature checks is
+ * FORBIDDEN: not joined as an aux peer, a revoked token, an owner who no longer organizes the run.
  */
 export async function authenticateAux(
   ctx: AppContext,
@@ -42,13 +54,48 @@ export async function authenticateAux(
   experimentId: string,
   body: Body | "verify-later",
 ): Promise<AuxCaller> {
+  const { caller, standing } = await verifyPeerRequest(ctx, req, experimentId, body, [PeerRole.aux]);
+  if (standing.revokedAt !== null) {
+    throw new AppError(AppErrorCode.FORBIDDEN, "the token this node joined with was revoked");
+  }
+  if (standing.userId !== caller.experiment.organizerId) {
+    throw new AppError(AppErrorCode.FORBIDDEN, "only the organizer's aux peers may call this");
+  }
+  return caller;
+}
+
+/**
+ * Authenticates a signed request from a node of one of `roles`, refused like a join when its owner's
+ * standing changed: TOKEN_REVOKED, BANNED, NOT_ALLOWLISTED, FORBIDDEN (see peer-standing.ts). Unlike
+ * a join, a paused run does not refuse it.
+ */
+export async function authenticatePeer(
+  ctx: AppContext,
+  req: Request,
+  experimentId: string,
+  body: Body | "verify-later",
+  roles: readonly PeerRole[],
+): Promise<PeerCaller> {
+  const { caller, standing } = await verifyPeerRequest(ctx, req, experimentId, body, roles);
+  await requireStanding(ctx, caller.experiment, standing);
+  return caller;
+}
+
+/** The signature checks and the node's Peer row, shared by both kinds of authentication. */
+async function verifyPeerRequest(
+  ctx: AppContext,
+  req: Request,
+  experimentId: string,
+  body: Body | "verify-later",
+  roles: readonly PeerRole[],
+): Promise<{ caller: PeerCaller; standing: NodeStanding }> {
   const token = signedRequestToken(req);
   const experiment = await findExperiment(ctx, experimentId);
   const verified = await ctx.peerVerifiers.verifierFor(experiment).verify(token, {
     scope: requestScope(req),
     body,
     now: ctx.now(),
-    roles: [PeerRole.aux],
+    roles,
   });
   const peer = await ctx.db.peer.findUnique({
     where: {
@@ -65,16 +112,17 @@ export async function authenticateAux(
       token: { select: { revokedAt: true, role: true } },
     },
   });
-  if (peer === null || peer.role !== PeerRole.aux || peer.token.role !== PeerRole.aux) {
-    throw new AppError(AppErrorCode.FORBIDDEN, "this node has not joined as an aux peer of the experiment");
+  const role = peer === null ? undefined : parsePeerRole(peer.role);
+  if (peer === null || role === undefined || !roles.includes(role) || peer.token.role !== role) {
+    throw new AppError(
+      AppErrorCode.FORBIDDEN,
+      `this node has not joined the experiment as ${roles.map((r) => (r === PeerRole.aux ? "an aux peer" : "a trainer")).join(" or ")}`,
+    );
   }
-  if (peer.token.revokedAt !== null) {
-    throw new AppError(AppErrorCode.FORBIDDEN, "the token this node joined with was revoked");
-  }
-  if (peer.userId !== experiment.organizerId) {
-    throw new AppError(AppErrorCode.FORBIDDEN, "only the organizer's aux peers may call this");
-  }
-  return { experiment, verified, peer: { id: peer.id, peerId: peer.peerId, userId: peer.userId } };
+  return {
+    caller: { experiment, verified, peer: { id: peer.id, peerId: peer.peerId, userId: peer.userId, role } },
+    standing: { userId: peer.userId, role, revokedAt: peer.token.revokedAt },
+  };
 }
 
 /**
@@ -111,7 +159,7 @@ function signedRequestToken(req: Request): string {
   if (match?.[1] === undefined) {
     throw new AppError(
       AppErrorCode.UNAUTHENTICATED,
-      "this route needs a signed request from an aux peer: Authorization: Barnraise <signed request>",
+      "this route needs a signed request from a node: Authorization: Barnraise <signed request>",
     );
   }
   return match[1];

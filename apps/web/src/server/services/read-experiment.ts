@@ -1,4 +1,5 @@
 import { parseExperimentConfig, type ExperimentConfig } from "@barnraise/protocol";
+import { SWARM_FRESH_MS, type SwarmStatusView } from "../../api/schemas/public.ts";
 import type { AppContext } from "../context.ts";
 import {
   findExperiment,
@@ -22,6 +23,8 @@ export interface ExperimentView {
   readonly configVersion: number;
   readonly authorityPublicKey: string;
   readonly authorityKeyVersion: number;
+  /** The live swarm, from its aux peer's heartbeat. */
+  readonly swarm: SwarmStatusView;
   readonly createdAt: string;
   readonly updatedAt: string;
 }
@@ -39,7 +42,11 @@ export interface ExperimentSummary {
   readonly updatedAt: string;
 }
 
-export function toExperimentView(experiment: ExperimentRecord, organizer: string): ExperimentView {
+export function toExperimentView(
+  experiment: ExperimentRecord,
+  organizer: string,
+  now: number,
+): ExperimentView {
   return {
     id: experiment.id,
     name: experiment.name,
@@ -50,8 +57,34 @@ export function toExperimentView(experiment: ExperimentRecord, organizer: string
     configVersion: experiment.configVersion,
     authorityPublicKey: experiment.authorityPublicKey,
     authorityKeyVersion: experiment.authorityKeyVersion,
+    swarm: swarmStatusOf(experiment, now),
     createdAt: experiment.createdAt.toISOString(),
     updatedAt: experiment.updatedAt.toISOString(),
+  };
+}
+
+/**
+ * The swarm as the aux peer's heartbeat last described it. A heartbeat older than 30 s means nobody
+ * is known to train: no peers alive, no throughput, waiting since the swarm went idle (or since the last heartbeat,
+ * or since the experiment was created when there never was one).
+ */
+export function swarmStatusOf(
+  experiment: Pick<
+    ExperimentRecord,
+    "swarmAlivePeers" | "swarmSamplesPerSecond" | "swarmSeenAt" | "idleSince" | "createdAt"
+  >,
+  now: number,
+): SwarmStatusView {
+  const seenAt = experiment.swarmSeenAt;
+  const fresh = seenAt !== null && now - seenAt.getTime() <= SWARM_FRESH_MS;
+  const alivePeers = fresh ? experiment.swarmAlivePeers : 0;
+  const waitingSince =
+    alivePeers > 0 ? null : (experiment.idleSince ?? seenAt ?? experiment.createdAt).toISOString();
+  return {
+    alivePeers,
+    samplesPerSecond: fresh ? experiment.swarmSamplesPerSecond : 0,
+    seenAt: seenAt?.toISOString() ?? null,
+    waitingSince,
   };
 }
 
@@ -64,7 +97,7 @@ export async function experimentViewOf(
     where: { id: experiment.organizerId },
     select: { username: true },
   });
-  return toExperimentView(experiment, organizer.username);
+  return toExperimentView(experiment, organizer.username, ctx.now());
 }
 
 export async function readExperiment(ctx: AppContext, id: string): Promise<ExperimentView> {

@@ -1,12 +1,12 @@
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import type { SessionUser } from "../http/session.ts";
-import { findExperiment } from "./experiment-access.ts";
+import { bumpControlVersion, findExperiment } from "./experiment-access.ts";
 
 /**
  * Revokes a peer token: its owner or the experiment's organizer may. Revoking twice is harmless and
  * keeps the first revocation time. Nodes that joined with it stop being counted and cannot refresh
- * their pass.
+ * their pass, and the run control's version grows: the swarm refuses their keys from its next poll.
  */
 export async function revokePeerToken(
   ctx: AppContext,
@@ -26,9 +26,12 @@ export async function revokePeerToken(
     throw new AppError(AppErrorCode.FORBIDDEN, "only the token's owner or the organizer may revoke it");
   }
   if (token.revokedAt !== null) return;
-  await ctx.db.peerToken.updateMany({
-    where: { id: tokenId, revokedAt: null },
-    data: { revokedAt: new Date(ctx.now()) },
-  });
+  await ctx.db.$transaction([
+    ctx.db.peerToken.updateMany({
+      where: { id: tokenId, revokedAt: null },
+      data: { revokedAt: new Date(ctx.now()) },
+    }),
+    bumpControlVersion(ctx.db, id),
+  ]);
   ctx.logger.info({ experimentId: id, tokenId, by: user.username }, "peer token revoked");
 }

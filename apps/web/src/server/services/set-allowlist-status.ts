@@ -2,10 +2,18 @@ import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import type { SessionUser } from "../http/session.ts";
-import { AllowlistStatus, findUserByUsername, requireOrganizer } from "./experiment-access.ts";
+import {
+  AllowlistStatus,
+  bumpControlVersion,
+  findUserByUsername,
+  requireOrganizer,
+} from "./experiment-access.ts";
 import { toAllowlistEntryView, type AllowlistEntryView } from "./list-allowlist.ts";
 
-/** The organizer approves a join request, bans a user, or lifts a ban (creating the entry if needed). */
+/**
+ * The organizer approves a join request, bans a user, or lifts a ban (creating the entry if needed).
+ * The run control's version grows, so the swarm learns of it (a ban revokes the user's passes).
+ */
 
 export const setAllowlistStatusInputSchema = z.strictObject({
   status: z.enum([AllowlistStatus.approved, AllowlistStatus.banned]),
@@ -27,12 +35,15 @@ export async function setAllowlistStatus(
       "the organizer is always allowed and cannot be banned or listed",
     );
   }
-  const entry = await ctx.db.allowlistEntry.upsert({
-    where: { experimentId_userId: { experimentId: id, userId: user.id } },
-    create: { experimentId: id, userId: user.id, status: input.status },
-    update: { status: input.status },
-    include: { user: { select: { username: true } } },
-  });
+  const [entry] = await ctx.db.$transaction([
+    ctx.db.allowlistEntry.upsert({
+      where: { experimentId_userId: { experimentId: id, userId: user.id } },
+      create: { experimentId: id, userId: user.id, status: input.status },
+      update: { status: input.status },
+      include: { user: { select: { username: true } } },
+    }),
+    bumpControlVersion(ctx.db, id),
+  ]);
   ctx.logger.info({ experimentId: id, username, status: input.status }, "allowlist status set");
   return toAllowlistEntryView(entry);
 }

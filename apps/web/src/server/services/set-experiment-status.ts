@@ -4,7 +4,10 @@ import type { SessionUser } from "../http/session.ts";
 import { ExperimentStatus, requireOrganizer } from "./experiment-access.ts";
 import { experimentViewOf, type ExperimentView } from "./read-experiment.ts";
 
-/** The organizer pauses or resumes the run; while paused, joins are refused and no node is counted. */
+/**
+ * The organizer pauses or resumes the run; while paused, joins are refused and no node is counted.
+ * The run control's version grows, so the swarm stops (or starts) training on its next poll.
+ */
 
 export const setExperimentStatusInputSchema = z.strictObject({
   status: z.enum([ExperimentStatus.running, ExperimentStatus.paused]),
@@ -19,7 +22,10 @@ export async function setExperimentStatus(
 ): Promise<ExperimentView> {
   const experiment = await requireOrganizer(ctx, id, user);
   if (experiment.status === input.status) return experimentViewOf(ctx, experiment);
-  const updated = await ctx.db.experiment.update({ where: { id }, data: { status: input.status } });
+  const updated = await ctx.db.experiment.update({
+    where: { id },
+    data: { status: input.status, controlVersion: { increment: 1 } },
+  });
   ctx.logger.info({ experimentId: id, status: input.status }, "experiment status changed");
   return experimentViewOf(ctx, updated);
 }

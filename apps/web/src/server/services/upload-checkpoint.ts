@@ -1,26 +1,32 @@
 import { createHash, randomUUID } from "node:crypto";
 import { equalBytes } from "@barnraise/protocol";
-import { checkpointUploadQuerySchema } from "../../api/schemas/peer.ts";
+import type { Database } from "@barnraise/prisma";
+import { checkpointUploadQuerySchema, type CheckpointUploadQuery } from "../../api/schemas/peer.ts";
 import type { CheckpointView } from "../../api/schemas/public.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import { parseInput } from "../http/json-body.ts";
 import type { StagedCheckpoint } from "../storage/checkpoint-store.ts";
+import type { ExperimentRecord } from "./experiment-access.ts";
 import { toCheckpointView } from "./list-checkpoints.ts";
 import { authenticateAux } from "./peer-auth.ts";
 
 /**
- * An aux checkpointer uploads a checkpoint: `POST …/checkpoints?step=&loss=&sizeBytes=` with the
- * file as the body, streamed. The signed request's body digest is the file's SHA-256, and the query
- * (the checkpoint's metadata) is inside the signed scope.
+ * An aux checkpointer uploads a checkpoint: `POST …/checkpoints?step=&loss=&sizeBytes=&generation=`
+ * with the file as the body, streamed. The signed request's body digest is the file's SHA-256, and
+ * the query (the checkpoint's metadata) is inside the signed scope. The row records the run's
+ * current timeline and config version, and the generation the state was trained in.
  *
- * Refused before a byte is read: a declared size over BARNRAISE_MAX_CHECKPOINT_BYTES
+ * Refused before a byte is read: a generation older than the run's (STALE_GENERATION: the run was
+ * rolled back since) or newer (CONFLICT), a step the current timeline already has a checkpoint of
+ * (CONFLICT: steps only move forward), a declared size over BARNRAISE_MAX_CHECKPOINT_BYTES
  * (PAYLOAD_TOO_LARGE), or a Content-Length other than the declared size (SIZE_MISMATCH). The body
  * then streams into the store's staging area while it is hashed and counted; it is refused as soon
  * as it runs past the declared size, and at the end if it is shorter (SIZE_MISMATCH) or hashes to
  * another digest (CHECKSUM_MISMATCH). Only a complete, verified file is committed (fsynced and
- * renamed into place) and recorded; if recording fails, the file is deleted again. Whatever goes
- * wrong, nothing half-written becomes visible.
+ * renamed into place) and recorded, after the generation and step checks are made again (a rollback
+ * or another upload may have happened meanwhile); if recording fails, the file is deleted again.
+ * Whatever goes wrong, nothing half-written becomes visible.
  */
 export async function uploadCheckpoint(
   ctx: AppContext,
@@ -30,6 +36,7 @@ export async function uploadCheckpoint(
   const caller = await authenticateAux(ctx, req, experimentId, "verify-later");
   const query = parseInput(checkpointUploadQuerySchema, Object.fromEntries(new URL(req.url).searchParams));
   const size = query.sizeBytes;
+  await checkPlace(ctx, caller.experiment, query);
   if (size > ctx.env.maxCheckpointBytes) {
     throw new AppError(
       AppErrorCode.PAYLOAD_TOO_LARGE,
@@ -57,20 +64,34 @@ export async function uploadCheckpoint(
     const storageKey = `${caller.experiment.id}/${randomUUID()}.ckpt`;
     await staged.commit(storageKey);
     try {
-      const row = await ctx.db.checkpoint.create({
-        data: {
-          experimentId: caller.experiment.id,
-          step: query.step,
-          loss: query.loss ?? null,
-          sizeBytes: BigInt(size),
-          sha256: Buffer.from(sha256).toString("hex"),
-          storageKey,
-          uploadedBy: caller.peer.peerId,
-          createdAt: new Date(ctx.now()),
-        },
+      const row = await ctx.db.$transaction(async (tx) => {
+        const experiment = await tx.experiment.findUniqueOrThrow({ where: { id: caller.experiment.id } });
+        await checkPlace(ctx, experiment, query, tx);
+        return tx.checkpoint.create({
+          data: {
+            experimentId: experiment.id,
+            step: query.step,
+            loss: query.loss ?? null,
+            sizeBytes: BigInt(size),
+            sha256: Buffer.from(sha256).toString("hex"),
+            storageKey,
+            uploadedBy: caller.peer.peerId,
+            timeline: experiment.timeline,
+            generation: query.generation,
+            configVersion: experiment.configVersion,
+            createdAt: new Date(ctx.now()),
+          },
+        });
       });
       ctx.logger.info(
-        { experimentId: row.experimentId, step: row.step, sizeBytes: size, uploadedBy: row.uploadedBy },
+        {
+          experimentId: row.experimentId,
+          step: row.step,
+          generation: row.generation,
+          timeline: row.timeline,
+          sizeBytes: size,
+          uploadedBy: row.uploadedBy,
+        },
         "checkpoint uploaded",
       );
       return toCheckpointView(row);
@@ -81,6 +102,40 @@ export async function uploadCheckpoint(
   } finally {
     // After a commit the staged file is already gone; otherwise this drops it.
     await staged.discard();
+  }
+}
+
+/**
+ * Refuses a checkpoint of another generation than the run's, or of a step the current timeline
+ * already has a checkpoint of.
+ */
+async function checkPlace(
+  ctx: AppContext,
+  experiment: Pick<ExperimentRecord, "id" | "generation" | "timeline">,
+  query: CheckpointUploadQuery,
+  db: Pick<Database, "checkpoint"> = ctx.db,
+): Promise<void> {
+  if (query.generation < experiment.generation) {
+    throw new AppError(
+      AppErrorCode.STALE_GENERATION,
+      `the checkpoint is of generation ${query.generation}, but the run was rolled back to generation ${experiment.generation}`,
+    );
+  }
+  if (query.generation > experiment.generation) {
+    throw new AppError(
+      AppErrorCode.CONFLICT,
+      `the run is at generation ${experiment.generation}; it has no generation ${query.generation}`,
+    );
+  }
+  const existing = await db.checkpoint.findFirst({
+    where: { experimentId: experiment.id, timeline: experiment.timeline, step: query.step },
+    select: { id: true },
+  });
+  if (existing !== null) {
+    throw new AppError(
+      AppErrorCode.CONFLICT,
+      `the run already has a checkpoint of step ${query.step} in its current timeline`,
+    );
   }
 }
 

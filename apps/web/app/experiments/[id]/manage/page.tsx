@@ -5,10 +5,13 @@ import { getAppContext } from "../../../../src/server/context.ts";
 import { currentUser } from "../../../../src/server/queries/current-user.ts";
 import { findExperimentView } from "../../../../src/server/queries/find-experiment-view.ts";
 import { publicOrigin } from "../../../../src/server/queries/public-origin.ts";
+import { findExperiment } from "../../../../src/server/services/experiment-access.ts";
 import { listAllowlist } from "../../../../src/server/services/list-allowlist.ts";
+import { listCheckpoints } from "../../../../src/server/services/list-checkpoints.ts";
 import { listPeerTokens } from "../../../../src/server/services/list-peer-tokens.ts";
 import { AccessDenied } from "../../../_components/access-denied.tsx";
 import { AllowlistManager } from "../../../_components/allowlist-manager.tsx";
+import { CheckpointRollback } from "../../../_components/checkpoint-rollback.tsx";
 import { CopyBox } from "../../../_components/copy-box.tsx";
 import { ExperimentForm } from "../../../_components/experiment-form.tsx";
 import { PauseResume, RotateAuthorityKey } from "../../../_components/run-controls.tsx";
@@ -45,10 +48,13 @@ export default async function ManageExperimentPage({ params }: Props) {
     );
   }
 
-  const [entries, tokens, origin] = await Promise.all([
+  const [entries, tokens, origin, { checkpoints }, record] = await Promise.all([
     listAllowlist(ctx, user, id),
     listPeerTokens(ctx, user, id),
     publicOrigin(ctx),
+    listCheckpoints(ctx, id),
+    // The rollback state is not part of the public view.
+    findExperiment(ctx, id),
   ]);
   const pending = entries.filter((entry) => entry.status === "pending").length;
 
@@ -92,6 +98,18 @@ export default async function ManageExperimentPage({ params }: Props) {
           </p>
         </section>
       </div>
+
+      <section aria-labelledby="rollback-heading" className="section">
+        <h2 id="rollback-heading">Checkpoints and rollback</h2>
+        <div className="card">
+          <CheckpointRollback
+            experimentId={id}
+            checkpoints={checkpoints}
+            generation={record.generation}
+            rollbackCheckpointId={record.rollbackCheckpointId}
+          />
+        </div>
+      </section>
 
       <section aria-labelledby="allowlist-heading" className="section">
         <h2 id="allowlist-heading">Allowlist</h2>

@@ -1,0 +1,137 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PeerCliProcess, writeEvents, type LogRecord } from "../../peer/test/support/peer-cli-process.ts";
+import { startPlatformServer, type PlatformServer } from "../../web/test/support/platform-server.ts";
+
+/**
+ * A run outlives its volunteers (DESIGN §9), with the product's own programs: the platform over
+ * HTTP, `barnraise-aux` and `barnraise-peer` processes. The swarm trains until a checkpoint exists,
+ * every peer is killed with SIGKILL, and a brand-new volunteer's peer starts alone: it loads the
+ * aux's checkpoint and the run goes on past the step it had reached, with the trained model's
+ * loss, not an untrained one's. Meanwhile the public page says how many trainers are alive.
+ */
+
+const AUX_CLI = new URL("../src/cli.ts", import.meta.url).pathname;
+const config = {
+  model: { preset: "mnist-mlp" as const, hiddenUnits: [32] },
+  training: { targetBatchSize: 2048, localBatchSize: 64 },
+  optimizer: { name: "adam" as const, learningRate: 0.003 },
+  averaging: { matchmakingTimeoutMs: 4_000, allreduceTimeoutMs: 6_000 },
+  checkpoints: { everySteps: 5 },
+};
+/** An untrained 10-class model's cross-entropy is ln 10 ≈ 2.30. */
+const UNTRAINED_LOSS = Math.log(10);
+
+let platform: PlatformServer;
+let dir: string;
+const processes: PeerCliProcess[] = [];
+
+beforeAll(async () => {
+  platform = await startPlatformServer({
+    datasets: { names: ["mnist"], limit: 6_000, recordsPerShard: 1_000 },
+  });
+  dir = await mkdtemp(join(tmpdir(), "barnraise-durable-"));
+}, 120_000);
+
+afterAll(async () => {
+  for (const child of processes) if (child.running) child.kill("SIGKILL");
+  await Promise.all(processes.map((child) => child.exited));
+  await platform.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+function start(name: string, token: string, cli?: string): PeerCliProcess {
+  const args = ["--server", platform.url.href, "--identity", join(dir, name, "identity.json")];
+  args.push("--listen", "/ip4/127.0.0.1/tcp/0");
+  if (cli === undefined) args.push("--backend", "wasm", "--data-dir", join(dir, name, "data"));
+  const child = new PeerCliProcess(name, args, { BARNRAISE_TOKEN: token }, cli);
+  processes.push(child);
+  return child;
+}
+
+const stepOf = (record: LogRecord): number => Number(record.step);
+
+interface PublicView {
+  readonly swarm: { readonly alivePeers: number; readonly waitingSince: string | null };
+}
+
+describe("a run outlives its volunteers", () => {
+  it("continues from the aux's checkpoint when every peer was killed and a new volunteer joins", async ({
+    onTestFailed,
+  }) => {
+    onTestFailed(() => {
+      writeEvents(processes);
+    });
+    const experiment = await platform.createExperiment(config);
+    const aux = start("aux", await platform.createAuxToken(experiment.id), AUX_CLI);
+    await aux.waitFor((r) => r.msg === "registered address", "address registration", 60_000);
+    const { token } = await platform.addVolunteer(experiment.id, "vera");
+    const first = [start("vera-1", token), start("vera-2", token)];
+
+    const uploaded = await aux.waitFor(
+      (r) => r.msg === "checkpoint uploaded" && stepOf(r) >= 5,
+      "a checkpoint",
+      180_000,
+    );
+    const served = await aux.waitFor((r) => r.msg.startsWith("serving "), "the checkpoint held", 30_000);
+    expect(stepOf(served)).toBe(stepOf(uploaded));
+    // Let the swarm get a little past the checkpoint: those steps are lost with the peers.
+    const before = await first[0]?.waitFor(
+      (r) => r.msg.startsWith("step ") && stepOf(r) >= stepOf(uploaded) + 1,
+      "a step past the checkpoint",
+      120_000,
+    );
+    const reached = Math.max(
+      ...first.flatMap((peer) => peer.records.filter((r) => r.msg.startsWith("step ")).map(stepOf)),
+    );
+    expect(reached).toBeGreaterThan(stepOf(uploaded));
+    expect(before).toBeDefined();
+    for (const peer of first) peer.kill("SIGKILL");
+    await Promise.all(first.map((peer) => peer.exited));
+
+    // Nobody trains: the public page says so within 30 s.
+    await expect
+      .poll(
+        async () => {
+          const response = await fetch(new URL(`api/v1/experiments/${experiment.id}`, platform.url));
+          const view = (await response.json()) as PublicView;
+          return view.swarm.alivePeers === 0 && view.swarm.waitingSince !== null;
+        },
+        { timeout: 45_000, interval: 1_000 },
+      )
+      .toBe(true);
+
+    // A brand-new volunteer with a new identity, alone with the aux.
+    const { token: newcomerToken } = await platform.addVolunteer(experiment.id, "nora");
+    const startedAt = Date.now();
+    const newcomer = start("nora-1", newcomerToken);
+    const loaded = await newcomer.waitFor(
+      (r) => r.msg.startsWith("loaded the swarm's state"),
+      "the checkpoint loaded",
+      60_000,
+    );
+    expect(stepOf(loaded)).toBe(stepOf(uploaded));
+    const next = await newcomer.waitFor(
+      (r) => r.msg.startsWith("step ") && stepOf(r) > reached,
+      "a step past the one reached before the crash",
+      120_000,
+    );
+    expect(stepOf(next)).toBeGreaterThan(reached);
+    const firstStep = newcomer.records.find((r) => r.msg.startsWith("step "));
+    expect(firstStep).toBeDefined();
+    const firstStepSeconds = ((Date.now() - startedAt) / 1000).toFixed(1);
+    // The newcomer trains the checkpoint's model: its minibatch losses are a trained model's.
+    const status = newcomer.records.filter((r) => r.msg === "status" && typeof r.loss === "number");
+    const losses = status.map((r) => Number(r.loss)).slice(0, 5);
+    expect(losses.length).toBeGreaterThan(0);
+    for (const loss of losses) expect(loss).toBeLessThan(UNTRAINED_LOSS * 0.8);
+    process.stdout.write(`durable run: a lone newcomer's first step after ${firstStepSeconds} s\n`);
+
+    newcomer.kill("SIGINT");
+    expect((await newcomer.exited).code).toBe(0);
+    aux.kill("SIGINT");
+    expect((await aux.exited).code).toBe(0);
+  }, 420_000);
+});

@@ -1,0 +1,97 @@
+import {
+  decodePublicKey,
+  MAX_REVOKED_ENTRIES,
+  signRunControl,
+  type RollbackTarget,
+} from "@barnraise/protocol";
+import type { RunControlResponse } from "../../api/schemas/peer.ts";
+import { openAuthorityKeyPair } from "../authority-keys.ts";
+import type { AppContext } from "../context.ts";
+import { AllowlistStatus, parseExperimentStatus, type ExperimentRecord } from "./experiment-access.ts";
+import type { PeerCaller } from "./peer-auth.ts";
+
+/**
+ * A node (trainer or aux) reads the run control: the organizer's standing orders, signed now by the
+ * experiment's authority key, which the node verifies and passes on to the swarm.
+ *
+ * - `version` is Experiment.controlVersion, bumped by every change below.
+ * - `status` and `generation`, and the rollback checkpoint once the run was rolled back.
+ * - `revokedUsernames`: the users with a node in this experiment who are not the organizer and not
+ *   approved (banned, removed from the allowlist, or pending), those seen most recently first.
+ * - `revokedPublicKeys`: the keys of this experiment's nodes whose token was revoked, most recent
+ *   revocation first.
+ *
+ * Each list holds at most MAX_REVOKED_ENTRIES (2000).
+ */
+export async function readRunControl(ctx: AppContext, caller: PeerCaller): Promise<RunControlResponse> {
+  const experiment = caller.experiment;
+  const [rollback, revokedUsernames, revokedPublicKeys] = await Promise.all([
+    rollbackTargetOf(ctx, experiment),
+    revokedUsernamesOf(ctx, experiment),
+    revokedPublicKeysOf(ctx, experiment.id),
+  ]);
+  const control = signRunControl(ctx.crypto, openAuthorityKeyPair(experiment, ctx.env.sealingSecrets), {
+    experimentId: experiment.id,
+    version: experiment.controlVersion,
+    issuedAt: ctx.now(),
+    status: parseExperimentStatus(experiment.status),
+    generation: experiment.generation,
+    rollback,
+    revokedUsernames,
+    revokedPublicKeys,
+  });
+  return { control };
+}
+
+async function rollbackTargetOf(
+  ctx: AppContext,
+  experiment: ExperimentRecord,
+): Promise<RollbackTarget | null> {
+  if (experiment.rollbackCheckpointId === null) return null;
+  const checkpoint = await ctx.db.checkpoint.findFirst({
+    where: { id: experiment.rollbackCheckpointId, experimentId: experiment.id },
+    select: { id: true, step: true, sha256: true, sizeBytes: true },
+  });
+  if (checkpoint === null) {
+    throw new Error(`experiment ${experiment.id} rolled back to a checkpoint that is gone`);
+  }
+  return {
+    checkpointId: checkpoint.id,
+    step: checkpoint.step,
+    sha256: checkpoint.sha256,
+    sizeBytes: Number(checkpoint.sizeBytes),
+  };
+}
+
+async function revokedUsernamesOf(
+  ctx: AppContext,
+  experiment: Pick<ExperimentRecord, "id" | "organizerId">,
+): Promise<string[]> {
+  const users = await ctx.db.peer.groupBy({
+    by: ["userId"],
+    where: {
+      experimentId: experiment.id,
+      userId: { not: experiment.organizerId },
+      user: { allowlist: { none: { experimentId: experiment.id, status: AllowlistStatus.approved } } },
+    },
+    _max: { lastSeenAt: true },
+    orderBy: { _max: { lastSeenAt: "desc" } },
+    take: MAX_REVOKED_ENTRIES,
+  });
+  const rows = await ctx.db.user.findMany({
+    where: { id: { in: users.map((user) => user.userId) } },
+    select: { id: true, username: true },
+  });
+  const usernames = new Map(rows.map((row) => [row.id, row.username]));
+  return users.flatMap((user) => usernames.get(user.userId) ?? []);
+}
+
+async function revokedPublicKeysOf(ctx: AppContext, experimentId: string): Promise<Uint8Array[]> {
+  const peers = await ctx.db.peer.findMany({
+    where: { experimentId, token: { revokedAt: { not: null } } },
+    orderBy: [{ token: { revokedAt: "desc" } }, { lastSeenAt: "desc" }],
+    take: MAX_REVOKED_ENTRIES,
+    select: { publicKey: true },
+  });
+  return peers.map((peer) => decodePublicKey(peer.publicKey));
+}

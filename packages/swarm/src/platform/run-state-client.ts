@@ -1,0 +1,106 @@
+import { createHash } from "node:crypto";
+import {
+  checkAttestedBytes,
+  MAX_CONTROL_TOKEN_LENGTH,
+  verifyCheckpointAttestation,
+  type CheckpointAttestation,
+  type RollbackTarget,
+} from "@barnraise/protocol";
+import { nodeCrypto } from "@barnraise/protocol/node";
+import { z } from "zod";
+import { deserializeTrainingState } from "../state/state-snapshot.ts";
+import type { TrainingState } from "../state/training-state.ts";
+import { isPlatformRequestError, PlatformClientErrorCode, PlatformRequestError } from "./platform-client.ts";
+import type { PlatformClient } from "./platform-client.ts";
+
+/**
+ * What every node asks the platform about the run itself (DESIGN §9): the organizer's current run
+ * control, and the checkpoint a run resumes from. A checkpoint is trusted only through the
+ * platform's attestation (signed by the experiment's authority) or a signed run control naming it,
+ * and its bytes are checked against either before they are parsed.
+ */
+
+/** Largest checkpoint a node downloads (the state blob of a model of ~500 M parameters with Adam). */
+export const MAX_CHECKPOINT_DOWNLOAD_BYTES = 6 * 1024 ** 3;
+
+const controlAnswerSchema = z.object({ control: z.string().min(1).max(MAX_CONTROL_TOKEN_LENGTH) });
+const latestAnswerSchema = z.object({
+  checkpoint: z.object({ id: z.string().min(1).max(256), downloadUrl: z.string().min(1).max(2048) }),
+  attestation: z.string().min(1).max(4096),
+});
+
+/** The run control token as the platform signs it now; the caller verifies it (the run control board). */
+export async function fetchRunControl(client: PlatformClient, signal?: AbortSignal): Promise<string> {
+  const answer = await client.signed("GET", "control", { schema: controlAnswerSchema, signal });
+  return answer.control;
+}
+
+/** A checkpoint's state, and the attestation that vouches for it. */
+export interface AttestedState {
+  readonly attestation: CheckpointAttestation;
+  readonly state: TrainingState;
+}
+
+/**
+ * The run's latest checkpoint, verified, or null when the platform has none yet. Throws
+ * PlatformRequestError when the platform cannot be asked, ProtocolError when the attestation or the
+ * bytes do not check out.
+ */
+export async function loadLatestCheckpoint(
+  client: PlatformClient,
+  authorityPublicKey: Uint8Array,
+  signal?: AbortSignal,
+): Promise<AttestedState | null> {
+  let latest: z.output<typeof latestAnswerSchema>;
+  try {
+    latest = await client.get("checkpoints/latest", latestAnswerSchema, signal);
+  } catch (error) {
+    if (isPlatformRequestError(error, "NOT_FOUND")) return null;
+    throw error;
+  }
+  const attestation = verifyCheckpointAttestation(nodeCrypto, latest.attestation, {
+    authorityPublicKey,
+    experimentId: client.experimentId,
+  });
+  if (attestation.checkpointId !== latest.checkpoint.id) {
+    throw new PlatformRequestError(
+      PlatformClientErrorCode.BAD_RESPONSE,
+      `the attestation is for checkpoint ${attestation.checkpointId}, the answer names ${latest.checkpoint.id}`,
+    );
+  }
+  const bytes = await client.download(latest.checkpoint.downloadUrl, attestation.sizeBytes, signal);
+  const state = attestedState(bytes, attestation, attestation.generation);
+  return { attestation, state };
+}
+
+/**
+ * The checkpoint a signed run control rolls the run back to, checked against the control's
+ * SHA-256 and size; the state is marked with the control's generation.
+ */
+export async function loadRollbackCheckpoint(
+  client: PlatformClient,
+  target: RollbackTarget,
+  generation: number,
+  signal?: AbortSignal,
+): Promise<TrainingState> {
+  const path = `checkpoints/${encodeURIComponent(target.checkpointId)}`;
+  const bytes = await client.download(path, target.sizeBytes, signal);
+  return attestedState(bytes, target, generation);
+}
+
+function attestedState(
+  bytes: Uint8Array,
+  vouched: Pick<CheckpointAttestation, "sha256" | "sizeBytes" | "step">,
+  generation: number,
+): TrainingState {
+  const sha256Hex = createHash("sha256").update(bytes).digest("hex");
+  checkAttestedBytes(vouched, { sha256Hex, sizeBytes: bytes.byteLength });
+  const state = deserializeTrainingState(bytes);
+  if (state.epoch !== vouched.step) {
+    throw new PlatformRequestError(
+      PlatformClientErrorCode.BAD_RESPONSE,
+      `the checkpoint of step ${vouched.step} holds the state of step ${state.epoch}`,
+    );
+  }
+  return { ...state, generation };
+}
