@@ -1,15 +1,18 @@
 /**
- * A response body as UTF-8, or undefined when it is longer than `maxBytes`: a declared length over
+ * A response body's bytes, or undefined when it is longer than `maxBytes`: a declared length over
  * the limit is refused before reading, and a body that runs past it is cancelled without buffering
  * the rest. Rejects when the stream breaks.
  */
-export async function readBoundedText(response: Response, maxBytes: number): Promise<string | undefined> {
+export async function readBoundedBytes(
+  response: Response,
+  maxBytes: number,
+): Promise<Uint8Array | undefined> {
   const declared = Number(response.headers.get("content-length") ?? "0");
   if (declared > maxBytes) {
     await response.body?.cancel();
     return undefined;
   }
-  if (response.body === null) return "";
+  if (response.body === null) return new Uint8Array(0);
   const reader = response.body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
@@ -23,5 +26,13 @@ export async function readBoundedText(response: Response, maxBytes: number): Pro
     }
     chunks.push(value);
   }
-  return Buffer.concat(chunks, total).toString("utf8");
+  return new Uint8Array(Buffer.concat(chunks, total));
+}
+
+/** The body as UTF-8, bounded as `readBoundedBytes`. */
+export async function readBoundedText(response: Response, maxBytes: number): Promise<string | undefined> {
+  const bytes = await readBoundedBytes(response, maxBytes);
+  return bytes === undefined
+    ? undefined
+    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
 }

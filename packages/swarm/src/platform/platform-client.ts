@@ -4,7 +4,7 @@ import { Readable } from "node:stream";
 import { signRequest, type KeyPair } from "@barnraise/protocol";
 import { nodeCrypto } from "@barnraise/protocol/node";
 import { z } from "zod";
-import { readBoundedText } from "./bounded-body.ts";
+import { readBoundedBytes, readBoundedText } from "./bounded-body.ts";
 
 /**
  * A node's (trainer's or aux peer's) client for the platform's experiment routes. Calls that need
@@ -285,30 +285,6 @@ async function openFile(file: UploadFile): Promise<Readable> {
     throw error;
   }
   return createReadStream("", { fd: handle });
-}
-
-/** The body's bytes, or undefined when it is longer than `maxBytes` (cancelled without buffering). */
-async function readBoundedBytes(response: Response, maxBytes: number): Promise<Uint8Array | undefined> {
-  const declared = Number(response.headers.get("content-length") ?? "0");
-  if (declared > maxBytes) {
-    await response.body?.cancel();
-    return undefined;
-  }
-  if (response.body === null) return new Uint8Array(0);
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > maxBytes) {
-      await reader.cancel();
-      return undefined;
-    }
-    chunks.push(value);
-  }
-  return new Uint8Array(Buffer.concat(chunks, total));
 }
 
 /** A 2xx answer parsed with `schema`, or the error it reports. */
