@@ -14,7 +14,9 @@ import { PeerCliProcess, writeEvents, type LogRecord } from "./support/peer-cli-
  * with Ctrl-C and leaves cleanly.
  */
 
-const MAX_STEPS = 40;
+// Enough steps that Dave's process start, state load and first step land well before the last
+// step on a loaded machine (steps take about 0.3 s here).
+const MAX_STEPS = 80;
 const config = {
   model: { preset: "mnist-mlp" as const, hiddenUnits: [64] },
   // Steps of a few tenths of a second: long enough for a late joiner's state download to land before
@@ -103,18 +105,18 @@ describe("three volunteers on loopback", () => {
     );
     await alice.peer.waitFor(isStep(Number(three.step) + 5), "five more steps", 120_000);
 
+    // Bob's process dies without a word, possibly in the middle of a round.
+    const killedAt = alice.peer.latestStep();
+    bob.peer.kill("SIGKILL");
+    await bob.peer.exited;
+
     // Dave joins too and leaves with Ctrl-C after his first step: he finishes that round, exits 0,
-    // and the others carry on.
+    // and Alice and Carol carry on.
     const dave = await start("dave", [...alice.addresses]);
     await dave.peer.waitFor(isStep(1), "dave's first step", 120_000);
     dave.peer.kill("SIGINT");
     expect((await dave.peer.exited).code).toBe(0);
     expect(dave.peer.records.some((r) => r.msg === "stopped training")).toBe(true);
-
-    // Bob's process dies without a word, possibly in the middle of a round.
-    const killedAt = alice.peer.latestStep();
-    bob.peer.kill("SIGKILL");
-    await bob.peer.exited;
 
     for (const { peer } of [alice, carol]) {
       const evaluated = await peer.waitFor(
