@@ -1,11 +1,12 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { writeFile } from "node:fs/promises";
 import { createInterface } from "node:readline";
 import type { TestInfo } from "@playwright/test";
 
 /**
  * Real processes started by a test: their output kept line by line (pino JSON records parsed), a
  * way to wait for a record or for the exit, and a stop that asks first (SIGINT) and insists later
- * (SIGKILL). A `ProcessSet` stops all of a story's processes and attaches their last lines to the
+ * (SIGKILL). A `ProcessSet` stops all of a story's processes and attaches their output to the
  * report.
  */
 
@@ -125,6 +126,12 @@ export class RunningProcess {
     return this.#waitUntil("its exit", timeoutMs, () => this.#status);
   }
 
+  /** SIGKILL at once, as a crash or a power cut would. */
+  async kill(): Promise<ExitStatus> {
+    if (this.#status === undefined) this.#child.kill("SIGKILL");
+    return this.exited;
+  }
+
   /** SIGINT, then SIGKILL if it is still running after `graceMs`. */
   async stop(graceMs = 10_000): Promise<ExitStatus> {
     if (this.#status !== undefined) return this.#status;
@@ -215,15 +222,20 @@ export class ProcessSet {
     await Promise.all(this.#processes.map((running) => running.stop(graceMs)));
   }
 
-  /** Attaches each process's last `lines` lines of output to the test's report. */
-  async attachLogs(testInfo: TestInfo, lines = 100): Promise<void> {
+  /**
+   * Attaches each process's whole output to the test's report, as a file in the test's output
+   * directory (it stays under test-results/ for reading after the run).
+   */
+  async attachLogs(testInfo: TestInfo): Promise<void> {
     for (const running of this.#processes) {
       const status =
         running.status === undefined ? "still running" : `exited, ${describeExit(running.status)}`;
-      await testInfo.attach(`${running.name}.log`, {
-        body: `# ${running.name} (pid ${String(running.pid)}, ${status}): last ${lines} lines\n${running.tail(lines)}\n`,
-        contentType: "text/plain",
-      });
+      const path = testInfo.outputPath(`${running.name}.log`);
+      await writeFile(
+        path,
+        `# ${running.name} (pid ${String(running.pid)}, ${status})\n${running.tail(Infinity)}\n`,
+      );
+      await testInfo.attach(`${running.name}.log`, { path, contentType: "text/plain" });
     }
   }
 }

@@ -24,12 +24,15 @@ function port(name: string, fallback: number): number {
 // that mixes them fails.
 const webPort = port("E2E_PORT", 3100);
 const oidcPort = port("E2E_OIDC_PORT", webPort + 1);
+/** For a story that runs a platform of its own (to kill and start it again). */
+const sparePort = port("E2E_SPARE_PORT", webPort + 2);
 export const baseURL = `http://localhost:${webPort}`;
 
 export const e2eRun = {
   runId,
   webPort,
   baseURL,
+  sparePort,
   authSecret: derived("auth-secret"),
   barnraiseSecret: derived("barnraise-secret"),
   oidc: {

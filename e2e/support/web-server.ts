@@ -27,43 +27,54 @@ const requireFromWeb = createRequire(join(webDir, "package.json"));
 const requireFromRoot = createRequire(join(repoRoot, "package.json"));
 
 export interface RunningWebServer {
+  /** Where it answers, e.g. `http://localhost:3100`. */
+  readonly baseURL: string;
   readonly dataDir: string;
   readonly logFile: string;
+  /** Stops the server (SIGTERM to its process group); the data directory stays. */
   stop(): Promise<void>;
+  /** Kills the server and anything it started with SIGKILL, as a power cut would; the data directory stays. */
+  kill(): Promise<void>;
 }
 
+export interface WebServerOptions {
+  readonly port: number;
+  /** Its output is appended here. */
+  readonly logFile: string;
+  /**
+   * The data directory of an earlier server to start again on (its database, shards and
+   * checkpoints); a fresh one, migrated and with MNIST shards, when absent.
+   */
+  readonly dataDir?: string;
+}
+
+/** The platform of the end-to-end run, at E2E_PORT; stopping it also removes its data. */
 export async function startWebServer(logDir: string): Promise<RunningWebServer> {
-  const { baseURL, webPort, oidc } = e2eRun;
+  await mkdir(logDir, { recursive: true });
+  const server = await launchWebServer({ port: e2eRun.webPort, logFile: join(logDir, "web-server.log") });
+  return {
+    ...server,
+    stop: async () => {
+      await server.stop();
+      await rm(server.dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A platform on `port`, on a fresh data directory or on an earlier server's. */
+export async function launchWebServer(options: WebServerOptions): Promise<RunningWebServer> {
+  const baseURL = `http://localhost:${options.port}`;
+  const { oidc } = e2eRun;
   if (await isUp(baseURL)) {
     throw new Error(`something already answers at ${baseURL}; stop it or set E2E_PORT to a free port`);
   }
 
-  const dataDir = await mkdtemp(join(tmpdir(), "barnraise-e2e-"));
+  const dataDir = options.dataDir ?? (await prepareDataDir());
   const databaseUrl = `file:${join(dataDir, "barnraise.db")}`;
-  const prismaCli = requireFromRoot.resolve("prisma/build/index.js");
-  await run(process.execPath, [prismaCli, "migrate", "deploy"], {
-    cwd: repoRoot,
-    env: { ...process.env, DATABASE_URL: databaseUrl },
-  });
-  await run(
-    process.execPath,
-    [
-      join(webDir, "src/server/datasets/prepare-datasets-command.ts"),
-      "--dataset",
-      "mnist",
-      "--data-dir",
-      dataDir,
-      "--limit",
-      String(MNIST_LIMIT),
-    ],
-    { cwd: repoRoot },
-  );
-
-  await mkdir(logDir, { recursive: true });
-  const logFile = join(logDir, "web-server.log");
-  const log = createWriteStream(logFile);
+  const { logFile } = options;
+  const log = createWriteStream(logFile, { flags: "a" });
   const nextCli = requireFromWeb.resolve("next/dist/bin/next");
-  const child = spawn(process.execPath, [nextCli, "start", "--port", String(webPort)], {
+  const child = spawn(process.execPath, [nextCli, "start", "--port", String(options.port)], {
     cwd: webDir,
     // Its own process group, so stopping it also stops anything it started.
     detached: true,
@@ -94,31 +105,61 @@ export async function startWebServer(logDir: string): Promise<RunningWebServer> 
   });
   child.stdout.pipe(log, { end: false });
   child.stderr.pipe(log, { end: false });
-  const exited = new Promise<number | null>((resolve) =>
-    child.once("exit", (code) => {
-      resolve(code);
+  const exited = new Promise<void>((resolve) =>
+    child.once("exit", () => {
+      resolve();
     }),
   );
-
-  const stop = async () => {
+  const signal = async (name: NodeJS.Signals) => {
     if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) {
-      process.kill(-child.pid, "SIGTERM");
+      try {
+        process.kill(-child.pid, name);
+      } catch {
+        // The group is gone already.
+      }
       await exited;
     }
     log.end();
-    await rm(dataDir, { recursive: true, force: true });
   };
+  const stop = () => signal("SIGTERM");
+  const kill = () => signal("SIGKILL");
 
   try {
     await waitUntilUp(baseURL, child);
   } catch (error) {
     await stop();
+    if (options.dataDir === undefined) await rm(dataDir, { recursive: true, force: true });
     const output = await readFile(logFile, "utf8").catch(() => "");
     throw new Error(`${(error as Error).message}\n--- web server output ---\n${output.slice(-4000)}`, {
       cause: error,
     });
   }
-  return { dataDir, logFile, stop };
+  return { baseURL, dataDir, logFile, stop, kill };
+}
+
+/** A fresh data directory with a migrated SQLite database and a quick subset of the MNIST shards. */
+async function prepareDataDir(): Promise<string> {
+  const dataDir = await mkdtemp(join(tmpdir(), "barnraise-e2e-"));
+  const databaseUrl = `file:${join(dataDir, "barnraise.db")}`;
+  const prismaCli = requireFromRoot.resolve("prisma/build/index.js");
+  await run(process.execPath, [prismaCli, "migrate", "deploy"], {
+    cwd: repoRoot,
+    env: { ...process.env, DATABASE_URL: databaseUrl },
+  });
+  await run(
+    process.execPath,
+    [
+      join(webDir, "src/server/datasets/prepare-datasets-command.ts"),
+      "--dataset",
+      "mnist",
+      "--data-dir",
+      dataDir,
+      "--limit",
+      String(MNIST_LIMIT),
+    ],
+    { cwd: repoRoot },
+  );
+  return dataDir;
 }
 
 async function waitUntilUp(baseURL: string, child: ChildProcess) {

@@ -325,6 +325,7 @@ async function runRoles(context: RolesContext): Promise<void> {
                 checkpointRetryAt = Date.now() + CHECKPOINT_RETRY_MS;
               } else if (latest.attestation.generation === generation()) {
                 hold(latest.state, `the platform's checkpoint of step ${latest.state.epoch}`);
+                if (lastPostedStep === undefined) resume.startedFrom(latest.state.epoch);
                 checkpointer.resetTo(Math.max(checkpointer.lastStep, latest.state.epoch));
               }
             })
@@ -357,15 +358,15 @@ async function runRoles(context: RolesContext): Promise<void> {
           ),
         );
       }
-      const behind = resume.check(
+      const fromStep = resume.check(
         now,
         aggregator.liveness().alivePeers,
         aggregator.currentStep(),
         lastPostedStep,
+        held.state?.epoch,
       );
-      if (behind !== undefined) {
+      if (fromStep !== undefined) {
         // Every live trainer is behind the recorded steps: the swarm resumed from an older state.
-        const fromStep = Math.min(held.state?.epoch ?? behind, behind);
         try {
           const answer = await client.reportResume(fromStep, signal);
           logger.warn(
@@ -400,6 +401,7 @@ async function runRoles(context: RolesContext): Promise<void> {
           if (ingested.stored) {
             lastPostedStep = step.step;
             unstored.length = 0;
+            resume.stored();
           } else {
             // Recorded before: this aux restarted, or the swarm resumed behind the recorded steps.
             lastPostedStep = Math.max(lastPostedStep ?? 0, ingested.lastStep ?? 0);
@@ -463,24 +465,55 @@ async function runRoles(context: RolesContext): Promise<void> {
 /**
  * Tells when the swarm went back: live trainers whose highest step stays below the last step the
  * platform recorded, for RESUME_GRACE_MS (a state loaded from a checkpoint; a straggler alone never
- * is the highest). Returns the swarm's step once, then waits to be cleared.
+ * is the highest). Returns, once, the step the swarm went on from, then waits to be cleared.
+ *
+ * That step is the state the trainers loaded. The aux knows it best when it loaded the platform's
+ * checkpoint at start (`startedFrom`, after a full restart); otherwise it is the state this aux
+ * held when the swarm fell behind (the trainers load it from the aux), or the lowest step seen
+ * meanwhile if that is lower (they loaded an older checkpoint).
  */
 class ResumeWatch {
   #since: number | undefined;
+  #from: number | undefined;
+  #startedFrom: number | undefined;
 
-  check(now: number, alive: number, step: number, lastPosted: number | undefined): number | undefined {
+  /** The state this aux loaded from the platform at start, before the swarm had posted anything. */
+  startedFrom(step: number): void {
+    this.#startedFrom = step;
+  }
+
+  check(
+    now: number,
+    alive: number,
+    step: number,
+    lastPosted: number | undefined,
+    heldStep: number | undefined,
+  ): number | undefined {
     if (alive === 0 || lastPosted === undefined || step >= lastPosted) {
       this.#since = undefined;
+      this.#from = undefined;
       return undefined;
     }
-    this.#since ??= now;
+    if (this.#since === undefined) {
+      this.#since = now;
+      this.#from = this.#startedFrom ?? heldStep ?? step;
+    }
+    this.#from = Math.min(this.#from ?? step, step);
     if (now - this.#since < RESUME_GRACE_MS) return undefined;
-    this.#since = undefined;
-    return step;
+    const from = this.#from;
+    this.clear();
+    return from;
+  }
+
+  /** The platform stored a step: the swarm is ahead of what it recorded. */
+  stored(): void {
+    this.#startedFrom = undefined;
   }
 
   clear(): void {
     this.#since = undefined;
+    this.#from = undefined;
+    this.#startedFrom = undefined;
   }
 }
 

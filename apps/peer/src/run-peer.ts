@@ -67,8 +67,9 @@ export interface PeerRunResult {
 
 /** How long a joining peer waits to hear from the swarm before it trains on its own. */
 const DISCOVERY_TIMEOUT_MS = 15_000;
-/** While alone, ask the platform for the aux peers' addresses this often. */
-const REDISCOVERY_INTERVAL_MS = 20_000;
+/** While alone, ask the platform for the aux peers' addresses after this long, doubling up to the next. */
+const FIRST_REDISCOVERY_MS = 2_000;
+const MAX_REDISCOVERY_MS = 20_000;
 /** Share of free memory the automatic batch size may fill with activations. */
 const ACTIVATION_MEMORY_SHARE = 0.25;
 /** …and never more than this: the wasm backend's heap is a 32-bit address space shared with the weights. */
@@ -217,15 +218,17 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     // Say hello to the swarm at once: a peer that waits to hear from others before training would
     // otherwise wait out the whole discovery time when everyone has just started.
     progress.report({ epoch: optimizer.epoch, samplesAccumulated: 0, samplesPerSecond: 0 });
-    // A peer that found nobody (say it started before the organizer's aux peer registered) asks the
-    // platform again for the aux peers' addresses while it is alone.
-    const lookForPeers = setInterval(() => {
-      if (swarm.node.members().length > 0) return;
-      void rediscover(swarm, options, identity.keyPair, joined, reporter);
-    }, REDISCOVERY_INTERVAL_MS);
-    lookForPeers.unref();
+    // A peer that found nobody (it started before the organizer's aux peer registered, or was
+    // handed the address of an aux that has since restarted elsewhere) asks the platform again for
+    // the aux peers' addresses while it is alone: within seconds at first, then less often.
+    const lookingForPeers = new AbortController();
+    void lookForPeers(
+      () => swarm.node.members().length > 0,
+      () => rediscover(swarm, options, identity.keyPair, joined, reporter),
+      AbortSignal.any([lookingForPeers.signal, abortSignal]),
+    );
     cleanups.push(() => {
-      clearInterval(lookForPeers);
+      lookingForPeers.abort();
     });
     if (joined.initialPeers.length + options.peers.length > 0) {
       const heard = await waitForSwarm(swarm, options.stopSignal, abortSignal);
@@ -469,10 +472,6 @@ async function chooseBatchSize(
   return choice.batchSize;
 }
 
-/**
- * Waits until some peer's progress arrives (so the first step can load the swarm's state instead
- * of starting from scratch) or DISCOVERY_TIMEOUT_MS passes.
- */
 /** Joins again (one attempt) for the current initial peers and dials them; failures are only logged. */
 async function rediscover(
   swarm: Swarm,
@@ -499,6 +498,35 @@ async function rediscover(
   }
 }
 
+/**
+ * Calls `rediscover` while `connected()` is false: 2 s after the start or after losing the last
+ * member, then at doubling intervals up to 20 s. Ends when `signal` aborts.
+ */
+async function lookForPeers(
+  connected: () => boolean,
+  rediscover: () => Promise<void>,
+  signal: AbortSignal,
+): Promise<void> {
+  let delayMs = FIRST_REDISCOVERY_MS;
+  while (!signal.aborted) {
+    try {
+      await abortableSleep(connected() ? FIRST_REDISCOVERY_MS : delayMs, signal);
+    } catch {
+      return;
+    }
+    if (connected()) {
+      delayMs = FIRST_REDISCOVERY_MS;
+      continue;
+    }
+    await rediscover();
+    delayMs = Math.min(delayMs * 2, MAX_REDISCOVERY_MS);
+  }
+}
+
+/**
+ * Waits until some peer's progress arrives (so the first step can load the swarm's state instead
+ * of starting from scratch) or DISCOVERY_TIMEOUT_MS passes.
+ */
 async function waitForSwarm(swarm: Swarm, stop: AbortSignal, abort: AbortSignal): Promise<boolean> {
   const deadline = Date.now() + DISCOVERY_TIMEOUT_MS;
   while (swarm.progress.records().length === 0) {

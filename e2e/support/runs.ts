@@ -1,0 +1,98 @@
+import { expect, type APIRequestContext, type Page } from "@playwright/test";
+
+/** What the organizer types into the new-experiment form for a small `mnist-mlp` run. */
+export interface SmallRun {
+  readonly id: string;
+  readonly name: string;
+  readonly targetBatch: number;
+  readonly localBatch: number;
+  readonly checkpointEvery: number;
+  readonly learningRate?: number;
+  readonly hiddenUnits?: number;
+}
+
+/** Publishes the run through the form; the page ends on its manage page. */
+export async function publishRun(organizer: Page, run: SmallRun): Promise<void> {
+  await organizer.goto("/experiments/new");
+  await organizer.getByLabel("Experiment id").fill(run.id);
+  await organizer.getByLabel("Name", { exact: true }).fill(run.name);
+  await organizer.getByLabel("Description").fill("A small MLP on MNIST digits, trained by volunteers.");
+  await organizer.getByLabel("Model preset").selectOption("mnist-mlp");
+  await organizer.getByLabel("Hidden layer sizes").fill(String(run.hiddenUnits ?? 32));
+  await organizer.getByLabel("Target batch size").fill(String(run.targetBatch));
+  await organizer.getByRole("checkbox", { name: /^Automatic/ }).uncheck();
+  await organizer.getByLabel("Local batch size").fill(String(run.localBatch));
+  await organizer.getByLabel("Stop after (steps)").fill("");
+  await organizer.getByLabel("Learning rate").fill(String(run.learningRate ?? 0.01));
+  await organizer.getByLabel("Checkpoint every (steps)").fill(String(run.checkpointEvery));
+  await organizer.getByRole("button", { name: "Create experiment" }).click();
+  await organizer.waitForURL(/\/experiments\/[^/]+\/manage$/);
+  expect(new URL(organizer.url()).pathname).toBe(`/experiments/${run.id}/manage`);
+  await expect(organizer.getByLabel("Checkpoint every (steps)")).toHaveValue(String(run.checkpointEvery));
+}
+
+/**
+ * On the manage page: creates an aux token and reads its secret, shown this once with the command
+ * to run (checked to be `barnraise-aux --server <origin> --token <secret>`).
+ */
+export async function createAuxToken(organizer: Page, label: string): Promise<string> {
+  const auxSection = organizer.getByRole("region", { name: "Aux peers" });
+  await auxSection.getByLabel("Label (optional)").fill(label);
+  await auxSection.getByRole("button", { name: "Create aux token" }).click();
+  const secretBox = organizer.getByRole("region", { name: "New aux token" });
+  await expect(secretBox).toBeVisible();
+  const token = (await secretBox.getByLabel("the new aux token").textContent())?.trim() ?? "";
+  expect(token).not.toBe("");
+  await expect(secretBox.getByLabel("the command")).toHaveText(
+    `barnraise-aux --server ${new URL(organizer.url()).origin} --token ${token}`,
+  );
+  return token;
+}
+
+/** On the volunteer page: creates a peer token and reads its secret, shown this once. */
+export async function createPeerToken(page: Page, experimentId: string, label: string): Promise<string> {
+  await page.goto(`/experiments/${experimentId}/volunteer`);
+  await page.getByLabel("Label (optional)").fill(label);
+  await page.getByRole("button", { name: "Create token" }).click();
+  const secretBox = page.getByRole("region", { name: "New token" });
+  await expect(secretBox).toBeVisible();
+  const token = (await secretBox.getByLabel("the new token").textContent())?.trim() ?? "";
+  expect(token).toMatch(/^brp_[A-Za-z0-9_-]{43}$/);
+  return token;
+}
+
+/** A public read of the platform's API that must answer 200. */
+export async function getJson<T>(request: APIRequestContext, path: string): Promise<T> {
+  const response = await request.get(path);
+  expect(response.status(), `GET ${path}`).toBe(200);
+  return (await response.json()) as T;
+}
+
+/** The public views the stories read. */
+export interface MetricPoint {
+  readonly step: number;
+  readonly loss: number;
+  readonly alivePeers: number;
+  readonly recordedAt: string;
+  readonly timeline: number;
+  readonly discarded: boolean;
+}
+export interface RunEvent {
+  readonly kind: "resumed" | "rolled-back";
+  readonly step: number;
+  readonly fromStep: number | null;
+  readonly timeline: number;
+}
+export interface Metrics {
+  readonly points: readonly MetricPoint[];
+  readonly total: number;
+  readonly events: readonly RunEvent[];
+}
+export interface Checkpoint {
+  readonly id: string;
+  readonly step: number;
+  readonly loss: number | null;
+  readonly sizeBytes: number;
+  readonly sha256: string;
+  readonly downloadUrl: string;
+}
