@@ -216,7 +216,8 @@ test("a run survives the platform, the aux and every peer killed at once", async
         description: `${((firstStepAt - restartedAt) / 1000).toFixed(1)} s`,
       },
     );
-    // One checkpoint interval, plus a step or two taken while the last checkpoint was uploading.
-    expect(stepsLost).toBeLessThanOrEqual(CHECKPOINT_EVERY + 2);
+    // One checkpoint interval, plus the steps taken while the last checkpoint was on its way (steps
+    // of a fifth of a second here; a checkpoint takes about a second to fetch and upload).
+    expect(stepsLost).toBeLessThanOrEqual(2 * CHECKPOINT_EVERY);
   });
 });

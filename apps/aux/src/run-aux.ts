@@ -16,6 +16,7 @@ import {
   type TrainingState,
 } from "@barnraise/swarm";
 import type { Logger } from "pino";
+import { ResumeWatch } from "./monitor/resume-watch.ts";
 import { StepAggregator, type AggregatedStep } from "./monitor/step-aggregator.ts";
 import { AuxPlatformClient, PlatformRequestError } from "./platform-client.ts";
 import { AveragingHelper } from "./roles/averaging-helper.ts";
@@ -50,8 +51,6 @@ const MAX_QUEUED_STEPS = 200;
 const METRICS_RETRY_MS = 5_000;
 /** How often the swarm's liveness goes to the platform (the page says "0 alive" within 30 s). */
 const LIVENESS_EVERY_MS = 5_000;
-/** How long every live trainer must stay behind the last recorded step before it counts as a resume. */
-const RESUME_GRACE_MS = 5_000;
 /** Wait before asking the platform again for the checkpoint to serve. */
 const CHECKPOINT_RETRY_MS = 15_000;
 
@@ -369,10 +368,12 @@ async function runRoles(context: RolesContext): Promise<void> {
         // Every live trainer is behind the recorded steps: the swarm resumed from an older state.
         try {
           const answer = await client.reportResume(fromStep, signal);
-          logger.warn(
-            { fromStep, lastStep: answer.lastStep, timeline: answer.timeline },
-            `the swarm resumed from step ${fromStep}, behind the recorded step ${answer.lastStep ?? "-"}; the curve goes on from there`,
-          );
+          if (answer.forked) {
+            logger.warn(
+              { fromStep, lastStep: answer.lastStep, timeline: answer.timeline },
+              `the swarm resumed from step ${fromStep}, behind the recorded steps; the curve goes on from there`,
+            );
+          }
           aggregator.reset();
           queue.unshift(...unstored.splice(0).filter((kept) => kept.step > fromStep));
           lastPostedStep = undefined;
@@ -405,6 +406,7 @@ async function runRoles(context: RolesContext): Promise<void> {
           } else {
             // Recorded before: this aux restarted, or the swarm resumed behind the recorded steps.
             lastPostedStep = Math.max(lastPostedStep ?? 0, ingested.lastStep ?? 0);
+            resume.refused(step.step);
             unstored.push(step);
             if (unstored.length > MAX_QUEUED_STEPS) unstored.shift();
             continue;
@@ -459,61 +461,6 @@ async function runRoles(context: RolesContext): Promise<void> {
     unsubscribe();
     unsubscribeControl();
     await Promise.all(background);
-  }
-}
-
-/**
- * Tells when the swarm went back: live trainers whose highest step stays below the last step the
- * platform recorded, for RESUME_GRACE_MS (a state loaded from a checkpoint; a straggler alone never
- * is the highest). Returns, once, the step the swarm went on from, then waits to be cleared.
- *
- * That step is the state the trainers loaded. The aux knows it best when it loaded the platform's
- * checkpoint at start (`startedFrom`, after a full restart); otherwise it is the state this aux
- * held when the swarm fell behind (the trainers load it from the aux), or the lowest step seen
- * meanwhile if that is lower (they loaded an older checkpoint).
- */
-class ResumeWatch {
-  #since: number | undefined;
-  #from: number | undefined;
-  #startedFrom: number | undefined;
-
-  /** The state this aux loaded from the platform at start, before the swarm had posted anything. */
-  startedFrom(step: number): void {
-    this.#startedFrom = step;
-  }
-
-  check(
-    now: number,
-    alive: number,
-    step: number,
-    lastPosted: number | undefined,
-    heldStep: number | undefined,
-  ): number | undefined {
-    if (alive === 0 || lastPosted === undefined || step >= lastPosted) {
-      this.#since = undefined;
-      this.#from = undefined;
-      return undefined;
-    }
-    if (this.#since === undefined) {
-      this.#since = now;
-      this.#from = this.#startedFrom ?? heldStep ?? step;
-    }
-    this.#from = Math.min(this.#from ?? step, step);
-    if (now - this.#since < RESUME_GRACE_MS) return undefined;
-    const from = this.#from;
-    this.clear();
-    return from;
-  }
-
-  /** The platform stored a step: the swarm is ahead of what it recorded. */
-  stored(): void {
-    this.#startedFrom = undefined;
-  }
-
-  clear(): void {
-    this.#since = undefined;
-    this.#from = undefined;
-    this.#startedFrom = undefined;
   }
 }
 

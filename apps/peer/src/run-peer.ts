@@ -220,11 +220,22 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     progress.report({ epoch: optimizer.epoch, samplesAccumulated: 0, samplesPerSecond: 0 });
     // A peer that found nobody (it started before the organizer's aux peer registered, or was
     // handed the address of an aux that has since restarted elsewhere) asks the platform again for
-    // the aux peers' addresses while it is alone: within seconds at first, then less often.
+    // the aux peers' addresses while it is alone: within seconds at first, then less often. So does
+    // a peer in a swarm that lost touch with every aux peer the platform lists (an aux restarted on
+    // another port): the aux keeps the run's state, its metrics and its checkpoints.
     const lookingForPeers = new AbortController();
+    let auxListed = joined.initialPeers.length > 0;
     void lookForPeers(
-      () => swarm.node.members().length > 0,
-      () => rediscover(swarm, options, identity.keyPair, joined, reporter),
+      () => {
+        const members = swarm.node.members();
+        return (
+          members.length > 0 && (!auxListed || members.some((peer) => swarm.node.modeOf(peer) === "aux"))
+        );
+      },
+      async () => {
+        const listed = await rediscover(swarm, options, identity.keyPair, joined, reporter);
+        if (listed !== undefined) auxListed = listed > 0;
+      },
       AbortSignal.any([lookingForPeers.signal, abortSignal]),
     );
     cleanups.push(() => {
@@ -472,14 +483,17 @@ async function chooseBatchSize(
   return choice.batchSize;
 }
 
-/** Joins again (one attempt) for the current initial peers and dials them; failures are only logged. */
+/**
+ * Joins again (one attempt) for the current initial peers and dials them; failures are only logged.
+ * Resolves with how many the platform listed, or undefined when it could not be asked.
+ */
 async function rediscover(
   swarm: Swarm,
   options: PeerRunOptions,
   keyPair: KeyPair,
   joined: JoinedExperiment,
   reporter: Reporter,
-): Promise<void> {
+): Promise<number | undefined> {
   try {
     const fresh = await joinPlatform({
       server: options.server,
@@ -493,8 +507,10 @@ async function rediscover(
     );
     const reached = results.filter((result) => result.status === "fulfilled").length;
     if (reached > 0) reporter.log("info", `found the swarm through ${reached} aux peer(s)`);
+    return fresh.initialPeers.length;
   } catch (error) {
     reporter.log("warn", "could not ask the platform for peers", { err: error });
+    return undefined;
   }
 }
 
