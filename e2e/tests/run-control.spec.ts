@@ -16,8 +16,8 @@ import {
 import { register, screenshots } from "../support/ui.ts";
 
 // The organizer corrects a live run from the manage page, and the running swarm obeys within 30 s
-// through the signed run control, not at pass expiry: pause stops every peer's training, resume
-// lets them go on, and a rollback to an earlier checkpoint restarts the swarm from its step, which
+// through the signed run control, not at pass expiry: pause stops every peer's training (and a peer
+// restarted meanwhile waits too), resume lets them go on, and a rollback to an earlier checkpoint restarts the swarm from its step, which
 // the public dashboard shows with the discarded steps kept in grey.
 
 const TARGET_BATCH = 1024;
@@ -62,6 +62,7 @@ test("the organizer pauses, resumes and rolls back a live run, and the swarm obe
   const visitor = await visitorContext.newPage();
   const peers: RunningProcess[] = [];
   let aux: RunningProcess | undefined;
+  let peerToken = "";
 
   await test.step("the organizer publishes a run and trains it with an aux and two peers", async () => {
     await register(organizer, `controller-${suffix}`);
@@ -75,12 +76,12 @@ test("the organizer pauses, resumes and rolls back a live run, and the swarm obe
     const auxToken = await createAuxToken(organizer, "control aux");
     aux = startAux(processes, "aux", { server: baseURL, token: auxToken, dir: join(workDir, "aux") });
     await aux.waitForRecord("registered address", recordMatcher("registered address"), 60_000);
-    const token = await createPeerToken(organizer, experimentId, "two desktops");
+    peerToken = await createPeerToken(organizer, experimentId, "two desktops");
     for (const name of ["desk-1", "desk-2"]) {
       peers.push(
         startPeer(processes, name, {
           server: baseURL,
-          token,
+          token: peerToken,
           dir: join(workDir, name),
           batchSize: LOCAL_BATCH,
         }),
@@ -128,6 +129,22 @@ test("the organizer pauses, resumes and rolls back a live run, and the swarm obe
 
     await visitor.goto(`/experiments/${experimentId}`);
     await expect(visitor.getByTestId("now-eta")).toContainText("Paused by the organizer");
+
+    // A peer restarted during the pause (Ctrl-C, then the same command) is let back in, since the
+    // platform knows its key, and waits from its first minibatch.
+    const [first, second] = peers;
+    if (first === undefined || second === undefined) throw new Error("two peers expected");
+    expect((await second.stop()).code).toBe(0);
+    const again = startPeer(processes, "desk-2-again", {
+      server: baseURL,
+      token: peerToken,
+      dir: join(workDir, "desk-2"),
+      batchSize: LOCAL_BATCH,
+    });
+    await again.waitForRecord("paused", recordMatcher("the organizer paused the run; waiting"), OBEY_MS);
+    expect(again.filter(isStep)).toHaveLength(0);
+    expect(again.filter(recordMatcher("first minibatch contributed"))).toHaveLength(0);
+    peers.splice(0, peers.length, first, again);
   });
 
   await test.step("resume: the peers train on within 30 s", async () => {

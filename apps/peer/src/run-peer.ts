@@ -6,6 +6,7 @@ import {
   abortableSleep,
   CollaborativeOptimizer,
   createPassRefresher,
+  fetchRunControl,
   joinExperiment,
   joinPlatform,
   JoinError,
@@ -65,6 +66,8 @@ export interface PeerRunResult {
   readonly evaluation?: Evaluation | undefined;
 }
 
+/** How long a peer waits for the run control before its first minibatch. */
+const FIRST_CONTROL_MS = 5_000;
 /** How long a joining peer waits to hear from the swarm before it trains on its own. */
 const DISCOVERY_TIMEOUT_MS = 15_000;
 /** While alone, ask the platform for the aux peers' addresses after this long, doubling up to the next. */
@@ -301,6 +304,19 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       leave,
     });
     cleanups.push(followControl.stop);
+    // A node that joins a paused run (it was in the swarm before, so the platform lets it refresh)
+    // waits from its first minibatch: the run control is read once before training starts.
+    try {
+      swarm.control.offer(
+        await fetchRunControl(
+          platform,
+          AbortSignal.any([abortSignal, AbortSignal.timeout(FIRST_CONTROL_MS)]),
+        ),
+        "platform",
+      );
+    } catch (error) {
+      reporter.logger.debug({ err: error }, "could not read the run control before training");
+    }
     void pollRunControl(
       {
         client: platform,

@@ -305,6 +305,27 @@ describe.each(testDatabaseProviders())("join (%s)", (provider) => {
       expect(await app.db.peer.count()).toBe(0);
     });
 
+    it("a node that joined before refreshes its pass while the run is paused; a new key waits", async () => {
+      const { experiment, token } = await approvedVolunteer();
+      const publicKey = toBase64Url(generateKeyPair().publicKey);
+      expect((await callJoin(experiment.id, { token: token.token, publicKey })).status).toBe(200);
+      await app.db.experiment.update({ where: { id: experiment.id }, data: { status: "paused" } });
+      expect((await callJoin(experiment.id, { token: token.token, publicKey })).status).toBe(200);
+      const otherKey = toBase64Url(generateKeyPair().publicKey);
+      expect(
+        await errorCode(await callJoin(experiment.id, { token: token.token, publicKey: otherKey })),
+      ).toEqual({
+        status: 409,
+        code: "EXPERIMENT_PAUSED",
+      });
+      // The known key of another user is no pass for a stranger: refused before the pause matters.
+      const outsider = await createUser(app);
+      const outsiderToken = await createToken(app, experiment.id, outsider);
+      expect(
+        await errorCode(await callJoin(experiment.id, { token: outsiderToken.token, publicKey })),
+      ).toEqual({ status: 403, code: "NOT_ALLOWLISTED" });
+    });
+
     it("RATE_LIMITED: too many joins from one address", async () => {
       const { experiment, token } = await approvedVolunteer();
       const from = (ip: string) =>

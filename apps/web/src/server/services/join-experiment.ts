@@ -24,7 +24,8 @@ import { hashPeerToken, isWellFormedPeerToken } from "./peer-tokens.ts";
  * Refusals, in the order they are checked: TOKEN_INVALID (malformed, unknown, or another
  * experiment's token), TOKEN_REVOKED, BANNED, NOT_ALLOWLISTED (trainer tokens: the owner must
  * organize the experiment or be approved), FORBIDDEN (aux tokens: the owner must still organize it),
- * EXPERIMENT_PAUSED, and CONFLICT when another user already registered the key.
+ * EXPERIMENT_PAUSED (for a node that has not joined before: a known node refreshes its pass while the
+ * run is paused), and CONFLICT when another user already registered the key.
  */
 
 /** Aux peers seen this recently are offered as initial peers. */
@@ -86,7 +87,7 @@ async function admitNode(
 ): Promise<JoinResponse> {
   const role = parsePeerRole(token.role);
   await requireStanding(ctx, experiment, { userId: token.userId, role, revokedAt: token.revokedAt });
-  if (experiment.status === "paused") {
+  if (experiment.status === "paused" && !(await isKnownNode(ctx, experiment.id, token.userId, input))) {
     throw new AppError(AppErrorCode.EXPERIMENT_PAUSED, "the organizer has paused this experiment");
   }
 
@@ -129,6 +130,23 @@ async function admitNode(
     initialPeers: await initialPeers(ctx, experiment.id, publicKey, now),
     experiment: { id: experiment.id, name: experiment.name },
   };
+}
+
+/**
+ * Whether this user's node with this key joined the experiment before. While the run is paused a
+ * known node may still refresh its pass: it waits in the swarm for the organizer to resume (the run
+ * control tells it), and its pass must not run out meanwhile. New nodes wait for the resume.
+ */
+async function isKnownNode(
+  ctx: AppContext,
+  experimentId: string,
+  userId: string,
+  input: JoinRequest,
+): Promise<boolean> {
+  const known = await ctx.db.peer.count({
+    where: { experimentId, userId, publicKey: encodePublicKey(input.publicKey) },
+  });
+  return known > 0;
 }
 
 interface PeerRegistration {
