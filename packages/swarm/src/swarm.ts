@@ -109,6 +109,14 @@ export class Swarm {
       },
       logger,
     });
+    // A node that connects hears the run control held here at once, even when it cannot reach
+    // the platform: a paused, banned or rolled-back run holds for newcomers too.
+    node.onGreeted((peer) => {
+      if (this.control.current() === null) return;
+      this.control.push(peer).catch((error: unknown) => {
+        logger.debug({ peer, err: error }, "pushing the run control to a member failed");
+      });
+    });
   }
 
   static async create(options: SwarmOptions): Promise<Swarm> {

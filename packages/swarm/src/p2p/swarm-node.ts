@@ -94,6 +94,7 @@ export class SwarmNode {
   readonly #introduced = new Set<string>();
   /** The addresses each member announced in its hello (relayed ones included). */
   readonly #announced = new Map<string, string[]>();
+  readonly #greetedListeners = new Set<(peer: string) => void>();
   #maintenance: NodeJS.Timeout | undefined;
   #lastRefresh = 0;
   #running = false;
@@ -239,6 +240,7 @@ export class SwarmNode {
         peers: this.#knownPeers(incoming.from.peerId),
       });
       await this.#learnAddrs(incoming.from.peerId, incoming.head.addrs);
+      this.#greeted(incoming.from.peerId);
     });
     this.libp2p.addEventListener("connection:open", (event) => {
       this.#onConnection(event.detail);
@@ -303,6 +305,25 @@ export class SwarmNode {
     return dropped;
   }
 
+  /**
+   * Calls `listener` with a member each time a hello passes between it and this node (when it
+   * connects, and at each member-list refresh); returns the unsubscribe function.
+   */
+  onGreeted(listener: (peer: string) => void): () => void {
+    this.#greetedListeners.add(listener);
+    return () => this.#greetedListeners.delete(listener);
+  }
+
+  #greeted(peer: string): void {
+    for (const listener of this.#greetedListeners) {
+      try {
+        listener(peer);
+      } catch (error) {
+        this.#logger.warn({ peer, err: error }, "a hello listener threw");
+      }
+    }
+  }
+
   /** The averaging mode a member announced in its hello (undefined before the hello). */
   modeOf(peer: string): AveragingMode | undefined {
     return this.#modes.get(peer);
@@ -338,6 +359,7 @@ export class SwarmNode {
         this.#announced.set(peer, answer.addrs);
         await this.#learnAddrs(peer, answer.addrs);
         await this.#learnMembers(answer.peers);
+        this.#greeted(peer);
         return true;
       } catch (error) {
         if (!this.#running) return false;
