@@ -66,6 +66,9 @@ export interface PeerRunResult {
   readonly evaluation?: Evaluation | undefined;
 }
 
+/** How often a peer measures its link against an aux peer, and how soon after a failure. */
+const LINK_PROBE_EVERY_MS = 10 * 60_000;
+const LINK_PROBE_RETRY_MS = 30_000;
 /** How long a peer waits for the run control before its first minibatch. */
 const FIRST_CONTROL_MS = 5_000;
 /** How long a joining peer waits to hear from the swarm before it trains on its own. */
@@ -244,6 +247,9 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     cleanups.push(() => {
       lookingForPeers.abort();
     });
+    // The link's capacity, which sets this peer's share of each all-reduce: a speed test against an
+    // aux peer now and every 10 minutes; the all-reduce's own traffic refines it in between.
+    void measureLinkNow(swarm, reporter, AbortSignal.any([lookingForPeers.signal, abortSignal]));
     if (joined.initialPeers.length + options.peers.length > 0) {
       const heard = await waitForSwarm(swarm, options.stopSignal, abortSignal);
       if (!heard && !options.stopSignal.aborted) {
@@ -553,6 +559,41 @@ async function lookForPeers(
     await rediscover();
     delayMs = Math.min(delayMs * 2, MAX_REDISCOVERY_MS);
   }
+}
+
+/**
+ * Measures the link against an aux member (the first one connected, waiting for one), logs the
+ * result, and does it again every LINK_PROBE_EVERY_MS; a failed probe is tried again after
+ * LINK_PROBE_RETRY_MS. Ends when `signal` aborts.
+ */
+async function measureLinkNow(swarm: Swarm, reporter: Reporter, signal: AbortSignal): Promise<void> {
+  for (;;) {
+    const aux = swarm.node.members().find((peer) => swarm.node.modeOf(peer) === "aux");
+    let waitMs = LINK_PROBE_RETRY_MS;
+    if (aux !== undefined) {
+      try {
+        const link = await swarm.measureLink(aux, signal);
+        reporter.log(
+          "info",
+          `link: ${formatMbit(link.uploadBytesPerSecond)} up, ${formatMbit(link.downloadBytesPerSecond)} down (a speed test against an aux peer)`,
+          { ...link, aux },
+        );
+        waitMs = LINK_PROBE_EVERY_MS;
+      } catch (error) {
+        if (signal.aborted) return;
+        reporter.logger.debug({ err: error, aux }, "the link speed test failed; trying again");
+      }
+    }
+    try {
+      await abortableSleep(aux === undefined ? FIRST_REDISCOVERY_MS : waitMs, signal);
+    } catch {
+      return;
+    }
+  }
+}
+
+function formatMbit(bytesPerSecond: number): string {
+  return `${((bytesPerSecond * 8) / 1e6).toFixed(1)} Mbit/s`;
 }
 
 /**

@@ -32,6 +32,8 @@ export const SwarmErrorCode = {
   PASS_REFRESH_FAILED: "PASS_REFRESH_FAILED",
   /** The node is not started, or already stopped. */
   NOT_RUNNING: "NOT_RUNNING",
+  /** The peer serves as many requests of this kind as it will at once; try again later. */
+  BUSY: "BUSY",
 } as const;
 
 export type SwarmErrorCode = (typeof SwarmErrorCode)[keyof typeof SwarmErrorCode];

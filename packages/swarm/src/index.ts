@@ -58,6 +58,9 @@ export * from "./averaging/moshpit-grid.ts";
 export type { AllReduceGroup, GroupMember } from "./averaging/partition.ts";
 // Compression
 export * from "./compression/index.ts";
+// The link: measured capacity and speed tests
+export * from "./net/link-meter.ts";
+export { LinkProbe, DEFAULT_PROBE_BYTES, type LinkProbeResult } from "./net/link-probe.ts";
 // State sharing
 export { StateSharing, type StateDownloadOptions } from "./state/state-sharing.ts";
 export * from "./state/training-state.ts";

@@ -5,6 +5,8 @@ import { Matchmaking } from "./averaging/matchmaking.ts";
 import { RunControlBoard } from "./control/run-control-board.ts";
 import { isSwarmError, SwarmErrorCode } from "./errors.ts";
 import type { AveragerPort, EpochState, ProgressPort, StatePort } from "./optim/ports.ts";
+import { LinkMeter, type LinkEstimate } from "./net/link-meter.ts";
+import { DEFAULT_PROBE_BYTES, LinkProbe } from "./net/link-probe.ts";
 import { SwarmNode, type SwarmNodeOptions } from "./p2p/swarm-node.ts";
 import type { ProgressRecord } from "./progress/progress-messages.ts";
 import { ProgressTracker } from "./progress/progress-tracker.ts";
@@ -12,14 +14,14 @@ import { generationOf } from "./progress/swarm-estimate.ts";
 import { StateSharing } from "./state/state-sharing.ts";
 import type { TrainingState } from "./state/training-state.ts";
 
-/** A conservative default link capacity (≈100 Mbit/s) until measurements say otherwise. */
-const DEFAULT_BYTES_PER_SECOND = 12_500_000;
-
 export interface SwarmOptions extends SwarmNodeOptions {
   config: ExperimentConfig;
   /** The state this peer serves to new or stale peers; null while it has none. */
   getState: () => TrainingState | null;
-  /** This peer's link capacity for load balancing, bytes per second. */
+  /**
+   * A fixed link capacity for load balancing, bytes per second, instead of measuring it (see
+   * LinkMeter): for a lab whose links are known, or an operator who wants to set it.
+   */
   bandwidth?: { uploadBytesPerSecond: number; downloadBytesPerSecond: number };
   /** Progress push period; default 1 s. */
   progressIntervalMs?: number;
@@ -54,6 +56,10 @@ export class Swarm {
   readonly state: StateSharing;
   /** The organizer's run control: the newest token seen, spread to every member. */
   readonly control: RunControlBoard;
+  /** This peer's link capacity, measured (or configured), for load balancing. */
+  readonly link: LinkMeter;
+  /** Speed tests with other members; every node serves them. */
+  readonly linkProbe: LinkProbe;
   readonly config: ExperimentConfig;
   readonly #options: SwarmOptions;
   /** The last time `loadCheckpoint` had nothing newer: for which generation and epoch, and when. */
@@ -64,12 +70,15 @@ export class Swarm {
     this.node = node;
     this.config = config;
     this.#options = options;
+    this.link = new LinkMeter(options.bandwidth === undefined ? {} : { configured: options.bandwidth });
+    this.linkProbe = new LinkProbe({ rpc: node.rpc });
     this.progress = new ProgressTracker({
       rpc: node.rpc,
       peers: () => node.members(),
       targetBatchSize: config.training.targetBatchSize,
       mode: options.mode,
       logger,
+      link: () => this.link.current(),
       ...(options.session === undefined ? {} : { session: options.session }),
       ...(options.progressIntervalMs === undefined ? {} : { intervalMs: options.progressIntervalMs }),
       ...(options.now === undefined ? {} : { now: options.now }),
@@ -91,10 +100,7 @@ export class Swarm {
       allreduce: this.allreduce,
       averaging: config.averaging,
       compression: config.compression,
-      bandwidth: options.bandwidth ?? {
-        uploadBytesPerSecond: DEFAULT_BYTES_PER_SECOND,
-        downloadBytesPerSecond: DEFAULT_BYTES_PER_SECOND,
-      },
+      link: this.link,
       swarmSize: () => this.#trainers(),
       logger,
     });
@@ -133,6 +139,7 @@ export class Swarm {
     this.allreduce.start();
     this.state.start();
     this.control.start();
+    this.linkProbe.start();
     await this.node.start();
   }
 
@@ -142,7 +149,17 @@ export class Swarm {
     this.allreduce.stop();
     this.state.stop();
     this.control.stop();
+    this.linkProbe.stop();
     await this.node.stop();
+  }
+
+  /**
+   * Measures this peer's link with a speed test against `peer` (an aux peer: a server, usually
+   * faster than a volunteer's link) and keeps the result. Rejects with the exchange's SwarmError.
+   */
+  async measureLink(peer: string, signal?: AbortSignal): Promise<LinkEstimate> {
+    this.link.probed(await this.linkProbe.probe(peer, DEFAULT_PROBE_BYTES, signal));
+    return this.link.current();
   }
 
   progressPort(): ProgressPort {

@@ -19,13 +19,21 @@ export interface AveragerOptions {
   allreduce: AllReduceService;
   averaging: ExperimentConfig["averaging"];
   compression: ExperimentConfig["compression"];
-  /** This peer's link capacity, bytes per second (measured or configured). */
-  bandwidth: { uploadBytesPerSecond: number; downloadBytesPerSecond: number };
+  /**
+   * This peer's link: its capacity in bytes per second (measured or configured), offered to each
+   * group for load balancing, and told of each round's traffic.
+   */
+  link: {
+    current(): { uploadBytesPerSecond: number; downloadBytesPerSecond: number };
+    observed(sample: { bytesSent: number; bytesReceived: number; seconds: number }): void;
+  };
   /** How many peers are alive in the swarm (progress tracking); sizes the Moshpit grid. */
   swarmSize: () => number;
   /** Per-peer, per-round failure probability used to choose the group size (DeDLOC App. C). */
   failureRate?: number;
   random?: () => number;
+  /** A monotonic clock in milliseconds, to time rounds; default `performance.now`. */
+  now?: () => number;
   logger: Logger;
 }
 
@@ -78,7 +86,8 @@ export class Averager {
     weight: number,
     signal?: AbortSignal,
   ): Promise<AverageOutcome> {
-    const { averaging, compression, bandwidth, mode } = this.#options;
+    const { averaging, compression, link, mode } = this.#options;
+    const now = this.#options.now ?? (() => performance.now());
     const peers = this.#options.swarmSize();
     const m = optimalGroupSize(peers, this.#options.failureRate ?? 0.01, averaging.maxGroupSize);
     const dimensions = moshpitDimensions(peers, m);
@@ -90,9 +99,10 @@ export class Averager {
     let groupSize = 1;
     for (let round = 0; round < dimensions; round += 1) {
       const key = groupKey(epoch, round, this.#gridIndex);
+      const { uploadBytesPerSecond, downloadBytesPerSecond } = link.current();
       const group = await this.#options.matchmaking.form(
         key,
-        { mode, weight: currentWeight, ...bandwidth },
+        { mode, weight: currentWeight, uploadBytesPerSecond, downloadBytesPerSecond },
         signal,
       );
       const capacities: MemberCapacity[] = group.members.map((member) => ({
@@ -105,6 +115,7 @@ export class Averager {
       const fractions = averaging.loadBalancing
         ? await optimalPartFractions(capacities)
         : uniformPartFractions(capacities);
+      const started = now();
       const result = await this.#options.allreduce.run({
         group: { groupId: group.groupId, members: group.members, fractions },
         partCounts: partElementCounts(current.length, fractions),
@@ -115,6 +126,11 @@ export class Averager {
         chunksInFlight: averaging.chunksInFlight,
         timeoutMs: averaging.allreduceTimeoutMs,
         ...(signal === undefined ? {} : { signal }),
+      });
+      link.observed({
+        bytesSent: result.bytesSent,
+        bytesReceived: result.bytesReceived,
+        seconds: (now() - started) / 1000,
       });
       this.#bytesAggregated += result.bytesAggregated;
       current = result.vector;

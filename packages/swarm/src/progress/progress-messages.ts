@@ -7,6 +7,8 @@ export const MAX_PROGRESS_COUNT = 2 ** 48;
 export const MAX_SAMPLES_PER_SECOND = 1e9;
 /** Largest summed loss a record may carry. */
 export const MAX_LOSS_SUM = 1e15;
+/** Largest link capacity a record may claim: 1 Tbit/s. */
+export const MAX_LINK_BYTES_PER_SECOND = 125e9;
 /** Largest cumulative compute time a record may claim (about 30,000 years). */
 export const MAX_COMPUTE_SECONDS = 1e12;
 
@@ -86,6 +88,14 @@ export const progressRecordSchema = z.strictObject({
   stateEpoch: count.optional(),
   /** The peer's session (a random id per process start), for per-session credit. */
   session: sessionSchema.optional(),
+  /** The peer's link capacity as it knows it (see LinkMeter), in bytes per second, and from where. */
+  link: z
+    .strictObject({
+      uploadBytesPerSecond: z.number().min(0).max(MAX_LINK_BYTES_PER_SECOND),
+      downloadBytesPerSecond: z.number().min(0).max(MAX_LINK_BYTES_PER_SECOND),
+      source: z.enum(["default", "configured", "probe", "traffic"]),
+    })
+    .optional(),
 });
 
 export type ProgressRecord = z.infer<typeof progressRecordSchema>;

@@ -41,6 +41,8 @@ export interface ProgressTrackerOptions {
   readonly mode?: ProgressMode;
   /** This process's session id (≤ 32 of [A-Za-z0-9_-]), put into every local record. */
   readonly session?: string;
+  /** This peer's link capacity, put into every local record. */
+  readonly link?: () => NonNullable<ProgressRecord["link"]>;
   readonly now?: () => number;
   readonly logger?: ProgressLogger;
 }
@@ -104,6 +106,7 @@ export class ProgressTracker {
   readonly #burst: number;
   readonly #mode: ProgressMode;
   readonly #session: string | undefined;
+  readonly #link: ProgressTrackerOptions["link"];
   readonly #now: () => number;
   readonly #logger: ProgressLogger | undefined;
   readonly #table = new Map<PeerIdString, TableEntry>();
@@ -135,6 +138,7 @@ export class ProgressTracker {
       );
     }
     this.#session = options.session;
+    this.#link = options.link;
     this.#now = options.now ?? Date.now;
     this.#logger = options.logger;
   }
@@ -182,6 +186,7 @@ export class ProgressTracker {
       step: local.step ?? local.epoch,
       time: local.time ?? Math.round(now),
       ...(this.#session === undefined ? {} : { session: this.#session }),
+      ...(this.#link === undefined ? {} : { link: this.#link() }),
     };
     const parsed = progressRecordSchema.safeParse(candidate);
     if (!parsed.success) {
