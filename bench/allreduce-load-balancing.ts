@@ -4,15 +4,19 @@
  *
  *   node bench/allreduce-load-balancing.ts [--setups C,D] [--slow-mbit 2] [--elements 262144]
  *                                          [--rounds 3] [--chunk-kib 8] [--in-flight 6] [--keep-slow-connections]
- *                                          [--trace] [--cc reno]
+ *                                          [--trace] [--cc reno] [--configured-bandwidth]
  *
  * Needs root (netlab). C: 8 fast + 16 slow peers, fast = 5 × slow (paper: 1 Gb/s and 200 Mb/s);
  * D: 16 slow + 1 peer 12.5 × faster (paper: 2.5 Gb/s). With --slow-mbit 2 that is 2, 10 and
  * 25 Mbit/s, up and down. The default rate is the fastest at which 24 peer processes on a 2-core
  * machine are still network-bound (halving it doubles the balanced time: 8.5 → 17 s at 2 → 1
- * Mbit/s, but only 7.5 → 8.9 s at 4 → 2, where the CPU limits and C's speed-up fell to 1.2–1.35×). One peer process per host (bench/support/allreduce-peer.ts), each told
- * its link's payload capacity (1448/1514 × rate, in bytes/s) through the `bandwidth` option, so
- * the LP sees the real links. Compression "none". After two warm-up rounds, rounds alternate
+ * Mbit/s, but only 7.5 → 8.9 s at 4 → 2, where the CPU limits and C's speed-up fell to 1.2–1.35×). One peer process per host (bench/support/allreduce-peer.ts).
+ * Each peer measures its own link as a volunteer's does: a speed test (`Swarm.measureLink`) against a
+ * server on a 1 Gbit/s host of the lab, standing in for the run's aux, which stops before the first
+ * round; the all-reduce's traffic refines the estimate after each round. The measured rates per
+ * class of link are printed against the links' payload capacity (1448/1514 × rate). With
+ * --configured-bandwidth each peer is told its payload capacity instead (the `bandwidth` option), to
+ * compare. Compression "none". After two warm-up rounds, rounds alternate
  * uniform parts (loadBalancing false) and LP parts (true) on the same processes and links
  * (--rounds of each); the peers flip `config.averaging.loadBalancing` between rounds.
  *
@@ -50,6 +54,7 @@ import {
   log,
   median,
   withLab,
+  type MeasuredLink,
   type RoundReport,
 } from "./support/allreduce-peer.ts";
 
@@ -64,8 +69,11 @@ const { values: flags } = parseArgs({
     "keep-slow-connections": { type: "boolean", default: false },
     trace: { type: "boolean", default: false },
     cc: { type: "string", default: "" },
+    "configured-bandwidth": { type: "boolean", default: false },
   },
 });
+/** Speed tests run against a host this fast, as volunteers' peers run theirs against the aux. */
+const PROBE_HOST_MBIT = 1000;
 const slowMbit = Number(flags["slow-mbit"]);
 const elements = Number(flags.elements);
 const rounds = Number(flags.rounds);
@@ -151,12 +159,16 @@ async function run(setup: Setup, model: Outcome["model"], partial: { outcome?: O
       ),
     );
     log(`  TCP congestion control in the lab: ${await useCongestionControl(hosts, flags.cc)}`);
+    const configured = flags["configured-bandwidth"];
+    const probeHost = configured
+      ? undefined
+      : await lab.addHost({ name: "probe", uploadMbit: PROBE_HOST_MBIT, downloadMbit: PROBE_HOST_MBIT });
     const group = await PeerGroup.launch(
       hosts.map((host, i) => {
         const rate = payloadBytesPerSecond(setup.rates[i] ?? slowMbit);
         return {
           host,
-          bandwidth: { uploadBytesPerSecond: rate, downloadBytesPerSecond: rate },
+          ...(configured ? { bandwidth: { uploadBytesPerSecond: rate, downloadBytesPerSecond: rate } } : {}),
           weight: i + 1,
         };
       }),
@@ -165,8 +177,25 @@ async function run(setup: Setup, model: Outcome["model"], partial: { outcome?: O
         config: benchConfig({ maxGroupSize: 32, modelSeconds: model.uniform, chunkKib, chunksInFlight }),
         log,
         keepSlowConnections: flags["keep-slow-connections"],
+        ...(probeHost === undefined ? {} : { probeHost }),
       },
     );
+    if (!configured) {
+      // What the speed tests found, per class of link, against the links' payload capacity.
+      for (const mbit of [...new Set(setup.rates)]) {
+        const measured = group.measuredLinks.filter((_, i) => setup.rates[i] === mbit);
+        const ratio = (pick: (link: MeasuredLink) => number) =>
+          median(
+            measured.flatMap((link) =>
+              link === undefined ? [] : [pick(link) / payloadBytesPerSecond(mbit)],
+            ),
+          );
+        log(
+          `  measured ${mbit} Mbit/s links (${measured.length}): up ×${ratio((l) => l.uploadBytesPerSecond).toFixed(2)}, ` +
+            `down ×${ratio((l) => l.downloadBytesPerSecond).toFixed(2)} of their payload capacity (median)`,
+        );
+      }
+    }
     const outcome: Outcome = { setup, uniform: [], balanced: [], model, failures: [] };
     partial.outcome = outcome;
     try {

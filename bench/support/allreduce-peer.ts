@@ -5,6 +5,7 @@
  * Run as a program (`node bench/support/allreduce-peer.ts '<PeerSpec JSON>'`, one per netlab host),
  * it starts a `Swarm`, prints JSON lines on stdout and obeys JSON commands on stdin:
  *   → {"type":"ready", peerId, multiaddrs}        once listening (bootstrap peers dialled)
+ *   → {"type":"link", …LinkEstimate}              with a `probe` server: its speed test's result
  *   → {"type":"meshed"}                           once connected to every other peer
  *   ← {"cmd":"sync", epoch}                        report progress at `epoch`, push it, wait until
  *   → {"type":"synced", epoch}                       every other peer's record is at `epoch`
@@ -17,6 +18,9 @@
  * `swarm.allreduce.run` to time the all-reduce alone: matchmaking and the LP happen before `run`
  * starts. It reports run start/end, the CPU time the process used during `run`, its part size, the
  * result's SHA-256 and the result at a few sample indices (the parent checks the weighted mean).
+ * With `probeServer` it is an aux-mode peer that only serves speed tests (`Swarm.measureLink`), until
+ * it reads any line or its stdin ends; peers with `probe` and no fixed `bandwidth` measure their link
+ * against it before meshing, then leave it.
  *
  * Imported, it gives the parent `withLab` (a lab that is destroyed on exit, errors, Ctrl-C) and
  * `PeerGroup` (launch the peers, sync, time rounds, stop).
@@ -34,6 +38,7 @@ import {
   type ExperimentConfigInput,
   type KeyPair,
 } from "@barnraise/protocol";
+import { peerIdFromString } from "@libp2p/peer-id";
 import { pino } from "pino";
 import { z } from "zod";
 import { NetLab, watchJsonLines, type Host, type JsonLineWatch } from "../../packages/netlab/src/index.ts";
@@ -57,7 +62,12 @@ const peerSpecSchema = z.strictObject({
   pass: z.string(),
   listen: z.array(z.string()),
   bootstrap: z.array(z.string()),
-  bandwidth: bandwidthSchema,
+  /** A fixed link capacity for the load balancer; absent: measured by a speed test against `probe`. */
+  bandwidth: bandwidthSchema.optional(),
+  /** The probe server's addresses: the peer measures its link against it before meshing. */
+  probe: z.array(z.string()).optional(),
+  /** This process only serves speed tests (an aux peer that never averages). */
+  probeServer: z.boolean().optional(),
   config: z.record(z.string(), z.unknown()),
   elements: z.number().int().positive(),
   weight: z.number().positive(),
@@ -86,6 +96,12 @@ const readySchema = z.object({
   multiaddrs: z.array(z.string()),
 });
 const meshedSchema = z.object({ type: z.literal("meshed") });
+const linkSchema = z.object({
+  type: z.literal("link"),
+  uploadBytesPerSecond: z.number(),
+  downloadBytesPerSecond: z.number(),
+  source: z.string(),
+});
 const syncedSchema = z.object({ type: z.literal("synced"), epoch: z.number() });
 const doneSchema = z.object({
   type: z.literal("done"),
@@ -202,13 +218,13 @@ async function runPeer(spec: PeerSpec): Promise<void> {
     authorityPublicKey: Buffer.from(spec.authorityPublicKey, "base64url"),
     pass: spec.pass,
     refreshPass: () => Promise.resolve(spec.pass),
-    mode: "node",
+    mode: spec.probeServer === true ? "aux" : "node",
     listen: spec.listen,
     bootstrap: spec.bootstrap,
     logger: pino({ level: process.env.BENCH_LOG ?? "warn" }, pino.destination(2)),
     config,
     getState: () => null,
-    bandwidth: spec.bandwidth,
+    ...(spec.bandwidth === undefined ? {} : { bandwidth: spec.bandwidth }),
     // Few pushes: 24 peers pushing signed records to each other every second cost real CPU.
     progressIntervalMs: 5_000,
   });
@@ -291,7 +307,34 @@ async function runPeer(spec: PeerSpec): Promise<void> {
 
   await swarm.start();
   print({ type: "ready", peerId: swarm.peerId, multiaddrs: swarm.node.multiaddrs() });
-  await until(() => swarm.node.members().length >= spec.peers - 1, "connected to every peer", 120_000);
+  if (spec.probeServer === true) {
+    // Serves speed tests until told to stop (stdin ends or a "stop" line).
+    createInterface({ input: process.stdin }).on("line", () => {
+      void swarm.stop().finally(() => process.exit(0));
+    });
+    process.stdin.on("end", () => {
+      void swarm.stop().finally(() => process.exit(0));
+    });
+    return;
+  }
+  if (spec.probe !== undefined) {
+    // As a volunteer's peer does against an aux: a speed test, retried while the server is busy.
+    const server = await swarm.node.connect(spec.probe[0] ?? "");
+    for (;;) {
+      try {
+        print({ type: "link", ...(await swarm.measureLink(server)) });
+        break;
+      } catch (error) {
+        if (!(error instanceof Error && "remoteCode" in error && error.remoteCode === "BUSY")) throw error;
+        await sleep(250 + Math.random() * 1000);
+      }
+    }
+    // Done with it: the rounds are the peers' alone.
+    swarm.node.authorizer.deny(server, "the speed test is done");
+    await swarm.node.libp2p.hangUp(peerIdFromString(server)).catch(() => undefined);
+  }
+  const trainers = () => swarm.node.members().filter((peer) => swarm.node.modeOf(peer) !== "aux");
+  await until(() => trainers().length >= spec.peers - 1, "connected to every peer", 120_000);
   print({ type: "meshed" });
   // Commands run one at a time, in order.
   let queue = Promise.resolve();
@@ -398,7 +441,8 @@ export function benchConfig(options: {
 
 export interface PeerLaunch {
   host: Host;
-  bandwidth: { uploadBytesPerSecond: number; downloadBytesPerSecond: number };
+  /** A fixed capacity for the load balancer; absent: measured against the group's probe host. */
+  bandwidth?: { uploadBytesPerSecond: number; downloadBytesPerSecond: number };
   weight: number;
 }
 
@@ -428,6 +472,11 @@ async function cpuJiffies(): Promise<[number, number]> {
   return [total - idle, total];
 }
 
+export interface MeasuredLink {
+  readonly uploadBytesPerSecond: number;
+  readonly downloadBytesPerSecond: number;
+}
+
 interface RunningPeer {
   launch: PeerLaunch;
   child: ChildProcess;
@@ -454,11 +503,14 @@ interface GroupSpec {
 export class PeerGroup {
   readonly #peers: RunningPeer[];
   readonly #spec: GroupSpec;
+  /** Per peer, the link its speed test measured (undefined for a peer given a fixed bandwidth). */
+  readonly measuredLinks: readonly (MeasuredLink | undefined)[];
   #epoch = 0;
 
-  private constructor(peers: RunningPeer[], spec: GroupSpec) {
+  private constructor(peers: RunningPeer[], spec: GroupSpec, measuredLinks: (MeasuredLink | undefined)[]) {
     this.#peers = peers;
     this.#spec = spec;
+    this.measuredLinks = measuredLinks;
   }
 
   static async launch(
@@ -469,21 +521,36 @@ export class PeerGroup {
       log: (line: string) => void;
       /** Stop libp2p's connection monitor from aborting connections whose ping is slow (see keepSlowConnections). */
       keepSlowConnections?: boolean;
+      /**
+       * A host for a speed-test server (an aux-mode peer that never averages): every peer without a
+       * fixed `bandwidth` measures its link against it first, as a volunteer's peer does against
+       * the run's aux. It stops before the first round.
+       */
+      probeHost?: Host;
     },
   ): Promise<PeerGroup> {
     const authority = new TestAuthority("bench-allreduce");
     const sampleIndices = Array.from({ length: 16 }, (_, k) => Math.floor((k * (options.elements - 1)) / 15));
-    const spawnPeer = (launch: PeerLaunch, index: number, bootstrap: string[]): RunningPeer => {
+    let probe: string[] | undefined;
+    const spawnPeer = (
+      launch: PeerLaunch,
+      index: number,
+      bootstrap: string[],
+      probeServer = false,
+    ): RunningPeer => {
       const keys = generateKeyPair();
+      const role = probeServer ? "aux" : "trainer";
       const spec: PeerSpec = {
         index,
         experimentId: authority.experimentId,
         secretKey: Buffer.from(keys.secretKey).toString("base64url"),
         authorityPublicKey: Buffer.from(authority.keyPair.publicKey).toString("base64url"),
-        pass: authority.pass(keys, { username: `peer${index}`, role: "trainer", lifetimeMs: 6 * 3_600_000 }),
+        pass: authority.pass(keys, { username: `peer${index}`, role, lifetimeMs: 6 * 3_600_000 }),
         listen: [`/ip4/${launch.host.address}/tcp/${PORT}`],
         bootstrap,
-        bandwidth: launch.bandwidth,
+        ...(launch.bandwidth === undefined ? {} : { bandwidth: launch.bandwidth }),
+        ...(probe === undefined || launch.bandwidth !== undefined ? {} : { probe }),
+        ...(probeServer ? { probeServer } : {}),
         config: options.config,
         elements: options.elements,
         weight: launch.weight,
@@ -499,6 +566,11 @@ export class PeerGroup {
       return { launch, child, watch: watchJsonLines(child) };
     };
     const started = Date.now();
+    let server: RunningPeer | undefined;
+    if (options.probeHost !== undefined) {
+      server = spawnPeer({ host: options.probeHost, weight: 1 }, launches.length, [], true);
+      probe = (await waitLine(server, readySchema, 60_000)).multiaddrs;
+    }
     const peers: RunningPeer[] = [];
     const first = launches[0];
     if (first === undefined) throw new Error("no peers to launch");
@@ -508,13 +580,34 @@ export class PeerGroup {
     launches.slice(1).forEach((launch, k) => peers.push(spawnPeer(launch, k + 1, bootstrap)));
     await Promise.all(peers.map((peer) => waitLine(peer, readySchema, 120_000)));
     options.log(`  ${peers.length} peers listening after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    let links: (z.infer<typeof linkSchema> | undefined)[] = [];
+    if (server !== undefined) {
+      links = await Promise.all(
+        peers.map((peer) =>
+          peer.launch.bandwidth === undefined ? waitLine(peer, linkSchema, 180_000) : undefined,
+        ),
+      );
+      send(server, { cmd: "stop" });
+      options.log(`  links measured after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    }
     await Promise.all(peers.map((peer) => waitLine(peer, meshedSchema, 180_000)));
     options.log(`  full mesh after ${((Date.now() - started) / 1000).toFixed(1)} s`);
     const { matchmakingTimeoutMs = 15_000, allreduceTimeoutMs = 60_000 } = options.config.averaging ?? {};
     const roundTimeoutMs = matchmakingTimeoutMs + allreduceTimeoutMs + 30_000;
     // benchValue lies in [−0.75, 0.82]: 8-bit codecs err by at most a step of 1/254 of the range.
     const tolerance = (options.config.compression?.method ?? "none") === "none" ? 1e-5 : 0.01;
-    return new PeerGroup(peers, { elements: options.elements, sampleIndices, roundTimeoutMs, tolerance });
+    return new PeerGroup(
+      peers,
+      { elements: options.elements, sampleIndices, roundTimeoutMs, tolerance },
+      links.map((link) =>
+        link === undefined
+          ? undefined
+          : {
+              uploadBytesPerSecond: link.uploadBytesPerSecond,
+              downloadBytesPerSecond: link.downloadBytesPerSecond,
+            },
+      ),
+    );
   }
 
   /**

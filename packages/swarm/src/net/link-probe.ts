@@ -17,7 +17,7 @@ export const PROBE_FRAME_BYTES = 64 << 10;
 export const MAX_PROBE_BYTES = 16 << 20;
 /** The default transfer each way: about 0.8 s at 10 Mbit/s, 80 ms at 100 Mbit/s. */
 export const DEFAULT_PROBE_BYTES = 1 << 20;
-const MAX_CONCURRENT_PROBES = 4;
+const MAX_CONCURRENT_PROBES = 8;
 
 export const linkProbeMethod = defineMethod({
   name: "link-probe",

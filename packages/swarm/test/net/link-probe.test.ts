@@ -44,7 +44,7 @@ describe("link probe (real libp2p on loopback)", () => {
     const [aux, volunteer] = await pair();
     const bytes = 64 * PROBE_FRAME_BYTES;
     const results = await Promise.allSettled(
-      Array.from({ length: 8 }, () => volunteer.linkProbe.probe(aux.peerId, bytes)),
+      Array.from({ length: 12 }, () => volunteer.linkProbe.probe(aux.peerId, bytes)),
     );
     const served = results.filter((result) => result.status === "fulfilled");
     const refused = results.filter((result) => result.status === "rejected");
