@@ -584,7 +584,9 @@ export class PeerGroup {
     if (server !== undefined) {
       links = await Promise.all(
         peers.map((peer) =>
-          peer.launch.bandwidth === undefined ? waitLine(peer, linkSchema, 180_000) : undefined,
+          peer.launch.bandwidth === undefined
+            ? waitLine(peer, linkSchema, 180_000)
+            : Promise.resolve(undefined),
         ),
       );
       send(server, { cmd: "stop" });
