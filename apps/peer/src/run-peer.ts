@@ -18,7 +18,6 @@ import {
   pollRunControl,
   Swarm,
   type AveragingMode,
-  type CollaborativeOptimizerEvent,
   type JoinedExperiment,
 } from "@barnraise/swarm";
 import { createBatchStream } from "./data/batch-stream.ts";
@@ -33,6 +32,7 @@ import { resolveBatchSize } from "./training/auto-batch-size.ts";
 import { evaluateModel, type Evaluation } from "./training/evaluate.ts";
 import { LossReportingProgress } from "./training/loss-reporting-progress.ts";
 import { Trainer, type TrainResult } from "./training/trainer.ts";
+import { logOptimizerEvents } from "./ui/optimizer-events.ts";
 import type { Reporter } from "./ui/peer-status.ts";
 
 export interface PeerRunOptions {
@@ -284,9 +284,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       onStatus: (status) => {
         reporter.status(status);
       },
-      onEvent: (event) => {
-        logOptimizerEvent(reporter, event);
-      },
+      onEvent: logOptimizerEvents(reporter),
       onFirstContribution: (samples) => {
         reporter.log("info", "first minibatch contributed", {
           samples,
@@ -607,44 +605,4 @@ async function waitForSwarm(swarm: Swarm, stop: AbortSignal, abort: AbortSignal)
     await abortableSleep(100, abort);
   }
   return true;
-}
-
-function logOptimizerEvent(reporter: Reporter, event: CollaborativeOptimizerEvent): void {
-  switch (event.type) {
-    case "step":
-      reporter.log("info", `step ${event.epoch}`, {
-        step: event.epoch,
-        groupSize: event.groupSize,
-        samples: event.totalWeight,
-        localSamples: event.localSamples,
-        learningRate: event.learningRate,
-        gradientNorm: Number(event.gradientNorm.toPrecision(4)),
-      });
-      return;
-    case "round-failed":
-      reporter.log(
-        "warn",
-        `averaging for step ${event.epoch + 1} failed; keeping the gradients for the next try`,
-        {
-          err: event.error,
-        },
-      );
-      return;
-    case "state-loaded":
-      reporter.log("info", `loaded the swarm's state at step ${event.epoch}`, {
-        step: event.epoch,
-        previousStep: event.previousEpoch,
-      });
-      return;
-    case "state-load-failed":
-      reporter.log("warn", "loading the swarm's state failed; trying again", { err: event.error });
-      return;
-    case "no-donor":
-      reporter.log(
-        "warn",
-        `the swarm reports step ${event.swarmEpoch} but nobody can hand over that state; training on at step ${event.epoch}`,
-        { step: event.epoch, swarmStep: event.swarmEpoch, retryInSeconds: event.retryInMs / 1000 },
-      );
-      return;
-  }
 }

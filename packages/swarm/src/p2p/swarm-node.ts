@@ -37,6 +37,9 @@ export interface RevocationList {
 
 /** How often a node asks a random member for the member list. */
 const MEMBER_REFRESH_MS = 5_000;
+/** After a failed dial of a member, wait this long, doubling per failure up to the maximum. */
+const FIRST_DIAL_BACKOFF_MS = 5_000;
+const MAX_DIAL_BACKOFF_MS = 5 * 60_000;
 
 export interface SwarmNodeOptions {
   experimentId: string;
@@ -95,6 +98,8 @@ export class SwarmNode {
   /** The addresses each member announced in its hello (relayed ones included). */
   readonly #announced = new Map<string, string[]>();
   readonly #greetedListeners = new Set<(peer: string) => void>();
+  /** Members whose last dial failed: when to try again, and how long the wait was. */
+  readonly #dialBackoff = new Map<string, { nextAt: number; delayMs: number; failures: number }>();
   #maintenance: NodeJS.Timeout | undefined;
   #lastRefresh = 0;
   #running = false;
@@ -332,6 +337,7 @@ export class SwarmNode {
   #onConnection(connection: Connection): void {
     const peer = connection.remotePeer.toString();
     if (!this.#running) return;
+    this.#dialBackoff.delete(peer);
     if (connection.direction === "outbound") {
       void this.#hello(peer);
       return;
@@ -467,7 +473,35 @@ export class SwarmNode {
         continue;
       const speaksHello = peer.protocols.includes(protocolId(this.#options.experimentId, helloMethod.name));
       if (!speaksHello && !this.#introduced.has(id)) continue;
-      void this.libp2p.dial(peer.id, { signal: AbortSignal.timeout(10_000) }).catch(() => undefined);
+      const backoff = this.#dialBackoff.get(id);
+      if (backoff !== undefined && Date.now() < backoff.nextAt) continue;
+      const addresses = peer.addresses.map((address) => address.multiaddr.toString());
+      void this.libp2p.dial(peer.id, { signal: AbortSignal.timeout(10_000) }).then(
+        () => this.#dialBackoff.delete(id),
+        (error: unknown) => {
+          this.#dialFailed(id, addresses, error);
+        },
+      );
     }
+  }
+
+  /**
+   * A member we could not dial waits before the next try, twice as long each time up to
+   * MAX_DIAL_BACKOFF_MS, so an unreachable member (behind NAT, announcing private addresses) costs
+   * a few connection attempts, not one every two seconds. The first failure, and then every fourth,
+   * is logged with the addresses tried and why.
+   */
+  #dialFailed(peer: string, addresses: readonly string[], error: unknown): void {
+    if (!this.#running) return;
+    const previous = this.#dialBackoff.get(peer);
+    const delayMs = Math.min((previous?.delayMs ?? FIRST_DIAL_BACKOFF_MS / 2) * 2, MAX_DIAL_BACKOFF_MS);
+    const failures = (previous?.failures ?? 0) + 1;
+    this.#dialBackoff.set(peer, { nextAt: Date.now() + delayMs, delayMs, failures });
+    if (failures % 4 !== 1) return;
+    const reason = error instanceof Error ? error.message : String(error);
+    this.#logger.warn(
+      { peer, addresses, failures, retryInSeconds: delayMs / 1000, reason },
+      `could not reach member ${peer} at the addresses it announced (${reason}); trying again in ${Math.round(delayMs / 1000)} s. A member behind NAT can only be reached through a relay`,
+    );
   }
 }
