@@ -8,7 +8,9 @@
  * between a shaped host and the hub (then two flows into one slow download), measured at the receiver
  * after a 1 s warm-up. Rates are link rates, so the best TCP goodput is 1448/1514 ≈ 0.956 × rate
  * (payload per Ethernet frame); the table shows measured/configured. Then round-trip times: idle,
- * through a saturated 8 Mbit/s upload (the queue's delay), and with netem delay when the kernel has it.
+ * through a saturated 8 Mbit/s upload (the queue's delay), and with `delayMs` (netem where the kernel
+ * has it, else netlab's delay line): the round trips against what they should be, and a 10 Mbit/s
+ * transfer with a 50 ms round trip.
  *
  * The same file is the sender/receiver/echo program run inside the namespaces (`--role …`).
  */
@@ -229,15 +231,34 @@ async function main(): Promise<void> {
       rttRow(`${h8.name} ↔ hub, 8 Mbit/s upload saturated`, await roundTrip(h8, hub, 20, 50));
       await bulk;
     }
-    if (netem) {
-      const far = await lab.addHost({ name: "far", delayMs: 10, uploadMbit: 40, downloadMbit: 40 });
-      console.log(`netem: host "far" has 10 ms one-way on its link, so far ↔ hub should be ~20 ms`);
-      console.log("far ↔ hub".padEnd(44), (await roundTrip(far, hub)).median.toFixed(2).padStart(10));
-    } else {
+    // Latency: netem where the kernel has it, else the delay line (helpers/delay-line.py).
+    const how = netem ? "netem" : "the delay line (no netem in this kernel)";
+    const far = await lab.addHost({ name: "far", delayMs: 10, uploadMbit: 40, downloadMbit: 40 });
+    const far2 = await lab.addHost({ name: "far2", delayMs: 10, uploadMbit: 40, downloadMbit: 40 });
+    console.log();
+    console.log(`latency by ${how}: "far" and "far2" have 10 ms one-way on their links`);
+    console.log(
+      "round trip".padEnd(44),
+      "expected".padStart(10),
+      "median ms".padStart(10),
+      "p90 ms".padStart(7),
+    );
+    for (const [what, from, to, expected] of [
+      ["far ↔ hub (one delayed link)", far, hub, 20],
+      ["far ↔ far2 (two delayed links)", far, far2, 40],
+    ] as const) {
+      const rtt = await roundTrip(from, to);
       console.log(
-        "netem: not in this kernel (CONFIG_NET_SCH_NETEM unset); delayMs is refused, latency not checked",
+        what.padEnd(44),
+        String(expected).padStart(10),
+        rtt.median.toFixed(2).padStart(10),
+        rtt.p90.toFixed(2).padStart(7),
       );
     }
+    // The rate still holds with a 50 ms round trip: 10 Mbit/s, 25 ms one-way.
+    const slowFar = await lab.addHost({ name: "slowfar", delayMs: 25, uploadMbit: 10, downloadMbit: 10 });
+    row("upload   slowfar → hub (10 Mbit/s, 50 ms RTT)", 10, await transfer([slowFar], hub, seconds));
+    row("download hub → slowfar (10 Mbit/s, 50 ms RTT)", 10, await transfer([hub], slowFar, seconds));
   } finally {
     await lab.destroy();
   }

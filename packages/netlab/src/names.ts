@@ -73,6 +73,11 @@ export function hostInterfaceName(interfaceIndex: number): string {
   return `eth${interfaceIndex}`;
 }
 
+/** Subnet number `subnetIndex` (from 0) in CIDR notation, e.g. `10.1.0.0/16`. */
+export function subnetPrefix(subnetIndex: number): string {
+  return `10.${subnetIndex + 1}.0.0/${SUBNET_PREFIX_LENGTH}`;
+}
+
 /** The IPv4 address of the `hostNumber`-th host (from 1) on subnet number `subnetIndex` (from 0). */
 export function hostAddress(subnetIndex: number, hostNumber: number): string {
   if (subnetIndex < 0 || subnetIndex >= MAX_SUBNETS) {

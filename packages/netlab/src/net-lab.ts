@@ -8,6 +8,7 @@
  * network: the namespaces have no default route.
  */
 import type { ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { probeNetem } from "./availability.ts";
 import { NetLabError } from "./errors.ts";
 import { Host, type HostRuntime } from "./host.ts";
@@ -19,6 +20,7 @@ import {
   hostInterfaceName,
   hostNamespace,
   randomLabName,
+  subnetPrefix,
   switchNamespace,
   switchPortName,
   validateHostName,
@@ -57,7 +59,13 @@ interface HostRecord {
   addresses: Map<string, string>;
   nextInterface: number;
   link: LinkOptions;
+  /** Whether the policy rule that sends the host's own packets to the delay lines is in place. */
+  delayRule?: boolean;
 }
+
+/** The delay line helper (see NetLab.#delayLine), and the routing table (and rule preference) it uses. */
+const DELAY_LINE = fileURLToPath(new URL("../helpers/delay-line.py", import.meta.url));
+const DELAY_TABLE = "100";
 
 /** Hosts in network namespaces behind bridges, with tc-shaped links. Always `destroy()` it. */
 export class NetLab {
@@ -244,12 +252,10 @@ export class NetLab {
         `host ${record.host.name} is already on subnet "${subnetName}"`,
       );
     }
-    if (needsNetem(shapeOf(link, undefined)) && !(await (this.#netem ??= probeNetem(this.switchNamespace)))) {
-      throw new NetLabError(
-        "UNSUPPORTED",
-        "delayMs needs the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM)",
-      );
-    }
+    // Without netem, a delay line (a helper process on a TUN device) delays the host's packets.
+    const delayLine =
+      needsNetem(shapeOf(link, undefined)) && !(await (this.#netem ??= probeNetem(this.switchNamespace)));
+    const shaped: LinkOptions = delayLine ? { ...link, delayMs: undefined } : link;
     const subnet = this.#subnet(subnetName);
     const address = hostAddress(subnet.index, subnet.nextHostNumber++);
     const interfaceIndex = record.nextInterface++;
@@ -274,14 +280,89 @@ export class NetLab {
     await ip(["-n", this.switchNamespace, "link", "set", port, "master", subnet.bridge, "up"]);
     await ip(["-n", ns, "address", "add", `${address}/${SUBNET_PREFIX_LENGTH}`, "dev", inner]);
     await ip(["-n", ns, "link", "set", inner, "up"]);
-    for (const command of shapingCommands(inner, shapeOf(link, link.uploadMbit))) {
+    for (const command of shapingCommands(inner, shapeOf(shaped, link.uploadMbit))) {
       await tc(["-n", ns, ...command]);
     }
-    for (const command of shapingCommands(port, shapeOf(link, link.downloadMbit))) {
+    for (const command of shapingCommands(port, shapeOf(shaped, link.downloadMbit))) {
       await tc(["-n", this.switchNamespace, ...command]);
     }
+    if (delayLine) await this.#delayLine(record, interfaceIndex, subnet.index, address, link.delayMs ?? 0);
     record.addresses.set(subnetName, address);
     return address;
+  }
+
+  /**
+   * Delays what the host sends to `subnet` by 2 × `delayMs` on kernels without netem: the host's
+   * own packets to that subnet are routed into a TUN device held by helpers/delay-line.py, which
+   * writes each back after the delay, and from there they leave through the shaped interface. Only
+   * the sending side delays, twice as long as netem does per direction, so the round trip between
+   * two hosts (or a host and an undelayed one) is what netem would give: 4 × 10 ms between two hosts
+   * with `delayMs: 10`.
+   */
+  async #delayLine(
+    record: HostRecord,
+    interfaceIndex: number,
+    subnetIndex: number,
+    address: string,
+    delayMs: number,
+  ): Promise<void> {
+    const { host } = record;
+    const device = `dl${interfaceIndex}`;
+    const child = host.spawn("python3", [DELAY_LINE, device, String(2 * delayMs)]);
+    await new Promise<void>((resolve, reject) => {
+      let stderr = "";
+      const timer = setTimeout(() => {
+        fail(new Error("it did not say ready within 10 s"));
+      }, 10_000);
+      const fail = (error: Error) => {
+        clearTimeout(timer);
+        child.kill("SIGKILL");
+        reject(
+          new NetLabError(
+            "UNSUPPORTED",
+            `delayMs needs netem or the delay line (python3 and /dev/net/tun), and the delay line failed on ${host.name}: ${error.message}${stderr === "" ? "" : `: ${stderr.trim()}`}`,
+          ),
+        );
+      };
+      child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+      child.stdout?.on("data", (chunk: Buffer) => {
+        if (chunk.toString().includes("ready")) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      child.once("error", fail);
+      child.once("exit", (code) => {
+        fail(new Error(`it exited with code ${String(code)}`));
+      });
+    });
+    const ns = host.namespace;
+    await ip(["-n", ns, "link", "set", device, "up"]);
+    await host.exec("sysctl", [
+      "-q",
+      "-w",
+      "net.ipv4.ip_forward=1",
+      "net.ipv4.conf.all.rp_filter=0",
+      `net.ipv4.conf.${device}.rp_filter=0`,
+      `net.ipv4.conf.${device}.accept_local=1`,
+    ]);
+    if (!record.delayRule) {
+      await ip(["-n", ns, "rule", "add", "iif", "lo", "lookup", DELAY_TABLE, "pref", DELAY_TABLE]);
+      record.delayRule = true;
+    }
+    await ip([
+      "-n",
+      ns,
+      "route",
+      "add",
+      subnetPrefix(subnetIndex),
+      "dev",
+      device,
+      "src",
+      address,
+      "table",
+      DELAY_TABLE,
+    ]);
   }
 
   /** The subnet's record, creating its bridge on first use (concurrent callers share the creation). */

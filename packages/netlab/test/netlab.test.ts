@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NetLab, NetLabError, netemAvailable, netlabAvailable, waitForExit } from "../src/index.ts";
-import { probe, startProbeServer } from "./support/tcp-probe.ts";
+import { connectRoundTripMs, probe, startProbeServer } from "./support/tcp-probe.ts";
 
 const run = promisify(execFile);
 
@@ -107,18 +107,24 @@ describe("a lab with two subnets and a relay on both", () => {
     expect(await namespacesStartingWith(lab.name)).toEqual(before);
   });
 
-  it("applies delayMs with netem, or refuses it cleanly on a kernel without netem", async () => {
-    if (await netemAvailable()) {
-      const far = await lab.addHost({ name: "far", delayMs: 10, uploadMbit: 8 });
-      const { stdout } = await far.exec("tc", ["qdisc", "show", "dev", "eth0"]);
-      expect(stdout).toMatch(/netem .*delay 10ms/);
-      expect(stdout).toMatch(/tbf .*rate 8Mbit/);
-    } else {
-      const before = await namespacesStartingWith(lab.name);
-      await expect(lab.addHost({ name: "far", delayMs: 10 })).rejects.toMatchObject({ code: "UNSUPPORTED" });
-      expect(await namespacesStartingWith(lab.name)).toEqual(before);
-      expect(lab.hosts.map((host) => host.name)).not.toContain("far");
-    }
+  it("delays with netem, or with the delay line on a kernel without it: the round trips are the configured ones", async () => {
+    const [far, farther, near] = await Promise.all([
+      lab.addHost({ name: "far", delayMs: 10, uploadMbit: 8 }),
+      lab.addHost({ name: "farther", delayMs: 10 }),
+      lab.addHost({ name: "near" }),
+    ]);
+    const { stdout } = await far.exec("tc", ["qdisc", "show", "dev", "eth0"]);
+    expect(stdout).toMatch(/tbf .*rate 8Mbit/);
+    if (await netemAvailable()) expect(stdout).toMatch(/netem .*delay 10ms/);
+    else expect((await far.exec("ip", ["link", "show", "dl0"])).stdout).toContain("dl0");
+    await Promise.all([startProbeServer(farther), startProbeServer(near)]);
+    // 10 ms each way on each delayed link: far ↔ farther crosses two (40 ms), far ↔ near one (20 ms).
+    const both = await connectRoundTripMs(far, farther.address);
+    const one = await connectRoundTripMs(far, near.address);
+    expect(both).toBeGreaterThanOrEqual(40);
+    expect(both).toBeLessThan(55);
+    expect(one).toBeGreaterThanOrEqual(20);
+    expect(one).toBeLessThan(35);
   });
 });
 

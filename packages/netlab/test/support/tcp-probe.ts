@@ -49,3 +49,37 @@ export async function probe(host: Host, address: string, timeoutMs = 800): Promi
   ]);
   return JSON.parse(result.stdout) as ProbeResult;
 }
+
+const CONNECT_TIMER = `
+const [host, port, count] = process.argv.slice(1);
+const times = [];
+const once = () => {
+  const started = performance.now();
+  const socket = require("node:net").createConnection({ host, port: Number(port) });
+  socket.on("connect", () => {
+    times.push(performance.now() - started);
+    socket.destroy();
+    if (times.length < Number(count)) once();
+    else console.log(JSON.stringify({ times }));
+  });
+  socket.on("error", (error) => { console.log(JSON.stringify({ error: error.code })); process.exit(0); });
+};
+once();
+`;
+
+/**
+ * The shortest of `count` TCP connection set-ups from `host` to a probe server at `address`, in ms:
+ * a SYN and its SYN-ACK, one round trip.
+ */
+export async function connectRoundTripMs(host: Host, address: string, count = 5): Promise<number> {
+  const result = await host.exec(process.execPath, [
+    "-e",
+    CONNECT_TIMER,
+    address,
+    String(PROBE_PORT),
+    String(count),
+  ]);
+  const parsed = JSON.parse(result.stdout) as { times?: number[]; error?: string };
+  if (parsed.times === undefined) throw new Error(`could not connect: ${parsed.error ?? result.stderr}`);
+  return Math.min(...parsed.times);
+}
