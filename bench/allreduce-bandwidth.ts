@@ -3,7 +3,7 @@
  *
  *   node bench/allreduce-bandwidth.ts [--peers 4,8] [--mbit 10] [--elements 2097152] [--rounds 3]
  *       [--chunk-kib 8] [--in-flight 6] [--compression none] [--load-balancing] [--trace] [--cc reno]
- *       [--queue-ms 50] [--keep-slow-connections]
+ *       [--queue-ms 50] [--keep-slow-connections] [--rtt-ms 0]
  *
  * Needs root (netlab). For every n in --peers and B in --mbit: one lab with n hosts, each link
  * shaped to B Mbit/s up and down (tbf), one peer process per host (bench/support/allreduce-peer.ts),
@@ -28,6 +28,8 @@
  * 10 Mbit/s took 7.2 → 13.2 s, with the machine 93 % busy at 20). With 8-bit codecs eight peers on
  * two cores are CPU-bound (every peer encodes and decodes 4× the elements per wire byte).
  *
+ * --rtt-ms gives the links latency: each delays a quarter of it each way, so two peers see that
+ * round trip (netem, or netlab's delay line on kernels without it).
  * Diagnostics: --trace prints, per round, each host's TCP retransmissions, RTOs and upload tbf drops
  * and each peer's link use (interface byte counters in 100 ms slots as a share of B: "█" ≥ 90 %,
  * "▆" ≥ 60 %, "▃" ≥ 30 %, "▁" > 3 %, "·" idle). --cc sets the lab's TCP congestion control (the
@@ -68,6 +70,7 @@ const { values: flags } = parseArgs({
     cc: { type: "string", default: "" },
     "keep-slow-connections": { type: "boolean", default: false },
     "queue-ms": { type: "string" },
+    "rtt-ms": { type: "string", default: "0" },
     compression: { type: "string", default: "none" },
   },
 });
@@ -80,6 +83,10 @@ const chunkKib = Number(flags["chunk-kib"] ?? DEFAULT_AVERAGING.chunkSizeBytes /
 const chunksInFlight = Number(flags["in-flight"] ?? DEFAULT_AVERAGING.chunksInFlight);
 const loadBalancing = flags["load-balancing"];
 const queue = flags["queue-ms"] === undefined ? {} : { queueMs: Number(flags["queue-ms"]) };
+/** Round trip between two peers: each link delays a quarter of it each way (netem or netlab's delay line). */
+const rttMs = Number(flags["rtt-ms"]);
+if (!(Number.isFinite(rttMs) && rttMs >= 0)) throw new Error(`--rtt-ms must be 0 or more, got ${rttMs}`);
+const delay = rttMs > 0 ? { delayMs: rttMs / 4 } : {};
 const methods: readonly string[] = Object.values(CompressionMethod);
 if (!methods.includes(flags.compression)) {
   throw new Error(`--compression must be one of ${methods.join(", ")}, got ${flags.compression}`);
@@ -125,7 +132,7 @@ async function run(row: Row): Promise<void> {
     log(`n=${n}, B=${mbit} Mbit/s: building the lab`);
     const hosts = await Promise.all(
       Array.from({ length: n }, (_, i) =>
-        lab.addHost({ name: `p${i}`, uploadMbit: mbit, downloadMbit: mbit, ...queue }),
+        lab.addHost({ name: `p${i}`, uploadMbit: mbit, downloadMbit: mbit, ...queue, ...delay }),
       ),
     );
     log(`  TCP congestion control in the lab: ${await useCongestionControl(hosts, flags.cc)}`);
@@ -197,7 +204,7 @@ function lowerBound(n: number, mbit: number): number {
 const results: Row[] = [];
 log(
   `all-reduce bandwidth bench: P=${elements} float32 (${((elements * 4) / 2 ** 20).toFixed(1)} MiB), ` +
-    `compression ${compression}, chunks of ${chunkKib} KiB encoded (${chunksInFlight} in flight), load balancing ${loadBalancing ? "on" : "off"}, 1 warm-up + ${rounds} timed rounds`,
+    `${rttMs > 0 ? `${rttMs} ms round trip between peers, ` : ""}compression ${compression}, chunks of ${chunkKib} KiB encoded (${chunksInFlight} in flight), load balancing ${loadBalancing ? "on" : "off"}, 1 warm-up + ${rounds} timed rounds`,
 );
 for (const n of peerCounts) for (const mbit of rates) results.push(await measure(n, mbit));
 
