@@ -9,6 +9,7 @@ import {
   type MemberCapacity,
 } from "./load-balancing.ts";
 import type { Matchmaking } from "./matchmaking.ts";
+import { senderDeadlineMs } from "./sender-deadline.ts";
 import { groupKey, initialGridIndex, nextGridIndex } from "./moshpit-grid.ts";
 import type { AveragingMode } from "./partition.ts";
 
@@ -125,6 +126,14 @@ export class Averager {
         chunkSizeBytes: averaging.chunkSizeBytes,
         chunksInFlight: averaging.chunksInFlight,
         timeoutMs: averaging.allreduceTimeoutMs,
+        senderTimeoutMs: senderDeadlineMs({
+          chunkBytes: averaging.chunkSizeBytes,
+          streams: fractions.filter((fraction) => fraction > 0).length - 1,
+          slowestUploadBytesPerSecond: Math.min(
+            ...capacities.filter((member) => member.sends).map((member) => member.uploadBytesPerSecond),
+          ),
+          roundTimeoutMs: averaging.allreduceTimeoutMs,
+        }),
         ...(signal === undefined ? {} : { signal }),
       });
       link.observed({
