@@ -1,10 +1,9 @@
 import { createHash } from "node:crypto";
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, request as playwrightRequest, test, type APIRequestContext } from "@playwright/test";
 import { startAux, startPeer } from "../support/barnraise-processes.ts";
-import { ProcessSet, recordMatcher, type RunningProcess } from "../support/processes.ts";
+import { recordMatcher, type RunningProcess } from "../support/processes.ts";
 import { e2eRun } from "../support/run-env.ts";
 import {
   createAuxToken,
@@ -15,6 +14,7 @@ import {
   type MetricPoint,
   type Metrics,
 } from "../support/runs.ts";
+import { processStory } from "../support/story.ts";
 import { register } from "../support/ui.ts";
 import { launchWebServer, type RunningWebServer } from "../support/web-server.ts";
 
@@ -30,29 +30,17 @@ const TARGET_BATCH = 4096;
 const LOCAL_BATCH = 64;
 const CHECKPOINT_EVERY = 5;
 
-const processes = new ProcessSet();
-let workDir = "";
 let platform: RunningWebServer | undefined;
 let api: APIRequestContext | undefined;
-
-test.beforeAll(async () => {
-  workDir = await mkdtemp(join(tmpdir(), "barnraise-full-crash-"));
-});
-
-test.afterEach(async () => {
-  const info = test.info();
-  if (info.status !== info.expectedStatus) {
-    await processes.attachLogs(info);
+const { processes, workDir } = processStory("full-crash", {
+  onFailure: async (info) => {
     if (platform !== undefined) await info.attach("platform.log", { path: platform.logFile });
-  }
-});
-
-test.afterAll(async () => {
-  await processes.stopAll(10_000);
-  await api?.dispose();
-  await platform?.stop();
-  if (platform !== undefined) await rm(platform.dataDir, { recursive: true, force: true });
-  if (workDir !== "") await rm(workDir, { recursive: true, force: true });
+  },
+  cleanup: async () => {
+    await api?.dispose();
+    await platform?.stop();
+    if (platform !== undefined) await rm(platform.dataDir, { recursive: true, force: true });
+  },
 });
 
 /** The checkpoints and the whole loss curve, as anyone reads them. */
@@ -93,12 +81,12 @@ test("a run survives the platform, the aux and every peer killed at once", async
 
   // The same programs with the same identities, data directories and tokens, before and after.
   const startAll = (round: string): RunningProcess[] => [
-    startAux(processes, `aux-${round}`, { server: baseURL, token: auxToken, dir: join(workDir, "aux") }),
+    startAux(processes, `aux-${round}`, { server: baseURL, token: auxToken, dir: join(workDir(), "aux") }),
     ...["desk-1", "desk-2"].map((name) =>
       startPeer(processes, `${name}-${round}`, {
         server: baseURL,
         token: peerToken,
-        dir: join(workDir, name),
+        dir: join(workDir(), name),
         batchSize: LOCAL_BATCH,
       }),
     ),

@@ -1,9 +1,7 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { expect, test, type BrowserContext } from "@playwright/test";
+import { expect, test } from "@playwright/test";
 import { startAux, startPeer } from "../support/barnraise-processes.ts";
-import { ProcessSet, recordMatcher, type LogRecord, type RunningProcess } from "../support/processes.ts";
+import { recordMatcher, type LogRecord, type RunningProcess } from "../support/processes.ts";
 import { baseURL } from "../support/run-env.ts";
 import {
   createAuxToken,
@@ -13,6 +11,7 @@ import {
   type Checkpoint,
   type Metrics,
 } from "../support/runs.ts";
+import { processStory } from "../support/story.ts";
 import { register, screenshots } from "../support/ui.ts";
 
 // The organizer corrects a live run from the manage page, and the running swarm obeys within 30 s
@@ -26,24 +25,7 @@ const CHECKPOINT_EVERY = 3;
 /** What the issue asks of every correction: the swarm obeys within this. */
 const OBEY_MS = 30_000;
 
-const processes = new ProcessSet();
-const contexts: BrowserContext[] = [];
-let workDir = "";
-
-test.beforeAll(async () => {
-  workDir = await mkdtemp(join(tmpdir(), "barnraise-run-control-"));
-});
-
-test.afterEach(async () => {
-  const info = test.info();
-  if (info.status !== info.expectedStatus) await processes.attachLogs(info);
-});
-
-test.afterAll(async () => {
-  await processes.stopAll(10_000);
-  await Promise.all(contexts.map((context) => context.close()));
-  if (workDir !== "") await rm(workDir, { recursive: true, force: true });
-});
+const { processes, contexts, workDir } = processStory("run-control");
 
 const isStep = (record: LogRecord) => recordMatcher(/^step \d+$/)(record);
 const stepOf = (record: LogRecord | undefined) => Number(record?.step ?? 0);
@@ -74,7 +56,7 @@ test("the organizer pauses, resumes and rolls back a live run, and the swarm obe
       checkpointEvery: CHECKPOINT_EVERY,
     });
     const auxToken = await createAuxToken(organizer, "control aux");
-    aux = startAux(processes, "aux", { server: baseURL, token: auxToken, dir: join(workDir, "aux") });
+    aux = startAux(processes, "aux", { server: baseURL, token: auxToken, dir: join(workDir(), "aux") });
     await aux.waitForRecord("registered address", recordMatcher("registered address"), 60_000);
     peerToken = await createPeerToken(organizer, experimentId, "two desktops");
     for (const name of ["desk-1", "desk-2"]) {
@@ -82,7 +64,7 @@ test("the organizer pauses, resumes and rolls back a live run, and the swarm obe
         startPeer(processes, name, {
           server: baseURL,
           token: peerToken,
-          dir: join(workDir, name),
+          dir: join(workDir(), name),
           batchSize: LOCAL_BATCH,
         }),
       );
@@ -138,7 +120,7 @@ test("the organizer pauses, resumes and rolls back a live run, and the swarm obe
     const again = startPeer(processes, "desk-2-again", {
       server: baseURL,
       token: peerToken,
-      dir: join(workDir, "desk-2"),
+      dir: join(workDir(), "desk-2"),
       batchSize: LOCAL_BATCH,
     });
     await again.waitForRecord("paused", recordMatcher("the organizer paused the run; waiting"), OBEY_MS);

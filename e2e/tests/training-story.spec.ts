@@ -1,10 +1,9 @@
 import { createHash } from "node:crypto";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { expect, test, type BrowserContext, type Page } from "@playwright/test";
+import { expect, test, type Page } from "@playwright/test";
 import { PeerExit, startAux, startPeer } from "../support/barnraise-processes.ts";
-import { ProcessSet, recordMatcher, type LogRecord, type RunningProcess } from "../support/processes.ts";
+import { recordMatcher, type LogRecord, type RunningProcess } from "../support/processes.ts";
 import { baseURL } from "../support/run-env.ts";
 import {
   createAuxToken,
@@ -14,6 +13,7 @@ import {
   type Checkpoint,
   type Metrics,
 } from "../support/runs.ts";
+import { processStory } from "../support/story.ts";
 import { register, screenshots } from "../support/ui.ts";
 
 // The whole story with real processes: an organizer publishes an MNIST run, starts an aux peer and
@@ -31,24 +31,7 @@ const TARGET_BATCH = 1024;
 const LOCAL_BATCH = 64;
 const CHECKPOINT_EVERY = 3;
 
-const processes = new ProcessSet();
-const contexts: BrowserContext[] = [];
-let workDir = "";
-
-test.beforeAll(async () => {
-  workDir = await mkdtemp(join(tmpdir(), "barnraise-training-story-"));
-});
-
-test.afterEach(async () => {
-  const info = test.info();
-  if (info.status !== info.expectedStatus) await processes.attachLogs(info);
-});
-
-test.afterAll(async () => {
-  await processes.stopAll(10_000);
-  await Promise.all(contexts.map((context) => context.close()));
-  if (workDir !== "") await rm(workDir, { recursive: true, force: true });
-});
+const { processes, contexts, workDir } = processStory("training-story");
 
 test("volunteers train a run together, anyone watches it, and a ban stops their peers", async ({
   browser,
@@ -98,7 +81,7 @@ test("volunteers train a run together, anyone watches it, and a ban stops their 
 
     // The aux token is shown once, with the command to run it.
     const auxToken = await createAuxToken(organizer, "loopback aux");
-    aux = startAux(processes, "aux", { server: baseURL, token: auxToken, dir: join(workDir, "aux") });
+    aux = startAux(processes, "aux", { server: baseURL, token: auxToken, dir: join(workDir(), "aux") });
     const listening = await aux.waitForRecord("listening", recordMatcher("listening"), 60_000);
     expect(JSON.stringify(listening.addresses)).toContain("/ip4/127.0.0.1/tcp/");
     // Registered, so the platform hands its address to every peer that joins.
@@ -117,7 +100,7 @@ test("volunteers train a run together, anyone watches it, and a ban stops their 
       startPeer(processes, name, {
         server: baseURL,
         token,
-        dir: join(workDir, name),
+        dir: join(workDir(), name),
         batchSize: LOCAL_BATCH,
       });
     veraPeers.push(start("vera-1", veraToken), start("vera-2", veraToken));
@@ -138,7 +121,7 @@ test("volunteers train a run together, anyone watches it, and a ban stops their 
     const refused = startPeer(processes, "mallory", {
       server: baseURL,
       token: malloryToken,
-      dir: join(workDir, "mallory"),
+      dir: join(workDir(), "mallory"),
       batchSize: LOCAL_BATCH,
     });
     const status = await refused.waitForExit(60_000);

@@ -57,10 +57,9 @@ export class LinkMeter {
     readonly downloadBytes: number;
     readonly downloadSeconds: number;
   }): void {
-    const up = rate(sample.uploadBytes, sample.uploadSeconds);
-    const down = rate(sample.downloadBytes, sample.downloadSeconds);
-    if (up === 0 && down === 0) return;
-    this.#probe = { up, down };
+    this.#probe =
+      rates(sample.uploadBytes, sample.uploadSeconds, sample.downloadBytes, sample.downloadSeconds) ??
+      this.#probe;
   }
 
   /** One all-reduce round of this peer: bytes written and read on the wire, and its duration. */
@@ -69,10 +68,9 @@ export class LinkMeter {
     readonly bytesReceived: number;
     readonly seconds: number;
   }): void {
-    const up = rate(sample.bytesSent, sample.seconds);
-    const down = rate(sample.bytesReceived, sample.seconds);
-    if (up === 0 && down === 0) return;
-    this.#rounds.push({ up, down });
+    const round = rates(sample.bytesSent, sample.seconds, sample.bytesReceived, sample.seconds);
+    if (round === undefined) return;
+    this.#rounds.push(round);
     if (this.#rounds.length > this.#windowRounds) this.#rounds.shift();
   }
 
@@ -99,6 +97,18 @@ export class LinkMeter {
       source: probe === undefined || fromTraffic ? "traffic" : "probe",
     };
   }
+}
+
+/** Both directions' rates, or undefined when neither sample says anything. */
+function rates(
+  upBytes: number,
+  upSeconds: number,
+  downBytes: number,
+  downSeconds: number,
+): Rates | undefined {
+  const up = rate(upBytes, upSeconds);
+  const down = rate(downBytes, downSeconds);
+  return up === 0 && down === 0 ? undefined : { up, down };
 }
 
 function rate(bytes: number, seconds: number): number {
