@@ -182,19 +182,55 @@ test("the organizer pauses, resumes and rolls back a live run, and the swarm obe
       "The run has been rolled back once.",
     );
 
-    // The swarm trains on from the checkpoint's step: its next steps come after it, not after the
-    // step it had reached.
+    // The swarm trains on from the checkpoint's step, together: each peer's next step follows the
+    // checkpoint (or state a peer of the rolled-back run handed it: a fast swarm may step on far while
+    // one peer still loads), and within 30 s both step in a group of two again. Before, a peer could
+    // wait out a matchmaking deadline for a group that its epoch had formed before the rollback.
+    const after: Array<{ restarted: boolean }> = [];
     for (const [index, peer] of peers.entries()) {
       const records = peer.records();
       const loadedAt = records.indexOf(rolledBack[index] ?? {});
+      const sinceRollback = (record: LogRecord) => records.indexOf(record) > loadedAt;
       const next = await peer.waitForRecord(
         "a step after the rollback",
-        (record) => isStep(record) && records.indexOf(record) > loadedAt,
-        90_000,
+        (record) => isStep(record) && sinceRollback(record),
+        60_000,
       );
-      expect(stepOf(next)).toBeGreaterThan(step);
-      expect(stepOf(next)).toBeLessThan(reachedBefore);
+      const together = await peer
+        .waitForRecord(
+          "a step in a group of two after the rollback",
+          (record) => isStep(record) && sinceRollback(record) && Number(record.groupSize) >= 2,
+          Math.max(1, rolledBackAt + OBEY_MS - Date.now()),
+        )
+        .catch((error: unknown) => error as Error);
+      // What the peer logged after the rollback, so that a failure here explains itself.
+      const trail = records
+        .slice(loadedAt)
+        .filter((record) => record.msg !== "status")
+        .slice(0, 40)
+        .map((record) => {
+          const error = record.err as { message?: unknown } | undefined;
+          const reason = typeof error?.message === "string" ? ` (${error.message})` : "";
+          return `${JSON.stringify(record.time)} ${JSON.stringify(record.msg)}${reason}`;
+        })
+        .join("\n");
+      const context = `${peer.name} after the rollback to step ${step} (the swarm had reached step ${reachedBefore} or more):\n${trail}`;
+      const handedOn = records.some(
+        (record) =>
+          sinceRollback(record) &&
+          records.indexOf(record) < records.indexOf(next) &&
+          recordMatcher(/^loaded the swarm's state at step \d+$/)(record),
+      );
+      if (!handedOn) expect(stepOf(next), context).toBe(step + 1);
+      expect(together instanceof Error ? together.message : "", context).toBe("");
+      after.push({ restarted: !handedOn });
     }
+    // At least one of them restarted from the checkpoint itself.
+    expect(after.some((peer) => peer.restarted)).toBe(true);
+    testInfo.annotations.push({
+      type: "rollback to both peers stepping together",
+      description: `${((Date.now() - rolledBackAt) / 1000).toFixed(1)} s`,
+    });
 
     // The public curve: the rollback is marked, and the abandoned steps stay, as discarded.
     await expect

@@ -2,6 +2,7 @@ import type { ExperimentConfig } from "@barnraise/protocol";
 import { AllReduceService } from "./averaging/butterfly-allreduce.ts";
 import { Averager } from "./averaging/averager.ts";
 import { Matchmaking } from "./averaging/matchmaking.ts";
+import { parseGroupKey } from "./averaging/moshpit-grid.ts";
 import { RunControlBoard } from "./control/run-control-board.ts";
 import { isSwarmError, SwarmErrorCode } from "./errors.ts";
 import type { AveragerPort, EpochState, ProgressPort, StatePort } from "./optim/ports.ts";
@@ -102,6 +103,7 @@ export class Swarm {
       compression: config.compression,
       link: this.link,
       swarmSize: () => this.#trainers(),
+      generation: () => this.progress.generation(),
       logger,
     });
     this.state = new StateSharing({ rpc: node.rpc, getState: options.getState, logger });
@@ -272,11 +274,15 @@ export class Swarm {
    * round its record names as the one it is about to help (`averagingEpoch`).
    */
   #willJoin(key: string): boolean {
-    const epoch = keyEpoch(key);
-    if (epoch === undefined) return true;
+    const parsed = parseGroupKey(key);
+    if (parsed === undefined) return true;
+    const { epoch } = parsed;
     // A node that has reported nothing yet is still loading state (or, as an aux, not helping).
     const local = this.progress.localRecord();
     if (local === null) return false;
+    // A round of another run generation (a rollback that this node has not followed yet, or one it
+    // has left behind) is not this node's.
+    if (parsed.generation !== generationOf(local)) return false;
     // An aux names the round it is about to help as `averagingEpoch`; a trainer's delayed round in
     // flight is reported the same way.
     if (local.mode === "aux") return local.averagingEpoch === epoch;
@@ -284,29 +290,27 @@ export class Swarm {
   }
 
   /**
-   * Members the leader waits for, of this node's run generation: trainers whose latest progress is
+   * Members the leader waits for, of the key's run generation: trainers whose latest progress is
    * at the key's epoch, or past it with that epoch's delayed round in flight, and aux peers whose
    * record names the key's epoch as the round they are about to help (`averagingEpoch`).
    */
   #expectedMembers(key: string): string[] {
     // Only a whole-swarm group (one Moshpit dimension: key "e<epoch>/r0/") has a known member list;
     // grid cells close when full or at the deadline.
-    if (!/^e\d+\/r0\/$/.test(key)) return [];
-    const epoch = keyEpoch(key);
+    const parsed = parseGroupKey(key);
+    if (parsed?.wholeSwarm !== true) return [];
+    const { epoch, generation } = parsed;
     const connected = new Set(this.node.members());
     const expected = (record: ProgressRecord) =>
       record.mode === "aux"
         ? record.averagingEpoch === epoch
         : record.epoch === epoch || record.averagingEpoch === epoch;
     return this.progress
-      .records({ sameGeneration: true })
-      .filter(({ record, peerId }) => connected.has(peerId) && expected(record))
+      .records()
+      .filter(
+        ({ record, peerId }) =>
+          connected.has(peerId) && generationOf(record) === generation && expected(record),
+      )
       .map((entry) => entry.peerId);
   }
-}
-
-/** The epoch of a group key ("e<epoch>/r<round>/<grid index>"), or undefined for another key. */
-function keyEpoch(key: string): number | undefined {
-  const match = /^e(\d+)\//.exec(key);
-  return match === null ? undefined : Number(match[1]);
 }

@@ -164,4 +164,33 @@ describe("no combination of live and stale records stalls a peer", () => {
     ]);
     expect(ahead.epoch).toBeGreaterThanOrEqual(clientStart + 2);
   }, 120_000);
+
+  it("after a rollback, the trainers average together again at the epochs they had passed", async () => {
+    const authority = new TestAuthority();
+    const first = await start(authority);
+    const second = await start(authority, { bootstrap: first.node.multiaddrs() });
+    await eventually(() => first.node.members().length === 1, "the swarm is meshed", 30_000);
+    const events: CollaborativeOptimizerEvent[][] = [[], []];
+    const optimizers = [trainerOn(first, events[0]), trainerOn(second, events[1])];
+    await trainAll(optimizers, 4);
+    const checkpoint = asTrainingState(at(optimizers, 0));
+
+    // The organizer rolls the run back to the state of epoch 2 (here the epoch-4 parameters stand
+    // in for the checkpoint's: what matters is the epoch and the generation).
+    for (const [k, optimizer] of optimizers.entries()) {
+      optimizer.importState({ ...checkpoint, epoch: 2, generation: 1 });
+      at(events, k).length = 0;
+    }
+    await trainAll(optimizers, 4);
+
+    // Epochs 3 and 4 of the new generation are averaged by both, in new groups: the groups those
+    // epochs had before the rollback are not handed out again.
+    for (const log of events) {
+      expect(log.filter((event) => event.type === "round-failed")).toEqual([]);
+      expect(log.filter((event) => event.type === "step")).toEqual([
+        expect.objectContaining({ epoch: 3, groupSize: 2 }),
+        expect.objectContaining({ epoch: 4, groupSize: 2 }),
+      ]);
+    }
+  }, 120_000);
 });

@@ -30,6 +30,8 @@ export interface AveragerOptions {
   };
   /** How many peers are alive in the swarm (progress tracking); sizes the Moshpit grid. */
   swarmSize: () => number;
+  /** This peer's run generation (rollbacks so far): groups form among peers of the same one. */
+  generation?: () => number;
   /** Per-peer, per-round failure probability used to choose the group size (DeDLOC App. C). */
   failureRate?: number;
   random?: () => number;
@@ -99,7 +101,7 @@ export class Averager {
     let currentWeight = weight;
     let groupSize = 1;
     for (let round = 0; round < dimensions; round += 1) {
-      const key = groupKey(epoch, round, this.#gridIndex);
+      const key = groupKey(epoch, round, this.#gridIndex, this.#options.generation?.() ?? 0);
       const { uploadBytesPerSecond, downloadBytesPerSecond } = link.current();
       const group = await this.#options.matchmaking.form(
         key,

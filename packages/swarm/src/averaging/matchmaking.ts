@@ -70,6 +70,12 @@ export interface MatchmakingOptions {
   willJoin?: (key: string) => boolean;
   maxGroupSize: number;
   timeoutMs: number;
+  /**
+   * How often an open gathering looks again at whom it waits for (default 250 ms): a peer that was
+   * expected but has moved past the key's epoch, loaded newer state or left is no longer waited for,
+   * so the group closes then rather than at the deadline.
+   */
+  recheckMs?: number;
   now?: () => number;
 }
 
@@ -78,6 +84,7 @@ interface Gathering {
   readonly members: Map<PeerIdString, FormedMember>;
   readonly formed: PromiseWithResolvers<FormedGroup>;
   readonly timer: NodeJS.Timeout;
+  readonly recheck: NodeJS.Timeout;
   closed: boolean;
 }
 
@@ -225,16 +232,15 @@ export class Matchmaking {
         timer: setTimeout(() => {
           this.#close(created);
         }, this.#options.timeoutMs),
+        recheck: setInterval(() => {
+          this.#closeWhenComplete(created);
+        }, this.#options.recheckMs ?? 250),
       };
       gathering = created;
       this.#gatherings.set(key, gathering);
     }
     gathering.members.set(member.peerId, member);
-    const expected = new Set(this.#options.expected(key));
-    // A leader asking for the key itself is in the gathering already.
-    if (this.#options.willJoin?.(key) ?? true) expected.add(this.#options.rpc.peerId);
-    const everyoneIn = [...expected].every((peer) => gathering.members.has(peer));
-    if (everyoneIn || gathering.members.size >= this.#options.maxGroupSize) this.#close(gathering);
+    this.#closeWhenComplete(gathering);
     const formed = gathering.formed.promise;
     if (signal === undefined) return formed;
     return Promise.race([
@@ -251,10 +257,20 @@ export class Matchmaking {
     ]);
   }
 
+  /** Closes the gathering once everyone the progress records expect has joined, or it is full. */
+  #closeWhenComplete(gathering: Gathering): void {
+    const expected = new Set(this.#options.expected(gathering.key));
+    // A leader asking for the key itself is in the gathering already.
+    if (this.#options.willJoin?.(gathering.key) ?? true) expected.add(this.#options.rpc.peerId);
+    const everyoneIn = [...expected].every((peer) => gathering.members.has(peer));
+    if (everyoneIn || gathering.members.size >= this.#options.maxGroupSize) this.#close(gathering);
+  }
+
   #close(gathering: Gathering): void {
     if (gathering.closed) return;
     gathering.closed = true;
     clearTimeout(gathering.timer);
+    clearInterval(gathering.recheck);
     this.#gatherings.delete(gathering.key);
     const members = [...gathering.members.values()].sort((a, b) =>
       a.peerId < b.peerId ? -1 : a.peerId > b.peerId ? 1 : 0,

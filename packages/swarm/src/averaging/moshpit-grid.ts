@@ -30,12 +30,35 @@ export function initialGridIndex(dimensions: number, groupSize: number, random: 
 /**
  * The matchmaking key of the group for this epoch (training step) and round, e.g. "e12/r0/3.1".
  * With d = 1 the index is empty and every peer gets the same key: one group, plain all-reduce.
+ * After a rollback (run `generation` > 0) the key starts with it, "g1/e12/r0/", so that the rounds
+ * of the rolled-back timeline never meet the groups its epochs had before.
  */
-export function groupKey(epoch: number, round: number, index: readonly number[]): string {
+export function groupKey(
+  epoch: number,
+  round: number,
+  index: readonly number[],
+  generation: number = 0,
+): string {
   checkWhole("epoch", epoch, 0);
   checkWhole("round", round, 0);
+  checkWhole("generation", generation, 0);
   for (const coordinate of index) checkWhole("grid coordinate", coordinate, 0);
-  return `e${epoch}/r${round}/${index.join(".")}`;
+  const key = `e${epoch}/r${round}/${index.join(".")}`;
+  return generation === 0 ? key : `g${generation}/${key}`;
+}
+
+/** The parts of a group key; undefined for a key of another shape. */
+export function parseGroupKey(
+  key: string,
+): { generation: number; epoch: number; round: number; wholeSwarm: boolean } | undefined {
+  const match = /^(?:g(\d+)\/)?e(\d+)\/r(\d+)\/([\d.]*)$/.exec(key);
+  if (match === null) return undefined;
+  return {
+    generation: Number(match[1] ?? 0),
+    epoch: Number(match[2]),
+    round: Number(match[3]),
+    wholeSwarm: match[3] === "0" && match[4] === "",
+  };
 }
 
 /**

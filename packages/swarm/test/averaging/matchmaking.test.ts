@@ -107,4 +107,17 @@ describe("Matchmaking", () => {
     const [ga, gb] = await Promise.all([a.form("e4/r0/", offer), late]);
     expect(gb.groupId).toBe(ga.groupId);
   });
+
+  it("stops waiting for an expected member once its progress has moved past the key", async () => {
+    // The leader expects b from b's last record; b has in fact stepped on alone and will not come.
+    const expected = { a: ["b"], b: [] as string[] };
+    const { a } = pair(expected, HOUR);
+    const alone = a.form("e4/r0/", offer);
+    let settled = false;
+    void alone.catch(() => (settled = true));
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(settled).toBe(false);
+    expected.a = []; // b's next record arrives: it is past epoch 4
+    await expect(alone).rejects.toMatchObject({ code: SwarmErrorCode.NO_GROUP });
+  });
 });

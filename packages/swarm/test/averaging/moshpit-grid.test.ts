@@ -1,6 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { moshpitDimensions } from "../../src/averaging/group-size.ts";
-import { groupKey, initialGridIndex, nextGridIndex } from "../../src/averaging/moshpit-grid.ts";
+import {
+  groupKey,
+  initialGridIndex,
+  nextGridIndex,
+  parseGroupKey,
+} from "../../src/averaging/moshpit-grid.ts";
 import { seededRandom as seeded } from "../support/seeded-random.ts";
 
 interface SimPeer {
@@ -80,6 +85,36 @@ describe("groupKey", () => {
   it("refuses coordinates that are not whole numbers", () => {
     expect(() => groupKey(1, 0, [1.5])).toThrow(RangeError);
     expect(() => groupKey(-1, 0, [])).toThrow(RangeError);
+    expect(() => groupKey(1, 0, [], -1)).toThrow(RangeError);
+  });
+
+  it("names the run generation after a rollback, so the same epoch gets new groups", () => {
+    expect(groupKey(12, 0, [], 0)).toBe("e12/r0/");
+    expect(groupKey(12, 0, [], 2)).toBe("g2/e12/r0/");
+    expect(groupKey(12, 0, [3, 1], 1)).not.toBe(groupKey(12, 0, [3, 1], 0));
+  });
+});
+
+describe("parseGroupKey", () => {
+  it("reads back what groupKey writes", () => {
+    expect(parseGroupKey(groupKey(7, 0, []))).toEqual({
+      generation: 0,
+      epoch: 7,
+      round: 0,
+      wholeSwarm: true,
+    });
+    expect(parseGroupKey(groupKey(7, 1, [2, 0], 3))).toEqual({
+      generation: 3,
+      epoch: 7,
+      round: 1,
+      wholeSwarm: false,
+    });
+    expect(parseGroupKey(groupKey(7, 0, [4], 1))?.wholeSwarm).toBe(false);
+  });
+
+  it("answers undefined for keys of another shape", () => {
+    for (const key of ["", "e7", "x/e7/r0/", "g/e7/r0/", "e7/r0/a", "e7/r0/ trailing", "g1/g2/e7/r0/"])
+      expect(parseGroupKey(key)).toBeUndefined();
   });
 });
 
