@@ -471,17 +471,9 @@ async function downloadState(
   generation: number,
   signal: AbortSignal,
 ): Promise<TrainingState> {
-  const donors = swarm.progress
-    .records()
-    .filter(
-      (entry) =>
-        entry.record.mode === "node" &&
-        entry.record.epoch >= minEpoch &&
-        (entry.record.generation ?? 0) === generation,
-    )
-    .map((entry) => entry.peerId);
+  const donors = swarm.stateDonors(minEpoch, generation);
   if (donors.length === 0) {
-    throw new Error(`no trainer that accepts connections has reached step ${minEpoch} yet`);
+    throw new Error(`no trainer connected to this aux peer has reached step ${minEpoch} yet`);
   }
   return swarm.state.download({ donors, minEpoch, generation, signal });
 }

@@ -77,7 +77,8 @@ export class Swarm {
       rpc: node.rpc,
       peers: () => node.members(),
       targetBatchSize: config.training.targetBatchSize,
-      mode: options.mode,
+      // A node that turns out not to be reachable runs on as a client: its records say so.
+      mode: () => node.mode,
       logger,
       link: () => this.link.current(),
       ...(options.session === undefined ? {} : { session: options.session }),
@@ -96,7 +97,7 @@ export class Swarm {
     this.allreduce = new AllReduceService({ rpc: node.rpc, logger });
     this.averager = new Averager({
       self: node.peerId,
-      mode: options.mode,
+      mode: () => node.mode,
       matchmaking: this.matchmaking,
       allreduce: this.allreduce,
       averaging: config.averaging,
@@ -210,13 +211,28 @@ export class Swarm {
 
   /** Peers that should hold state newer than `epoch` of `generation`. */
   #donors(epoch: number, generation: number): string[] {
-    const holds = (record: ProgressRecord) =>
-      record.mode === "node"
-        ? record.epoch > epoch
-        : record.mode === "aux" && (record.stateEpoch ?? -1) > epoch;
+    return this.stateDonors(epoch + 1, generation, { aux: true });
+  }
+
+  /**
+   * Peers that should hold state at or after `minEpoch` of `generation`: trainers that accept
+   * connections first, then clients connected to this node (a client behind NAT serves state over
+   * the connection it opened, or through its relay slot), and with `aux`, aux peers whose served
+   * state is recent enough.
+   */
+  stateDonors(minEpoch: number, generation: number, options: { aux?: boolean } = {}): string[] {
+    const connected = new Set(this.node.members());
+    const rank = (record: ProgressRecord, peer: string): number | undefined => {
+      if (record.mode === "node") return record.epoch >= minEpoch ? 0 : undefined;
+      if (record.mode === "client") return record.epoch >= minEpoch && connected.has(peer) ? 1 : undefined;
+      return options.aux === true && (record.stateEpoch ?? -1) >= minEpoch ? 2 : undefined;
+    };
     return this.progress
       .records()
-      .filter(({ record }) => generationOf(record) === generation && holds(record))
+      .filter(({ record }) => generationOf(record) === generation)
+      .map(({ record, peerId }) => ({ peerId, rank: rank(record, peerId) }))
+      .filter((entry): entry is { peerId: string; rank: number } => entry.rank !== undefined)
+      .sort((a, b) => a.rank - b.rank)
       .map((entry) => entry.peerId);
   }
 

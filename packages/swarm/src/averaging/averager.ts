@@ -15,7 +15,8 @@ import type { AveragingMode } from "./partition.ts";
 
 export interface AveragerOptions {
   self: string;
-  mode: AveragingMode;
+  /** This peer's mode at the time of each round (a node found unreachable runs on as a client). */
+  mode: () => AveragingMode;
   matchmaking: Matchmaking;
   allreduce: AllReduceService;
   averaging: ExperimentConfig["averaging"];
@@ -75,7 +76,7 @@ export class Averager {
     weight: number,
     signal?: AbortSignal,
   ): Promise<AverageOutcome> {
-    if (this.#options.swarmSize() <= 1 && this.#options.mode !== "aux") {
+    if (this.#options.swarmSize() <= 1 && this.#options.mode() !== "aux") {
       // Alone in the swarm: the average of one is its own vector, so a lone volunteer still trains.
       return Promise.resolve({ vector: vector.slice(), groupSize: 1, totalWeight: weight, rounds: 0 });
     }
@@ -89,7 +90,8 @@ export class Averager {
     weight: number,
     signal?: AbortSignal,
   ): Promise<AverageOutcome> {
-    const { averaging, compression, link, mode } = this.#options;
+    const { averaging, compression, link } = this.#options;
+    const mode = this.#options.mode();
     const now = this.#options.now ?? (() => performance.now());
     const peers = this.#options.swarmSize();
     const m = optimalGroupSize(peers, this.#options.failureRate ?? 0.01, averaging.maxGroupSize);

@@ -5,6 +5,7 @@ import { circuitRelayServer, circuitRelayTransport } from "@libp2p/circuit-relay
 import { dcutr } from "@libp2p/dcutr";
 import { identify } from "@libp2p/identify";
 import type { Connection, Libp2p, PeerId } from "@libp2p/interface";
+import type { TransportManager } from "@libp2p/interface-internal";
 import { kadDHT, passthroughMapper } from "@libp2p/kad-dht";
 import { peerIdFromString } from "@libp2p/peer-id";
 import { ping } from "@libp2p/ping";
@@ -23,6 +24,7 @@ import { nodeCrypto } from "@barnraise/protocol/node";
 import { createLibp2p } from "libp2p";
 import type { Logger } from "pino";
 import { isSwarmError, SwarmError, SwarmErrorCode } from "../errors.ts";
+import { checkReachability, DialBackServer, tcpPorts, type Reachability } from "../net/reachability.ts";
 import { Libp2pRpc, protocolId } from "../rpc/libp2p-rpc.ts";
 import { HELLO_MAX_PEERS, helloMethod, type AveragingMode } from "./hello.ts";
 import { PassHolder } from "./pass-holder.ts";
@@ -40,6 +42,20 @@ const MEMBER_REFRESH_MS = 5_000;
 /** After a failed dial of a member, wait this long, doubling per failure up to the maximum. */
 const FIRST_DIAL_BACKOFF_MS = 5_000;
 const MAX_DIAL_BACKOFF_MS = 5 * 60_000;
+/** While no aux peer could say whether this node is reachable, ask again this often. */
+const REACHABILITY_RETRY_MS = 30_000;
+/** After a failed relay reservation, wait this long, doubling up to a minute. */
+const FIRST_RESERVE_BACKOFF_MS = 5_000;
+const MAX_RESERVE_BACKOFF_MS = 60_000;
+
+/**
+ * How other members reach this node. `unknown`: not checked yet (no aux peer to ask), it announces
+ * every address it has. `direct`: an aux peer dialed it back, it announces its direct addresses.
+ * `relayed`: it cannot be dialed (behind NAT, or `--client`), so it holds a slot on an aux peer's
+ * circuit relay and announces only that address; it sends and receives in rounds but does not
+ * reduce a part or lead matchmaking, so all-reduce traffic never goes through the relay.
+ */
+export type ReachabilityState = "unknown" | "direct" | "relayed";
 
 export interface SwarmNodeOptions {
   experimentId: string;
@@ -61,10 +77,13 @@ export interface SwarmNodeOptions {
   /** Multiaddrs (with /p2p/<id>) of peers to join through: the join response's initial peers. */
   bootstrap?: string[];
   /**
-   * Also be reachable through the bootstrap peers acting as circuit relays (for a peer behind NAT
-   * that should still reduce or serve state). The bootstrap peers must be relays (aux peers).
+   * Hold relay slots on the bootstrap peers even when reachable directly: for private networks
+   * where the aux peers reach every node but the nodes cannot reach each other. The bootstrap peers
+   * must be relays (aux peers). Nodes that are not reachable hold one anyway.
    */
   listenViaRelays?: boolean;
+  /** Whether to ask an aux peer to dial back at start (default true; aux peers never ask). */
+  checkReachability?: boolean;
   logger: Logger;
   now?: () => number;
   /** How long a new connection has to show a valid pass; default 10 s. */
@@ -87,8 +106,19 @@ export class SwarmNode {
   readonly rpc: Libp2pRpc;
   readonly authorizer: PeerAuthorizer;
   readonly passHolder: PassHolder;
-  readonly mode: AveragingMode;
   readonly #passes: AccessPassVerifier;
+  readonly #transports: { manager?: TransportManager };
+  readonly #dialBack: DialBackServer;
+  #mode: AveragingMode;
+  #reachability: ReachabilityState = "unknown";
+  /** The address an aux peer reached this node at (direct), or why none could (relayed). */
+  #reachedAt: string | undefined;
+  #reachabilityCheckedAt = -Infinity;
+  /** Until the first check at start is done, a node announces no address that may be unusable. */
+  #firstCheckPending: boolean;
+  #reachabilityInFlight: Promise<Reachability | undefined> | undefined;
+  #reserving = false;
+  #reserveBackoff = { nextAt: 0, delayMs: FIRST_RESERVE_BACKOFF_MS / 2 };
   readonly #options: SwarmNodeOptions;
   readonly #logger: Logger;
   readonly #helloInFlight = new Map<string, Promise<boolean>>();
@@ -98,6 +128,8 @@ export class SwarmNode {
   /** The addresses each member announced in its hello (relayed ones included). */
   readonly #announced = new Map<string, string[]>();
   readonly #greetedListeners = new Set<(peer: string) => void>();
+  /** The path last logged per member (direct or relayed), so a change of path is logged once. */
+  readonly #paths = new Map<string, "direct" | "relayed">();
   /** Members whose last dial failed: when to try again, and how long the wait was. */
   readonly #dialBackoff = new Map<string, { nextAt: number; delayMs: number; failures: number }>();
   #maintenance: NodeJS.Timeout | undefined;
@@ -111,15 +143,39 @@ export class SwarmNode {
     passHolder: PassHolder,
     passes: AccessPassVerifier,
     options: SwarmNodeOptions,
+    transports: { manager?: TransportManager },
   ) {
     this.libp2p = libp2p;
     this.rpc = rpc;
     this.authorizer = authorizer;
     this.passHolder = passHolder;
     this.#passes = passes;
-    this.mode = options.mode;
+    this.#mode = options.mode;
     this.#options = options;
     this.#logger = options.logger;
+    this.#transports = transports;
+    this.#dialBack = new DialBackServer({
+      rpc,
+      dialFresh: async (address, signal) => {
+        const connection = await libp2p.dial(multiaddr(address), { force: true, signal });
+        await connection.close().catch(() => undefined);
+      },
+    });
+    if (options.mode === "client") this.#reachability = "relayed";
+    this.#firstCheckPending = options.mode === "node" && options.checkReachability !== false;
+  }
+
+  /**
+   * node: accepts connections and reduces; client: cannot be dialed directly (it said `--client`,
+   * or an aux peer could not dial it back), so it only sends and receives; aux: a public helper.
+   */
+  get mode(): AveragingMode {
+    return this.#mode;
+  }
+
+  /** How other members reach this node (see ReachabilityState). */
+  get reachability(): ReachabilityState {
+    return this.#reachability;
   }
 
   static async create(options: SwarmNodeOptions): Promise<SwarmNode> {
@@ -143,18 +199,16 @@ export class SwarmNode {
     const prefix = `/barnraise/${options.experimentId}/`;
     const isAux = options.mode === "aux";
     const rpcRef: { current?: Libp2pRpc } = {};
+    const transports: { manager?: TransportManager } = {};
     const listen = options.listen ?? (options.mode === "client" ? [] : ["/ip4/0.0.0.0/tcp/0"]);
     const libp2p = await createLibp2p({
       privateKey: libp2pPrivateKey(options.identity),
       start: false,
       addresses: {
-        // Reservations only on the relays named (the join response's aux peers). A bare
-        // "/p2p-circuit" would start libp2p 3.3's relay discovery, whose random walk spins without
-        // yielding in a swarm of a few peers.
-        listen:
-          options.listenViaRelays === true
-            ? [...listen, ...(options.bootstrap ?? []).map((address) => `${address}/p2p-circuit`)]
-            : listen,
+        // Relay reservations are made later, on a connected aux peer, when they are needed (see
+        // #reserveRelay). A bare "/p2p-circuit" would start libp2p 3.3's relay discovery, whose
+        // random walk spins without yielding in a swarm of a few peers.
+        listen,
         ...(options.announce === undefined ? {} : { announce: options.announce }),
       },
       transports: [tcp(), webSockets(), circuitRelayTransport()],
@@ -189,6 +243,11 @@ export class SwarmNode {
               }),
             }
           : {}),
+        // Not a protocol: keeps the transport manager, to make relay reservations when they are needed.
+        transports: (components: { transportManager: TransportManager }) => {
+          transports.manager = components.transportManager;
+          return {};
+        },
         passGate: passGate({
           authorizer,
           isSelfAuthenticated: (protocol) => rpcRef.current?.serves(protocol) ?? false,
@@ -217,7 +276,7 @@ export class SwarmNode {
       now,
     });
     rpcRef.current = rpc;
-    return new SwarmNode(libp2p, rpc, authorizer, passHolder, passes, options);
+    return new SwarmNode(libp2p, rpc, authorizer, passHolder, passes, options, transports);
   }
 
   get peerId(): string {
@@ -236,11 +295,12 @@ export class SwarmNode {
   }
 
   async start(): Promise<void> {
+    if (this.#mode === "aux") this.#dialBack.start();
     this.rpc.handle(helloMethod, async (incoming) => {
       this.#modes.set(incoming.from.peerId, incoming.head.mode);
       this.#announced.set(incoming.from.peerId, incoming.head.addrs);
       await incoming.respond({
-        mode: this.mode,
+        mode: this.#mode,
         addrs: this.#ownAddrs(),
         peers: this.#knownPeers(incoming.from.peerId),
       });
@@ -263,6 +323,19 @@ export class SwarmNode {
     await this.libp2p.services.passGate.wrapAll();
     this.passHolder.start();
     await this.#bootstrap();
+    if (this.#mode !== "aux") {
+      if (this.#reachability === "relayed" || this.#options.listenViaRelays === true)
+        await this.#reserveRelay();
+      if (this.#mode === "node" && this.#options.checkReachability !== false) {
+        await this.checkReachability().catch((error: unknown) => {
+          this.#logger.warn({ err: error }, "could not check whether this node is reachable; will try again");
+        });
+        if (this.#firstCheckPending) {
+          this.#firstCheckPending = false;
+          if (this.#reachability === "unknown") await this.#announce();
+        }
+      }
+    }
     this.#maintenance = setInterval(() => void this.#maintain(), 2_000);
     this.#maintenance.unref();
   }
@@ -270,6 +343,7 @@ export class SwarmNode {
   async stop(): Promise<void> {
     this.#running = false;
     clearInterval(this.#maintenance);
+    this.#dialBack.stop();
     this.passHolder.stop();
     this.rpc.stop();
     await this.libp2p.stop();
@@ -319,7 +393,151 @@ export class SwarmNode {
     return () => this.#greetedListeners.delete(listener);
   }
 
+  /** How this node is connected to `peer`: directly, through a relay, or not at all. */
+  pathTo(peer: string): "direct" | "relayed" | undefined {
+    const connections = this.libp2p.getConnections(peerIdFromString(peer));
+    if (connections.length === 0) return undefined;
+    return connections.some((connection) => !connection.remoteAddr.toString().includes("/p2p-circuit"))
+      ? "direct"
+      : "relayed";
+  }
+
+  /**
+   * Asks a connected aux peer to dial this node back (net/reachability.ts) and acts on the answer:
+   * reached, it announces the address it was reached at and stays a full node; not reached, it
+   * runs as a client through an aux peer's relay (see ReachabilityState). Without an aux peer to
+   * ask it changes nothing (undefined), and maintenance asks again later.
+   */
+  checkReachability(signal?: AbortSignal): Promise<Reachability | undefined> {
+    if (this.#mode === "aux") return Promise.resolve(undefined);
+    this.#reachabilityInFlight ??= this.#checkReachability(signal).finally(() => {
+      this.#reachabilityInFlight = undefined;
+    });
+    return this.#reachabilityInFlight;
+  }
+
+  async #checkReachability(signal?: AbortSignal): Promise<Reachability | undefined> {
+    const auxPeers = this.members().filter((peer) => this.modeOf(peer) === "aux");
+    if (auxPeers.length === 0) return undefined;
+    this.#reachabilityCheckedAt = Date.now();
+    const direct = this.multiaddrs().filter((address) => !address.includes("/p2p-circuit"));
+    const result = await checkReachability(this.rpc, auxPeers, tcpPorts(direct), signal);
+    if (!this.#running) return result;
+    this.#firstCheckPending = false;
+    if (result.reachable) {
+      this.#reachability = "direct";
+      this.#reachedAt = result.address;
+      this.#logger.info(
+        { address: result.address, checkedBy: result.checkedBy },
+        `reachable at ${result.address} (an aux peer dialed back): taking part as a full node`,
+      );
+    } else {
+      this.#reachability = "relayed";
+      this.#reachedAt = undefined;
+      if (this.#mode === "node") this.#mode = "client";
+      this.#logger.warn(
+        { reason: result.reason, observed: result.observed },
+        `not reachable from outside (${result.reason}): taking part through an aux peer's relay, sending and receiving gradients without reducing a part. Forwarding a TCP port to this machine and passing --listen makes it a full node`,
+      );
+      await this.#reserveRelay();
+    }
+    await this.#announce();
+    return result;
+  }
+
+  /**
+   * Holds a slot on a connected aux peer's circuit relay, so members that cannot dial this node
+   * directly reach it there. Tried again with a growing pause when it fails, and again whenever the
+   * slot is lost (the aux restarted or the connection dropped).
+   */
+  async #reserveRelay(): Promise<void> {
+    const manager = this.#transports.manager;
+    if (manager === undefined || this.#reserving || !this.#running) return;
+    if (Date.now() < this.#reserveBackoff.nextAt || this.#hasRelayAddress()) return;
+    const relay = this.#relayAddress();
+    if (relay === undefined) return;
+    this.#reserving = true;
+    try {
+      await manager.listen([multiaddr(`${relay.address}/p2p-circuit`)]);
+      this.#reserveBackoff = { nextAt: 0, delayMs: FIRST_RESERVE_BACKOFF_MS / 2 };
+      const relayed = this.multiaddrs().filter((address) => address.includes("/p2p-circuit"));
+      this.#logger.info(
+        { relay: relay.peer, addresses: relayed },
+        `holding a relay slot on aux peer ${relay.peer}: members that cannot dial this node reach it there`,
+      );
+      await this.#announce();
+    } catch (error) {
+      const delayMs = Math.min(this.#reserveBackoff.delayMs * 2, MAX_RESERVE_BACKOFF_MS);
+      this.#reserveBackoff = { nextAt: Date.now() + delayMs, delayMs };
+      this.#logger.warn(
+        { relay: relay.peer, err: error, retryInSeconds: delayMs / 1000 },
+        `could not get a relay slot on aux peer ${relay.peer}; trying again in ${Math.round(delayMs / 1000)} s`,
+      );
+    } finally {
+      this.#reserving = false;
+    }
+  }
+
+  #hasRelayAddress(): boolean {
+    return this.multiaddrs().some((address) => address.includes("/p2p-circuit"));
+  }
+
+  /** A connected aux peer and an address of it (with /p2p/) to reserve a relay slot through. */
+  #relayAddress(): { peer: string; address: string } | undefined {
+    for (const peer of this.members()) {
+      if (this.modeOf(peer) !== "aux") continue;
+      const connection = this.libp2p
+        .getConnections(peerIdFromString(peer))
+        .find(
+          (candidate) =>
+            candidate.direction === "outbound" && !candidate.remoteAddr.toString().includes("/p2p-circuit"),
+        );
+      const address =
+        connection?.remoteAddr.toString() ??
+        this.#announced.get(peer)?.find((addr) => !addr.includes("/p2p-circuit"));
+      if (address === undefined) continue;
+      return { peer, address: address.includes("/p2p/") ? address : `${address}/p2p/${peer}` };
+    }
+    return undefined;
+  }
+
+  /** Tells every connected member this node's mode and addresses again (after they changed). */
+  async #announce(): Promise<void> {
+    await Promise.all(
+      this.members().map(async (peer) => {
+        try {
+          const answer = await this.rpc.request(peer, helloMethod, {
+            mode: this.#mode,
+            addrs: this.#ownAddrs(),
+          });
+          this.#modes.set(peer, answer.mode);
+          this.#announced.set(peer, answer.addrs);
+          await this.#learnAddrs(peer, answer.addrs);
+          await this.#learnMembers(answer.peers);
+        } catch (error) {
+          this.#logger.debug({ peer, err: error }, "could not tell a member our new addresses");
+        }
+      }),
+    );
+  }
+
   #greeted(peer: string): void {
+    const path = this.pathTo(peer);
+    if (path !== undefined && this.#paths.get(peer) !== path) {
+      this.#paths.set(peer, path);
+      this.#logger.info(
+        { peer, mode: this.modeOf(peer), path },
+        `connected to member ${peer} (${this.modeOf(peer) ?? "unknown mode"}) ${path === "direct" ? "directly" : "through an aux peer's relay"}`,
+      );
+    }
+    if (
+      this.#reachability === "unknown" &&
+      this.modeOf(peer) === "aux" &&
+      this.#mode === "node" &&
+      this.#options.checkReachability !== false
+    ) {
+      void this.checkReachability().catch(() => undefined);
+    }
     for (const listener of this.#greetedListeners) {
       try {
         listener(peer);
@@ -358,7 +576,7 @@ export class SwarmNode {
     const attempt = (async () => {
       try {
         const answer = await this.rpc.request(peer, helloMethod, {
-          mode: this.mode,
+          mode: this.#mode,
           addrs: this.#ownAddrs(),
         });
         this.#modes.set(peer, answer.mode);
@@ -385,8 +603,24 @@ export class SwarmNode {
     return attempt;
   }
 
+  /** The addresses this node tells members, by how it can be reached (see ReachabilityState). */
   #ownAddrs(): string[] {
-    return this.multiaddrs().slice(0, 16);
+    const all = this.multiaddrs();
+    const relayed = all.filter((address) => address.includes("/p2p-circuit"));
+    const direct = all.filter((address) => !address.includes("/p2p-circuit"));
+    switch (this.#reachability) {
+      case "relayed":
+        // Its private and loopback addresses would only cost every member failed dials.
+        return relayed.slice(0, 16);
+      case "direct": {
+        const first = this.#reachedAt === undefined ? [] : [this.#reachedAt];
+        const rest = this.#options.listenViaRelays === true ? all : direct;
+        return [...new Set([...first, ...rest])].slice(0, 16);
+      }
+      case "unknown":
+        // Members reach it over the connections it opens meanwhile.
+        return this.#firstCheckPending ? [] : all.slice(0, 16);
+    }
   }
 
   /** Other members and how to reach them: what they announced, else where we reached them. */
@@ -422,7 +656,7 @@ export class SwarmNode {
     const peer = members[Math.floor(Math.random() * members.length)];
     if (peer === undefined) return;
     try {
-      const answer = await this.rpc.request(peer, helloMethod, { mode: this.mode, addrs: this.#ownAddrs() });
+      const answer = await this.rpc.request(peer, helloMethod, { mode: this.#mode, addrs: this.#ownAddrs() });
       await this.#learnMembers(answer.peers);
     } catch (error) {
       this.#logger.debug({ peer, err: error }, "member list refresh failed");
@@ -454,6 +688,18 @@ export class SwarmNode {
   /** Keeps the swarm meshed: reconnects to bootstrap peers and dials known members it is not connected to. */
   async #maintain(): Promise<void> {
     if (!this.#running) return;
+    if (this.#mode !== "aux") {
+      if (this.#reachability === "relayed" || this.#options.listenViaRelays === true)
+        void this.#reserveRelay();
+      else if (
+        this.#reachability === "unknown" &&
+        this.#mode === "node" &&
+        this.#options.checkReachability !== false &&
+        Date.now() - this.#reachabilityCheckedAt >= REACHABILITY_RETRY_MS
+      ) {
+        void this.checkReachability().catch(() => undefined);
+      }
+    }
     const connected = new Set(this.libp2p.getPeers().map((peer) => peer.toString()));
     if (connected.size === 0) await this.#bootstrap();
     else if (Date.now() - this.#lastRefresh >= MEMBER_REFRESH_MS) {

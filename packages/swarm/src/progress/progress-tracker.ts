@@ -37,8 +37,8 @@ export interface ProgressTrackerOptions {
   readonly maxPeers?: number;
   /** Records accepted per second from one peer, with bursts of as many; the rest are dropped. */
   readonly maxRecordsPerSecond?: number;
-  /** This node's mode until `report` says otherwise; default "node". */
-  readonly mode?: ProgressMode;
+  /** This node's mode, asked at each report unless the report names one; default "node". */
+  readonly mode?: () => ProgressMode;
   /** This process's session id (≤ 32 of [A-Za-z0-9_-]), put into every local record. */
   readonly session?: string;
   /** This peer's link capacity, put into every local record. */
@@ -104,7 +104,7 @@ export class ProgressTracker {
   readonly #maxPeers: number;
   readonly #ratePerSecond: number;
   readonly #burst: number;
-  readonly #mode: ProgressMode;
+  readonly #mode: () => ProgressMode;
   readonly #session: string | undefined;
   readonly #link: ProgressTrackerOptions["link"];
   readonly #now: () => number;
@@ -130,7 +130,7 @@ export class ProgressTracker {
     this.#maxPeers = positive(options.maxPeers ?? 1024, "maxPeers");
     this.#ratePerSecond = positive(options.maxRecordsPerSecond ?? 10, "maxRecordsPerSecond");
     this.#burst = Math.max(1, this.#ratePerSecond);
-    this.#mode = options.mode ?? "node";
+    this.#mode = options.mode ?? (() => "node");
     if (options.session !== undefined && !sessionSchema.safeParse(options.session).success) {
       throw new SwarmError(
         SwarmErrorCode.MALFORMED_MESSAGE,
@@ -177,9 +177,9 @@ export class ProgressTracker {
     // background round is only under way while the caller says so.
     const kept = previous === undefined ? previous : carriedOver(previous, sameEpoch);
     const candidate = {
-      mode: this.#mode,
       bytesAggregated: 0,
       ...kept,
+      mode: this.#mode(),
       lossSum: sameEpoch ? previous.lossSum : 0,
       minibatches: sameEpoch ? previous.minibatches : 0,
       ...local,

@@ -235,7 +235,7 @@ export class Libp2pRpc implements Rpc {
         now: this.#now(),
         sender: publicKeyOf(peer),
       });
-      from = { peerId: peer, pass: verified.pass };
+      from = { peerId: peer, pass: verified.pass, remoteAddr: connection.remoteAddr.toString() };
       this.#options.onVerifiedPeer?.(peer, verified.pass);
       const head = decodeMessage(envelope.head, method.request, `${method.name} request head`);
       await handler({

@@ -43,6 +43,8 @@ export interface RpcPeer {
   readonly peerId: PeerIdString;
   /** The remote peer's verified access pass (its username and role). */
   readonly pass: AccessPass;
+  /** The address the request's connection comes from, as this node sees it, when known. */
+  readonly remoteAddr?: string;
 }
 
 /** Frames after the heads. Reads and writes reject with a `SwarmError` (TIMEOUT, ABORTED, PEER_UNREACHABLE, OVERSIZED_MESSAGE). */

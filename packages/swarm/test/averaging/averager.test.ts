@@ -74,7 +74,7 @@ describe("Averager", () => {
     let now = 1_000;
     const averager = new Averager({
       self: "a",
-      mode: "node",
+      mode: () => "node",
       matchmaking,
       allreduce,
       averaging: config.averaging,

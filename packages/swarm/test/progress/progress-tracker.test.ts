@@ -188,7 +188,7 @@ describe("ProgressTracker", () => {
   it("puts its session into every record, with the generation and served state it reports", async () => {
     const network = new MemoryRpcNetwork();
     const a = tracker(network.add("a"), () => []);
-    const b = tracker(network.add("b", "aux"), () => ["a"], { session: "run_2-Ab", mode: "aux" });
+    const b = tracker(network.add("b", "aux"), () => ["a"], { session: "run_2-Ab", mode: () => "aux" });
     b.report({ epoch: 6, samplesAccumulated: 0, samplesPerSecond: 0, generation: 1, stateEpoch: 6 });
     await b.pushNow();
     expect(a.records()[0]?.record).toMatchObject({ session: "run_2-Ab", generation: 1, stateEpoch: 6 });
@@ -325,9 +325,9 @@ describe("ProgressTracker", () => {
       lossSum: 3,
       minibatches: 2,
       bytesAggregated: 9,
-      mode: "client",
     });
-    a.report({ epoch: 1, samplesAccumulated: 6, samplesPerSecond: 2 });
+    // The mode is the tracker's at each report unless the report names one.
+    a.report({ epoch: 1, samplesAccumulated: 6, samplesPerSecond: 2, mode: "client" });
     await a.pushNow();
     expect(b.records()[0]?.record).toEqual({
       epoch: 1,

@@ -7,6 +7,8 @@
  *                          <others> other peers are at that epoch too        → synced | failed
  *   go <epoch>             average the script's vector for <epoch>            → averaged | failed
  *   connect <multiaddr>    dial and say hello                                 → connected | failed
+ *   dial-fresh <multiaddr> open a new connection there (even when connected), then close it
+ *                                                                            → dialed | failed
  *   connections            every open connection's peer and remote address  → connections
  *
  * It prints `ready` once started, `members` and `addrs` whenever they change, and stops the swarm and
@@ -16,6 +18,7 @@
 import { spawn, type ChildProcess, type StdioOptions } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createInterface } from "node:readline";
+import { multiaddr } from "@multiformats/multiaddr";
 import { watchJsonLines, type ChildOutcome, type JsonLineWatch } from "@barnraise/netlab";
 import { fromBase64Url, keyPairFromSecretKey, parseExperimentConfig } from "@barnraise/protocol";
 import { pino } from "pino";
@@ -73,6 +76,7 @@ export type PeerEvent =
       vector: string;
     }
   | { event: "connected"; address: string; peer: string }
+  | { event: "dialed"; address: string; remoteAddr: string }
   | { event: "connections"; connections: Array<{ peer: string; remoteAddr: string; direction: string }> }
   | { event: "failed"; command: string; epoch?: number; address?: string; code: string; message: string };
 
@@ -205,6 +209,19 @@ async function main(): Promise<void> {
         return { event: "connected", address, peer: await swarm.node.connect(address) };
       } catch (error) {
         return failure("connect", error, { address });
+      }
+    },
+    "dial-fresh": async ([address = ""]) => {
+      try {
+        const connection = await swarm.node.libp2p.dial(multiaddr(address), {
+          force: true,
+          signal: AbortSignal.timeout(5_000),
+        });
+        const remoteAddr = connection.remoteAddr.toString();
+        await connection.close();
+        return { event: "dialed", address, remoteAddr };
+      } catch (error) {
+        return failure("dial-fresh", error, { address });
       }
     },
     connections: () =>

@@ -22,6 +22,9 @@ export interface TestSwarmOptions {
   session?: string;
   loadCheckpoint?: SwarmOptions["loadCheckpoint"];
   checkpointRetryMs?: number;
+  /** Listen addresses; default TCP on 127.0.0.1 (none for a client). */
+  listen?: string[];
+  logger?: SwarmOptions["logger"];
 }
 
 /** Test defaults: short timeouts so failure paths finish quickly, small chunks to exercise streaming. */
@@ -51,9 +54,9 @@ export async function startSwarm(authority: TestAuthority, options: TestSwarmOpt
     pass: authority.pass(identity, passInit),
     refreshPass: () => Promise.resolve(authority.pass(identity, passInit)),
     mode,
-    listen: mode === "client" ? [] : ["/ip4/127.0.0.1/tcp/0"],
+    listen: options.listen ?? (mode === "client" ? [] : ["/ip4/127.0.0.1/tcp/0"]),
     bootstrap: options.bootstrap ?? [],
-    logger: silentLogger,
+    logger: options.logger ?? silentLogger,
     helloTimeoutMs: 10_000,
     config: parseExperimentConfig(options.config ?? testConfig),
     getState: options.getState ?? (() => null),
