@@ -3,7 +3,7 @@
  * For network-namespace tests (peers that can only meet through a relay) and bandwidth benchmarks.
  * Needs root, iproute2 (`ip`, `tc`) and Linux.
  */
-export { NetLab, type AddHostOptions, type AddRouterOptions } from "./net-lab.ts";
+export { NetLab, type AddHostOptions, type AddNatRouterOptions, type AddRouterOptions } from "./net-lab.ts";
 export type { LinkOptions } from "./link-options.ts";
 export { Host, type HostExecOptions, type HostSpawnOptions } from "./host.ts";
 export { netlabAvailable, netemAvailable, type NetLabAvailability } from "./availability.ts";

@@ -8,6 +8,10 @@
  * network: the namespaces have no default route.
  */
 import type { ChildProcess } from "node:child_process";
+import { rm } from "node:fs/promises";
+import { connect as connectTcp, createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { probeNetem } from "./availability.ts";
 import { NetLabError } from "./errors.ts";
@@ -46,6 +50,22 @@ export interface AddRouterOptions extends LinkOptions {
   subnets: readonly string[];
 }
 
+/**
+ * Options for {@link NetLab.addNatRouter}: a home router between an `inside` subnet (the home) and
+ * an `outside` one (the internet side), masquerading the home's connections as its outside address.
+ */
+export interface AddNatRouterOptions extends LinkOptions {
+  name: string;
+  inside: string;
+  outside: string;
+  /**
+   * A NAT that defeats hole punching: each connection gets a random outside port (endpoint-dependent
+   * mapping), and unsolicited packets to the router are dropped rather than refused. Default false:
+   * ports are kept where possible, and connections to closed ports are refused (TCP reset).
+   */
+  strict?: boolean;
+}
+
 interface SubnetRecord {
   index: number;
   bridge: string;
@@ -61,11 +81,15 @@ interface HostRecord {
   link: LinkOptions;
   /** Whether the policy rule that sends the host's own packets to the delay lines is in place. */
   delayRule?: boolean;
+  /** The host's interface on each subnet. */
+  interfaces: Map<string, string>;
 }
 
 /** The delay line helper (see NetLab.#delayLine), and the routing table (and rule preference) it uses. */
 const DELAY_LINE = fileURLToPath(new URL("../helpers/delay-line.py", import.meta.url));
 const DELAY_TABLE = "100";
+/** The lab side of {@link NetLab.exposeOutside}. */
+const TCP_TO_UNIX = fileURLToPath(new URL("./tcp-to-unix.ts", import.meta.url));
 
 /** Hosts in network namespaces behind bridges, with tc-shaped links. Always `destroy()` it. */
 export class NetLab {
@@ -78,6 +102,8 @@ export class NetLab {
   readonly #namespaces: string[] = [];
   readonly #children = new Set<ChildProcess>();
   readonly #pending = new Set<Promise<unknown>>();
+  /** Servers outside the lab that exposeOutside made (closed on destroy), and their socket files. */
+  readonly #outside = new Set<{ server: Server; path: string }>();
   readonly #runtime: HostRuntime;
   #nextHostIndex = 0;
   #netem: Promise<boolean> | undefined;
@@ -164,6 +190,118 @@ export class NetLab {
   }
 
   /**
+   * Adds a NAT router (nftables masquerade, as a home router does): hosts on `inside` that use it as
+   * their gateway ({@link NetLab.useGateway}) reach `outside` as the router's outside address, and
+   * nothing on `outside` can open a connection to them. Its `address` is the outside one. Needs the
+   * `nft` tool (Debian's nftables).
+   */
+  addNatRouter(options: AddNatRouterOptions): Promise<Host> {
+    return this.#track(this.#addNatRouter(options));
+  }
+
+  async #addNatRouter(options: AddNatRouterOptions): Promise<Host> {
+    if (options.inside === options.outside) {
+      throw new NetLabError("INVALID_ARGUMENT", `router ${options.name} needs two different subnets`);
+    }
+    const router = await this.#addHost(options.name, [options.outside, options.inside], options);
+    const record = this.#hosts.get(options.name);
+    const inside = record?.interfaces.get(options.inside);
+    const outside = record?.interfaces.get(options.outside);
+    if (inside === undefined || outside === undefined) {
+      throw new NetLabError("COMMAND_FAILED", `router ${options.name} lost its interfaces`);
+    }
+    await router.exec("sysctl", ["-q", "-w", "net.ipv4.ip_forward=1"]);
+    const strict = options.strict === true;
+    const ruleset = [
+      "table ip barnraise_nat {",
+      "  chain postrouting {",
+      "    type nat hook postrouting priority srcnat; policy accept;",
+      `    oifname "${outside}" masquerade${strict ? " random" : ""}`,
+      "  }",
+      "  chain forwarding {",
+      "    type filter hook forward priority filter; policy drop;",
+      "    ct state established,related accept",
+      `    iifname "${inside}" oifname "${outside}" accept`,
+      "  }",
+      ...(strict
+        ? [
+            "  chain incoming {",
+            "    type filter hook input priority filter; policy accept;",
+            `    iifname "${outside}" ct state new drop`,
+            "  }",
+          ]
+        : []),
+      "}",
+    ].join("\n");
+    await router.exec("nft", ["-f", "-"], { input: `${ruleset}\n` });
+    return router;
+  }
+
+  /**
+   * Makes a TCP service of this machine (outside the lab: `target`, e.g. a test's HTTP server on
+   * 127.0.0.1) reachable inside the lab at `host`'s address and `port`, as if it ran on `host`.
+   * Connections cross the namespace boundary through a Unix socket, with a small forwarder on each
+   * side. Resolves with "address:port" once the lab side listens.
+   */
+  exposeOutside(host: Host, port: number, target: { host: string; port: number }): Promise<string> {
+    return this.#track(this.#exposeOutside(host, port, target));
+  }
+
+  async #exposeOutside(host: Host, port: number, target: { host: string; port: number }): Promise<string> {
+    this.#assertAlive(`expose a service on ${host.name}`);
+    const path = join(tmpdir(), `${this.name}-${host.name}-${port}.sock`);
+    await rm(path, { force: true });
+    const server = createServer((incoming) => {
+      const outgoing = connectTcp(target.port, target.host);
+      incoming.pipe(outgoing).pipe(incoming);
+      incoming.on("error", () => outgoing.destroy());
+      outgoing.on("error", () => incoming.destroy());
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(path, () => {
+        resolve();
+      });
+    });
+    this.#outside.add({ server, path });
+    const child = host.spawnNode(TCP_TO_UNIX, [host.address, String(port), path]);
+    await new Promise<void>((resolve, reject) => {
+      let output = "";
+      child.stdout?.on("data", (chunk: Buffer) => {
+        output += chunk.toString();
+        if (output.includes("listening")) resolve();
+      });
+      child.stderr?.on("data", (chunk: Buffer) => {
+        output += chunk.toString();
+      });
+      child.once("exit", (code) => {
+        reject(
+          new NetLabError(
+            "COMMAND_FAILED",
+            `the forwarder on ${host.name} exited (${code}): ${output.trim()}`,
+          ),
+        );
+      });
+    });
+    return `${host.address}:${port}`;
+  }
+
+  /** Sends everything `host` addresses outside its own subnets through `gateway` (on a shared subnet). */
+  useGateway(host: Host, gateway: Host): Promise<void> {
+    const shared = [...host.addresses.keys()].find((subnet) => gateway.addresses.has(subnet));
+    if (shared === undefined) {
+      return Promise.reject(
+        new NetLabError("INVALID_ARGUMENT", `${host.name} and ${gateway.name} share no subnet`),
+      );
+    }
+    return this.#track(
+      ip(["-n", host.namespace, "route", "replace", "default", "via", gateway.addressOn(shared)]).then(
+        () => undefined,
+      ),
+    );
+  }
+
+  /**
    * Gives `host` an interface on `subnet` and returns its address there. The link is shaped with
    * `link`, or like the host's first link when omitted (each interface is shaped on its own).
    */
@@ -193,6 +331,11 @@ export class NetLab {
   async #destroyOnce(): Promise<void> {
     await Promise.allSettled([...this.#pending]);
     for (const child of this.#children) child.kill("SIGTERM");
+    for (const { server, path } of this.#outside) {
+      server.close();
+      await rm(path, { force: true });
+    }
+    this.#outside.clear();
     await removeNamespaces([...this.#namespaces]);
   }
 
@@ -218,7 +361,14 @@ export class NetLab {
     const addresses = new Map<string, string>();
     const [first] = subnets;
     const host = new Host({ name, namespace, subnet: first ?? "lan", addresses }, this.#runtime);
-    const record: HostRecord = { host, index: this.#nextHostIndex++, addresses, nextInterface: 0, link };
+    const record: HostRecord = {
+      host,
+      index: this.#nextHostIndex++,
+      addresses,
+      nextInterface: 0,
+      link,
+      interfaces: new Map(),
+    };
     this.#hosts.set(name, record);
     try {
       await ip(["netns", "add", namespace]);
@@ -288,6 +438,7 @@ export class NetLab {
     }
     if (delayLine) await this.#delayLine(record, interfaceIndex, subnet.index, address, link.delayMs ?? 0);
     record.addresses.set(subnetName, address);
+    record.interfaces.set(subnetName, inner);
     return address;
   }
 

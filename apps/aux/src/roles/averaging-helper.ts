@@ -19,7 +19,8 @@ export interface AveragingHelperOptions extends AveragingHelperPorts {
  * batch for an epoch, it announces that epoch and joins the all-reduce in aux mode, so it reduces a
  * share of the parts with weight 0 and the trainers upload less each. It needs the length of the
  * parameter vector, which it learns from the first state it sees (`setVectorLength`). Each epoch is
- * helped at most once; a failed round is logged at debug and the helper waits for the next epoch.
+ * helped once it succeeds; a failed round is logged at debug and the helper joins the trainers'
+ * retry of it (behind NAT, the aux may be the only member that can reduce).
  */
 export class AveragingHelper {
   readonly #options: AveragingHelperOptions;
@@ -54,6 +55,7 @@ export class AveragingHelper {
     const global = this.#options.global();
     if (global.epoch <= this.#lastHelped || global.samplesAccumulated < global.targetBatchSize) return;
     const epoch = global.epoch;
+    const helpedBefore = this.#lastHelped;
     this.#busy = true;
     this.#lastHelped = epoch;
     try {
@@ -66,6 +68,8 @@ export class AveragingHelper {
       );
     } catch (error) {
       if (signal.aborted) throw error;
+      // The trainers retry a failed round under the same epoch; help them with the retry.
+      this.#lastHelped = helpedBefore;
       this.#options.logger.debug({ epoch, err: error }, "could not help with the round");
     } finally {
       this.#busy = false;

@@ -100,13 +100,14 @@ describe("AveragingHelper", () => {
     expect(helper.rounds).toBe(2);
   });
 
-  it("swallows a failed round with a debug log, does not retry that epoch, and helps the next", async () => {
+  it("swallows a failed round with a debug log, joins the trainers' retry of that epoch, and helps the next", async () => {
     const failure = new Error("matchmaking timed out");
     const epochs: number[] = [];
+    let failFive = true;
     const { helper, swarm, debug } = setup({
       average: (epoch) => {
         epochs.push(epoch);
-        return epoch === 5 ? Promise.reject(failure) : Promise.resolve({ groupSize: 2 });
+        return epoch === 5 && failFive ? Promise.reject(failure) : Promise.resolve({ groupSize: 2 });
       },
     });
     helper.setVectorLength(LENGTH);
@@ -116,13 +117,18 @@ describe("AveragingHelper", () => {
       expect.any(String),
     );
     expect(helper.rounds).toBe(0);
+    failFive = false;
     await helper.maybeHelp(signal);
-    expect(epochs).toEqual([5]);
+    expect(epochs).toEqual([5, 5]);
+    expect(helper.rounds).toBe(1);
+    // Helped once it succeeded: not again.
+    await helper.maybeHelp(signal);
+    expect(epochs).toEqual([5, 5]);
 
     swarm.epoch = 6;
     await helper.maybeHelp(signal);
-    expect(epochs).toEqual([5, 6]);
-    expect(helper.rounds).toBe(1);
+    expect(epochs).toEqual([5, 5, 6]);
+    expect(helper.rounds).toBe(2);
   });
 
   it("rethrows when the signal is aborted", async () => {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcessByStdio } from "node:child_process";
 import { createInterface } from "node:readline";
 import type { Readable } from "node:stream";
+import type { Host } from "@barnraise/netlab";
 
 /**
  * `barnraise-peer` as a real child process with JSON logs: its records are parsed as they arrive
@@ -24,13 +25,30 @@ export class PeerCliProcess {
   readonly #child: ChildProcessByStdio<null, Readable, Readable>;
   readonly #waiters = new Set<() => void>();
 
-  /** `cli`: another program with the same JSON logs (the aux peer's). */
-  constructor(name: string, args: readonly string[], env: Record<string, string> = {}, cli = CLI) {
+  /**
+   * `cli`: another program with the same JSON logs (the aux peer's). `host`: a netlab host to run it
+   * on (in its network namespace) instead of this machine's network.
+   */
+  constructor(
+    name: string,
+    args: readonly string[],
+    env: Record<string, string> = {},
+    cli = CLI,
+    host?: Pick<Host, "spawnNode">,
+  ) {
     this.name = name;
-    this.#child = spawn(process.execPath, [cli, "--json", ...args], {
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, ...env },
-    });
+    const childEnv = { ...process.env, ...env };
+    this.#child =
+      host === undefined
+        ? spawn(process.execPath, [cli, "--json", ...args], {
+            stdio: ["ignore", "pipe", "pipe"],
+            env: childEnv,
+          })
+        : (host.spawnNode(cli, ["--json", ...args], { env: childEnv }) as ChildProcessByStdio<
+            null,
+            Readable,
+            Readable
+          >);
     createInterface({ input: this.#child.stdout }).on("line", (line) => {
       try {
         this.records.push(JSON.parse(line) as LogRecord);

@@ -110,11 +110,14 @@ export class Averager {
         { mode, weight: currentWeight, uploadBytesPerSecond, downloadBytesPerSecond },
         signal,
       );
+      // Clients (behind NAT) reduce no part, so that all-reduce traffic never crosses a relay;
+      // only a group of clients alone reduces among itself, through their relays.
+      const onlyClients = group.members.every((member) => member.mode === "client");
       const capacities: MemberCapacity[] = group.members.map((member) => ({
         peerId: member.peerId,
         uploadBytesPerSecond: member.uploadBytesPerSecond,
         downloadBytesPerSecond: member.downloadBytesPerSecond,
-        canReduce: member.mode !== "client",
+        canReduce: member.mode !== "client" || onlyClients,
         sends: member.mode !== "aux",
       }));
       const fractions = averaging.loadBalancing

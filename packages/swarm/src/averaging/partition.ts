@@ -136,7 +136,8 @@ export function planRound(
       throw invalid(`member ${index} has weight ${member.weight}`);
     }
     const count = partCounts[index] ?? 0;
-    if (member.mode === "client" && count > 0) {
+    // Clients reduce only in a group of clients (through their relays): anyone else reduces first.
+    if (member.mode === "client" && count > 0 && members.some((other) => other.mode !== "client")) {
       throw invalid(`client-mode member ${index} cannot reduce ${count} elements`);
     }
     if (member.mode === "aux") {

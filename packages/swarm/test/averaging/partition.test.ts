@@ -78,6 +78,19 @@ describe("planRound", () => {
     expect(plan.parts[2]).toEqual({ start: 4, end: 8 });
   });
 
+  it("lets clients reduce only in a group of clients (through their relays)", () => {
+    const clients = [
+      { peerId: "a", weight: 2, mode: "client" as const },
+      { peerId: "b", weight: 3, mode: "client" as const },
+    ];
+    const plan = planRound(group(clients), [5, 5], 10, "a");
+    expect(plan.parts).toEqual([
+      { start: 0, end: 5 },
+      { start: 5, end: 10 },
+    ]);
+    expect([...plan.contributors]).toEqual([0, 1]);
+  });
+
   it("refuses groups that cannot run", () => {
     const refuse = (run: () => unknown, message: RegExp) => {
       let error: unknown;
