@@ -506,14 +506,7 @@ export class SwarmNode {
     await Promise.all(
       this.members().map(async (peer) => {
         try {
-          const answer = await this.rpc.request(peer, helloMethod, {
-            mode: this.#mode,
-            addrs: this.#ownAddrs(),
-          });
-          this.#modes.set(peer, answer.mode);
-          this.#announced.set(peer, answer.addrs);
-          await this.#learnAddrs(peer, answer.addrs);
-          await this.#learnMembers(answer.peers);
+          await this.#exchangeHello(peer);
         } catch (error) {
           this.#logger.debug({ peer, err: error }, "could not tell a member our new addresses");
         }
@@ -569,20 +562,22 @@ export class SwarmNode {
     });
   }
 
+  /** Tells `peer` this node's mode and addresses, and learns its own and the members it knows. */
+  async #exchangeHello(peer: string): Promise<void> {
+    const answer = await this.rpc.request(peer, helloMethod, { mode: this.#mode, addrs: this.#ownAddrs() });
+    this.#modes.set(peer, answer.mode);
+    this.#announced.set(peer, answer.addrs);
+    await this.#learnAddrs(peer, answer.addrs);
+    await this.#learnMembers(answer.peers);
+  }
+
   async #hello(peer: string): Promise<boolean> {
     if (this.authorizer.isAdmitted(peer) && this.#modes.has(peer)) return true;
     const inFlight = this.#helloInFlight.get(peer);
     if (inFlight !== undefined) return inFlight;
     const attempt = (async () => {
       try {
-        const answer = await this.rpc.request(peer, helloMethod, {
-          mode: this.#mode,
-          addrs: this.#ownAddrs(),
-        });
-        this.#modes.set(peer, answer.mode);
-        this.#announced.set(peer, answer.addrs);
-        await this.#learnAddrs(peer, answer.addrs);
-        await this.#learnMembers(answer.peers);
+        await this.#exchangeHello(peer);
         this.#greeted(peer);
         return true;
       } catch (error) {
