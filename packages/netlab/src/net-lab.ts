@@ -33,6 +33,7 @@ import {
 } from "./names.ts";
 import { listNamespaces, removeNamespaces } from "./namespace-admin.ts";
 import { ip, tc } from "./run-command.ts";
+import { splice } from "./splice.ts";
 import { shapeOf, validateLink, type LinkOptions } from "./link-options.ts";
 import { needsNetem, shapingCommands } from "./tc-shaping.ts";
 
@@ -252,10 +253,7 @@ export class NetLab {
     const path = join(tmpdir(), `${this.name}-${host.name}-${port}.sock`);
     await rm(path, { force: true });
     const server = createServer((incoming) => {
-      const outgoing = connectTcp(target.port, target.host);
-      incoming.pipe(outgoing).pipe(incoming);
-      incoming.on("error", () => outgoing.destroy());
-      outgoing.on("error", () => incoming.destroy());
+      splice(incoming, connectTcp(target.port, target.host));
     });
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);

@@ -5,6 +5,7 @@
  * the file system, which network namespaces share). Prints "listening" once ready.
  */
 import { connect, createServer } from "node:net";
+import { splice } from "./splice.ts";
 
 const [address, port, path] = process.argv.slice(2);
 if (address === undefined || port === undefined || path === undefined) {
@@ -12,10 +13,7 @@ if (address === undefined || port === undefined || path === undefined) {
   process.exit(2);
 }
 const server = createServer((incoming) => {
-  const outgoing = connect({ path });
-  incoming.pipe(outgoing).pipe(incoming);
-  incoming.on("error", () => outgoing.destroy());
-  outgoing.on("error", () => incoming.destroy());
+  splice(incoming, connect({ path }));
 });
 server.listen(Number(port), address, () => {
   process.stdout.write("listening\n");

@@ -408,20 +408,20 @@ export class SwarmNode {
    * runs as a client through an aux peer's relay (see ReachabilityState). Without an aux peer to
    * ask it changes nothing (undefined), and maintenance asks again later.
    */
-  checkReachability(signal?: AbortSignal): Promise<Reachability | undefined> {
+  checkReachability(): Promise<Reachability | undefined> {
     if (this.#mode === "aux") return Promise.resolve(undefined);
-    this.#reachabilityInFlight ??= this.#checkReachability(signal).finally(() => {
+    this.#reachabilityInFlight ??= this.#checkReachability().finally(() => {
       this.#reachabilityInFlight = undefined;
     });
     return this.#reachabilityInFlight;
   }
 
-  async #checkReachability(signal?: AbortSignal): Promise<Reachability | undefined> {
+  async #checkReachability(): Promise<Reachability | undefined> {
     const auxPeers = this.members().filter((peer) => this.modeOf(peer) === "aux");
     if (auxPeers.length === 0) return undefined;
     this.#reachabilityCheckedAt = Date.now();
     const direct = this.multiaddrs().filter((address) => !address.includes("/p2p-circuit"));
-    const result = await checkReachability(this.rpc, auxPeers, tcpPorts(direct), signal);
+    const result = await checkReachability(this.rpc, auxPeers, tcpPorts(direct));
     if (!this.#running) return result;
     this.#firstCheckPending = false;
     if (result.reachable) {
