@@ -2,14 +2,16 @@
  * Butterfly all-reduce time on equal tc-shaped links against the bandwidth lower bound.
  *
  *   node bench/allreduce-bandwidth.ts [--peers 4,8] [--mbit 10] [--elements 2097152] [--rounds 3]
- *       [--chunk-kib 8] [--in-flight 6] [--compression none] [--load-balancing] [--trace] [--cc reno]
+ *       [--chunk-kib 8] [--in-flight 6] [--max-in-flight 256] [--compression none] [--load-balancing] [--trace] [--cc reno]
  *       [--queue-ms 50] [--keep-slow-connections] [--rtt-ms 0]
  *
  * Needs root (netlab). For every n in --peers and B in --mbit: one lab with n hosts, each link
  * shaped to B Mbit/s up and down (tbf), one peer process per host (bench/support/allreduce-peer.ts),
  * compression "none" (or --compression), parts uniform (or from the LP with --load-balancing; equal
- * links give equal parts). --chunk-kib (encoded bytes per chunk) and --in-flight default to the
- * experiment config's defaults. One warm-up round, then --rounds timed rounds.
+ * links give equal parts). --chunk-kib (encoded bytes per chunk), --in-flight (each stream's first
+ * and least window, in chunks) and --max-in-flight (the most its window may grow to, following the
+ * stream's bandwidth-delay product; equal to --in-flight for a fixed window) default to the
+ * experiment config's defaults; each round prints the largest window a stream used. One warm-up round, then --rounds timed rounds.
  *
  * What is measured: each peer times its own `allreduce.run` (the averager calls it after
  * matchmaking and the LP), and a round's time is the last peer's end minus the first peer's start
@@ -65,6 +67,7 @@ const { values: flags } = parseArgs({
     rounds: { type: "string", default: "3" },
     "chunk-kib": { type: "string" },
     "in-flight": { type: "string" },
+    "max-in-flight": { type: "string" },
     "load-balancing": { type: "boolean", default: false },
     trace: { type: "boolean", default: false },
     cc: { type: "string", default: "" },
@@ -81,6 +84,7 @@ const elements = Number(flags.elements);
 const rounds = Number(flags.rounds);
 const chunkKib = Number(flags["chunk-kib"] ?? DEFAULT_AVERAGING.chunkSizeBytes / 1024);
 const chunksInFlight = Number(flags["in-flight"] ?? DEFAULT_AVERAGING.chunksInFlight);
+const maxChunksInFlight = Number(flags["max-in-flight"] ?? DEFAULT_AVERAGING.maxChunksInFlight);
 const loadBalancing = flags["load-balancing"];
 const queue = flags["queue-ms"] === undefined ? {} : { queueMs: Number(flags["queue-ms"]) };
 /** Round trip between two peers: each link delays a quarter of it each way (netem or netlab's delay line). */
@@ -99,6 +103,7 @@ for (const [name, value] of [
   ["rounds", rounds],
   ["chunk-kib", chunkKib],
   ["in-flight", chunksInFlight],
+  ["max-in-flight", maxChunksInFlight],
   ...peerCounts.map((n) => ["peers", n] as const),
   ...rates.map((r) => ["mbit", r] as const),
 ] as const) {
@@ -150,6 +155,7 @@ async function run(row: Row): Promise<void> {
           modelSeconds: lowerBound(n, mbit),
           chunkKib,
           chunksInFlight,
+          maxChunksInFlight,
           loadBalancing,
           compression,
         }),
@@ -185,7 +191,8 @@ async function run(row: Row): Promise<void> {
         log(
           `  ${what}: ${report.seconds.toFixed(2)} s (bound ${bound.toFixed(2)} s, ×${(report.seconds / bound).toFixed(3)}), ` +
             `start spread ${(report.startSpreadSeconds * 1000).toFixed(0)} ms, average() ${report.averageSeconds.toFixed(2)} s, ` +
-            `CPU ${report.peerCpuCores.toFixed(2)} cores, machine ${(report.machineBusy * 100).toFixed(0)}% busy`,
+            `CPU ${report.peerCpuCores.toFixed(2)} cores, machine ${(report.machineBusy * 100).toFixed(0)}% busy, ` +
+            `largest window ${Math.max(...report.peers.map((peer) => peer.largestWindow))} chunks`,
         );
         if (flags.trace) for (const text of linkTrace(report, () => mbit)) log(`    ${text}`);
         if (r > 0) row.timed.push(report);
@@ -204,7 +211,7 @@ function lowerBound(n: number, mbit: number): number {
 const results: Row[] = [];
 log(
   `all-reduce bandwidth bench: P=${elements} float32 (${((elements * 4) / 2 ** 20).toFixed(1)} MiB), ` +
-    `${rttMs > 0 ? `${rttMs} ms round trip between peers, ` : ""}compression ${compression}, chunks of ${chunkKib} KiB encoded (${chunksInFlight} in flight), load balancing ${loadBalancing ? "on" : "off"}, 1 warm-up + ${rounds} timed rounds`,
+    `${rttMs > 0 ? `${rttMs} ms round trip between peers, ` : ""}compression ${compression}, chunks of ${chunkKib} KiB encoded (${chunksInFlight}–${maxChunksInFlight} in flight), load balancing ${loadBalancing ? "on" : "off"}, 1 warm-up + ${rounds} timed rounds`,
 );
 for (const n of peerCounts) for (const mbit of rates) results.push(await measure(n, mbit));
 

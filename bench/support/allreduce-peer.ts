@@ -117,6 +117,8 @@ const doneSchema = z.object({
   partElements: z.number(),
   bytesSent: z.number(),
   bytesReceived: z.number(),
+  /** The largest window (chunks ahead of their results) any of the peer's streams used. */
+  largestWindow: z.number(),
   digest: z.string(),
   samples: z.array(z.number()),
   /** The host interface's byte counters during `run` (headers included), and per 100 ms slot. */
@@ -235,7 +237,14 @@ async function runPeer(spec: PeerSpec): Promise<void> {
 
   type RunTiming = Pick<
     PeerRound,
-    "runStart" | "runEnd" | "runCpuMs" | "partElements" | "bytesSent" | "bytesReceived" | "link"
+    | "runStart"
+    | "runEnd"
+    | "runCpuMs"
+    | "partElements"
+    | "bytesSent"
+    | "bytesReceived"
+    | "largestWindow"
+    | "link"
   >;
   const runs: RunTiming[] = [];
   const service = swarm.allreduce;
@@ -255,6 +264,7 @@ async function runPeer(spec: PeerSpec): Promise<void> {
       partElements: options.partCounts[self] ?? 0,
       bytesSent: result.bytesSent,
       bytesReceived: result.bytesReceived,
+      largestWindow: result.largestWindow,
     });
     return result;
   };
@@ -422,6 +432,8 @@ export function benchConfig(options: {
   modelSeconds: number;
   chunkKib: number;
   chunksInFlight: number;
+  /** The most chunks a stream's window may grow to; default the config's. */
+  maxChunksInFlight?: number;
   loadBalancing?: boolean;
   compression?: CompressionMethodName;
 }): ExperimentConfigInput {
@@ -434,6 +446,7 @@ export function benchConfig(options: {
       allreduceTimeoutMs: Math.round(Math.max(60, 5 * options.modelSeconds) * 1000),
       chunkSizeBytes: options.chunkKib * 1024,
       chunksInFlight: options.chunksInFlight,
+      ...(options.maxChunksInFlight === undefined ? {} : { maxChunksInFlight: options.maxChunksInFlight }),
       ...(options.loadBalancing === undefined ? {} : { loadBalancing: options.loadBalancing }),
     },
   };

@@ -44,6 +44,8 @@ export interface MetricsReportBody {
     readonly computeSeconds: number;
     readonly bytesAggregated: number;
     readonly sessionSeconds: number;
+    /** Whether the trainer put samples into a collaborative step recently; absent when unknown. */
+    readonly averaging?: boolean;
   }[];
 }
 

@@ -188,7 +188,7 @@ async function singleRun(config: ExperimentConfig): Promise<number[]> {
     progress,
     averager: {
       average: (_epoch, vector, weight): Promise<AveragedVector> =>
-        Promise.resolve({ vector: vector.slice(), groupSize: 1, totalWeight: weight }),
+        Promise.resolve({ vector: vector.slice(), groupSize: 1, totalWeight: weight, soleTrainer: true }),
     },
     state: { loadNewer: () => Promise.resolve(null) },
   });

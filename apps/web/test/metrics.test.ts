@@ -22,6 +22,8 @@ interface PeerReport {
   computeSeconds: number;
   bytesAggregated: number;
   sessionSeconds: number;
+  session?: string;
+  averaging?: boolean;
 }
 
 describe.each(testDatabaseProviders())("metrics (%s)", (provider) => {
@@ -163,6 +165,29 @@ describe.each(testDatabaseProviders())("metrics (%s)", (provider) => {
     ]);
     expect(await response.json()).toMatchObject({ ok: true, unknownPeers: 0 });
     expect((await contributionOf(a)).contribution).toMatchObject({ samples: 8n, computeSeconds: 9 });
+  });
+
+  it("stores whether each trainer averages, as the aux reports it, and leaves it when not reported", async () => {
+    const [a, b] = trainers;
+    if (!a || !b) throw new Error("two trainers expected");
+    const averaging = async (node: JoinedNode) =>
+      (await app.db.peer.findFirstOrThrow({ where: { peerId: node.peerId }, select: { averaging: true } }))
+        .averaging;
+    expect(await averaging(a)).toBeNull();
+    await post(1, [peer(a, { averaging: true }), peer(b, { averaging: false })]);
+    expect([await averaging(a), await averaging(b)]).toEqual([true, false]);
+    // Not reported (an aux that cannot tell yet): the last verdict stays.
+    await post(2, [peer(a), peer(b)]);
+    expect([await averaging(a), await averaging(b)]).toEqual([true, false]);
+    // Two sessions of one node in one report: it averages if either does.
+    await post(3, [
+      peer(b, { session: "old", averaging: false }),
+      peer(b, { session: "new", averaging: true }),
+      peer(a, { averaging: false }),
+    ]);
+    expect([await averaging(a), await averaging(b)]).toEqual([false, true]);
+    const malformed = await post(4, [{ ...peer(a), averaging: "yes" } as unknown as PeerReport]);
+    expect(await errorCode(malformed)).toEqual({ status: 400, code: "INVALID_INPUT" });
   });
 
   it("never overwrites a step that is sent again, but still records the contributions", async () => {

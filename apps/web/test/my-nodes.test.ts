@@ -22,6 +22,7 @@ const healthy: PeerStatusInput = {
   tokenRevokedAt: null,
   passExpiresAt: new Date(NOW + 3_600_000),
   lastSeenAt: new Date(NOW - 5_000),
+  averaging: null,
 };
 
 describe("peerStatus", () => {
@@ -43,8 +44,15 @@ describe("peerStatus", () => {
     ["token_revoked", { tokenRevokedAt: new Date(NOW - 1) }],
     ["pass_expired", { passExpiresAt: new Date(NOW) }],
     ["stale", { lastSeenAt: new Date(NOW - STALE_AFTER_MS - 1) }],
+    ["not_averaging", { averaging: false }],
   ] as const)("%s when %o", (reason, change) => {
     expect(peerStatus({ ...healthy, ...change }, NOW)).toEqual({ counted: false, reason });
+  });
+
+  it("counts a trainer the aux saw averaging, or has not judged yet, and an aux node regardless", () => {
+    expect(peerStatus({ ...healthy, averaging: true }, NOW)).toEqual({ counted: true });
+    expect(peerStatus({ ...healthy, averaging: null }, NOW)).toEqual({ counted: true });
+    expect(peerStatus({ ...healthy, role: "aux", averaging: false }, NOW)).toEqual({ counted: true });
   });
 
   it("is not stale at exactly the limit", () => {
@@ -62,6 +70,7 @@ describe("peerStatus", () => {
       tokenRevokedAt: new Date(NOW - 1),
       passExpiresAt: new Date(NOW - 1),
       lastSeenAt: new Date(0),
+      averaging: false,
     };
     const order: string[] = [];
     let input = everythingWrong;
@@ -72,6 +81,7 @@ describe("peerStatus", () => {
       { tokenRevokedAt: null },
       { passExpiresAt: new Date(NOW + 1) },
       { lastSeenAt: new Date(NOW) },
+      { averaging: true },
     ];
     for (const fix of fixes) {
       const status = peerStatus(input, NOW);

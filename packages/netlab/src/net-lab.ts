@@ -84,6 +84,8 @@ interface HostRecord {
   delayRule?: boolean;
   /** The host's interface on each subnet. */
   interfaces: Map<string, string>;
+  /** How the host's link to each subnet was shaped, and the switch port at its other end. */
+  links: Map<string, { link: LinkOptions; port: string; delayLine: boolean }>;
 }
 
 /** The delay line helper (see NetLab.#delayLine), and the routing table (and rule preference) it uses. */
@@ -300,6 +302,45 @@ export class NetLab {
   }
 
   /**
+   * Changes the rate of `host`'s link to `subnet` (its first subnet when omitted) while the lab runs,
+   * e.g. a volunteer's link slowing down mid-run: the link's tbf is replaced in place, open
+   * connections stay up, and the delay is kept. A direction left out keeps its rate.
+   */
+  setRate(
+    host: Host,
+    rate: Pick<LinkOptions, "uploadMbit" | "downloadMbit">,
+    subnet?: string,
+  ): Promise<void> {
+    const record = this.#hosts.get(host.name);
+    const name = subnet ?? [...host.addresses.keys()][0] ?? "";
+    const attached = record?.links.get(name);
+    if (record?.host !== host || attached === undefined) {
+      return Promise.reject(
+        new NetLabError(
+          "INVALID_ARGUMENT",
+          `host ${host.name} has no link to subnet "${name}" in lab ${this.name}`,
+        ),
+      );
+    }
+    const link: LinkOptions = { ...attached.link, ...rate };
+    validateLink(link, `host ${host.name}`);
+    return this.#track(
+      (async () => {
+        this.#assertAlive(`set the rate of ${host.name}`);
+        const shaped: LinkOptions = attached.delayLine ? { ...link, delayMs: undefined } : link;
+        const inner = record.interfaces.get(name) ?? "";
+        for (const command of shapingCommands(inner, shapeOf(shaped, link.uploadMbit))) {
+          await tc(["-n", host.namespace, ...command]);
+        }
+        for (const command of shapingCommands(attached.port, shapeOf(shaped, link.downloadMbit))) {
+          await tc(["-n", this.switchNamespace, ...command]);
+        }
+        record.links.set(name, { ...attached, link });
+      })(),
+    );
+  }
+
+  /**
    * Gives `host` an interface on `subnet` and returns its address there. The link is shaped with
    * `link`, or like the host's first link when omitted (each interface is shaped on its own).
    */
@@ -366,6 +407,7 @@ export class NetLab {
       nextInterface: 0,
       link,
       interfaces: new Map(),
+      links: new Map(),
     };
     this.#hosts.set(name, record);
     try {
@@ -437,6 +479,7 @@ export class NetLab {
     if (delayLine) await this.#delayLine(record, interfaceIndex, subnet.index, address, link.delayMs ?? 0);
     record.addresses.set(subnetName, address);
     record.interfaces.set(subnetName, inner);
+    record.links.set(subnetName, { link, port, delayLine });
     return address;
   }
 

@@ -91,6 +91,25 @@ describe("a lab with two subnets and a relay on both", () => {
     expect(download[0]).toMatch(/rate 40Mbit/);
   });
 
+  it("setRate() changes a running link's rates in place, one direction at a time", async () => {
+    const host = await lab.addHost({ name: "slowing", uploadMbit: 20, downloadMbit: 20 });
+    const port = async () => {
+      const { stdout } = await run("tc", ["-n", lab.switchNamespace, "qdisc", "show"]);
+      return stdout.split("\n").filter((line) => line.includes("tbf") && line.includes("rate 2"));
+    };
+    expect(await port()).toHaveLength(1);
+    await lab.setRate(host, { uploadMbit: 2 });
+    expect((await host.exec("tc", ["qdisc", "show", "dev", "eth0"])).stdout).toMatch(/tbf .*rate 2Mbit/);
+    // The download side kept its 20 Mbit/s until asked.
+    expect((await port()).filter((line) => /rate 20Mbit/.test(line))).toHaveLength(1);
+    await lab.setRate(host, { downloadMbit: 4 });
+    expect((await port()).filter((line) => /rate 4Mbit/.test(line))).toHaveLength(1);
+    await expect(lab.setRate(host, { uploadMbit: -1 })).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
+    await expect(lab.setRate(host, { uploadMbit: 1 }, "nowhere")).rejects.toMatchObject({
+      code: "INVALID_ARGUMENT",
+    });
+  });
+
   it("rejects bad names and options before creating anything", async () => {
     const before = await namespacesStartingWith(lab.name);
     for (const options of [

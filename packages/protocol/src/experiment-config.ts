@@ -108,6 +108,11 @@ export const experimentConfigSchema = z
         chunkSizeBytes: int(1024, 64 << 20).default(8 << 10),
         /** Chunks a sender writes ahead of the averaged results it has read back (flow control). */
         chunksInFlight: int(1, 1024).default(6),
+        /**
+         * The most chunks that window may grow to: each stream's window follows its measured
+         * bandwidth-delay product (twice it), from chunksInFlight up to this (256 × 8 KiB = 2 MiB per stream).
+         */
+        maxChunksInFlight: int(1, 65_536).default(256),
         /** Part sizes from the bandwidth linear program (DeDLOC App. B) instead of equal parts. */
         loadBalancing: z.boolean().default(true),
         /** Average in the background while computing the next batch, one step stale. */

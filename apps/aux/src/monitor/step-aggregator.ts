@@ -13,6 +13,11 @@ export interface PeerContribution {
   bytesAggregated: number;
   /** Seconds since the peer's current session started. */
   sessionSeconds: number;
+  /**
+   * Trainers: whether the peer put samples into a collaborative step recently (see `averagingWindowMs`);
+   * absent for aux peers and for trainers too new to tell.
+   */
+  averaging?: boolean;
 }
 
 /** One collaborative step as the monitor pushes it to the platform. */
@@ -23,7 +28,7 @@ export interface AggregatedStep {
   loss: number;
   /** Σ samples/s over fresh trainer records when the step was collected. */
   samplesPerSecond: number;
-  /** Fresh trainer records when the step was collected. */
+  /** Fresh trainer records when the step was collected, less the trainers that are not averaging. */
   alivePeers: number;
   /** Unix ms when the step was collected. */
   time: number;
@@ -38,12 +43,19 @@ export interface StepAggregatorOptions {
   now?: () => number;
   /** Most epochs whose loss totals are kept at once; default 64. */
   maxEpochsKept?: number;
+  /**
+   * A trainer whose contributed samples have not grown for this long, or for three recent step
+   * intervals if that is longer, is not averaging; default 2 minutes.
+   */
+  averagingWindowMs?: number;
 }
 
 interface PeerState {
   record: ProgressRecord;
   receivedAt: number;
   sessionStart: number;
+  /** When the session's contributed samples (`samplesTotal`) last grew; undefined before they did. */
+  contributedAt: number | undefined;
 }
 
 interface LossTotals {
@@ -71,8 +83,13 @@ interface EpochSighting {
  *   arriving later for a done epoch is ignored. Epochs before the epoch of the first trainer record
  *   observed are never emitted, not even from its `previous`. A jump (5 → 8) emits each epoch in between
  *   that has data.
- * - `samplesPerSecond` and `alivePeers` are summed and counted over fresh trainer records (received at
- *   most `ttlMs` ago) at `collect` time; `time` is now.
+ * - `samplesPerSecond` is summed over fresh trainer records (received at most `ttlMs` ago) at `collect`
+ *   time; `alivePeers` counts them less the trainers that are not averaging; `time` is now.
+ * - Averaging: a trainer's `samplesTotal` counts only samples that went into collaborative steps, so
+ *   a trainer whose total has not grown for the averaging window (`averagingWindowMs`, or three
+ *   recent step intervals when that is longer) while its session is older than the window is not
+ *   averaging: it trains alone or cannot reach the others. A session younger than the window is
+ *   given the benefit of the doubt.
  * - `peers`: every peer with a fresh record (aux peers included, for their bytes aggregated) plus this
  *   node's own contribution, sorted by peer id. A peer's session starts at its first record and
  *   restarts when the gap between two of its records exceeds `ttlMs`.
@@ -95,6 +112,9 @@ export class StepAggregator {
   #generation = 0;
   #own: PeerContribution | null = null;
   #latestLoss: number | undefined;
+  readonly #averagingWindowMs: number;
+  /** When the swarm reached each of its latest epochs (first sightings), for the step interval. */
+  readonly #stepTimes: EpochSighting[] = [];
 
   constructor(options: StepAggregatorOptions) {
     this.#ttlMs = checked(options.ttlMs, "ttlMs", (value) => value > 0);
@@ -103,6 +123,11 @@ export class StepAggregator {
       options.maxEpochsKept ?? 64,
       "maxEpochsKept",
       (value) => Number.isInteger(value) && value > 0,
+    );
+    this.#averagingWindowMs = checked(
+      options.averagingWindowMs ?? 120_000,
+      "averagingWindowMs",
+      (value) => value > 0,
     );
     this.#now = options.now ?? Date.now;
   }
@@ -116,19 +141,25 @@ export class StepAggregator {
       known !== undefined &&
       receivedAt - known.receivedAt <= this.#ttlMs &&
       known.record.session === record.session;
+    const contributed = record.samplesTotal ?? 0;
+    const grew = sameSession ? contributed > (known.record.samplesTotal ?? 0) : contributed > 0;
     this.#peers.set(peerId, {
       record,
       receivedAt,
       sessionStart: sameSession ? known.sessionStart : receivedAt,
+      contributedAt: grew ? receivedAt : sameSession ? known.contributedAt : undefined,
     });
     if (record.mode === "aux" || (record.generation ?? 0) !== this.#generation) return;
 
     this.#nextEpoch ??= record.epoch;
     const last = this.#sightings.at(-1);
     if (last === undefined || record.epoch > last.epoch) {
-      this.#sightings.push({ epoch: record.epoch, seenAt: this.#now() });
+      const sighting = { epoch: record.epoch, seenAt: this.#now() };
+      this.#sightings.push(sighting);
       // Dropping the earliest sighting can only delay finality, never hasten it.
       if (this.#sightings.length > this.#maxEpochsKept) this.#sightings.shift();
+      this.#stepTimes.push(sighting);
+      if (this.#stepTimes.length > STEP_TIMES_KEPT) this.#stepTimes.shift();
     }
     this.#keepTotals(peerId, record.epoch, record);
     if (record.previous !== undefined) this.#keepTotals(peerId, record.previous.epoch, record.previous);
@@ -143,17 +174,19 @@ export class StepAggregator {
     this.#nextEpoch = undefined;
     this.#loss.clear();
     this.#sightings.length = 0;
+    this.#stepTimes.length = 0;
   }
 
   get generation(): number {
     return this.#generation;
   }
 
-  /** Fresh trainers of the current generation and their summed throughput, now. */
+  /** Fresh trainers of the current generation (less those not averaging) and their summed throughput, now. */
   liveness(): { alivePeers: number; samplesPerSecond: number } {
-    const fresh = this.#freshTrainers(this.#now());
+    const now = this.#now();
+    const fresh = this.#freshTrainers(now);
     return {
-      alivePeers: fresh.length,
+      alivePeers: this.#alive(fresh, now),
       samplesPerSecond: fresh.reduce((sum, peer) => sum + peer.record.samplesPerSecond, 0),
     };
   }
@@ -191,7 +224,7 @@ export class StepAggregator {
         step: epoch + 1,
         loss,
         samplesPerSecond,
-        alivePeers: fresh.length,
+        alivePeers: this.#alive(fresh, now),
         time: now,
         peers: this.#contributions(now),
       });
@@ -206,6 +239,11 @@ export class StepAggregator {
     let step = 0;
     for (const peer of this.#freshTrainers(this.#now())) step = Math.max(step, peer.record.epoch);
     return step;
+  }
+
+  /** Every peer with a fresh record (and this node), with its contribution and verdict as of now. */
+  contributions(): PeerContribution[] {
+    return this.#contributions(this.#now());
   }
 
   /** The loss of the latest collected step, or undefined before the first. */
@@ -257,10 +295,32 @@ export class StepAggregator {
     );
   }
 
+  #alive(fresh: readonly PeerState[], now: number): number {
+    return fresh.filter((peer) => this.#averaging(peer, now) !== false).length;
+  }
+
+  /** Whether a trainer put samples into a collaborative step within the window; undefined if too new to tell. */
+  #averaging(peer: PeerState, now: number): boolean | undefined {
+    if (peer.record.mode === "aux") return undefined;
+    const window = Math.max(this.#averagingWindowMs, 3 * this.#stepIntervalMs());
+    if (peer.contributedAt !== undefined && now - peer.contributedAt <= window) return true;
+    return now - peer.sessionStart <= window ? undefined : false;
+  }
+
+  /** The swarm's recent time per step, from the latest epochs' first sightings; 0 before two. */
+  #stepIntervalMs(): number {
+    const first = this.#stepTimes[0];
+    const last = this.#stepTimes.at(-1);
+    if (first === undefined || last === undefined || last.epoch <= first.epoch) return 0;
+    return (last.seenAt - first.seenAt) / (last.epoch - first.epoch);
+  }
+
   #contributions(now: number): PeerContribution[] {
     const peers: PeerContribution[] = [];
-    for (const [peerId, { record, receivedAt, sessionStart }] of this.#peers) {
+    for (const [peerId, peer] of this.#peers) {
+      const { record, receivedAt, sessionStart } = peer;
       if (now - receivedAt > this.#ttlMs) continue;
+      const averaging = this.#averaging(peer, now);
       peers.push({
         peerId,
         ...(record.session === undefined ? {} : { session: record.session }),
@@ -268,6 +328,7 @@ export class StepAggregator {
         computeSeconds: record.computeSeconds ?? 0,
         bytesAggregated: record.bytesAggregated,
         sessionSeconds: Math.max(0, now - sessionStart) / 1000,
+        ...(averaging === undefined ? {} : { averaging }),
       });
     }
     if (this.#own !== null) peers.push({ ...this.#own });
@@ -281,6 +342,9 @@ export class StepAggregator {
     }
   }
 }
+
+/** First sightings kept for the step interval. */
+const STEP_TIMES_KEPT = 8;
 
 function checked(value: number, name: string, valid: (value: number) => boolean): number {
   if (!Number.isFinite(value) || !valid(value)) throw new RangeError(`${name} is invalid: ${value}`);

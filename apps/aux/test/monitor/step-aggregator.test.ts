@@ -127,7 +127,7 @@ describe("StepAggregator", () => {
     expect(step?.alivePeers).toBe(1);
     expect(step?.samplesPerSecond).toBe(10);
     expect(step?.peers).toEqual([
-      { peerId: "a", samples: 0, computeSeconds: 0, bytesAggregated: 0, sessionSeconds: 3 },
+      { peerId: "a", samples: 0, computeSeconds: 0, bytesAggregated: 0, sessionSeconds: 3, averaging: true },
       { peerId: "self", samples: 0, computeSeconds: 0, bytesAggregated: 77, sessionSeconds: 9 },
       { peerId: "x", samples: 0, computeSeconds: 0, bytesAggregated: 5000, sessionSeconds: 3 },
     ]);
@@ -140,8 +140,75 @@ describe("StepAggregator", () => {
     advance(GRACE);
     push("a", { epoch: 4, samplesTotal: 80, computeSeconds: 6, bytesAggregated: 123 });
     expect(aggregator.collect()[0]?.peers).toEqual([
-      { peerId: "a", samples: 80, computeSeconds: 6, bytesAggregated: 123, sessionSeconds: 2 },
+      {
+        peerId: "a",
+        samples: 80,
+        computeSeconds: 6,
+        bytesAggregated: 123,
+        sessionSeconds: 2,
+        averaging: true,
+      },
     ]);
+  });
+
+  it("does not count a trainer whose contributed samples stopped growing as alive, and reports it as not averaging", () => {
+    const { aggregator, push, advance } = setup({ averagingWindowMs: 60_000 });
+    // Records arrive every second, as peers publish them; `a` and `b` are their samplesTotal.
+    const both = (seconds: number, a: number, b: number): void => {
+      for (let k = 0; k < seconds; k++) {
+        advance(1000);
+        push("a", { epoch: 1, samplesTotal: a });
+        push("b", { epoch: 1, samplesTotal: b });
+      }
+    };
+    const verdicts = () => new Map(aggregator.contributions().map((peer) => [peer.peerId, peer.averaging]));
+    both(30, 0, 0);
+    both(1, 32, 0);
+    // b is too new to tell: given the benefit of the doubt.
+    expect(aggregator.liveness().alivePeers).toBe(2);
+    expect(verdicts()).toEqual(
+      new Map([
+        ["a", true],
+        ["b", undefined],
+      ]),
+    );
+    both(40, 32, 0); // a contributed 40 s ago; b has trained for 71 s and put nothing into a step
+    expect(aggregator.liveness()).toEqual({ alivePeers: 1, samplesPerSecond: 20 });
+    expect(verdicts()).toEqual(
+      new Map([
+        ["a", true],
+        ["b", false],
+      ]),
+    );
+    both(25, 32, 16); // b's first shared step; a's last is 65 s old
+    expect(verdicts()).toEqual(
+      new Map([
+        ["a", false],
+        ["b", true],
+      ]),
+    );
+    // A restarted session starts with the benefit of the doubt again.
+    push("a", { epoch: 1, samplesTotal: 0, session: "second" });
+    expect(verdicts().get("a")).toBeUndefined();
+  });
+
+  it("widens the averaging window to three recent step intervals on a slow swarm", () => {
+    const { aggregator, push, advance } = setup({ averagingWindowMs: 60_000 });
+    const both = (seconds: number, epoch: number, a: number, b: number): void => {
+      for (let k = 0; k < seconds; k++) {
+        advance(1000);
+        push("a", { epoch, samplesTotal: a });
+        push("b", { epoch, samplesTotal: b });
+      }
+    };
+    // Steps every 50 s; both put samples into each.
+    for (let epoch = 1; epoch <= 4; epoch++) both(50, epoch, 32 * epoch, 32 * epoch);
+    // Then nobody's total grows (the last grew when epoch 4 began, 50 s ago): not averaging only
+    // after 3 × 50 s, not after 60 s.
+    both(98, 4, 128, 128);
+    expect(aggregator.liveness().alivePeers).toBe(2);
+    both(4, 4, 128, 128);
+    expect(aggregator.liveness().alivePeers).toBe(0);
   });
 
   it("does not count stale peers as alive, in samples/s or in peers", () => {

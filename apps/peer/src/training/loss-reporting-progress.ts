@@ -22,7 +22,8 @@ interface EpochLoss {
  * The optimizer's progress port, with this peer's metrics added to every record it publishes: the
  * sum of minibatch losses and the minibatch count of the epoch being reported (and the final totals
  * of the epoch before), so the aux monitor can compute loss = Σ lossSum / Σ minibatches over the
- * swarm (DeDLOC I.2), and the samples and compute time of the whole session for the leaderboard.
+ * swarm (DeDLOC I.2), and for the leaderboard the session's compute time and the samples it put into
+ * collaborative steps.
  *
  * Losses are kept per epoch because the optimizer may report another epoch than the one the last
  * minibatch belonged to: a delayed round moves on to the next epoch at once, and a failed round
@@ -33,6 +34,7 @@ export class LossReportingProgress implements ProgressPort {
   readonly #losses = new Map<number, EpochLoss>();
   #samplesTotal = 0;
   #computeSeconds = 0;
+  #last: LocalProgressReport | undefined;
 
   constructor(sink: ProgressSink) {
     this.#sink = sink;
@@ -47,10 +49,20 @@ export class LossReportingProgress implements ProgressPort {
     this.#losses.set(epoch, entry);
   }
 
-  /** Counts one minibatch's samples and compute time into the cumulative totals of every record. */
-  addWork(samples: number, computeSeconds: number): void {
-    if (Number.isFinite(samples) && samples > 0) this.#samplesTotal += samples;
+  /** Counts one minibatch's compute time into the cumulative total of every record. */
+  addWork(computeSeconds: number): void {
     if (Number.isFinite(computeSeconds) && computeSeconds > 0) this.#computeSeconds += computeSeconds;
+  }
+
+  /**
+   * Counts samples that went into a collaborative step (the swarm's model) into the cumulative
+   * total of every record: the leaderboard credits these, not every sample computed.
+   */
+  addContributed(samples: number): void {
+    if (!(Number.isFinite(samples) && samples > 0)) return;
+    this.#samplesTotal += samples;
+    // The step was reported before its outcome was known: publish the new total now.
+    if (this.#last !== undefined) this.report(this.#last);
   }
 
   /** The mean minibatch loss recorded for `epoch`, or undefined when none was. */
@@ -60,6 +72,7 @@ export class LossReportingProgress implements ProgressPort {
   }
 
   report(progress: LocalProgressReport): void {
+    this.#last = progress;
     // Epochs two or more behind can no longer be reported (a failed round moves back by one only).
     // …and epochs ahead are from before a rollback: their minibatches trained other parameters.
     for (const epoch of this.#losses.keys()) {

@@ -169,7 +169,7 @@ export class Trainer {
       const result = model.computeGradients(next.value, mixSeed(this.#options.seed, this.#minibatches));
       this.#minibatches += 1;
       progress.addLoss(epoch, result.loss);
-      progress.addWork(result.samples, (performance.now() - computeStart) / 1000);
+      progress.addWork((performance.now() - computeStart) / 1000);
       optimizer.accumulate(result.gradient, result.samples);
       if (!this.#contributed) {
         this.#contributed = true;
@@ -193,7 +193,11 @@ export class Trainer {
 
   #onOptimizerEvent(event: CollaborativeOptimizerEvent): void {
     if (event.type === "step") {
-      this.#samplesContributed += event.localSamples;
+      // Only samples that went into the swarm's model count (a step alone while others train does not).
+      if (event.shared) {
+        this.#samplesContributed += event.localSamples;
+        this.#options.progress.addContributed(event.localSamples);
+      }
       this.#parametersStale = true;
     } else if (event.type === "state-loaded") {
       // Caught up (possibly right after a failed round): the next attempt need not wait.

@@ -5,16 +5,29 @@ import type { Reporter } from "./peer-status.ts";
 const FAILED_ROUNDS_TO_WARN = 3;
 
 /**
- * Logs the collaborative optimizer's events. Failed rounds in a row are counted: at
- * FAILED_ROUNDS_TO_WARN, and at every multiple of it, the peer says plainly that its gradients are
- * not reaching the swarm, with the last reason and what to check.
+ * Logs the collaborative optimizer's events. Failed rounds in a row are counted, and so are steps
+ * taken with no other trainer while others train: at FAILED_ROUNDS_TO_WARN, and at every multiple of
+ * it, the peer says plainly that its gradients are not reaching the swarm, with the reason and what
+ * to check.
  */
 export function logOptimizerEvents(
   reporter: Pick<Reporter, "log">,
 ): (event: CollaborativeOptimizerEvent) => void {
   let failedInARow = 0;
+  let aloneInARow = 0;
   return (event) => {
-    if (event.type === "step") failedInARow = 0;
+    if (event.type === "step") {
+      failedInARow = 0;
+      aloneInARow = event.shared ? 0 : aloneInARow + 1;
+      if (aloneInARow > 0 && aloneInARow % FAILED_ROUNDS_TO_WARN === 0) {
+        reporter.log(
+          "warn",
+          `the last ${aloneInARow} steps averaged with no other trainer while others train: this peer is training a model of its own, and its samples do not count for the run. ` +
+            "Check that this machine can reach the other peers ('could not reach member' lines); it keeps trying",
+          { aloneInARow, groupSize: event.groupSize },
+        );
+      }
+    }
     if (event.type === "round-failed") {
       failedInARow += 1;
       if (failedInARow % FAILED_ROUNDS_TO_WARN === 0) {
@@ -39,6 +52,7 @@ function logOptimizerEvent(reporter: Pick<Reporter, "log">, event: Collaborative
         groupSize: event.groupSize,
         samples: event.totalWeight,
         localSamples: event.localSamples,
+        shared: event.shared,
         learningRate: event.learningRate,
         gradientNorm: Number(event.gradientNorm.toPrecision(4)),
       });

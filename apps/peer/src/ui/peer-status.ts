@@ -19,7 +19,7 @@ export interface PeerStatus {
   readonly etaSeconds: number;
   /** This peer's smoothed training throughput. */
   readonly localSamplesPerSecond: number;
-  /** Samples this peer has contributed to applied steps since it started. */
+  /** Samples this peer has put into collaborative steps (the swarm's model) since it started. */
   readonly samplesContributed: number;
   /** Peers with fresh progress, this one included. */
   readonly peersOnline: number;

@@ -79,6 +79,8 @@ class OnePeerSwarm {
   readonly reports: LocalProgress[] = [];
   averageDelay: Promise<void> = Promise.resolve();
   averageCalls = 0;
+  /** What each averaging round returns besides the vector; default: this peer is the only trainer. */
+  outcomes: Omit<AveragedVector, "vector">[] = [];
   state: EpochState | null = null;
   #last: LocalProgress = { epoch: 0, samplesAccumulated: 0, samplesPerSecond: 0 };
 
@@ -118,7 +120,8 @@ class OnePeerSwarm {
       });
       void this.averageDelay.then(resolve);
     });
-    return { vector: vector.slice(), groupSize: 1, totalWeight: weight };
+    const outcome = this.outcomes.shift() ?? { groupSize: 1, totalWeight: weight, soleTrainer: true };
+    return { vector: vector.slice(), ...outcome };
   }
 }
 
@@ -215,6 +218,18 @@ describe("Trainer", () => {
     expect(totals.at(-1)).toBe(24);
     expect(totals).toEqual([...totals].sort((a, b) => a - b));
     expect(swarm.reports.at(-1)?.computeSeconds).toBeGreaterThan(0);
+  });
+
+  it("credits only samples that went into the swarm's model, not a step taken alone while others train", async () => {
+    const { trainer, swarm } = setUp({ target: 8, batch: 4, maxSteps: 3 });
+    swarm.outcomes = [
+      { groupSize: 2, totalWeight: 16 }, // averaged with another trainer's 8 samples
+      { groupSize: 1, totalWeight: 8 }, // a group of one while others train: a model of its own
+      { groupSize: 3, totalWeight: 8 }, // an aux and a trainer whose weight was excluded: nobody else's samples
+    ];
+    const result = await trainer.run();
+    expect(result).toMatchObject({ step: 3, samplesContributed: 8 });
+    expect(swarm.reports.at(-1)?.samplesTotal).toBe(8);
   });
 
   it("lets the averaging round in flight finish on stop(), then leaves without computing more", async () => {

@@ -50,11 +50,37 @@ describe("logOptimizerEvents", () => {
       groupSize: 2,
       totalWeight: 128,
       localSamples: 64,
+      shared: true,
       learningRate: 0.001,
       gradientNorm: 1,
     });
     log(failed(4));
     log(failed(4));
     expect(lines.filter((line) => line.message.startsWith("averaging failed"))).toHaveLength(0);
+  });
+
+  it("says plainly, every third step in a row taken with no other trainer, that the samples do not count", () => {
+    const { lines, reporter } = recorder();
+    const log = logOptimizerEvents(reporter);
+    const step = (epoch: number, shared: boolean) => {
+      log({
+        type: "step",
+        epoch,
+        groupSize: shared ? 2 : 1,
+        totalWeight: shared ? 128 : 64,
+        localSamples: 64,
+        shared,
+        learningRate: 0.001,
+        gradientNorm: 1,
+      });
+    };
+    step(1, false);
+    step(2, false);
+    step(3, true); // one shared step starts the count again
+    for (let epoch = 4; epoch < 10; epoch++) step(epoch, false);
+    const plain = lines.filter((line) => line.message.includes("with no other trainer"));
+    expect(plain.map((line) => line.fields?.aloneInARow)).toEqual([3, 6]);
+    expect(plain[0]?.level).toBe("warn");
+    expect(plain[0]?.message).toContain("do not count");
   });
 });

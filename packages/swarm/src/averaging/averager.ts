@@ -48,6 +48,8 @@ export interface AverageOutcome {
   /** Sum of the weights that made it into the result. */
   totalWeight: number;
   rounds: number;
+  /** No other trainer was in the swarm, so the vector is this peer's own (and the swarm's). */
+  soleTrainer?: boolean;
 }
 
 /**
@@ -78,7 +80,13 @@ export class Averager {
   ): Promise<AverageOutcome> {
     if (this.#options.swarmSize() <= 1 && this.#options.mode() !== "aux") {
       // Alone in the swarm: the average of one is its own vector, so a lone volunteer still trains.
-      return Promise.resolve({ vector: vector.slice(), groupSize: 1, totalWeight: weight, rounds: 0 });
+      return Promise.resolve({
+        vector: vector.slice(),
+        groupSize: 1,
+        totalWeight: weight,
+        rounds: 0,
+        soleTrainer: true,
+      });
     }
     // A retry uses the same keys: matchmaking gives a peer that asks again a new group.
     return this.#average(epoch, vector, weight, signal);
@@ -132,6 +140,8 @@ export class Averager {
         compression: { method: compression.method, adaptiveThreshold: compression.adaptiveThreshold },
         chunkSizeBytes: averaging.chunkSizeBytes,
         chunksInFlight: averaging.chunksInFlight,
+        maxChunksInFlight: averaging.maxChunksInFlight,
+        uploadBytesPerSecond,
         timeoutMs: averaging.allreduceTimeoutMs,
         senderTimeoutMs: senderDeadlineMs({
           chunkBytes: averaging.chunkSizeBytes,

@@ -32,9 +32,23 @@ export interface AllReduceRunOptions {
   chunkSizeBytes: number;
   /** Chunks a sender writes ahead of the results it has read back; default 6 (the experiment config's default). */
   chunksInFlight?: number;
+  /**
+   * The most chunks that window may grow to, following each stream's bandwidth-delay product (see
+   * `WindowControl`); default `chunksInFlight`, a fixed window.
+   */
+  maxChunksInFlight?: number;
+  /**
+   * This member's upload rate in bytes per second (measured, see LinkMeter): each stream's window
+   * grows by its share of it times the stream's round trip. Absent: a fixed window.
+   */
+  uploadBytesPerSecond?: number;
   /** Deadline for the whole round. */
   timeoutMs: number;
-  /** A sender that delivers nothing for this long while its reducer waits is excluded; default timeoutMs / 2. */
+  /**
+   * A sender that delivers nothing for this long while its reducer waits is excluded; default
+   * timeoutMs / 2. A reducer that returns no result for 2 s longer fails its part (it is frozen or
+   * cut off), so the round fails within seconds and is retried with a new group.
+   */
   senderTimeoutMs?: number;
   signal?: AbortSignal;
 }
@@ -51,9 +65,13 @@ export interface AllReduceResult {
   bytesReceived: number;
   /** Raw float32 bytes of other members' contributions this member reduced (DeDLOC I.2 "bytes aggregated"). */
   bytesAggregated: number;
+  /** The largest window (chunks ahead of their results) any of this member's streams used; 0 when it sent none. */
+  largestWindow: number;
 }
 
 const FINISHED_ROUNDS_KEPT = 256;
+/** How much longer than the sender deadline a sender waits for its reducer's next result. */
+const RESULT_SLACK_MS = 2_000;
 const DEFAULT_CHUNKS_IN_FLIGHT = 6;
 const MAX_WAITING_STREAMS = 1024;
 
@@ -116,6 +134,7 @@ export class AllReduceService {
   /** Takes part in one round; see the class comment. */
   async run(options: AllReduceRunOptions): Promise<AllReduceResult> {
     const { group, vector, weight, timeoutMs } = options;
+    const senderTimeoutMs = options.senderTimeoutMs ?? timeoutMs / 2;
     const plan = planRound(group, options.partCounts, vector.length, this.#rpc.peerId);
     const self = plan.selfIndex;
     checkLocalInput(plan, options);
@@ -164,12 +183,14 @@ export class AllReduceService {
             onResult: (chunk, values) => {
               if (participant) result.set(values, ownPart.start + chunk.start);
             },
-            senderTimeoutMs: options.senderTimeoutMs ?? timeoutMs / 2,
+            senderTimeoutMs,
             signal: round.signal,
             logger: this.#logger,
           })
         : undefined;
     this.#register(group.groupId, { plan, chunkElements, reducer });
+    /** The streams this member feeds at once: one per other member that reduces a part. */
+    const streams = Math.max(1, plan.parts.filter((part, j) => j !== self && part.end > part.start).length);
     try {
       // settle() attaches a handler at once, so a failing reducer is never an unhandled rejection.
       const reducing = reducer === undefined ? undefined : settle(reducer.run());
@@ -189,6 +210,15 @@ export class AllReduceService {
                     output: result.subarray(part.start, part.end),
                     chunkElements,
                     chunksInFlight: options.chunksInFlight ?? DEFAULT_CHUNKS_IN_FLIGHT,
+                    maxChunksInFlight: Math.max(
+                      options.chunksInFlight ?? DEFAULT_CHUNKS_IN_FLIGHT,
+                      options.maxChunksInFlight ?? 0,
+                    ),
+                    streamBytesPerSecond: (options.uploadBytesPerSecond ?? 0) / streams,
+                    chunkBytes: options.chunkSizeBytes,
+                    // A reducer may itself wait a sender deadline for a slow sender before its next
+                    // result; a few seconds more without one, it is frozen or cut off.
+                    resultTimeoutMs: Math.min(timeoutMs, senderTimeoutMs + RESULT_SLACK_MS),
                     compressor,
                     signal: uploadSignal,
                     timeoutMs,
@@ -288,6 +318,12 @@ function checkLocalInput(plan: RoundPlan, options: AllReduceRunOptions): void {
   ) {
     throw invalid(`${options.chunksInFlight} chunks in flight`);
   }
+  if (
+    options.maxChunksInFlight !== undefined &&
+    !(Number.isInteger(options.maxChunksInFlight) && options.maxChunksInFlight >= 1)
+  ) {
+    throw invalid(`at most ${options.maxChunksInFlight} chunks in flight`);
+  }
   if (plan.contributors.has(plan.selfIndex)) {
     for (let i = 0; i < vector.length; i++) {
       if (!Number.isFinite(vector[i])) throw invalid(`element ${i} of the vector is ${vector[i]}`);
@@ -337,5 +373,6 @@ function summarize(
     bytesSent: sum((source) => source.bytesSent),
     bytesReceived: sum((source) => source.bytesReceived),
     bytesAggregated: reduced?.bytesAggregated ?? 0,
+    largestWindow: exchanges.reduce((largest, exchange) => Math.max(largest, exchange.largestWindow), 0),
   };
 }

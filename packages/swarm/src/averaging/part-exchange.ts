@@ -17,17 +17,33 @@ export interface PartExchangeOptions {
   /** Where the averaged part goes. */
   output: Float32Array;
   chunkElements: number;
-  /** Chunks written ahead of the results read back (end-to-end flow control, at least 1). */
+  /** Chunks written ahead of the results read back at first and at least (end-to-end flow control, ≥ 1). */
   chunksInFlight: number;
+  /**
+   * The most chunks the window may grow to as it follows the stream's bandwidth-delay product;
+   * default `chunksInFlight` (a fixed window).
+   */
+  maxChunksInFlight?: number;
+  /** This member's upload rate divided among its streams, bytes per second; 0 or absent: a fixed window. */
+  streamBytesPerSecond?: number;
+  /** Encoded bytes per chunk, to turn the bandwidth-delay product into chunks. */
+  chunkBytes?: number;
   compressor: Compressor;
   signal: AbortSignal;
   timeoutMs: number;
+  /**
+   * A reducer that sends no result for this long while results are due (a frozen process, a dead
+   * link) fails the part at once instead of at the round's deadline; default: no such limit.
+   */
+  resultTimeoutMs?: number;
 }
 
 /** What one exchange moved and what the reducer reported per chunk. */
 export interface PartExchangeOutcome {
   bytesSent: number;
   bytesReceived: number;
+  /** The window the stream used (chunks written ahead of the results read back). */
+  largestWindow: number;
   chunkWeights: number[];
   chunkContributors: Uint8Array[];
 }
@@ -41,6 +57,9 @@ export interface PartExchangeOutcome {
  * ahead of the results, which then queue behind them: links sit idle while the reducers wait for
  * the last chunks, and the round ends with a burst of results (measured: 1.4× the bandwidth bound
  * without the window, 1.1× with it; see bench/allreduce-bandwidth.ts).
+ * The window follows the network (see `WindowControl`): on a link with latency a fixed window caps
+ * the stream at window ÷ round trip, so it grows by the stream's bandwidth-delay product, up to
+ * `maxChunksInFlight`.
  * Any failure of the reducer (unreachable, broken stream, timeout, malformed result) rejects with
  * ALLREDUCE_FAILED: this member cannot complete the round without that part.
  */
@@ -51,6 +70,7 @@ export async function exchangePart(options: PartExchangeOptions): Promise<PartEx
   const outcome: PartExchangeOutcome = {
     bytesSent: 0,
     bytesReceived: 0,
+    largestWindow: 0,
     chunkWeights: [],
     chunkContributors: [],
   };
@@ -61,7 +81,14 @@ export async function exchangePart(options: PartExchangeOptions): Promise<PartEx
       { cause: error, peer: reducer },
     );
   let stream: RpcFrameStream;
+  const control = new WindowControl({
+    least: options.chunksInFlight,
+    most: options.maxChunksInFlight ?? options.chunksInFlight,
+    streamBytesPerSecond: options.streamBytesPerSecond ?? 0,
+    chunkBytes: options.chunkBytes ?? 0,
+  });
   try {
+    const opened = performance.now();
     const call = await rpc.call(
       reducer,
       allReduceMethod,
@@ -76,6 +103,7 @@ export async function exchangePart(options: PartExchangeOptions): Promise<PartEx
       { signal, timeoutMs: options.timeoutMs },
     );
     stream = call.stream;
+    control.roundTrip(performance.now() - opened);
     if (call.head.chunkCount !== chunks.length) {
       throw new SwarmError(
         SwarmErrorCode.MALFORMED_MESSAGE,
@@ -85,11 +113,17 @@ export async function exchangePart(options: PartExchangeOptions): Promise<PartEx
   } catch (error) {
     throw failed(error);
   }
+  outcome.largestWindow = control.size;
   const abortOnError = (error: unknown) => {
     stream.abort(error instanceof Error ? error : new Error(String(error)));
     throw error;
   };
-  const window: ResultWindow = { received: 0, stopped: false, wake: new Wakeup() };
+  const window: ResultWindow = {
+    received: 0,
+    stopped: false,
+    wake: new Wakeup(),
+    control,
+  };
   const [sent, received] = await Promise.allSettled([
     (options.weight > 0 ? sendChunks(stream, chunks, options, outcome, window) : stream.closeWrite()).catch(
       abortOnError,
@@ -112,6 +146,45 @@ interface ResultWindow {
   /** The reading half ended (done or failed): a writer still waiting gives up. */
   stopped: boolean;
   wake: Wakeup;
+  control: WindowControl;
+}
+
+/**
+ * How many chunks a stream keeps ahead of its results: the starting window plus the stream's
+ * bandwidth-delay product in chunks. The bandwidth is the stream's share of this member's measured
+ * upload (`streamBytesPerSecond`, see LinkMeter); the delay is the round trip of the stream's
+ * opening request, before any chunk is queued (a chunk's own round trip includes the queue the
+ * window itself builds, and sizing the window from it fed back into ever larger windows). On a link
+ * without latency this adds next to nothing; at 100 ms a fixed window of 6 × 8 KiB would cap a stream
+ * at 48 KiB per round trip (3.9 Mbit/s). Capped at `most`.
+ */
+export class WindowControl {
+  readonly #least: number;
+  readonly #most: number;
+  readonly #streamBytesPerMs: number;
+  readonly #chunkBytes: number;
+  #size: number;
+
+  constructor(options: { least: number; most: number; streamBytesPerSecond: number; chunkBytes: number }) {
+    this.#least = Math.max(1, Math.floor(options.least));
+    this.#most = Math.max(this.#least, Math.floor(options.most));
+    const rate = options.streamBytesPerSecond;
+    this.#streamBytesPerMs = Number.isFinite(rate) && rate > 0 ? rate / 1000 : 0;
+    this.#chunkBytes = Math.max(1, options.chunkBytes);
+    this.#size = this.#least;
+  }
+
+  /** Chunks that may be written ahead of the results read back. */
+  get size(): number {
+    return this.#size;
+  }
+
+  /** Sizes the window for a measured round trip of `ms` milliseconds. */
+  roundTrip(ms: number): void {
+    if (!(ms >= 0) || this.#streamBytesPerMs === 0) return;
+    const bdpChunks = Math.ceil((this.#streamBytesPerMs * ms) / this.#chunkBytes);
+    this.#size = Math.min(this.#most, this.#least + bdpChunks);
+  }
 }
 
 async function sendChunks(
@@ -121,9 +194,8 @@ async function sendChunks(
   outcome: PartExchangeOutcome,
   window: ResultWindow,
 ): Promise<void> {
-  const inFlight = Math.max(1, options.chunksInFlight);
   for (const [k, chunk] of chunks.entries()) {
-    while (k - window.received >= inFlight) {
+    while (k - window.received >= window.control.size) {
       if (window.stopped) {
         throw new SwarmError(SwarmErrorCode.PEER_UNREACHABLE, `results stopped before chunk ${k} was sent`);
       }
@@ -147,8 +219,28 @@ async function receiveResults(
   window: ResultWindow,
 ): Promise<void> {
   const memberCount = options.plan.group.members.length;
+  const { resultTimeoutMs } = options;
+  const read = async (k: number): Promise<Uint8Array | null> => {
+    if (resultTimeoutMs === undefined) return stream.read({ signal: options.signal });
+    const stalled = new AbortController();
+    const timer = setTimeout(() => {
+      stalled.abort(
+        new SwarmError(
+          SwarmErrorCode.TIMEOUT,
+          `no result ${k} within ${resultTimeoutMs} ms of the last: the reducer is frozen or cut off`,
+        ),
+      );
+    }, resultTimeoutMs);
+    try {
+      return await stream.read({ signal: AbortSignal.any([options.signal, stalled.signal]) });
+    } catch (error) {
+      throw stalled.signal.aborted ? stalled.signal.reason : error;
+    } finally {
+      clearTimeout(timer);
+    }
+  };
   for (const [k, chunk] of chunks.entries()) {
-    const frame = await stream.read({ signal: options.signal });
+    const frame = await read(k);
     if (frame === null) {
       throw new SwarmError(
         SwarmErrorCode.PEER_UNREACHABLE,

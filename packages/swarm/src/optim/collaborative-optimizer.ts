@@ -34,6 +34,13 @@ export type CollaborativeOptimizerEvent =
       readonly groupSize: number;
       readonly totalWeight: number;
       readonly localSamples: number;
+      /**
+       * Whether this peer's samples went into the swarm's model: the step averaged them with another
+       * trainer's, or no other trainer was in the swarm. False for a step taken alone while others
+       * train (a group of one, or behind the swarm with nobody to hand over its state): those samples
+       * trained a model of this peer's own, and do not count as a contribution.
+       */
+      readonly shared: boolean;
       readonly learningRate: number;
       /** L2 norm of the averaged gradient before clipping. */
       readonly gradientNorm: number;
@@ -437,6 +444,7 @@ export class CollaborativeOptimizer {
       groupSize,
       totalWeight,
       localSamples,
+      shared: !alone && (totalWeight > localSamples || result.soleTrainer === true),
       learningRate,
       gradientNorm,
     });

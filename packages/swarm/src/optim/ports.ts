@@ -52,6 +52,11 @@ export interface AveragedVector {
   readonly groupSize: number;
   /** Sum of the members' weights (samples). */
   readonly totalWeight: number;
+  /**
+   * True when no other trainer was in the swarm: the vector is this peer's own, and its step is the
+   * swarm's step (a lone volunteer trains the run's model).
+   */
+  readonly soleTrainer?: boolean;
 }
 
 export interface AveragerPort {

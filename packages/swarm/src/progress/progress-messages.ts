@@ -61,7 +61,10 @@ export const progressRecordSchema = z.strictObject({
    * while it accumulates `epoch` (one less); absent when no round runs.
    */
   averagingEpoch: count.optional(),
-  /** Samples this peer has processed since it started (cumulative), for the leaderboard. */
+  /**
+   * Samples this peer has put into collaborative steps since it started (cumulative), for the
+   * leaderboard: samples of a step it took alone while others trained do not count.
+   */
   samplesTotal: count.optional(),
   /** Seconds this peer has spent computing gradients since it started (cumulative). */
   computeSeconds: z.number().min(0).max(MAX_COMPUTE_SECONDS).optional(),

@@ -67,6 +67,7 @@ describe("Averager", () => {
           bytesSent: 3 * MB,
           bytesReceived: 4 * MB,
           bytesAggregated: 0,
+          largestWindow: 6,
         });
       },
     } as unknown as AllReduceService;
@@ -103,6 +104,12 @@ describe("Averager", () => {
       }),
     );
     expect(run?.senderTimeoutMs).toBeLessThan(config.averaging.allreduceTimeoutMs / 2);
+    // Each stream's window starts at chunksInFlight and may grow to the config's cap.
+    expect(run).toMatchObject({
+      chunksInFlight: config.averaging.chunksInFlight,
+      maxChunksInFlight: config.averaging.maxChunksInFlight,
+      uploadBytesPerSecond: 2 * MB,
+    });
     expect(observed).toEqual([{ bytesSent: 3 * MB, bytesReceived: 4 * MB, seconds: 2 }]);
   });
 });

@@ -323,6 +323,94 @@ describe("butterfly all-reduce", () => {
     }
   });
 
+  it("fails the round a little after the sender deadline when a reducer stops answering (no result, no error), not at the round's deadline", async () => {
+    const members: GroupMember[] = Array.from({ length: 4 }, (_, i) => ({
+      peerId: `z${i}`,
+      mode: "node",
+      weight: 1 + i,
+    }));
+    const victim = "z3";
+    const network = new MemoryRpcNetwork();
+    let frozen = false;
+    let resultsWritten = 0;
+    // Pending until the test ends; then the frozen process's calls fail, so its own run settles.
+    const thaw = Promise.withResolvers<never>();
+    thaw.promise.catch(() => undefined);
+    const never = thaw.promise;
+    // Its streams stay open, but after its 3rd result its reducer neither reads nor writes again
+    // (a hung reduction; a frozen process also stops sending, which its reducers catch first). It
+    // goes on sending its own chunks, so the others' reducers keep it.
+    const freezing = (stream: RpcFrameStream): RpcFrameStream => ({
+      read: (options) => (frozen ? never : stream.read(options)),
+      write: async (frame, options) => {
+        if (frozen) return never;
+        await stream.write(frame, options);
+        if (++resultsWritten === 3) frozen = true;
+      },
+      closeWrite: () => (frozen ? never : stream.closeWrite()),
+      abort: (reason) => {
+        if (!frozen) stream.abort(reason);
+      },
+    });
+    const services = members.map((member) => {
+      const memory = network.add(member.peerId);
+      const rpc: Rpc =
+        member.peerId !== victim
+          ? memory
+          : {
+              peerId: memory.peerId,
+              call: (peer, method, head, options) => memory.call(peer, method, head, options),
+              request: (peer, method, head, options) => memory.request(peer, method, head, options),
+              handle: (method, handler) => {
+                memory.handle(method, (incoming) =>
+                  handler({
+                    ...incoming,
+                    respond: async (head) => freezing(await incoming.respond(head)),
+                  }),
+                );
+              },
+              unhandle: (method) => {
+                memory.unhandle(method);
+              },
+            };
+      const service = new AllReduceService({ rpc });
+      service.start();
+      return service;
+    });
+    const group = makeGroup("frozen-reducer", members);
+    const length = 4000;
+    const vectors = vectorsFor(members, length, 21);
+    const stopVictim = new AbortController();
+    const runs = members.map((member, k) =>
+      must(services[k]).run({
+        ...base,
+        chunkSizeBytes: 64,
+        partCounts: [1000, 1000, 1000, 1000],
+        timeoutMs: 60_000,
+        senderTimeoutMs: 300,
+        group,
+        vector: must(vectors.get(member.peerId)),
+        weight: member.weight,
+        ...(member.peerId === victim ? { signal: stopVictim.signal } : {}),
+      }),
+    );
+    const victimRun = runs.pop()?.catch(() => undefined);
+    const outcomes = await Promise.allSettled(runs);
+    stopVictim.abort();
+    thaw.reject(new Error("thawed"));
+    await victimRun;
+    // Every other member misses the frozen reducer's part: each fails with the result deadline's
+    // reason, long before the round's 60 s deadline would have ended it.
+    for (const outcome of outcomes) {
+      expect(outcome.status).toBe("rejected");
+      const error = outcome.status === "rejected" ? (outcome.reason as Error) : undefined;
+      expect(error).toMatchObject({ code: "ALLREDUCE_FAILED" });
+      expect(error?.message).toContain("the reducer is frozen or cut off");
+      expect(error?.message).not.toContain("did not finish within");
+    }
+    expect(resultsWritten).toBe(3);
+  });
+
   it("fails the members that miss a killed reducer's part, leaves their inputs alone, and a retry succeeds", async () => {
     const members: GroupMember[] = Array.from({ length: 5 }, (_, i) => ({
       peerId: `r${i}`,
@@ -621,7 +709,95 @@ describe("butterfly all-reduce", () => {
       expect(maxError(must(results[0]).vector, weightedMean(members, vectors, length))).toBeLessThan(1e-6);
       expect(mostAhead).toHaveLength(members.length * (members.length - 1));
       expect(Math.max(...mostAhead)).toBe(chunksInFlight);
+      for (const result of results) expect(result.largestWindow).toBe(chunksInFlight);
     }
+  });
+
+  it("grows each stream's window by its bandwidth-delay product on a link with latency, up to the cap", async () => {
+    const members: GroupMember[] = [
+      { peerId: "lat0", mode: "node", weight: 1 },
+      { peerId: "lat1", mode: "node", weight: 3 },
+    ];
+    const length = 1600; // 400 chunks of 2 values per part
+    const vectors = vectorsFor(members, length, 13);
+    const network = new MemoryRpcNetwork();
+    const ONE_WAY_MS = 10;
+    /** Per stream a sender opened: chunks written minus results read, at its highest. */
+    const mostAhead: number[] = [];
+    const services = members.map((member) => {
+      const rpc = network.add(member.peerId);
+      // The sender's chunks reach the reducer ONE_WAY_MS after they are written, in order; the
+      // results come straight back: a round trip of about ONE_WAY_MS with ample bandwidth.
+      const delayed: Rpc = {
+        peerId: rpc.peerId,
+        call: async (peer, method, head, options) => {
+          const result = await rpc.call(peer, method, head, options);
+          // The request and its answer take a round trip too.
+          await new Promise((resolve) => setTimeout(resolve, ONE_WAY_MS));
+          const slot = mostAhead.push(0) - 1;
+          let ahead = 0;
+          let line = Promise.resolve();
+          const stream: RpcFrameStream = {
+            read: async (readOptions) => {
+              const frame = await result.stream.read(readOptions);
+              if (frame !== null) ahead--;
+              return frame;
+            },
+            write: (frame, writeOptions) => {
+              ahead++;
+              mostAhead[slot] = Math.max(mostAhead[slot] ?? 0, ahead);
+              const due = performance.now() + ONE_WAY_MS;
+              line = line.then(async () => {
+                await new Promise((resolve) => setTimeout(resolve, due - performance.now()));
+                await result.stream.write(frame, writeOptions);
+              });
+              return Promise.resolve();
+            },
+            closeWrite: () => line.then(() => result.stream.closeWrite()),
+            abort: (reason) => {
+              result.stream.abort(reason);
+            },
+          };
+          return { ...result, stream };
+        },
+        request: (peer, method, head, options) => rpc.request(peer, method, head, options),
+        handle: (method, handler) => {
+          rpc.handle(method, handler);
+        },
+        unhandle: (method) => {
+          rpc.unhandle(method);
+        },
+      };
+      const service = new AllReduceService({ rpc: delayed });
+      service.start();
+      return service;
+    });
+    const group = makeGroup("latency", members);
+    const results = await Promise.all(
+      members.map((member, k) =>
+        must(services[k]).run({
+          ...base,
+          chunkSizeBytes: 8,
+          chunksInFlight: 2,
+          maxChunksInFlight: 48,
+          uploadBytesPerSecond: 10e6, // 10 MB/s ≈ 100 chunks of 8 bytes per 10 ms round trip
+          partCounts: [length / 2, length / 2],
+          group,
+          vector: must(vectors.get(member.peerId)),
+          weight: member.weight,
+        }),
+      ),
+    );
+    expectBitIdentical(results);
+    expect(maxError(must(results[0]).vector, weightedMean(members, vectors, length))).toBeLessThan(1e-6);
+    // A window of 2 would leave the stream idle most of each round trip: it grew by the stream's
+    // bandwidth-delay product, and kept to the cap.
+    for (const result of results) {
+      expect(result.largestWindow).toBeGreaterThanOrEqual(16);
+      expect(result.largestWindow).toBeLessThanOrEqual(48);
+    }
+    expect(Math.max(...mostAhead)).toBeGreaterThanOrEqual(16);
+    expect(Math.max(...mostAhead)).toBeLessThanOrEqual(48);
   });
 
   it("rejects at the round deadline and honours the caller's signal", async () => {

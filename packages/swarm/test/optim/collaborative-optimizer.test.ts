@@ -237,8 +237,10 @@ describe("CollaborativeOptimizer with 8 peers", () => {
       }
       expect(bits(referenceParameters)).not.toEqual(bits(initialParameters()));
       expect(
-        steps.map((e) => e.type === "step" && [e.epoch, e.groupSize, e.totalWeight, e.localSamples]),
-      ).toEqual(rates.map((_, epoch) => [epoch + 1, 8, perEpoch, 32]));
+        steps.map(
+          (e) => e.type === "step" && [e.epoch, e.groupSize, e.totalWeight, e.localSamples, e.shared],
+        ),
+      ).toEqual(rates.map((_, epoch) => [epoch + 1, 8, perEpoch, 32, true]));
       const clip = cfg.training.gradientClipNorm;
       if (clip !== undefined) {
         // Clipping was active: the averaged gradient was longer than the bound at every step.
@@ -516,7 +518,14 @@ describe("CollaborativeOptimizer when nobody can give newer state", () => {
     const expected = initialParameters();
     reference.step(expected, gradient, cfg.optimizer.learningRate);
     expect(bits(p.parameters)).toEqual(bits(expected));
-    expect(events.at(-1)).toMatchObject({ type: "step", epoch: 1, groupSize: 1, totalWeight: 32 });
+    // Its samples trained a model of its own, not the swarm's: not a contribution.
+    expect(events.at(-1)).toMatchObject({
+      type: "step",
+      epoch: 1,
+      groupSize: 1,
+      totalWeight: 32,
+      shared: false,
+    });
     expect(p.runSamples).toBe(32);
 
     time = 30_000; // the delay is over: it looks again, finds nothing, and goes on

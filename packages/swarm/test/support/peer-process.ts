@@ -171,7 +171,8 @@ async function main(): Promise<void> {
       // An aux is counted in only while its record names the round it is about to help.
       const helping = swarm.node.mode === "aux" ? { averagingEpoch: epoch } : {};
       swarm.progress.report({ epoch, samplesAccumulated: weight, samplesPerSecond: 10, ...helping });
-      await swarm.progress.pushNow();
+      // Not waiting for every push: one to a frozen member would hold the command up.
+      await Promise.race([swarm.progress.pushNow(), new Promise((resolve) => setTimeout(resolve, 2_000))]);
       const deadline = Date.now() + SYNC_TIMEOUT_MS;
       for (;;) {
         const count = swarm.progress.records().filter((entry) => entry.record.epoch === epoch).length;

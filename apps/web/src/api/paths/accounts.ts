@@ -35,8 +35,9 @@ export const accountPaths: ZodOpenApiPathsObject = {
       summary: "The signed-in user's nodes",
       description:
         "Every peer the user runs, in every experiment, with `counted` and, when it is not counted, the " +
-        "`reason`: experiment_paused, banned, not_allowlisted, token_revoked, pass_expired or stale " +
-        "(not seen for 2 minutes), checked in that order. Who: a signed-in user.",
+        "`reason`: experiment_paused, banned, not_allowlisted, token_revoked, pass_expired, stale " +
+        "(not seen for 2 minutes) or not_averaging (a trainer whose samples went into no collaborative step " +
+        "for a while), checked in that order. Who: a signed-in user.",
       responses: {
         "200": { description: "The nodes", content: { "application/json": { schema: nodeListSchema } } },
         ...errorResponses("UNAUTHENTICATED"),

@@ -89,10 +89,17 @@ export const peerContributionReportSchema = z
         description:
           "The peer process's session id (random per start, ≤ 32 characters); counters are kept per session, so a restarted node keeps the credit of each",
       }),
-    samples: count.meta({ description: "Samples processed since the peer joined (cumulative)" }),
+    samples: count.meta({
+      description:
+        "Samples the peer put into collaborative steps in this session (cumulative); samples of steps it took alone while others trained do not count",
+    }),
     computeSeconds: nonNegative.meta({ description: "Seconds spent computing (cumulative)" }),
     bytesAggregated: count.meta({ description: "Bytes reduced for others (cumulative)" }),
     sessionSeconds: nonNegative.meta({ description: "Length of the peer's current uninterrupted session" }),
+    averaging: z.boolean().optional().meta({
+      description:
+        "Trainers: false when the peer has put no samples into a collaborative step for a while (it trains alone or cannot reach the others), so it is shown as not counted; absent when the aux cannot tell yet",
+    }),
   })
   .meta({ id: "PeerContributionReport" });
 

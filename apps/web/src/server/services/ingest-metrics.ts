@@ -18,7 +18,8 @@ import { lastStepOf } from "./run-timelines.ts";
  *   session, so a restarted node keeps every session's credit) takes the maximum of the stored and
  *   the reported counters, so cumulative counters never go backwards (a restarted or lagging monitor
  *   may report older values), and the longest session is the longest seen.
- * - Those peers and the calling aux peer are marked as seen now.
+ * - Those peers and the calling aux peer are marked as seen now, and a trainer's `averaging` flag, when
+ *   reported, is stored on its node (a node with two sessions in one report averages if either does).
  * - Unknown peers are ignored and counted in the response.
  *
  * Everything is written in one transaction. The insert and the maximum are done by the database in
@@ -61,11 +62,16 @@ export async function ingestMetrics(
       : [{ experimentId, userId: peer.userId, peerRowId: peer.id, report: reported }];
   });
   const seen = [...new Set([caller.peer.id, ...known.map((peer) => peer.id)])];
+  const averaging = averagingByNode(rows);
+  const nodesWhere = (flag: boolean) => [...averaging].flatMap(([id, value]) => (value === flag ? [id] : []));
 
   const [inserted] = await ctx.db.$transaction([
     insertMetricIfAbsent(ctx, { experimentId, timeline, report }),
     ...chunk(rows, CONTRIBUTION_ROWS_PER_STATEMENT).map((part) => upsertContributions(ctx, part, now)),
     ctx.db.peer.updateMany({ where: { id: { in: seen } }, data: { lastSeenAt: now } }),
+    ...[true, false].map((flag) =>
+      ctx.db.peer.updateMany({ where: { id: { in: nodesWhere(flag) } }, data: { averaging: flag } }),
+    ),
   ]);
   return {
     ok: true,
@@ -96,6 +102,17 @@ function insertMetricIfAbsent(
     .$executeRaw`INSERT INTO "Metric" ("experimentId", "timeline", "step", "generation", "loss", "samplesPerSecond", "alivePeers", "recordedAt") VALUES (${values}) ON CONFLICT ("experimentId", "timeline", "step") DO NOTHING`;
 }
 
+/** Each node's reported `averaging` flag (true if any of its sessions averages), by Peer row id. */
+function averagingByNode(rows: readonly ContributionRow[]): Map<string, boolean> {
+  const flags = new Map<string, boolean>();
+  for (const { peerRowId, report } of rows) {
+    if (report.averaging !== undefined) {
+      flags.set(peerRowId, report.averaging || flags.get(peerRowId) === true);
+    }
+  }
+  return flags;
+}
+
 /** A peer session listed twice counts once, with the larger of each value. */
 function mergeDuplicates(peers: readonly PeerReport[]): Map<string, PeerReport> {
   const merged = new Map<string, PeerReport>();
@@ -113,6 +130,9 @@ function mergeDuplicates(peers: readonly PeerReport[]): Map<string, PeerReport> 
             computeSeconds: Math.max(previous.computeSeconds, peer.computeSeconds),
             bytesAggregated: Math.max(previous.bytesAggregated, peer.bytesAggregated),
             sessionSeconds: Math.max(previous.sessionSeconds, peer.sessionSeconds),
+            ...(previous.averaging === undefined && peer.averaging === undefined
+              ? {}
+              : { averaging: previous.averaging === true || peer.averaging === true }),
           },
     );
   }

@@ -54,6 +54,7 @@ export async function listMyNodes(ctx: AppContext, user: SessionUser): Promise<N
         tokenRevokedAt: peer.token.revokedAt,
         passExpiresAt: peer.passExpiresAt,
         lastSeenAt: peer.lastSeenAt,
+        averaging: peer.averaging,
       },
       now,
     );

@@ -17,6 +17,7 @@ export const PeerNotCountedReason = {
   tokenRevoked: "token_revoked",
   passExpired: "pass_expired",
   stale: "stale",
+  notAveraging: "not_averaging",
 } as const;
 export type PeerNotCountedReason = (typeof PeerNotCountedReason)[keyof typeof PeerNotCountedReason];
 
@@ -30,6 +31,8 @@ export interface PeerStatusInput {
   readonly tokenRevokedAt: Date | null;
   readonly passExpiresAt: Date;
   readonly lastSeenAt: Date;
+  /** Trainers: whether the aux last saw the node put samples into collaborative steps; null if unknown. */
+  readonly averaging: boolean | null;
 }
 
 export type PeerStatus =
@@ -48,6 +51,9 @@ export function peerStatus(input: PeerStatusInput, now: number): PeerStatus {
   if (input.tokenRevokedAt !== null) return notCounted(PeerNotCountedReason.tokenRevoked);
   if (input.passExpiresAt.getTime() <= now) return notCounted(PeerNotCountedReason.passExpired);
   if (now - input.lastSeenAt.getTime() > STALE_AFTER_MS) return notCounted(PeerNotCountedReason.stale);
+  if (input.role === "trainer" && input.averaging === false) {
+    return notCounted(PeerNotCountedReason.notAveraging);
+  }
   return { counted: true };
 }
 
@@ -61,6 +67,8 @@ const messages: Record<PeerNotCountedReason, string> = {
   pass_expired:
     "The node's access pass expired and was not renewed; the node is probably stopped or cannot reach the platform.",
   stale: "The node has not been seen for over 2 minutes; it may be stopped, offline or unreachable.",
+  not_averaging:
+    "The node is running, but none of its samples went into a collaborative step for a while: it trains alone or cannot reach the other volunteers. Its log says why (look for 'averaging failed' or 'no other trainer' lines).",
 };
 
 /** A sentence for people saying why a node is not counted. */
