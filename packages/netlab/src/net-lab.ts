@@ -323,9 +323,9 @@ export class NetLab {
       );
     }
     const link: LinkOptions = { ...attached.link, ...rate };
-    validateLink(link, `host ${host.name}`);
     return this.#track(
       (async () => {
+        validateLink(link, `host ${host.name}`);
         this.#assertAlive(`set the rate of ${host.name}`);
         const shaped: LinkOptions = attached.delayLine ? { ...link, delayMs: undefined } : link;
         const inner = record.interfaces.get(name) ?? "";

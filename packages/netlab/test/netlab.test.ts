@@ -93,17 +93,21 @@ describe("a lab with two subnets and a relay on both", () => {
 
   it("setRate() changes a running link's rates in place, one direction at a time", async () => {
     const host = await lab.addHost({ name: "slowing", uploadMbit: 20, downloadMbit: 20 });
-    const port = async () => {
+    /** The switch side's token buckets (the download directions) with this rate. */
+    const downloads = async (rate: string) => {
       const { stdout } = await run("tc", ["-n", lab.switchNamespace, "qdisc", "show"]);
-      return stdout.split("\n").filter((line) => line.includes("tbf") && line.includes("rate 2"));
+      return stdout.split("\n").filter((line) => line.includes("tbf") && line.includes(`rate ${rate} `));
     };
-    expect(await port()).toHaveLength(1);
+    const upload = async () => (await host.exec("tc", ["qdisc", "show", "dev", "eth0"])).stdout;
+    expect(await downloads("20Mbit")).toHaveLength(1);
     await lab.setRate(host, { uploadMbit: 2 });
-    expect((await host.exec("tc", ["qdisc", "show", "dev", "eth0"])).stdout).toMatch(/tbf .*rate 2Mbit/);
+    expect(await upload()).toMatch(/tbf .*rate 2Mbit/);
     // The download side kept its 20 Mbit/s until asked.
-    expect((await port()).filter((line) => /rate 20Mbit/.test(line))).toHaveLength(1);
+    expect(await downloads("20Mbit")).toHaveLength(1);
     await lab.setRate(host, { downloadMbit: 4 });
-    expect((await port()).filter((line) => /rate 4Mbit/.test(line))).toHaveLength(1);
+    expect(await downloads("4Mbit")).toHaveLength(1);
+    expect(await downloads("20Mbit")).toHaveLength(0);
+    expect(await upload()).toMatch(/tbf .*rate 2Mbit/);
     await expect(lab.setRate(host, { uploadMbit: -1 })).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
     await expect(lab.setRate(host, { uploadMbit: 1 }, "nowhere")).rejects.toMatchObject({
       code: "INVALID_ARGUMENT",

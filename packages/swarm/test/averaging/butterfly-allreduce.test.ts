@@ -64,6 +64,71 @@ function hooked(rpc: Rpc, hooks: Hooks): Rpc {
   };
 }
 
+/** An Rpc whose opened streams go through `wrap` (after `opening`, if given); the rest is `rpc`'s. */
+function wrapCallStreams(
+  rpc: Rpc,
+  wrap: (stream: RpcFrameStream) => RpcFrameStream,
+  opening?: () => Promise<unknown>,
+): Rpc {
+  return {
+    peerId: rpc.peerId,
+    call: async (peer, method, head, options) => {
+      const result = await rpc.call(peer, method, head, options);
+      await opening?.();
+      return { ...result, stream: wrap(result.stream) };
+    },
+    request: (peer, method, head, options) => rpc.request(peer, method, head, options),
+    handle: (method, handler) => {
+      rpc.handle(method, handler);
+    },
+    unhandle: (method) => {
+      rpc.unhandle(method);
+    },
+  };
+}
+
+/** Records in a new slot of `mostAhead` the most frames the stream had written ahead of those read. */
+function countAhead(stream: RpcFrameStream, mostAhead: number[]): RpcFrameStream {
+  const slot = mostAhead.push(0) - 1;
+  let ahead = 0;
+  return {
+    read: async (options) => {
+      const frame = await stream.read(options);
+      if (frame !== null) ahead--;
+      return frame;
+    },
+    write: async (frame, options) => {
+      ahead++;
+      mostAhead[slot] = Math.max(mostAhead[slot] ?? 0, ahead);
+      await stream.write(frame, options);
+    },
+    closeWrite: () => stream.closeWrite(),
+    abort: (reason) => {
+      stream.abort(reason);
+    },
+  };
+}
+
+/** Delivers each written frame `ms` later, in order, as a link with latency would; writes return at once. */
+function delayWrites(stream: RpcFrameStream, ms: number): RpcFrameStream {
+  let line = Promise.resolve();
+  return {
+    read: (options) => stream.read(options),
+    write: (frame, options) => {
+      const due = performance.now() + ms;
+      line = line.then(async () => {
+        await new Promise((resolve) => setTimeout(resolve, due - performance.now()));
+        await stream.write(frame, options);
+      });
+      return Promise.resolve();
+    },
+    closeWrite: () => line.then(() => stream.closeWrite()),
+    abort: (reason) => {
+      stream.abort(reason);
+    },
+  };
+}
+
 interface Swarm {
   network: MemoryRpcNetwork;
   services: Map<string, AllReduceService>;
@@ -655,38 +720,7 @@ describe("butterfly all-reduce", () => {
       const mostAhead: number[] = [];
       const services = members.map((member) => {
         const rpc = network.add(member.peerId);
-        const counting: Rpc = {
-          peerId: rpc.peerId,
-          call: async (peer, method, head, options) => {
-            const result = await rpc.call(peer, method, head, options);
-            const slot = mostAhead.push(0) - 1;
-            let ahead = 0;
-            const stream: RpcFrameStream = {
-              read: async (readOptions) => {
-                const frame = await result.stream.read(readOptions);
-                if (frame !== null) ahead--;
-                return frame;
-              },
-              write: async (frame, writeOptions) => {
-                ahead++;
-                mostAhead[slot] = Math.max(mostAhead[slot] ?? 0, ahead);
-                await result.stream.write(frame, writeOptions);
-              },
-              closeWrite: () => result.stream.closeWrite(),
-              abort: (reason) => {
-                result.stream.abort(reason);
-              },
-            };
-            return { ...result, stream };
-          },
-          request: (peer, method, head, options) => rpc.request(peer, method, head, options),
-          handle: (method, handler) => {
-            rpc.handle(method, handler);
-          },
-          unhandle: (method) => {
-            rpc.unhandle(method);
-          },
-        };
+        const counting = wrapCallStreams(rpc, (stream) => countAhead(stream, mostAhead));
         const service = new AllReduceService({ rpc: counting });
         service.start();
         return service;
@@ -728,46 +762,12 @@ describe("butterfly all-reduce", () => {
       const rpc = network.add(member.peerId);
       // The sender's chunks reach the reducer ONE_WAY_MS after they are written, in order; the
       // results come straight back: a round trip of about ONE_WAY_MS with ample bandwidth.
-      const delayed: Rpc = {
-        peerId: rpc.peerId,
-        call: async (peer, method, head, options) => {
-          const result = await rpc.call(peer, method, head, options);
-          // The request and its answer take a round trip too.
-          await new Promise((resolve) => setTimeout(resolve, ONE_WAY_MS));
-          const slot = mostAhead.push(0) - 1;
-          let ahead = 0;
-          let line = Promise.resolve();
-          const stream: RpcFrameStream = {
-            read: async (readOptions) => {
-              const frame = await result.stream.read(readOptions);
-              if (frame !== null) ahead--;
-              return frame;
-            },
-            write: (frame, writeOptions) => {
-              ahead++;
-              mostAhead[slot] = Math.max(mostAhead[slot] ?? 0, ahead);
-              const due = performance.now() + ONE_WAY_MS;
-              line = line.then(async () => {
-                await new Promise((resolve) => setTimeout(resolve, due - performance.now()));
-                await result.stream.write(frame, writeOptions);
-              });
-              return Promise.resolve();
-            },
-            closeWrite: () => line.then(() => result.stream.closeWrite()),
-            abort: (reason) => {
-              result.stream.abort(reason);
-            },
-          };
-          return { ...result, stream };
-        },
-        request: (peer, method, head, options) => rpc.request(peer, method, head, options),
-        handle: (method, handler) => {
-          rpc.handle(method, handler);
-        },
-        unhandle: (method) => {
-          rpc.unhandle(method);
-        },
-      };
+      const delayed = wrapCallStreams(
+        rpc,
+        (stream) => countAhead(delayWrites(stream, ONE_WAY_MS), mostAhead),
+        // The request and its answer take a round trip too.
+        () => new Promise((resolve) => setTimeout(resolve, ONE_WAY_MS)),
+      );
       const service = new AllReduceService({ rpc: delayed });
       service.start();
       return service;
