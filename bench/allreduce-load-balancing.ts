@@ -3,7 +3,8 @@
  * set-ups C and D, scaled down in bandwidth and vector size, with the paper's peer counts.
  *
  *   node bench/allreduce-load-balancing.ts [--setups C,D] [--slow-mbit 2] [--elements 262144]
- *                                          [--rounds 3] [--chunk-kib 8] [--in-flight 6] [--keep-slow-connections]
+ *                                          [--rounds 3] [--chunk-kib 8] [--in-flight 6] [--max-in-flight 256]
+ *                                          [--keep-slow-connections]
  *                                          [--trace] [--cc reno] [--configured-bandwidth]
  *
  * Needs root (netlab). C: 8 fast + 16 slow peers, fast = 5 × slow (paper: 1 Gb/s and 200 Mb/s);
@@ -27,7 +28,7 @@
  * (Table 1: C 5.69 s → 2.96 s = 1.92×, D 5.3 s → 3.18 s = 1.67×). Fewer peers could not show
  * these: the uniform butterfly's slowest peer moves 2(n−1)/n of the vector, so the bound on the
  * speed-up shrinks with n. "fast part" is the share of the vector the fast peers reduced.
- * --chunk-kib and --in-flight default to the experiment config's defaults.
+ * --chunk-kib, --in-flight and --max-in-flight default to the experiment config's defaults.
  * Scaling: the vector is ~100× smaller than ResNet-50's (1 MiB vs 102 MB), and the chunk must be
  * small too: with 256 KiB chunks the 128 KiB parts of set-up C are one chunk each, so a reducer can
  * only answer once a sender's whole part has arrived and nothing overlaps (C measured 1.47× instead
@@ -66,6 +67,7 @@ const { values: flags } = parseArgs({
     rounds: { type: "string", default: "3" },
     "chunk-kib": { type: "string" },
     "in-flight": { type: "string" },
+    "max-in-flight": { type: "string" },
     "keep-slow-connections": { type: "boolean", default: false },
     trace: { type: "boolean", default: false },
     cc: { type: "string", default: "" },
@@ -79,12 +81,14 @@ const elements = Number(flags.elements);
 const rounds = Number(flags.rounds);
 const chunkKib = Number(flags["chunk-kib"] ?? DEFAULT_AVERAGING.chunkSizeBytes / 1024);
 const chunksInFlight = Number(flags["in-flight"] ?? DEFAULT_AVERAGING.chunksInFlight);
+const maxChunksInFlight = Number(flags["max-in-flight"] ?? DEFAULT_AVERAGING.maxChunksInFlight);
 for (const [name, value] of [
   ["slow-mbit", slowMbit],
   ["elements", elements],
   ["rounds", rounds],
   ["chunk-kib", chunkKib],
   ["in-flight", chunksInFlight],
+  ["max-in-flight", maxChunksInFlight],
 ] as const) {
   if (!(Number.isFinite(value) && value > 0))
     throw new Error(`--${name} must be a positive number, got ${value}`);
@@ -141,7 +145,7 @@ async function measure(setup: Setup): Promise<Outcome> {
   try {
     return await run(setup, model, partial);
   } catch (error) {
-    log(`  ${setup.name}: stopped: ${firstLine(error)}`);
+    log(`  ${setup.name}: stopped: ${error instanceof Error ? error.message.slice(-4000) : String(error)}`);
     const outcome = partial.outcome ?? { setup, uniform: [], balanced: [], model, failures: [] };
     return { ...outcome, stopped: firstLine(error) };
   }
@@ -174,7 +178,13 @@ async function run(setup: Setup, model: Outcome["model"], partial: { outcome?: O
       }),
       {
         elements,
-        config: benchConfig({ maxGroupSize: 32, modelSeconds: model.uniform, chunkKib, chunksInFlight }),
+        config: benchConfig({
+          maxGroupSize: 32,
+          modelSeconds: model.uniform,
+          chunkKib,
+          chunksInFlight,
+          maxChunksInFlight,
+        }),
         log,
         keepSlowConnections: flags["keep-slow-connections"],
         ...(probeHost === undefined ? {} : { probeHost }),
@@ -220,7 +230,8 @@ async function run(setup: Setup, model: Outcome["model"], partial: { outcome?: O
         log(
           `  ${what}: ${report.seconds.toFixed(2)} s (model ${modelled.toFixed(2)} s, ×${(report.seconds / modelled).toFixed(3)}), ` +
             `fast part ${(fastShare(report, setup) * 100).toFixed(1)}%, start spread ${(report.startSpreadSeconds * 1000).toFixed(0)} ms, ` +
-            `CPU ${report.peerCpuCores.toFixed(2)} cores, machine ${(report.machineBusy * 100).toFixed(0)}% busy`,
+            `CPU ${report.peerCpuCores.toFixed(2)} cores, machine ${(report.machineBusy * 100).toFixed(0)}% busy, ` +
+            `windows ${median(report.peers.map((p) => p.largestWindow))}–${Math.max(...report.peers.map((p) => p.largestWindow))} chunks`,
         );
         if (flags.trace)
           for (const text of linkTrace(report, (i) => setup.rates[i] ?? slowMbit)) log(`    ${text}`);
@@ -250,7 +261,7 @@ const chosen = flags.setups.split(",").map((key) => {
 });
 log(
   `load-balancing bench: P=${elements} float32 (${((elements * 4) / 2 ** 20).toFixed(1)} MiB), slow links ${slowMbit} Mbit/s, ` +
-    `chunks of ${chunkKib} KiB encoded (${chunksInFlight} in flight), 2 warm-up + ${rounds} uniform + ${rounds} balanced rounds per set-up`,
+    `chunks of ${chunkKib} KiB encoded (${chunksInFlight}–${maxChunksInFlight} in flight), 2 warm-up + ${rounds} uniform + ${rounds} balanced rounds per set-up`,
 );
 const outcomes: Outcome[] = [];
 for (const setup of chosen) outcomes.push(await measure(setup));

@@ -172,6 +172,25 @@ describe("three volunteers behind NAT train one model together (netlab)", () => 
     const norms = homes.map((home) => grouped(home).find((r) => stepOf(r) === common)?.gradientNorm);
     expect(new Set(norms).size).toBe(1);
 
+    // Each volunteer's status record says how it takes part: a client, with the aux reached
+    // directly and the two other homes through the relay (or hole punched).
+    for (const home of homes) {
+      await home.waitFor(
+        (r) => {
+          const network = r.network as
+            { mode?: string; direct?: number; relayed?: number; upgraded?: number } | null | undefined;
+          return (
+            r.msg === "status" &&
+            network?.mode === "client" &&
+            (network.direct ?? 0) >= 1 &&
+            (network.relayed ?? 0) + (network.upgraded ?? 0) >= 2
+          );
+        },
+        "a status record with the paths",
+        30_000,
+      );
+    }
+
     // The aux downloads the state from a volunteer and uploads checkpoints.
     await aux.waitFor((r) => r.msg === "checkpoint uploaded", "a checkpoint upload", 120_000);
 

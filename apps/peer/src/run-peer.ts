@@ -278,6 +278,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       swarm: {
         global: () => swarm.progress.global(),
         peersOnline: () => swarm.progress.snapshot().alivePeers,
+        connectivity: () => swarm.node.connectivity(),
       },
       seed: deriveSeed(dataSeed, 1),
       maxSteps: config.training.maxSteps,

@@ -106,12 +106,13 @@ export const experimentConfigSchema = z
         allreduceTimeoutMs: int(100, 3_600_000).default(60_000),
         /** Encoded bytes per all-reduce chunk (8 KiB: 2,048 float32 or 8,192 8-bit values); small chunks keep the pipeline's fill and drain short. */
         chunkSizeBytes: int(1024, 64 << 20).default(8 << 10),
-        /** Chunks a sender writes ahead of the averaged results it has read back (flow control). */
-        chunksInFlight: int(1, 1024).default(6),
         /**
-         * The most chunks that window may grow to: each stream's window follows its measured
-         * bandwidth-delay product (twice it), from chunksInFlight up to this (256 × 8 KiB = 2 MiB per stream).
+         * The least chunks a sender writes ahead of the averaged results it has read back (flow
+         * control). Each stream's window is what it sends in a round trip plus 0.2 s at its
+         * measured rate, from this up to maxChunksInFlight.
          */
+        chunksInFlight: int(1, 1024).default(2),
+        /** The most chunks that window may grow to (256 × 8 KiB = 2 MiB per stream). */
         maxChunksInFlight: int(1, 65_536).default(256),
         /** Part sizes from the bandwidth linear program (DeDLOC App. B) instead of equal parts. */
         loadBalancing: z.boolean().default(true),

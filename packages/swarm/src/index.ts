@@ -7,7 +7,12 @@ export * from "./errors.ts";
 // The whole engine
 export * from "./swarm.ts";
 // p2p: libp2p node, pass gate, signed RPC
-export { SwarmNode, type SwarmNodeOptions, type RevocationList } from "./p2p/swarm-node.ts";
+export {
+  SwarmNode,
+  type Connectivity,
+  type SwarmNodeOptions,
+  type RevocationList,
+} from "./p2p/swarm-node.ts";
 export { PeerAuthorizer } from "./p2p/peer-authorizer.ts";
 export { PassHolder } from "./p2p/pass-holder.ts";
 export type { AveragingMode } from "./p2p/hello.ts";

@@ -1,6 +1,7 @@
 import type {
   CollaborativeOptimizer,
   CollaborativeOptimizerEvent,
+  Connectivity,
   GlobalProgressView,
 } from "@barnraise/swarm";
 import type { Batch } from "../models/batch.ts";
@@ -14,6 +15,8 @@ export interface SwarmView {
   global(): GlobalProgressView;
   /** Peers with fresh progress, this one included. */
   peersOnline(): number;
+  /** This peer's mode and its paths to the members; absent where unknown. */
+  connectivity?(): Connectivity;
 }
 
 export interface TrainerOptions {
@@ -233,6 +236,7 @@ export class Trainer {
     const { onStatus, optimizer, swarm, progress } = this.#options;
     if (onStatus === undefined) return;
     const global = swarm.global();
+    const connectivity = swarm.connectivity?.();
     onStatus({
       phase: this.#phase,
       step: optimizer.epoch,
@@ -243,6 +247,16 @@ export class Trainer {
       samplesContributed: this.#samplesContributed,
       peersOnline: swarm.peersOnline(),
       loss: progress.meanLoss(optimizer.epoch),
+      ...(connectivity === undefined
+        ? {}
+        : {
+            network: {
+              mode: connectivity.mode,
+              direct: connectivity.direct,
+              relayed: connectivity.relayed,
+              upgraded: connectivity.upgraded,
+            },
+          }),
     });
   }
 }

@@ -4,7 +4,7 @@
  * same stream, so one log collector sees everything (DESIGN §1).
  */
 import { pino, type Level } from "pino";
-import type { PeerPhase, PeerStatus, Reporter } from "./peer-status.ts";
+import type { PeerNetwork, PeerPhase, PeerStatus, Reporter } from "./peer-status.ts";
 
 /**
  * Where the JSON lines go. It is written synchronously: for a process's stdout pass
@@ -34,6 +34,8 @@ export interface StatusRecord {
   readonly samplesContributed: number | null;
   readonly peersOnline: number | null;
   readonly loss: number | null;
+  /** Mode and members by path (direct, relayed, upgraded); null where unknown. */
+  readonly network: PeerNetwork | null;
 }
 
 export function createJsonReporter(options: JsonReporterOptions): Reporter {
@@ -86,6 +88,15 @@ export function statusRecord(status: PeerStatus): StatusRecord {
     samplesContributed: finiteOrNull(status.samplesContributed),
     peersOnline: finiteOrNull(status.peersOnline),
     loss: status.loss === undefined ? null : finiteOrNull(status.loss),
+    network:
+      status.network === undefined
+        ? null
+        : {
+            mode: status.network.mode,
+            direct: status.network.direct,
+            relayed: status.network.relayed,
+            upgraded: status.network.upgraded,
+          },
   };
 }
 

@@ -25,6 +25,20 @@ export interface PeerStatus {
   readonly peersOnline: number;
   /** Mean loss of this peer's minibatches in the current step; undefined before the first. */
   readonly loss: number | undefined;
+  /** This peer's mode and how many members it reaches by each path; absent where unknown. */
+  readonly network?: PeerNetwork;
+}
+
+/**
+ * A node accepts connections and reduces a part; a client (behind NAT, or `--client`) reaches the
+ * others through an aux peer's relay and only sends and receives. Members are counted by path:
+ * direct, relayed, or upgraded from relayed to direct by hole punching.
+ */
+export interface PeerNetwork {
+  readonly mode: "node" | "client" | "aux";
+  readonly direct: number;
+  readonly relayed: number;
+  readonly upgraded: number;
 }
 
 export type LogLevel = "info" | "warn" | "error";

@@ -4,7 +4,7 @@
  * it never lets the status line wrap: a wrapped line cannot be redrawn in place.
  */
 import { pino } from "pino";
-import type { PeerPhase, PeerStatus, Reporter } from "./peer-status.ts";
+import type { PeerNetwork, PeerPhase, PeerStatus, Reporter } from "./peer-status.ts";
 
 /** How much of the swarm engine's own logging a volunteer asks to see. */
 export type LogThreshold = "debug" | "info" | "warn" | "error";
@@ -153,10 +153,24 @@ function statusSegments(status: PeerStatus): Segment[] {
   }
   const peers = `${status.peersOnline} ${status.peersOnline === 1 ? "peer" : "peers"}`;
   segments.push({ text: peers, rank: 2, glue: SEPARATOR });
+  if (status.network !== undefined)
+    segments.push({ text: networkText(status.network), rank: 6, glue: SEPARATOR });
   if (status.loss !== undefined) {
     segments.push({ text: `loss ${status.loss.toFixed(4)}`, rank: 5, glue: SEPARATOR });
   }
   return segments;
+}
+
+/** "node: 3 direct", "client: 1 direct, 2 relayed, 1 upgraded": the mode, then members by path. */
+export function networkText(network: PeerNetwork): string {
+  const paths = (
+    [
+      ["direct", network.direct],
+      ["relayed", network.relayed],
+      ["upgraded", network.upgraded],
+    ] as const
+  ).flatMap(([path, count]) => (count > 0 ? [`${count} ${path}`] : []));
+  return `${network.mode}: ${paths.length === 0 ? "no members connected" : paths.join(", ")}`;
 }
 
 function joinSegments(segments: readonly Segment[]): string {

@@ -151,7 +151,11 @@ function setUp(options: { target?: number; batch?: number; maxSteps?: number } =
     optimizer,
     progress,
     batches: endless(options.batch ?? 4),
-    swarm: { global: () => swarm.global(), peersOnline: () => 1 },
+    swarm: {
+      global: () => swarm.global(),
+      peersOnline: () => 1,
+      connectivity: () => ({ mode: "client", reachability: "relayed", direct: 1, relayed: 2, upgraded: 0 }),
+    },
     seed: 7,
     maxSteps: config.training.maxSteps,
     onStatus: (status) => statuses.push(status),
@@ -386,6 +390,8 @@ describe("Trainer", () => {
     expect(statuses.some((status) => status.phase === "averaging")).toBe(true);
     const training = statuses.find((status) => status.phase === "training" && status.globalSamples === 4);
     expect(training).toMatchObject({ step: 0, targetBatchSize: 8, peersOnline: 1, loss: 10 });
+    // How the peer takes part, for the status line; reachability stays in the logs.
+    expect(training?.network).toEqual({ mode: "client", direct: 1, relayed: 2, upgraded: 0 });
     expect(statuses.at(-1)?.samplesContributed).toBeGreaterThan(0);
   });
 

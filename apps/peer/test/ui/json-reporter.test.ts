@@ -166,7 +166,14 @@ describe("createJsonReporter", () => {
       samplesContributed: 5000,
       peersOnline: null,
       loss: 0.42,
+      network: null,
     });
+  });
+
+  it("carries the peer's mode and its members by path, and nothing else of it", () => {
+    const network = { mode: "client" as const, direct: 1, relayed: 2, upgraded: 1 };
+    const extra = { ...network, secret: "not for logs" };
+    expect(statusRecord({ ...status(), network: extra }).network).toEqual(network);
   });
 
   it("writes nothing after close, from log(), status() or any logger", () => {

@@ -118,6 +118,21 @@ describe("createTtyReporter status line", () => {
     expect(formatStatusLine(status({ etaSeconds: Number.NaN }), 200)).toContain("eta ?");
   });
 
+  it("shows the peer's mode and how it reaches its members", () => {
+    const line = formatStatusLine(
+      status({ network: { mode: "client", direct: 1, relayed: 2, upgraded: 1 } }),
+      200,
+    );
+    expect(line).toBe(FULL_LINE.replace(" · loss", " · client: 1 direct, 2 relayed, 1 upgraded · loss"));
+    expect(
+      formatStatusLine(status({ network: { mode: "node", direct: 0, relayed: 0, upgraded: 0 } }), 200),
+    ).toContain(" · node: no members connected · ");
+    // On a narrow terminal the paths go before the step's numbers do.
+    expect(
+      formatStatusLine(status({ network: { mode: "node", direct: 3, relayed: 0, upgraded: 0 } }), 60),
+    ).not.toContain("node:");
+  });
+
   it("fits a narrow terminal by dropping the least important parts first", () => {
     const terminal = new FakeTerminal(60);
     const reporter = createTtyReporter({ stream: terminal, now: new FakeClock().now });

@@ -5,11 +5,12 @@ import { optimalGroupSize, moshpitDimensions } from "./group-size.ts";
 import {
   optimalPartFractions,
   partElementCounts,
+  predictedAllReduceSeconds,
   uniformPartFractions,
   type MemberCapacity,
 } from "./load-balancing.ts";
 import type { Matchmaking } from "./matchmaking.ts";
-import { senderDeadlineMs } from "./sender-deadline.ts";
+import { roundDeadlineMs, senderDeadlineMs } from "./deadlines.ts";
 import { groupKey, initialGridIndex, nextGridIndex } from "./moshpit-grid.ts";
 import type { AveragingMode } from "./partition.ts";
 
@@ -58,10 +59,15 @@ export interface AverageOutcome {
  * best group size this is a single all-reduce of everyone (what DeDLOC ran); larger swarms average
  * over ceil(log_m n) rounds in grid groups of m, so a failure only costs its own group.
  */
+/** How many recent rounds' measured-to-modelled ratios the round deadline looks at. */
+const ROUND_HISTORY = 8;
+
 export class Averager {
   readonly #options: AveragerOptions;
   #gridIndex: number[] | undefined;
   #bytesAggregated = 0;
+  /** Measured ÷ modelled time of the last successful rounds, newest last. */
+  readonly #roundRatios: number[] = [];
 
   constructor(options: AveragerOptions) {
     this.#options = options;
@@ -131,6 +137,12 @@ export class Averager {
       const fractions = averaging.loadBalancing
         ? await optimalPartFractions(capacities)
         : uniformPartFractions(capacities);
+      const predictedSeconds = predictedAllReduceSeconds(capacities, fractions, current.byteLength);
+      const timeoutMs = roundDeadlineMs({
+        predictedSeconds,
+        recentRatios: this.#roundRatios,
+        floorMs: averaging.allreduceTimeoutMs,
+      });
       const started = now();
       const result = await this.#options.allreduce.run({
         group: { groupId: group.groupId, members: group.members, fractions },
@@ -142,22 +154,23 @@ export class Averager {
         chunksInFlight: averaging.chunksInFlight,
         maxChunksInFlight: averaging.maxChunksInFlight,
         uploadBytesPerSecond,
-        timeoutMs: averaging.allreduceTimeoutMs,
+        timeoutMs,
         senderTimeoutMs: senderDeadlineMs({
           chunkBytes: averaging.chunkSizeBytes,
           streams: fractions.filter((fraction) => fraction > 0).length - 1,
           slowestUploadBytesPerSecond: Math.min(
             ...capacities.filter((member) => member.sends).map((member) => member.uploadBytesPerSecond),
           ),
-          roundTimeoutMs: averaging.allreduceTimeoutMs,
+          roundTimeoutMs: timeoutMs,
         }),
         ...(signal === undefined ? {} : { signal }),
       });
-      link.observed({
-        bytesSent: result.bytesSent,
-        bytesReceived: result.bytesReceived,
-        seconds: (now() - started) / 1000,
-      });
+      const seconds = (now() - started) / 1000;
+      link.observed({ bytesSent: result.bytesSent, bytesReceived: result.bytesReceived, seconds });
+      if (predictedSeconds > 0 && result.excluded.length === 0) {
+        this.#roundRatios.push(seconds / predictedSeconds);
+        if (this.#roundRatios.length > ROUND_HISTORY) this.#roundRatios.shift();
+      }
       this.#bytesAggregated += result.bytesAggregated;
       current = result.vector;
       currentWeight = result.totalWeight;

@@ -8,7 +8,7 @@ import {
   type AllReduceResponse,
   checkRequest,
 } from "./allreduce-messages.ts";
-import { exchangePart, type PartExchangeOutcome } from "./part-exchange.ts";
+import { exchangePart, RoundTripFloor, type PartExchangeOutcome } from "./part-exchange.ts";
 import { type AllReduceGroup, chunkElementsFor, planRound, type RoundPlan } from "./partition.ts";
 import { type ReducerOutcome, ReducerSession } from "./reducer-session.ts";
 
@@ -98,6 +98,7 @@ export class AllReduceService {
   readonly #rounds = new Map<string, ActiveRound>();
   readonly #finished = new Set<string>();
   readonly #waiting = new Map<string, Set<PromiseWithResolvers<ActiveRound>>>();
+  readonly #roundTrips = new RoundTripFloor();
   #waitingCount = 0;
   #started = false;
 
@@ -189,8 +190,11 @@ export class AllReduceService {
           })
         : undefined;
     this.#register(group.groupId, { plan, chunkElements, reducer });
-    /** The streams this member feeds at once: one per other member that reduces a part. */
-    const streams = Math.max(1, plan.parts.filter((part, j) => j !== self && part.end > part.start).length);
+    /** Elements this member sends to others: each stream's share of the upload follows its part's. */
+    const sendingElements = plan.parts.reduce(
+      (sum, part, j) => (j === self ? sum : sum + part.end - part.start),
+      0,
+    );
     try {
       // settle() attaches a handler at once, so a failing reducer is never an unhandled rejection.
       const reducing = reducer === undefined ? undefined : settle(reducer.run());
@@ -214,8 +218,10 @@ export class AllReduceService {
                       options.chunksInFlight ?? DEFAULT_CHUNKS_IN_FLIGHT,
                       options.maxChunksInFlight ?? 0,
                     ),
-                    streamBytesPerSecond: (options.uploadBytesPerSecond ?? 0) / streams,
+                    streamBytesPerSecond:
+                      ((options.uploadBytesPerSecond ?? 0) * (part.end - part.start)) / sendingElements,
                     chunkBytes: options.chunkSizeBytes,
+                    roundTrips: this.#roundTrips,
                     // A reducer may itself wait a sender deadline for a slow sender before its next
                     // result; a few seconds more without one, it is frozen or cut off.
                     resultTimeoutMs: Math.min(timeoutMs, senderTimeoutMs + RESULT_SLACK_MS),

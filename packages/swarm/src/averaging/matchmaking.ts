@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
 import { defineMethod, type PeerIdString, type Rpc } from "../rpc/rpc.ts";
+import { gatheringDeadlineMs } from "./deadlines.ts";
 import type { AllReduceGroup, AveragingMode } from "./partition.ts";
 
 /** What a member brings to a group: its mode, weight (samples) and measured bandwidth. */
@@ -69,6 +70,11 @@ export interface MatchmakingOptions {
    */
   willJoin?: (key: string) => boolean;
   maxGroupSize: number;
+  /**
+   * The most a leader waits for the members it expects (`averaging.matchmakingTimeoutMs`); once it
+   * has seen a few gatherings it waits three times the recent spread of arrivals instead, if that
+   * is shorter (`gatheringDeadlineMs`). A follower waits this long for its leader's answer.
+   */
   timeoutMs: number;
   /**
    * How often an open gathering looks again at whom it waits for (default 250 ms): a peer that was
@@ -85,8 +91,13 @@ interface Gathering {
   readonly formed: PromiseWithResolvers<FormedGroup>;
   readonly timer: NodeJS.Timeout;
   readonly recheck: NodeJS.Timeout;
+  readonly openedAt: number;
+  lastJoinAt: number;
   closed: boolean;
 }
+
+/** How many gatherings' spreads of arrivals the leader remembers. */
+const SPREAD_HISTORY = 16;
 
 /**
  * Forms an all-reduce group for one key (epoch, Moshpit round and grid cell). The leader is the
@@ -103,6 +114,10 @@ export class Matchmaking {
   readonly #recent = new Map<string, FormedGroup>();
   /** The last group this peer got per key, so that a retry asks for a new one. */
   readonly #tried = new Map<string, string>();
+  /** When the gathering behind each of `#recent` opened, to tell how late a straggler came. */
+  readonly #recentOpenedAt = new Map<string, number>();
+  /** How long after opening the last member of recent gatherings arrived (ms), newest last. */
+  readonly #spreads: number[] = [];
 
   constructor(options: MatchmakingOptions) {
     this.#options = options;
@@ -127,7 +142,21 @@ export class Matchmaking {
 
   stop(): void {
     this.#options.rpc.unhandle(matchmakingMethod);
-    for (const gathering of this.#gatherings.values()) this.#close(gathering);
+    for (const gathering of this.#gatherings.values()) this.#close(gathering, false);
+  }
+
+  /** How long this peer, leading, waits for its next gathering (`gatheringDeadlineMs`). */
+  get gatheringDeadlineMs(): number {
+    return gatheringDeadlineMs({ recentSpreadsMs: this.#spreads, capMs: this.#options.timeoutMs });
+  }
+
+  #now(): number {
+    return (this.#options.now ?? Date.now)();
+  }
+
+  #rememberSpread(spreadMs: number): void {
+    this.#spreads.push(spreadMs);
+    if (this.#spreads.length > SPREAD_HISTORY) this.#spreads.shift();
   }
 
   /**
@@ -220,8 +249,16 @@ export class Matchmaking {
     ) {
       return recent;
     }
+    const now = this.#now();
     let gathering = this.#gatherings.get(key);
     if (gathering === undefined || gathering.closed) {
+      // A member's first ask for a key whose group closed without it: it came this late, and the
+      // next gatherings wait for such a straggler (within the config's timeout).
+      const openedAt = this.#recentOpenedAt.get(key);
+      if (recent !== undefined && exclude === undefined && openedAt !== undefined) {
+        const late = now - openedAt;
+        if (late <= 2 * this.#options.timeoutMs) this.#rememberSpread(late);
+      }
       const formed = Promise.withResolvers<FormedGroup>();
       formed.promise.catch(() => undefined);
       const created: Gathering = {
@@ -229,9 +266,11 @@ export class Matchmaking {
         members: new Map(),
         formed,
         closed: false,
+        openedAt: now,
+        lastJoinAt: now,
         timer: setTimeout(() => {
-          this.#close(created);
-        }, this.#options.timeoutMs),
+          this.#close(created, false);
+        }, this.gatheringDeadlineMs),
         recheck: setInterval(() => {
           this.#closeWhenComplete(created);
         }, this.#options.recheckMs ?? 250),
@@ -240,6 +279,7 @@ export class Matchmaking {
       this.#gatherings.set(key, gathering);
     }
     gathering.members.set(member.peerId, member);
+    gathering.lastJoinAt = now;
     this.#closeWhenComplete(gathering);
     const formed = gathering.formed.promise;
     if (signal === undefined) return formed;
@@ -263,12 +303,15 @@ export class Matchmaking {
     // A leader asking for the key itself is in the gathering already.
     if (this.#options.willJoin?.(gathering.key) ?? true) expected.add(this.#options.rpc.peerId);
     const everyoneIn = [...expected].every((peer) => gathering.members.has(peer));
-    if (everyoneIn || gathering.members.size >= this.#options.maxGroupSize) this.#close(gathering);
+    if (everyoneIn || gathering.members.size >= this.#options.maxGroupSize) this.#close(gathering, true);
   }
 
-  #close(gathering: Gathering): void {
+  /** Answers the gathering's members; `complete`: everyone expected came (not the deadline). */
+  #close(gathering: Gathering, complete: boolean): void {
     if (gathering.closed) return;
     gathering.closed = true;
+    if (complete && gathering.members.size > 1)
+      this.#rememberSpread(gathering.lastJoinAt - gathering.openedAt);
     clearTimeout(gathering.timer);
     clearInterval(gathering.recheck);
     this.#gatherings.delete(gathering.key);
@@ -287,8 +330,12 @@ export class Matchmaking {
       fractions: [],
     };
     this.#recent.set(gathering.key, group);
+    this.#recentOpenedAt.set(gathering.key, gathering.openedAt);
     const oldest = this.#recent.keys().next();
-    if (this.#recent.size > 64 && oldest.done !== true) this.#recent.delete(oldest.value);
+    if (this.#recent.size > 64 && oldest.done !== true) {
+      this.#recent.delete(oldest.value);
+      this.#recentOpenedAt.delete(oldest.value);
+    }
     gathering.formed.resolve(group);
   }
 }

@@ -28,6 +28,8 @@ export interface PartExchangeOptions {
   streamBytesPerSecond?: number;
   /** Encoded bytes per chunk, to turn the bandwidth-delay product into chunks. */
   chunkBytes?: number;
+  /** Recent round trips per reducer, kept across rounds; the window follows their least. */
+  roundTrips?: RoundTripFloor;
   compressor: Compressor;
   signal: AbortSignal;
   timeoutMs: number;
@@ -103,7 +105,11 @@ export async function exchangePart(options: PartExchangeOptions): Promise<PartEx
       { signal, timeoutMs: options.timeoutMs },
     );
     stream = call.stream;
-    control.roundTrip(performance.now() - opened);
+    const opening = performance.now() - opened;
+    const connection = rpc.roundTripMs?.(reducer);
+    control.roundTrip(
+      options.roundTrips?.observe(reducer, opening, connection) ?? Math.min(opening, connection ?? Infinity),
+    );
     if (call.head.chunkCount !== chunks.length) {
       throw new SwarmError(
         SwarmErrorCode.MALFORMED_MESSAGE,
@@ -150,14 +156,62 @@ interface ResultWindow {
 }
 
 /**
- * How many chunks a stream keeps ahead of its results: the starting window plus the stream's
- * bandwidth-delay product in chunks. The bandwidth is the stream's share of this member's measured
- * upload (`streamBytesPerSecond`, see LinkMeter); the delay is the round trip of the stream's
- * opening request, before any chunk is queued (a chunk's own round trip includes the queue the
- * window itself builds, and sizing the window from it fed back into ever larger windows). On a link
- * without latency this adds next to nothing; at 100 ms a fixed window of 6 × 8 KiB would cap a stream
- * at 48 KiB per round trip (3.9 Mbit/s). Capped at `most`.
+ * The least recent round trip to each peer, as BBR keeps its min RTT: queueing and a busy CPU only
+ * ever add delay, so the least of the recent samples is the path's own. Samples are the opening
+ * request of each stream (which also carries a protocol negotiation, a signature check on each
+ * side and whatever the link has queued at the round's start) and libp2p's connection pings.
  */
+export class RoundTripFloor {
+  readonly #samples = new Map<string, number[]>();
+  readonly #keep: number;
+
+  constructor(keep = 16) {
+    this.#keep = keep;
+  }
+
+  /** Records the defined, finite samples and returns the least of the peer's recent ones. */
+  observe(peer: string, ...samples: (number | undefined)[]): number | undefined {
+    let recent = this.#samples.get(peer);
+    for (const ms of samples) {
+      if (ms === undefined || !(ms >= 0) || !Number.isFinite(ms)) continue;
+      recent ??= [];
+      recent.push(ms);
+      if (recent.length > this.#keep) recent.shift();
+    }
+    if (recent === undefined) return undefined;
+    // Refresh the peer's place, so the map forgets the peers not met for longest.
+    this.#samples.delete(peer);
+    this.#samples.set(peer, recent);
+    if (this.#samples.size > 1024) this.#samples.delete(this.#samples.keys().next().value ?? peer);
+    return Math.min(...recent);
+  }
+}
+
+/**
+ * How many chunks a stream keeps ahead of its results: what the stream sends in a round trip plus
+ * QUEUE_MS, at least `least` and at most `most`. The rate is the stream's share of this member's
+ * measured upload (`streamBytesPerSecond`, see LinkMeter: shared in proportion to the parts); the
+ * round trip is the least recent one to the reducer (`RoundTripFloor`), taken before any chunk is
+ * queued (a chunk's own round trip includes the queue the window itself builds, and sizing the
+ * window from it fed back into ever larger windows; so did the opening request's round trip alone
+ * on a loaded link). At 100 ms a fixed window of 6 × 8 KiB would cap a stream at 48 KiB per round
+ * trip (3.9 Mbit/s).
+ */
+/**
+ * How long a stream's window takes to drain at the stream's rate, beyond the round trip. The
+ * results a member returns as a reducer share each connection with the chunks it sends, behind
+ * them in the socket's buffer, so a window also delays the results that pace everyone else: on a
+ * slow link shared by many streams a fixed 6 × 8 KiB was 3 s of queue. A window in time keeps
+ * that short and still gives a stream that carries much of the upload (a fast reducer's part
+ * under load balancing) room to absorb the other senders' jitter. Measured (medians of 3 rounds):
+ * - `bench/allreduce-load-balancing.ts --setups D` (16 × 2 Mbit/s + 25 Mbit/s), uniform and
+ *   balanced: a fixed 6 chunks 15.3 s and 7.8 s; 200 ms 12.3 s and 7.8 s; 600 ms 12.5 s and 7.7 s.
+ * - `bench/allreduce-bandwidth.ts --peers 4,8` (10 Mbit/s), ÷ the bound: a fixed 6 chunks 1.10
+ *   and 1.13; 200 ms 1.13 and 1.13; 600 ms 1.21 and 1.20. With `--rtt-ms 100`: 200 ms 1.21 and
+ *   1.28; two round trips plus 200 ms (larger windows) 1.25 and 1.31.
+ */
+const QUEUE_MS = 200;
+
 export class WindowControl {
   readonly #least: number;
   readonly #most: number;
@@ -182,8 +236,8 @@ export class WindowControl {
   /** Sizes the window for a measured round trip of `ms` milliseconds. */
   roundTrip(ms: number): void {
     if (!(ms >= 0) || this.#streamBytesPerMs === 0) return;
-    const bdpChunks = Math.ceil((this.#streamBytesPerMs * ms) / this.#chunkBytes);
-    this.#size = Math.min(this.#most, this.#least + bdpChunks);
+    const chunks = Math.ceil((this.#streamBytesPerMs * (ms + QUEUE_MS)) / this.#chunkBytes);
+    this.#size = Math.min(this.#most, Math.max(this.#least, chunks));
   }
 }
 

@@ -57,6 +57,18 @@ const MAX_RESERVE_BACKOFF_MS = 60_000;
  */
 export type ReachabilityState = "unknown" | "direct" | "relayed";
 
+/** How a node is connected to its members, for the volunteer's status line and logs. */
+export interface Connectivity {
+  /** This node's averaging mode now (a node found unreachable runs on as a client). */
+  readonly mode: AveragingMode;
+  readonly reachability: ReachabilityState;
+  /** Connected members by path: a direct connection from the start, one through an aux peer's
+   * relay, and one that began relayed and was upgraded to a direct one (DCUtR hole punching). */
+  readonly direct: number;
+  readonly relayed: number;
+  readonly upgraded: number;
+}
+
 export interface SwarmNodeOptions {
   experimentId: string;
   identity: KeyPair;
@@ -130,6 +142,8 @@ export class SwarmNode {
   readonly #greetedListeners = new Set<(peer: string) => void>();
   /** The path last logged per member (direct or relayed), so a change of path is logged once. */
   readonly #paths = new Map<string, "direct" | "relayed">();
+  /** Members whose relayed connection became a direct one (hole punched). */
+  readonly #upgraded = new Set<string>();
   /** Members whose last dial failed: when to try again, and how long the wait was. */
   readonly #dialBackoff = new Map<string, { nextAt: number; delayMs: number; failures: number }>();
   #maintenance: NodeJS.Timeout | undefined;
@@ -402,6 +416,17 @@ export class SwarmNode {
       : "relayed";
   }
 
+  /** This node's mode and how many members it reaches by each path (see Connectivity). */
+  connectivity(): Connectivity {
+    const counts = { direct: 0, relayed: 0, upgraded: 0 };
+    for (const peer of this.members()) {
+      const path = this.pathTo(peer);
+      if (path === "relayed") counts.relayed += 1;
+      else if (path === "direct") counts[this.#upgraded.has(peer) ? "upgraded" : "direct"] += 1;
+    }
+    return { mode: this.#mode, reachability: this.#reachability, ...counts };
+  }
+
   /**
    * Asks a connected aux peer to dial this node back (net/reachability.ts) and acts on the answer:
    * reached, it announces the address it was reached at and stays a full node; not reached, it
@@ -516,11 +541,20 @@ export class SwarmNode {
 
   #greeted(peer: string): void {
     const path = this.pathTo(peer);
-    if (path !== undefined && this.#paths.get(peer) !== path) {
+    const before = this.#paths.get(peer);
+    if (path !== undefined && before !== path) {
       this.#paths.set(peer, path);
+      const upgraded = before === "relayed" && path === "direct";
+      if (upgraded) this.#upgraded.add(peer);
+      else if (path === "relayed") this.#upgraded.delete(peer);
+      const how = upgraded
+        ? "directly: the relayed connection was upgraded (hole punched)"
+        : path === "direct"
+          ? "directly"
+          : "through an aux peer's relay";
       this.#logger.info(
-        { peer, mode: this.modeOf(peer), path },
-        `connected to member ${peer} (${this.modeOf(peer) ?? "unknown mode"}) ${path === "direct" ? "directly" : "through an aux peer's relay"}`,
+        { peer, mode: this.modeOf(peer), path: upgraded ? "upgraded" : path },
+        `connected to member ${peer} (${this.modeOf(peer) ?? "unknown mode"}) ${how}`,
       );
     }
     if (

@@ -80,6 +80,15 @@ export class Libp2pRpc implements Rpc {
     this.#now = options.now ?? Date.now;
   }
 
+  roundTripMs(peer: PeerIdString): number | undefined {
+    let best: number | undefined;
+    for (const connection of this.#options.node.getConnections(peerIdFromString(peer))) {
+      const rtt = connection.rtt;
+      if (rtt !== undefined && rtt >= 0 && (best === undefined || rtt < best)) best = rtt;
+    }
+    return best;
+  }
+
   async call<Request, Response>(
     peer: PeerIdString,
     method: RpcMethod<Request, Response>,

@@ -110,4 +110,9 @@ export interface Rpc {
     handler: RpcHandler<Request, Response>,
   ): void;
   unhandle(method: { readonly name: string }): void;
+  /**
+   * The round trip to `peer` last measured on an open connection (libp2p's connection monitor
+   * pings every 10 s), in milliseconds; absent where the transport measures none.
+   */
+  roundTripMs?(peer: PeerIdString): number | undefined;
 }

@@ -7,7 +7,8 @@ import type {
   AllReduceService,
 } from "../../src/averaging/butterfly-allreduce.ts";
 import type { FormedGroup, Matchmaking, MemberOffer } from "../../src/averaging/matchmaking.ts";
-import { senderDeadlineMs } from "../../src/averaging/sender-deadline.ts";
+import { roundDeadlineMs, senderDeadlineMs } from "../../src/averaging/deadlines.ts";
+import { predictedAllReduceSeconds, uniformPartFractions } from "../../src/averaging/load-balancing.ts";
 import { silentLogger } from "../support/swarm-fixtures.ts";
 
 const MB = 1e6;
@@ -111,5 +112,133 @@ describe("Averager", () => {
       uploadBytesPerSecond: 2 * MB,
     });
     expect(observed).toEqual([{ bytesSent: 3 * MB, bytesReceived: 4 * MB, seconds: 2 }]);
+  });
+
+  it("gives a round the time the vector needs on the members' measured links, and more after rounds that ran slow", async () => {
+    const config = parseExperimentConfig({ averaging: { loadBalancing: false } });
+    // Two volunteers on 10 kB/s links averaging 4 MB: the model says about 400 s, far past the
+    // config's 60 s, which is only the least a round gets.
+    const members = ["a", "b"].map((peerId) => ({
+      peerId,
+      mode: "node" as const,
+      weight: 10,
+      uploadBytesPerSecond: 10e3,
+      downloadBytesPerSecond: 10e3,
+    }));
+    const vector = new Float32Array(1_000_000);
+    const predicted = predictedAllReduceSeconds(
+      members.map((m) => ({ ...m, canReduce: true, sends: true })),
+      uniformPartFractions(members.map((m) => ({ ...m, canReduce: true, sends: true }))),
+      vector.byteLength,
+    );
+    expect(predicted).toBeGreaterThan(300);
+    let now = 0;
+    let roundSeconds = 0;
+    let excluded: string[] = [];
+    const runs: AllReduceRunOptions[] = [];
+    const averager = new Averager({
+      self: "a",
+      mode: () => "node",
+      matchmaking: {
+        form: () => Promise.resolve({ groupId: "g", leader: "a", fractions: [], members }),
+      } as unknown as Matchmaking,
+      allreduce: {
+        run: (options: AllReduceRunOptions): Promise<AllReduceResult> => {
+          runs.push(options);
+          now += roundSeconds * 1000;
+          return Promise.resolve({
+            vector: options.vector,
+            totalWeight: 20,
+            excluded,
+            bytesSent: 0,
+            bytesReceived: 0,
+            bytesAggregated: 0,
+            largestWindow: 6,
+          });
+        },
+      } as unknown as AllReduceService,
+      averaging: config.averaging,
+      compression: config.compression,
+      link: {
+        current: () => ({ uploadBytesPerSecond: 10e3, downloadBytesPerSecond: 10e3 }),
+        observed: () => undefined,
+      },
+      swarmSize: () => 2,
+      now: () => now,
+      logger: silentLogger,
+    });
+    const floorMs = config.averaging.allreduceTimeoutMs;
+
+    // No history: four times the model.
+    roundSeconds = 3 * predicted;
+    await averager.average(1, vector, 10);
+    expect(runs[0]?.timeoutMs).toBe(
+      roundDeadlineMs({ predictedSeconds: predicted, recentRatios: [], floorMs }),
+    );
+    expect(runs[0]?.timeoutMs).toBeGreaterThan(4 * predicted * 1000);
+    // That round took three times the model: the next gets twice that.
+    roundSeconds = predicted;
+    await averager.average(2, vector, 10);
+    expect(runs[1]?.timeoutMs).toBeGreaterThan(6 * predicted * 1000);
+    expect(runs[1]?.timeoutMs).toBeLessThan(7 * predicted * 1000);
+    // The sender deadline is capped by this round's deadline, not the config's.
+    expect(runs[1]?.senderTimeoutMs).toBe(
+      senderDeadlineMs({
+        chunkBytes: config.averaging.chunkSizeBytes,
+        streams: 1,
+        slowestUploadBytesPerSecond: 10e3,
+        roundTimeoutMs: runs[1]?.timeoutMs ?? 0,
+      }),
+    );
+    // A round that lost a member says nothing about honest rounds: it is not remembered.
+    excluded = ["b"];
+    roundSeconds = 100 * predicted;
+    await averager.average(3, vector, 10);
+    excluded = [];
+    await averager.average(4, vector, 10);
+    expect(runs[3]?.timeoutMs).toBe(runs[2]?.timeoutMs);
+  });
+
+  it("gives a small vector on fast links the config's round deadline", async () => {
+    const config = parseExperimentConfig({});
+    const runs: AllReduceRunOptions[] = [];
+    const members = ["a", "b"].map((peerId) => ({
+      peerId,
+      mode: "node" as const,
+      weight: 1,
+      uploadBytesPerSecond: 12.5e6,
+      downloadBytesPerSecond: 12.5e6,
+    }));
+    const averager = new Averager({
+      self: "a",
+      mode: () => "node",
+      matchmaking: {
+        form: () => Promise.resolve({ groupId: "g", leader: "a", fractions: [], members }),
+      } as unknown as Matchmaking,
+      allreduce: {
+        run: (options: AllReduceRunOptions): Promise<AllReduceResult> => {
+          runs.push(options);
+          return Promise.resolve({
+            vector: options.vector,
+            totalWeight: 2,
+            excluded: [],
+            bytesSent: 0,
+            bytesReceived: 0,
+            bytesAggregated: 0,
+            largestWindow: 6,
+          });
+        },
+      } as unknown as AllReduceService,
+      averaging: config.averaging,
+      compression: config.compression,
+      link: {
+        current: () => ({ uploadBytesPerSecond: 12.5e6, downloadBytesPerSecond: 12.5e6 }),
+        observed: () => undefined,
+      },
+      swarmSize: () => 2,
+      logger: silentLogger,
+    });
+    await averager.average(1, new Float32Array(10_000), 1);
+    expect(runs[0]?.timeoutMs).toBe(config.averaging.allreduceTimeoutMs);
   });
 });

@@ -800,6 +800,56 @@ describe("butterfly all-reduce", () => {
     expect(Math.max(...mostAhead)).toBeLessThanOrEqual(48);
   });
 
+  it("sizes the window from the connection's measured round trip, not a slow opening request", async () => {
+    const members: GroupMember[] = [
+      { peerId: "rtt0", mode: "node", weight: 1 },
+      { peerId: "rtt1", mode: "node", weight: 1 },
+    ];
+    const length = 400;
+    const vectors = vectorsFor(members, length, 21);
+    /** The largest window of a round whose opening requests take 1 s (a busy machine). */
+    const largestWindow = async (connectionRoundTripMs: number | undefined): Promise<number> => {
+      const network = new MemoryRpcNetwork();
+      const services = members.map((member) => {
+        const slowOpening = wrapCallStreams(
+          network.add(member.peerId),
+          (stream) => stream,
+          () => new Promise((resolve) => setTimeout(resolve, 1_000)),
+        );
+        const service = new AllReduceService({
+          rpc:
+            connectionRoundTripMs === undefined
+              ? slowOpening
+              : { ...slowOpening, roundTripMs: () => connectionRoundTripMs },
+        });
+        service.start();
+        return service;
+      });
+      const group = makeGroup(`rtt-${String(connectionRoundTripMs)}`, members);
+      const results = await Promise.all(
+        members.map((member, k) =>
+          must(services[k]).run({
+            ...base,
+            chunkSizeBytes: 8,
+            chunksInFlight: 2,
+            maxChunksInFlight: 48,
+            uploadBytesPerSecond: 80, // 0.08 bytes per millisecond: a chunk of 8 bytes per 100 ms
+            partCounts: [length / 2, length / 2],
+            group,
+            vector: must(vectors.get(member.peerId)),
+            weight: member.weight,
+          }),
+        ),
+      );
+      for (const service of services) service.stop();
+      return Math.max(...results.map((result) => result.largestWindow));
+    };
+    // The opening alone: (1,000+ ms + 200 ms) at a chunk per 100 ms is more than 12 chunks.
+    expect(await largestWindow(undefined)).toBeGreaterThan(12);
+    // A 1 ms ping on the connection: (1 + 200 ms) is 2.01, 3 chunks.
+    expect(await largestWindow(1)).toBe(3);
+  });
+
   it("rejects at the round deadline and honours the caller's signal", async () => {
     const members: GroupMember[] = Array.from({ length: 3 }, (_, i) => ({
       peerId: `d${i}`,

@@ -26,6 +26,7 @@ function pair(
   expected: { a: string[]; b: string[] },
   timeoutMs = 300,
   willJoin: { a?: (key: string) => boolean; b?: (key: string) => boolean } = {},
+  now?: () => number,
 ) {
   const network = new MemoryRpcNetwork();
   const make = (self: "a" | "b", other: "a" | "b") => {
@@ -38,6 +39,7 @@ function pair(
       ...(join === undefined ? {} : { willJoin: join }),
       maxGroupSize: 16,
       timeoutMs,
+      ...(now === undefined ? {} : { now }),
     });
     matchmaking.start();
     started.push(matchmaking);
@@ -119,5 +121,35 @@ describe("Matchmaking", () => {
     expect(settled).toBe(false);
     expected.a = []; // b's next record arrives: it is past epoch 4
     await expect(alone).rejects.toMatchObject({ code: SwarmErrorCode.NO_GROUP });
+  });
+
+  it("after gatherings where everyone came at once, waits seconds for an expected member that never comes", async () => {
+    const { a, b } = pair({ a: ["b"], b: ["a"] }, HOUR);
+    expect(a.gatheringDeadlineMs).toBe(HOUR);
+    for (const epoch of [1, 2, 3])
+      await Promise.all([a.form(`e${epoch}/r0/`, offer), b.form(`e${epoch}/r0/`, offer)]);
+    expect(a.gatheringDeadlineMs).toBe(5_000);
+    // b's progress still expects it at epoch 4, but b died: the leader gives up on it in seconds,
+    // where the config's timeout is an hour.
+    await expect(a.form("e4/r0/", offer)).rejects.toMatchObject({ code: SwarmErrorCode.NO_GROUP });
+  }, 20_000);
+
+  it("waits longer once a member came after its group had closed", async () => {
+    let clock = 0;
+    const expected = { a: ["b"], b: ["a"] };
+    let aJoins = (_key: string) => true;
+    const { a, b } = pair(expected, 20_000, { a: (key) => aJoins(key) }, () => clock);
+    for (const epoch of [1, 2, 3])
+      await Promise.all([a.form(`e${epoch}/r0/`, offer), b.form(`e${epoch}/r0/`, offer)]);
+    expect(a.gatheringDeadlineMs).toBe(5_000);
+    // Epoch 4: the leader expects nobody (b's record is behind) and goes on alone…
+    expected.a = [];
+    await expect(a.form("e4/r0/", offer)).rejects.toMatchObject({ code: SwarmErrorCode.NO_GROUP });
+    // …and b, 3 s behind, asks for the key after its group closed.
+    clock += 3_000;
+    expected.a = ["b"];
+    aJoins = (key) => key !== "e4/r0/";
+    await expect(b.form("e4/r0/", offer)).rejects.toMatchObject({ code: SwarmErrorCode.NO_GROUP });
+    expect(a.gatheringDeadlineMs).toBe(2_000 + 3 * 3_000);
   });
 });

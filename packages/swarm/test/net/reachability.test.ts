@@ -50,6 +50,7 @@ describe("reachability (real libp2p on loopback)", () => {
 
     expect(node.node.reachability).toBe("direct");
     expect(node.node.mode).toBe("node");
+    expect(node.node.connectivity()).toMatchObject({ mode: "node", direct: 1, relayed: 0, upgraded: 0 });
     const reached = lines.find((line) => line.msg.startsWith("reachable at /ip4/127.0.0.1/tcp/"));
     expect(reached?.address).toMatch(new RegExp(`/p2p/${node.peerId}$`));
     expect(node.node.multiaddrs().some((address) => address.includes("/p2p-circuit"))).toBe(false);
@@ -84,6 +85,13 @@ describe("reachability (real libp2p on loopback)", () => {
     );
     expect(first.node.pathTo(second.peerId)).toBe("relayed");
     expect(first.node.pathTo(aux.peerId)).toBe("direct");
+    expect(first.node.connectivity()).toEqual({
+      mode: "client",
+      reachability: "relayed",
+      direct: 1,
+      relayed: 1,
+      upgraded: 0,
+    });
     expect(second.node.modeOf(first.peerId)).toBe("client");
     expect(aux.node.modeOf(first.peerId)).toBe("client");
     await eventually(
