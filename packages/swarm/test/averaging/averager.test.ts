@@ -17,6 +17,44 @@ const MB = 1e6;
  * The averager between matchmaking and the all-reduce, with both faked: what it offers, what it
  * asks of the round, and what it tells the link meter afterwards.
  */
+/** An averager of `members` with matchmaking and the all-reduce faked; `run` sees each round's options. */
+function pairAverager(
+  members: FormedGroup["members"],
+  bytesPerSecond: number,
+  run: (options: AllReduceRunOptions) => { excluded: string[] },
+  now?: () => number,
+): Averager {
+  const config = parseExperimentConfig({ averaging: { loadBalancing: false } });
+  return new Averager({
+    self: "a",
+    mode: () => "node",
+    matchmaking: {
+      form: () => Promise.resolve({ groupId: "g", leader: "a", fractions: [], members }),
+    } as unknown as Matchmaking,
+    allreduce: {
+      run: (options: AllReduceRunOptions): Promise<AllReduceResult> =>
+        Promise.resolve({
+          vector: options.vector,
+          totalWeight: 2,
+          excluded: run(options).excluded,
+          bytesSent: 0,
+          bytesReceived: 0,
+          bytesAggregated: 0,
+          largestWindow: 2,
+        }),
+    } as unknown as AllReduceService,
+    averaging: config.averaging,
+    compression: config.compression,
+    link: {
+      current: () => ({ uploadBytesPerSecond: bytesPerSecond, downloadBytesPerSecond: bytesPerSecond }),
+      observed: () => undefined,
+    },
+    swarmSize: () => 2,
+    ...(now === undefined ? {} : { now }),
+    logger: silentLogger,
+  });
+}
+
 describe("Averager", () => {
   it("offers the link's measured rates, gives the round a sender deadline from the slowest sender, and reports the round's traffic", async () => {
     const config = parseExperimentConfig({ averaging: { loadBalancing: false } });
@@ -136,37 +174,16 @@ describe("Averager", () => {
     let roundSeconds = 0;
     let excluded: string[] = [];
     const runs: AllReduceRunOptions[] = [];
-    const averager = new Averager({
-      self: "a",
-      mode: () => "node",
-      matchmaking: {
-        form: () => Promise.resolve({ groupId: "g", leader: "a", fractions: [], members }),
-      } as unknown as Matchmaking,
-      allreduce: {
-        run: (options: AllReduceRunOptions): Promise<AllReduceResult> => {
-          runs.push(options);
-          now += roundSeconds * 1000;
-          return Promise.resolve({
-            vector: options.vector,
-            totalWeight: 20,
-            excluded,
-            bytesSent: 0,
-            bytesReceived: 0,
-            bytesAggregated: 0,
-            largestWindow: 6,
-          });
-        },
-      } as unknown as AllReduceService,
-      averaging: config.averaging,
-      compression: config.compression,
-      link: {
-        current: () => ({ uploadBytesPerSecond: 10e3, downloadBytesPerSecond: 10e3 }),
-        observed: () => undefined,
+    const averager = pairAverager(
+      members,
+      10e3,
+      (options) => {
+        runs.push(options);
+        now += roundSeconds * 1000;
+        return { excluded };
       },
-      swarmSize: () => 2,
-      now: () => now,
-      logger: silentLogger,
-    });
+      () => now,
+    );
     const floorMs = config.averaging.allreduceTimeoutMs;
 
     // No history: four times the model.
@@ -209,34 +226,9 @@ describe("Averager", () => {
       uploadBytesPerSecond: 12.5e6,
       downloadBytesPerSecond: 12.5e6,
     }));
-    const averager = new Averager({
-      self: "a",
-      mode: () => "node",
-      matchmaking: {
-        form: () => Promise.resolve({ groupId: "g", leader: "a", fractions: [], members }),
-      } as unknown as Matchmaking,
-      allreduce: {
-        run: (options: AllReduceRunOptions): Promise<AllReduceResult> => {
-          runs.push(options);
-          return Promise.resolve({
-            vector: options.vector,
-            totalWeight: 2,
-            excluded: [],
-            bytesSent: 0,
-            bytesReceived: 0,
-            bytesAggregated: 0,
-            largestWindow: 6,
-          });
-        },
-      } as unknown as AllReduceService,
-      averaging: config.averaging,
-      compression: config.compression,
-      link: {
-        current: () => ({ uploadBytesPerSecond: 12.5e6, downloadBytesPerSecond: 12.5e6 }),
-        observed: () => undefined,
-      },
-      swarmSize: () => 2,
-      logger: silentLogger,
+    const averager = pairAverager(members, 12.5e6, (options) => {
+      runs.push(options);
+      return { excluded: [] };
     });
     await averager.average(1, new Float32Array(10_000), 1);
     expect(runs[0]?.timeoutMs).toBe(config.averaging.allreduceTimeoutMs);
