@@ -2,15 +2,15 @@
  * Butterfly all-reduce time on equal tc-shaped links against the bandwidth lower bound.
  *
  *   node bench/allreduce-bandwidth.ts [--peers 4,8] [--mbit 10] [--elements 2097152] [--rounds 3]
- *       [--chunk-kib 8] [--in-flight 6] [--max-in-flight 256] [--compression none] [--load-balancing] [--trace] [--cc reno]
+ *       [--chunk-kib 8] [--in-flight 2] [--max-in-flight 256] [--compression none] [--load-balancing] [--trace] [--cc reno]
  *       [--queue-ms 50] [--keep-slow-connections] [--rtt-ms 0]
  *
  * Needs root (netlab). For every n in --peers and B in --mbit: one lab with n hosts, each link
  * shaped to B Mbit/s up and down (tbf), one peer process per host (bench/support/allreduce-peer.ts),
  * compression "none" (or --compression), parts uniform (or from the LP with --load-balancing; equal
  * links give equal parts). --chunk-kib (encoded bytes per chunk), --in-flight (each stream's first
- * and least window, in chunks) and --max-in-flight (the most its window may grow to, following the
- * stream's bandwidth-delay product; equal to --in-flight for a fixed window) default to the
+ * and least window, in chunks) and --max-in-flight (the most its window may grow to, following what
+ * the stream sends in a round trip plus 200 ms; equal to --in-flight for a fixed window) default to the
  * experiment config's defaults; each round prints the largest window a stream used. One warm-up round, then --rounds timed rounds.
  *
  * What is measured: each peer times its own `allreduce.run` (the averager calls it after

@@ -3,7 +3,7 @@
  * set-ups C and D, scaled down in bandwidth and vector size, with the paper's peer counts.
  *
  *   node bench/allreduce-load-balancing.ts [--setups C,D] [--slow-mbit 2] [--elements 262144]
- *                                          [--rounds 3] [--chunk-kib 8] [--in-flight 6] [--max-in-flight 256]
+ *                                          [--rounds 3] [--chunk-kib 8] [--in-flight 2] [--max-in-flight 256]
  *                                          [--keep-slow-connections]
  *                                          [--trace] [--cc reno] [--configured-bandwidth]
  *

@@ -53,15 +53,15 @@ export interface AverageOutcome {
   soleTrainer?: boolean;
 }
 
+/** How many recent rounds' measured-to-modelled ratios the round deadline looks at. */
+const ROUND_HISTORY = 8;
+
 /**
  * One averaging step for the optimizer: Moshpit All-Reduce (thesis Alg. 1) over groups formed by
  * matchmaking, each round a load-balanced butterfly all-reduce. For swarms no larger than the
  * best group size this is a single all-reduce of everyone (what DeDLOC ran); larger swarms average
  * over ceil(log_m n) rounds in grid groups of m, so a failure only costs its own group.
  */
-/** How many recent rounds' measured-to-modelled ratios the round deadline looks at. */
-const ROUND_HISTORY = 8;
-
 export class Averager {
   readonly #options: AveragerOptions;
   #gridIndex: number[] | undefined;

@@ -38,6 +38,8 @@ export const matchmakingMethod = defineMethod({
     offer: offerSchema,
     /** The group this peer already got for `key` and is retrying after: never hand it out again. */
     exclude: z.string().max(300).optional(),
+    /** Leaders this peer could not reach: the one asked must not redirect it back to them. */
+    skipped: z.array(z.string().min(1).max(128)).max(64).optional(),
   }),
   response: z.discriminatedUnion("status", [
     z.strictObject({
@@ -125,12 +127,14 @@ export class Matchmaking {
 
   start(): void {
     this.#options.rpc.handle(matchmakingMethod, async (incoming) => {
-      const { key, offer, exclude } = incoming.head;
+      const { key, offer, exclude, skipped } = incoming.head;
       const peer = incoming.from.peerId;
       if (offer.mode === "aux" && incoming.from.pass.role !== "aux") {
         throw new SwarmError(SwarmErrorCode.UNAUTHORIZED_PEER, "only aux passes may join in aux mode");
       }
-      const leader = this.#leaderFor(new Set(), true);
+      // A lower peer the asker could not reach (frozen, or cut off from it) is no leader for it:
+      // sending it back there would split the members that skipped it among several leaders.
+      const leader = this.#leaderFor(new Set(skipped), true);
       if (leader !== this.#options.rpc.peerId) {
         await incoming.respond({ status: "redirect", leader });
         return;
@@ -192,7 +196,12 @@ export class Matchmaking {
         const answer = await this.#options.rpc.request(
           leader,
           matchmakingMethod,
-          exclude === undefined ? { key, offer } : { key, offer, exclude },
+          {
+            key,
+            offer,
+            ...(exclude === undefined ? {} : { exclude }),
+            ...(skipped.size === 0 ? {} : { skipped: [...skipped].slice(0, 64) }),
+          },
           {
             timeoutMs: remaining + 5_000,
             ...(signal === undefined ? {} : { signal }),

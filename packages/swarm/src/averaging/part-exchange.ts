@@ -59,9 +59,8 @@ export interface PartExchangeOutcome {
  * ahead of the results, which then queue behind them: links sit idle while the reducers wait for
  * the last chunks, and the round ends with a burst of results (measured: 1.4× the bandwidth bound
  * without the window, 1.1× with it; see bench/allreduce-bandwidth.ts).
- * The window follows the network (see `WindowControl`): on a link with latency a fixed window caps
- * the stream at window ÷ round trip, so it grows by the stream's bandwidth-delay product, up to
- * `maxChunksInFlight`.
+ * The window follows the network (see `WindowControl`): what the stream sends in a round trip plus
+ * 200 ms at its rate, from `chunksInFlight` up to `maxChunksInFlight`.
  * Any failure of the reducer (unreachable, broken stream, timeout, malformed result) rejects with
  * ALLREDUCE_FAILED: this member cannot complete the round without that part.
  */
@@ -188,16 +187,6 @@ export class RoundTripFloor {
 }
 
 /**
- * How many chunks a stream keeps ahead of its results: what the stream sends in a round trip plus
- * QUEUE_MS, at least `least` and at most `most`. The rate is the stream's share of this member's
- * measured upload (`streamBytesPerSecond`, see LinkMeter: shared in proportion to the parts); the
- * round trip is the least recent one to the reducer (`RoundTripFloor`), taken before any chunk is
- * queued (a chunk's own round trip includes the queue the window itself builds, and sizing the
- * window from it fed back into ever larger windows; so did the opening request's round trip alone
- * on a loaded link). At 100 ms a fixed window of 6 × 8 KiB would cap a stream at 48 KiB per round
- * trip (3.9 Mbit/s).
- */
-/**
  * How long a stream's window takes to drain at the stream's rate, beyond the round trip. The
  * results a member returns as a reducer share each connection with the chunks it sends, behind
  * them in the socket's buffer, so a window also delays the results that pace everyone else: on a
@@ -212,6 +201,16 @@ export class RoundTripFloor {
  */
 const QUEUE_MS = 200;
 
+/**
+ * How many chunks a stream keeps ahead of its results: what the stream sends in a round trip plus
+ * QUEUE_MS, at least `least` and at most `most`. The rate is the stream's share of this member's
+ * measured upload (`streamBytesPerSecond`, see LinkMeter: shared in proportion to the parts); the
+ * round trip is the least recent one to the reducer (`RoundTripFloor`), taken before any chunk is
+ * queued (a chunk's own round trip includes the queue the window itself builds, and sizing the
+ * window from it fed back into ever larger windows; so did the opening request's round trip alone
+ * on a loaded link). At 100 ms a fixed window of 6 × 8 KiB would cap a stream at 48 KiB per round
+ * trip (3.9 Mbit/s).
+ */
 export class WindowControl {
   readonly #least: number;
   readonly #most: number;

@@ -152,4 +152,28 @@ describe("Matchmaking", () => {
     await expect(b.form("e4/r0/", offer)).rejects.toMatchObject({ code: SwarmErrorCode.NO_GROUP });
     expect(a.gatheringDeadlineMs).toBe(2_000 + 3 * 3_000);
   });
+
+  it("keeps the members that could not reach the lowest peer together under the next one", async () => {
+    // "a" has the lowest id but is gone (frozen: its connections look open, nothing answers). "b"
+    // and "c" both skip it; "b" must not send "c" back to "a", or they split into groups of one.
+    const network = new MemoryRpcNetwork();
+    const make = (self: string, others: string[]) => {
+      const matchmaking = new Matchmaking({
+        rpc: network.add(self),
+        logger: silentLogger,
+        leaders: () => others,
+        expected: () => others.filter((other) => other !== "a"),
+        maxGroupSize: 16,
+        timeoutMs: 2_000,
+      });
+      matchmaking.start();
+      started.push(matchmaking);
+      return matchmaking;
+    };
+    const b = make("b", ["a", "c"]);
+    const c = make("c", ["a", "b"]);
+    const [gb, gc] = await Promise.all([b.form("e9/r0/", offer), c.form("e9/r0/", offer)]);
+    expect(gc.groupId).toBe(gb.groupId);
+    expect(gb.members.map((m) => m.peerId)).toEqual(["b", "c"]);
+  });
 });
