@@ -113,11 +113,10 @@ const SPREAD_HISTORY = 16;
 export class Matchmaking {
   readonly #options: MatchmakingOptions;
   readonly #gatherings = new Map<string, Gathering>();
-  readonly #recent = new Map<string, FormedGroup>();
+  /** The last group formed per key, and when its gathering opened (to tell how late a straggler came). */
+  readonly #recent = new Map<string, { group: FormedGroup; openedAt: number }>();
   /** The last group this peer got per key, so that a retry asks for a new one. */
   readonly #tried = new Map<string, string>();
-  /** When the gathering behind each of `#recent` opened, to tell how late a straggler came. */
-  readonly #recentOpenedAt = new Map<string, number>();
   /** How long after opening the last member of recent gatherings arrived (ms), newest last. */
   readonly #spreads: number[] = [];
 
@@ -253,19 +252,18 @@ export class Matchmaking {
     const recent = this.#recent.get(key);
     if (
       recent !== undefined &&
-      recent.groupId !== exclude &&
-      recent.members.some((known) => known.peerId === member.peerId)
+      recent.group.groupId !== exclude &&
+      recent.group.members.some((known) => known.peerId === member.peerId)
     ) {
-      return recent;
+      return recent.group;
     }
     const now = this.#now();
     let gathering = this.#gatherings.get(key);
     if (gathering === undefined || gathering.closed) {
       // A member's first ask for a key whose group closed without it: it came this late, and the
       // next gatherings wait for such a straggler (within the config's timeout).
-      const openedAt = this.#recentOpenedAt.get(key);
-      if (recent !== undefined && exclude === undefined && openedAt !== undefined) {
-        const late = now - openedAt;
+      if (recent !== undefined && exclude === undefined) {
+        const late = now - recent.openedAt;
         if (late <= 2 * this.#options.timeoutMs) this.#rememberSpread(late);
       }
       const formed = Promise.withResolvers<FormedGroup>();
@@ -338,13 +336,9 @@ export class Matchmaking {
       leader: this.#options.rpc.peerId,
       fractions: [],
     };
-    this.#recent.set(gathering.key, group);
-    this.#recentOpenedAt.set(gathering.key, gathering.openedAt);
+    this.#recent.set(gathering.key, { group, openedAt: gathering.openedAt });
     const oldest = this.#recent.keys().next();
-    if (this.#recent.size > 64 && oldest.done !== true) {
-      this.#recent.delete(oldest.value);
-      this.#recentOpenedAt.delete(oldest.value);
-    }
+    if (this.#recent.size > 64 && oldest.done !== true) this.#recent.delete(oldest.value);
     gathering.formed.resolve(group);
   }
 }
