@@ -32,8 +32,32 @@ export async function publishRun(organizer: Page, run: SmallRun): Promise<void> 
 }
 
 /**
+ * The command a page shows for running `program` with `token`: the platform's own build of it,
+ * through npx (`npx -y <origin>/api/v1/programs/<program>-<version>-<sha256 prefix>.tgz --server
+ * <origin> --token <token>`).
+ */
+export function programCommandPattern(
+  program: "barnraise-peer" | "barnraise-aux",
+  origin: string,
+  token: string,
+): RegExp {
+  const escaped = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  return new RegExp(
+    `^npx -y ${escaped(origin)}/api/v1/programs/${program}-[0-9A-Za-z.+-]+-[0-9a-f]{12}\\.tgz ` +
+      `--server ${escaped(origin)} --token ${escaped(token)}$`,
+  );
+}
+
+/** The command shown in a token's secret box (`region`: "New token" or "New aux token"). */
+export async function shownCommand(page: Page, region: "New token" | "New aux token"): Promise<string> {
+  return (
+    (await page.getByRole("region", { name: region }).getByLabel("the command").textContent())?.trim() ?? ""
+  );
+}
+
+/**
  * On the manage page: creates an aux token and reads its secret, shown this once with the command
- * to run (checked to be `barnraise-aux --server <origin> --token <secret>`).
+ * to run (checked to be the platform's `barnraise-aux` with `--server <origin> --token <secret>`).
  */
 export async function createAuxToken(organizer: Page, label: string): Promise<string> {
   const auxSection = organizer.getByRole("region", { name: "Aux peers" });
@@ -44,7 +68,7 @@ export async function createAuxToken(organizer: Page, label: string): Promise<st
   const token = (await secretBox.getByLabel("the new aux token").textContent())?.trim() ?? "";
   expect(token).not.toBe("");
   await expect(secretBox.getByLabel("the command")).toHaveText(
-    `barnraise-aux --server ${new URL(organizer.url()).origin} --token ${token}`,
+    programCommandPattern("barnraise-aux", new URL(organizer.url()).origin, token),
   );
   return token;
 }

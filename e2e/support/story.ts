@@ -17,12 +17,14 @@ export interface ProcessStory {
  * Registers the hooks every story with real processes needs: a scratch directory named after
  * `name`; on a failed test, every process's output attached to the report (and what `onFailure`
  * adds); at the end, the processes stopped (SIGINT, SIGKILL after 10 s), the contexts closed,
- * `cleanup` run and the directory removed. Call it at the top of a spec file.
+ * `cleanup` run and the directory removed (`beforeStop` runs first). Call it at the top of a spec file.
  */
 export function processStory(
   name: string,
   hooks: {
     readonly onFailure?: (info: TestInfo) => Promise<void>;
+    /** Runs before the processes are stopped, e.g. to end a network namespace and all it runs. */
+    readonly beforeStop?: () => Promise<void>;
     readonly cleanup?: () => Promise<void>;
   } = {},
 ): ProcessStory {
@@ -39,6 +41,7 @@ export function processStory(
     await hooks.onFailure?.(info);
   });
   test.afterAll(async () => {
+    await hooks.beforeStop?.();
     await processes.stopAll(10_000);
     await Promise.all(contexts.map((context) => context.close()));
     await hooks.cleanup?.();

@@ -1,6 +1,7 @@
 import { generateKeyPairSync } from "node:crypto";
 import { expect, test } from "@playwright/test";
 import { baseURL } from "../support/run-env.ts";
+import { programCommandPattern } from "../support/runs.ts";
 import { PASSWORD, register, screenshots, signIn, signOut } from "../support/ui.ts";
 
 // The platform's story in a real browser: an organizer publishes a run and allowlists a volunteer,
@@ -51,7 +52,9 @@ test("an organizer publishes a run and allowlists a volunteer, who creates a tok
   await expect(organizer.getByRole("heading", { level: 1, name: `Manage ${experimentName}` })).toBeVisible();
   await expect(organizer.getByLabel("Target batch size")).toHaveValue("512");
   await expect(organizer.getByLabel("Optimizer", { exact: true })).toHaveValue("lamb");
-  await expect(organizer.getByText(`barnraise-aux --server ${baseURL} --token <TOKEN>`)).toBeVisible();
+  await expect(
+    organizer.getByRole("region", { name: "Aux peers" }).getByLabel("the command", { exact: true }),
+  ).toHaveText(programCommandPattern("barnraise-aux", baseURL, "<TOKEN>"));
 
   // ...allowlists the volunteer by username.
   await organizer.getByLabel("Add a volunteer by username").fill(volunteerName);
@@ -88,7 +91,7 @@ test("an organizer publishes a run and allowlists a volunteer, who creates a tok
   const token = (await secretBox.getByLabel("the new token").textContent())?.trim() ?? "";
   expect(token).toMatch(/^brp_[A-Za-z0-9_-]{43}$/);
   await expect(secretBox.getByLabel("the command")).toHaveText(
-    `barnraise-peer --server ${baseURL} --token ${token}`,
+    programCommandPattern("barnraise-peer", baseURL, token),
   );
   const prefix = token.slice(0, 10);
   const tokenList = volunteer.getByRole("list", { name: "Your tokens" });

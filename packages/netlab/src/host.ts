@@ -115,13 +115,22 @@ export class Host {
    */
   spawn(cmd: string, args: readonly string[] = [], options: HostSpawnOptions = {}): ChildProcess {
     this.#runtime.assertAlive(`spawn ${cmd} on ${this.name}`);
-    const child = spawn(systemTool("ip"), ["netns", "exec", this.namespace, cmd, ...args], {
+    const line = this.commandLine(cmd, args);
+    const child = spawn(line.command, line.args, {
       env: { ...process.env, ...options.env },
       cwd: options.cwd,
       stdio: options.stdio ?? ["ignore", "pipe", "pipe"],
     });
     this.#runtime.track(child);
     return child;
+  }
+
+  /**
+   * The command line that runs `cmd args` inside the host's namespace, for a caller that starts
+   * and watches the process itself (the lab still ends it on `destroy()`).
+   */
+  commandLine(cmd: string, args: readonly string[] = []): { command: string; args: string[] } {
+    return { command: systemTool("ip"), args: ["netns", "exec", this.namespace, cmd, ...args] };
   }
 
   /** Starts a Node script (`.js` or `.ts`) in the namespace with the same Node binary as the caller. */

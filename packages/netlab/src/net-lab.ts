@@ -244,15 +244,27 @@ export class NetLab {
    * Makes a TCP service of this machine (outside the lab: `target`, e.g. a test's HTTP server on
    * 127.0.0.1) reachable inside the lab at `host`'s address and `port`, as if it ran on `host`.
    * Connections cross the namespace boundary through a Unix socket, with a small forwarder on each
-   * side. Resolves with "address:port" once the lab side listens.
+   * side. Resolves with "address:port" once the lab side listens. `address` puts the lab side on
+   * another of the host's addresses, e.g. "127.0.0.1", so that a URL naming `localhost` works in
+   * the lab as it does outside.
    */
-  exposeOutside(host: Host, port: number, target: { host: string; port: number }): Promise<string> {
-    return this.#track(this.#exposeOutside(host, port, target));
+  exposeOutside(
+    host: Host,
+    port: number,
+    target: { host: string; port: number },
+    options: { address?: string } = {},
+  ): Promise<string> {
+    return this.#track(this.#exposeOutside(host, port, target, options.address ?? host.address));
   }
 
-  async #exposeOutside(host: Host, port: number, target: { host: string; port: number }): Promise<string> {
+  async #exposeOutside(
+    host: Host,
+    port: number,
+    target: { host: string; port: number },
+    address: string,
+  ): Promise<string> {
     this.#assertAlive(`expose a service on ${host.name}`);
-    const path = join(tmpdir(), `${this.name}-${host.name}-${port}.sock`);
+    const path = join(tmpdir(), `${this.name}-${host.name}-${address}-${port}.sock`);
     await rm(path, { force: true });
     const server = createServer((incoming) => {
       splice(incoming, connectTcp(target.port, target.host));
@@ -264,7 +276,7 @@ export class NetLab {
       });
     });
     this.#outside.add({ server, path });
-    const child = host.spawnNode(TCP_TO_UNIX, [host.address, String(port), path]);
+    const child = host.spawnNode(TCP_TO_UNIX, [address, String(port), path]);
     await new Promise<void>((resolve, reject) => {
       let output = "";
       child.stdout?.on("data", (chunk: Buffer) => {
@@ -283,7 +295,7 @@ export class NetLab {
         );
       });
     });
-    return `${host.address}:${port}`;
+    return `${address}:${port}`;
   }
 
   /** Sends everything `host` addresses outside its own subnets through `gateway` (on a shared subnet). */

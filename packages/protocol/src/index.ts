@@ -11,6 +11,6 @@ export * from "./keys.ts";
 export * from "./replay-guard.ts";
 export * from "./run-control.ts";
 export * from "./signed-config.ts";
-export { SignatureDomain, signingBytes } from "./signed-message.ts";
+export { PROTOCOL_VERSION, SignatureDomain, signingBytes } from "./signed-message.ts";
 export * from "./signed-request.ts";
 export * from "./signed-response.ts";

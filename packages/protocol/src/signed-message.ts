@@ -11,6 +11,12 @@ import {
 import { ProtocolError, ProtocolErrorCode } from "./errors.ts";
 
 /**
+ * The version of the wire formats below (every domain tag ends in it). The platform publishes it
+ * beside the programs it serves, so a volunteer can tell which platforms a build speaks to.
+ */
+export const PROTOCOL_VERSION = 1;
+
+/**
  * Each kind of signed message has its own domain tag, so a signature made for one kind can never
  * be accepted as another (a pass signature as a config signature, say).
  */

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join, sep } from "node:path";
+import { fileURLToPath } from "node:url";
 import * as tf from "@tensorflow/tfjs-core";
 
 /**
@@ -121,10 +122,14 @@ const CANDIDATES: readonly Candidate[] = [
  *
  * In Node the package's `main` is the CommonJS bundle `dist/tf-backend-wasm.node.js`, whose
  * Emscripten glue reads `tfjs-backend-wasm{,-simd}.wasm` from its own `__dirname` with `fs`. That
- * breaks as soon as the peer is bundled, so we resolve the package and pass its `dist/` explicitly
- * to `setWasmPaths` (Node has no worker-based threads here, so the threaded binary is never used).
+ * breaks as soon as the peer is bundled, so the directory is passed explicitly to `setWasmPaths`:
+ * beside this module when the binaries are there (the bundled program the platform serves ships
+ * them next to its `cli.js`), else the installed package's `dist/` (a clone). Node has no
+ * worker-based threads here, so the threaded binary is never used.
  */
 export function resolveWasmDirectory(): string {
+  const beside = fileURLToPath(new URL(".", import.meta.url));
+  if (existsSync(join(beside, "tfjs-backend-wasm.wasm"))) return beside.endsWith(sep) ? beside : beside + sep;
   const entry = createRequire(import.meta.url).resolve("@tensorflow/tfjs-backend-wasm");
   const directory = dirname(entry);
   if (!existsSync(join(directory, "tfjs-backend-wasm.wasm"))) {

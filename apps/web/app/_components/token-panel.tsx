@@ -2,6 +2,7 @@
 
 import { useRouter } from "next/navigation";
 import { useState, useTransition, type SubmitEvent } from "react";
+import { installCommand, runCommand, type ProgramLink } from "../../src/server/programs/program-command.ts";
 import { formText } from "./form-text.ts";
 import { callApi, describeFailure } from "./api-client.ts";
 import { CopyBox } from "./copy-box.tsx";
@@ -21,6 +22,8 @@ export interface TokenPanelProps {
   readonly role: "trainer" | "aux";
   /** The platform's public URL, for the command. */
   readonly origin: string;
+  /** Where the platform serves the program; undefined when it has none built (the bare name is shown). */
+  readonly program: ProgramLink | undefined;
   /** The caller's tokens of this role, newest first. */
   readonly tokens: readonly TokenRow[];
 }
@@ -28,7 +31,7 @@ export interface TokenPanelProps {
 const programs = { trainer: "barnraise-peer", aux: "barnraise-aux" } as const;
 
 /** Create a peer or aux token (its secret shown once, with the command to run), list and revoke them. */
-export function TokenPanel({ experimentId, role, origin, tokens }: TokenPanelProps) {
+export function TokenPanel({ experimentId, role, origin, program: link, tokens }: TokenPanelProps) {
   const router = useRouter();
   const [created, setCreated] = useState<{ id: string; token: string } | null>(null);
   const [status, setStatus] = useState<{ kind: "error" | "ok"; text: string } | null>(null);
@@ -81,7 +84,26 @@ export function TokenPanel({ experimentId, role, origin, tokens }: TokenPanelPro
     refresh();
   }
 
-  const command = `${program} --server ${origin} --token ${created?.token ?? "<TOKEN>"}`;
+  const token = created?.token ?? "<TOKEN>";
+  const command = runCommand(program, origin, token, link);
+  const commands = (
+    <>
+      <CopyBox text={command} label="the command" />
+      {link === undefined ? (
+        <p className="muted">
+          This platform serves no built {program} yet, so the command expects it installed from a clone (its
+          operator builds it with <code>npm run build -w @barnraise/web</code>).
+        </p>
+      ) : (
+        <>
+          <p className="muted">
+            It needs Node.js 22 or newer. On a machine without it, this installs what is missing first:
+          </p>
+          <CopyBox text={installCommand(program, origin, token, link)} label="the install command" />
+        </>
+      )}
+    </>
+  );
   const disabled = busy || refreshing;
 
   return (
@@ -109,12 +131,12 @@ export function TokenPanel({ experimentId, role, origin, tokens }: TokenPanelPro
           </p>
           <CopyBox text={created.token} label={`the new ${noun}`} />
           <p>Then run this on the machine that should join:</p>
-          <CopyBox text={command} label="the command" />
+          {commands}
         </div>
       ) : (
         <div className="stack">
           <p className="muted">Create {aNoun}, then run this on the machine that should join:</p>
-          <CopyBox text={command} label="the command" />
+          {commands}
         </div>
       )}
 

@@ -4,6 +4,7 @@ import { accountPaths } from "./paths/accounts.ts";
 import { datasetPaths } from "./paths/datasets.ts";
 import { experimentPaths } from "./paths/experiments.ts";
 import { peerPaths } from "./paths/peer.ts";
+import { programPaths } from "./paths/programs.ts";
 import { publicPaths } from "./paths/public.ts";
 
 /** The OpenAPI 3.1 document of /api/v1, built from the same zod schemas the routes validate with. */
@@ -19,6 +20,13 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
         "`Authorization: Barnraise <token>`. Every error is `{ error: { code, message, issues? } }`.",
     },
     servers: [{ url: "/" }],
-    paths: { ...publicPaths, ...accountPaths, ...experimentPaths, ...peerPaths, ...datasetPaths },
+    paths: {
+      ...publicPaths,
+      ...accountPaths,
+      ...experimentPaths,
+      ...peerPaths,
+      ...datasetPaths,
+      ...programPaths,
+    },
   });
 }

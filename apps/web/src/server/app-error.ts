@@ -41,6 +41,8 @@ export const AppErrorCode = {
   /** Upload: the body ended before the declared size, or ran past it. */
   SIZE_MISMATCH: "SIZE_MISMATCH",
   RANGE_NOT_SATISFIABLE: "RANGE_NOT_SATISFIABLE",
+  /** The platform has no built volunteer and aux programs to serve (`npm run build -w @barnraise/web`). */
+  PROGRAMS_NOT_BUILT: "PROGRAMS_NOT_BUILT",
 } as const;
 export type AppErrorCode = (typeof AppErrorCode)[keyof typeof AppErrorCode];
 
@@ -64,6 +66,7 @@ export const appErrorStatus: Record<AppErrorCode, number> = {
   CHECKSUM_MISMATCH: 400,
   SIZE_MISMATCH: 400,
   RANGE_NOT_SATISFIABLE: 416,
+  PROGRAMS_NOT_BUILT: 503,
 };
 
 export interface InputIssue {

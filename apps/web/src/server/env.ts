@@ -56,6 +56,8 @@ const envSchema = z.object({
     .optional(),
   /** Where checkpoints, dataset shards and the default SQLite file live. */
   BARNRAISE_DATA_DIR: z.string().min(1).default(".data"),
+  /** The built volunteer and aux programs the platform serves (scripts/build-programs.ts writes them). */
+  BARNRAISE_PROGRAMS_DIR: z.string().min(1).default(".programs"),
   /** The URL volunteers use to reach this platform, shown in join commands. Defaults to the request's origin. */
   BARNRAISE_PUBLIC_URL: z.url().optional(),
   /** Whether anyone may create an account with a username and password. */
@@ -87,6 +89,7 @@ export interface ServerEnv {
   readonly sealingSecrets: readonly string[];
   readonly databaseUrl: string;
   readonly dataDir: string;
+  readonly programsDir: string;
   readonly publicUrl: string | undefined;
   readonly signup: "open" | "closed";
   readonly passTtlMs: number;
@@ -130,6 +133,7 @@ export function loadServerEnv(source: Record<string, string | undefined> = proce
     sealingSecrets: [env.BARNRAISE_SECRET, ...(env.BARNRAISE_PREVIOUS_SECRETS ?? [])],
     databaseUrl: env.DATABASE_URL ?? `file:${resolve(dataDir, "barnraise.db")}`,
     dataDir,
+    programsDir: resolve(env.BARNRAISE_PROGRAMS_DIR),
     publicUrl: env.BARNRAISE_PUBLIC_URL?.replace(/\/+$/, ""),
     signup: env.BARNRAISE_SIGNUP,
     passTtlMs: env.BARNRAISE_PASS_TTL_SECONDS * 1000,

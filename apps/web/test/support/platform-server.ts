@@ -48,6 +48,8 @@ export interface PlatformServerOptions {
   readonly datasets?: { readonly names: readonly string[] } & RequestedOptions;
   /** The platform's clock (`ctx.now`: pass issue and expiry, last-seen times); real time by default. */
   readonly now?: () => number;
+  /** More of the platform's environment, e.g. BARNRAISE_PROGRAMS_DIR. */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 export interface ExperimentOptions {
@@ -94,7 +96,7 @@ export async function startPlatformServer(options: PlatformServerOptions = {}): 
   let datasets: PrepareResult[] = [];
   try {
     app = await createTestApp(options.provider ?? "sqlite", {
-      env: { BARNRAISE_PUBLIC_URL: http.url.origin },
+      env: { ...options.env, BARNRAISE_PUBLIC_URL: http.url.origin },
       ...(options.now ? { now: options.now } : {}),
     });
     if (options.datasets !== undefined) {

@@ -4,6 +4,7 @@ import { notFound, redirect } from "next/navigation";
 import { getAppContext } from "../../../../src/server/context.ts";
 import { currentUser } from "../../../../src/server/queries/current-user.ts";
 import { findExperimentView } from "../../../../src/server/queries/find-experiment-view.ts";
+import { programLink } from "../../../../src/server/programs/program-links.ts";
 import { publicOrigin } from "../../../../src/server/queries/public-origin.ts";
 import { findExperiment } from "../../../../src/server/services/experiment-access.ts";
 import { listAllowlist } from "../../../../src/server/services/list-allowlist.ts";
@@ -57,6 +58,7 @@ export default async function ManageExperimentPage({ params }: Props) {
     findExperiment(ctx, id),
   ]);
   const pending = entries.filter((entry) => entry.status === "pending").length;
+  const program = await programLink(ctx, "barnraise-aux", origin);
 
   return (
     <main className="page">
@@ -130,6 +132,7 @@ export default async function ManageExperimentPage({ params }: Props) {
             experimentId={id}
             role="aux"
             origin={origin}
+            program={program}
             tokens={tokens.filter((token) => token.role === "aux")}
           />
         </div>

@@ -4,6 +4,7 @@ import { notFound, redirect } from "next/navigation";
 import { getAppContext } from "../../../../src/server/context.ts";
 import { currentUser } from "../../../../src/server/queries/current-user.ts";
 import { findExperimentView } from "../../../../src/server/queries/find-experiment-view.ts";
+import { programLink } from "../../../../src/server/programs/program-links.ts";
 import { publicOrigin } from "../../../../src/server/queries/public-origin.ts";
 import { listMyNodes } from "../../../../src/server/services/list-my-nodes.ts";
 import { listPeerTokens } from "../../../../src/server/services/list-peer-tokens.ts";
@@ -52,6 +53,7 @@ export default async function VolunteerPage({ params }: Props) {
     publicOrigin(ctx),
   ]);
   const myNodes = nodes.filter((node) => node.experimentId === id);
+  const program = await programLink(ctx, "barnraise-peer", origin);
 
   return (
     <main className="page">
@@ -72,8 +74,9 @@ export default async function VolunteerPage({ params }: Props) {
         <ol className="setup-steps">
           <li>Create a token for each machine you want to run (a label helps you tell them apart).</li>
           <li>
-            Run the command with your token on that machine (the Barnraise peer needs Node.js 22 or newer). It
-            picks the fastest backend the machine has, the GPU when it can.
+            Run the command with your token on that machine. It downloads the Barnraise peer from this
+            platform (Node.js 22 or newer is all it needs; the install command gets Node.js too) and picks the
+            fastest backend the machine has.
           </li>
           <li>Leave it running. Its status appears below and on your “My nodes” page.</li>
         </ol>
@@ -86,6 +89,7 @@ export default async function VolunteerPage({ params }: Props) {
             experimentId={id}
             role="trainer"
             origin={origin}
+            program={program}
             tokens={tokens.filter((token) => token.role === "trainer")}
           />
         </div>

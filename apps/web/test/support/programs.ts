@@ -1,0 +1,65 @@
+import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+
+/** Built programs for the platform to serve, as scripts/build-programs.ts lays them out. */
+
+const run = promisify(execFile);
+
+export const sha256 = (bytes: Uint8Array): string => createHash("sha256").update(bytes).digest("hex");
+
+/**
+ * An npm tarball, packed by `npm pack`, whose `barnraise-peer` bin prints `echo-program` and its
+ * arguments: a stand-in for the real bundle where a test checks how it is fetched and started.
+ */
+export async function packEchoProgram(): Promise<Buffer> {
+  const directory = await mkdtemp(join(tmpdir(), "barnraise-echo-"));
+  try {
+    const packageDir = join(directory, "package");
+    await mkdir(packageDir);
+    const manifest = {
+      name: "barnraise-peer",
+      version: "0.1.0",
+      type: "module",
+      bin: { "barnraise-peer": "cli.js" },
+    };
+    await writeFile(join(packageDir, "package.json"), JSON.stringify(manifest));
+    await writeFile(
+      join(packageDir, "cli.js"),
+      '#!/usr/bin/env node\nprocess.stdout.write(`echo-program ${process.argv.slice(2).join(" ")}\\n`);\n',
+      { mode: 0o755 },
+    );
+    const { stdout } = await run("npm", ["pack", "--silent", "--pack-destination", directory], {
+      cwd: packageDir,
+    });
+    return await readFile(join(directory, stdout.trim().split("\n").at(-1) ?? ""));
+  } finally {
+    await rm(directory, { recursive: true, force: true });
+  }
+}
+
+export interface BuiltProgram {
+  readonly name: "barnraise-peer" | "barnraise-aux";
+  readonly bytes: Buffer;
+}
+
+/** Writes the tarballs and the manifest into `directory`; returns each program's file name. */
+export async function writePrograms(directory: string, programs: readonly BuiltProgram[]): Promise<string[]> {
+  const entries = programs.map(({ name, bytes }) => ({
+    name,
+    version: "0.1.0",
+    file: `${name}-0.1.0-${sha256(bytes).slice(0, 12)}.tgz`,
+    bytes: bytes.length,
+    sha256: sha256(bytes),
+  }));
+  for (const [index, { bytes }] of programs.entries())
+    await writeFile(join(directory, entries[index]?.file ?? ""), bytes);
+  await writeFile(
+    join(directory, "manifest.json"),
+    JSON.stringify({ protocolVersion: 1, inputsHash: "test", programs: entries }),
+  );
+  return entries.map((entry) => entry.file);
+}

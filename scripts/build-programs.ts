@@ -1,0 +1,244 @@
+/**
+ * Builds the self-contained volunteer and aux programs that the platform serves (DESIGN §5):
+ * `barnraise-peer` and `barnraise-aux` as npm tarballs of compiled JavaScript with every dependency
+ * bundled (esbuild) and the WebAssembly binaries they load beside it, a `bin` that runs on
+ * Node.js ≥ 22 with nothing else installed. Next to them it writes `manifest.json`: each program's
+ * version, file name, size and SHA-256, and the protocol version the platform speaks.
+ *
+ *   node scripts/build-programs.ts [--out DIR] [--force]
+ *
+ * DIR defaults to apps/web/.programs, where the platform looks (BARNRAISE_PROGRAMS_DIR changes
+ * that). A tarball's name carries the start of its SHA-256, so a command copied from the page names
+ * exactly one build and `npx` never runs a stale copy from its cache. The build is skipped when the
+ * inputs (the programs' sources, the packages they use and package-lock.json) hash to the same
+ * value as last time; --force builds anyway.
+ */
+import { createHash } from "node:crypto";
+import { execFileSync } from "node:child_process";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { basename, dirname, join, relative, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { build } from "esbuild";
+import { PROTOCOL_VERSION } from "../packages/protocol/src/index.ts";
+
+const root = resolve(import.meta.dirname, "..");
+const { values: flags } = parseArgs({
+  options: {
+    out: { type: "string", default: process.env.BARNRAISE_PROGRAMS_DIR ?? join(root, "apps/web/.programs") },
+    force: { type: "boolean", default: false },
+  },
+});
+const out = resolve(flags.out);
+
+interface Program {
+  readonly name: "barnraise-peer" | "barnraise-aux";
+  readonly app: string;
+  /** WebAssembly binaries the bundle loads from its own directory: [package, file in the package]. */
+  readonly wasm: readonly (readonly [string, string])[];
+}
+
+const programs: readonly Program[] = [
+  {
+    name: "barnraise-peer",
+    app: "apps/peer",
+    wasm: [
+      ["@tensorflow/tfjs-backend-wasm", "dist/tfjs-backend-wasm.wasm"],
+      ["@tensorflow/tfjs-backend-wasm", "dist/tfjs-backend-wasm-simd.wasm"],
+      ["highs", "build/highs.wasm"],
+    ],
+  },
+  { name: "barnraise-aux", app: "apps/aux", wasm: [["highs", "build/highs.wasm"]] },
+];
+
+/**
+ * Packages left out of the bundle: native TensorFlow bindings the peer tries with a dynamic import
+ * and skips when absent (a volunteer who wants them installs them next to the program).
+ */
+const optionalNative = ["@tensorflow/tfjs-node", "@tensorflow/tfjs-node-gpu"];
+
+/**
+ * CommonJS code inside an ES module bundle still calls `require` and reads `__dirname` (Emscripten's
+ * loaders find their `.wasm` there): define them from the bundle's own location.
+ */
+const banner = [
+  'import { createRequire as __barnraiseRequire } from "node:module";',
+  'import { fileURLToPath as __barnraiseFileURLToPath } from "node:url";',
+  "const require = __barnraiseRequire(import.meta.url);",
+  "const __filename = __barnraiseFileURLToPath(import.meta.url);",
+  'const __dirname = __barnraiseFileURLToPath(new URL(".", import.meta.url));',
+].join("\n");
+
+export interface ProgramManifest {
+  readonly name: string;
+  readonly version: string;
+  readonly file: string;
+  readonly bytes: number;
+  readonly sha256: string;
+}
+
+export interface ProgramsManifest {
+  readonly protocolVersion: number;
+  readonly inputsHash: string;
+  readonly programs: readonly ProgramManifest[];
+}
+
+const log = (line: string) => process.stdout.write(`[build-programs] ${line}\n`);
+
+const inputsHash = hashInputs();
+const manifestPath = join(out, "manifest.json");
+if (!flags.force && upToDate()) {
+  log(`up to date in ${relative(root, out) || "."}`);
+} else {
+  mkdirSync(out, { recursive: true });
+  const built: ProgramManifest[] = [];
+  for (const program of programs) built.push(await buildProgram(program));
+  for (const file of readdirSync(out)) {
+    if (file.endsWith(".tgz") && !built.some((p) => p.file === file)) rmSync(join(out, file));
+  }
+  const manifest: ProgramsManifest = { protocolVersion: PROTOCOL_VERSION, inputsHash, programs: built };
+  writeFileSync(`${manifestPath}.tmp`, `${JSON.stringify(manifest, null, 2)}\n`);
+  renameSync(`${manifestPath}.tmp`, manifestPath);
+}
+
+function upToDate(): boolean {
+  if (!existsSync(manifestPath)) return false;
+  try {
+    const manifest = JSON.parse(readFileSync(manifestPath, "utf8")) as ProgramsManifest;
+    return (
+      manifest.inputsHash === inputsHash &&
+      manifest.programs.length === programs.length &&
+      manifest.programs.every((p) => existsSync(join(out, p.file)))
+    );
+  } catch {
+    return false;
+  }
+}
+
+async function buildProgram(program: Program): Promise<ProgramManifest> {
+  const started = performance.now();
+  const appPackage = JSON.parse(readFileSync(join(root, program.app, "package.json"), "utf8")) as {
+    version: string;
+    description: string;
+    license: string;
+  };
+  const stage = mkdtempSync(join(tmpdir(), `${program.name}-`));
+  try {
+    const packageDir = join(stage, "package");
+    mkdirSync(packageDir);
+    await build({
+      entryPoints: [join(root, program.app, "src/cli.ts")],
+      outfile: join(packageDir, "cli.js"),
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      target: "node22",
+      external: optionalNative,
+      // `import.meta.main` (Node ≥ 24.2) marks the entry point; in the bundle the entry is the CLI.
+      define: { "import.meta.main": "true" },
+      banner: { js: banner },
+      minify: true,
+      keepNames: true,
+      legalComments: "eof",
+      logLevel: "warning",
+    });
+    const requireFromApp = createRequire(join(root, program.app, "package.json"));
+    for (const [packageName, file] of program.wasm) {
+      const packageRoot = packageDirectory(requireFromApp.resolve(packageName), packageName);
+      copyFileSync(join(packageRoot, file), join(packageDir, basename(file)));
+    }
+    writeFileSync(
+      join(packageDir, "package.json"),
+      `${JSON.stringify(
+        {
+          name: program.name,
+          version: appPackage.version,
+          description: appPackage.description,
+          license: appPackage.license,
+          type: "module",
+          bin: { [program.name]: "cli.js" },
+          engines: { node: ">=22" },
+        },
+        null,
+        2,
+      )}\n`,
+    );
+    writeFileSync(join(packageDir, "README.md"), readme(program.name));
+    // npm pack writes fixed timestamps, so the same inputs give the same bytes and the same name.
+    const packed = execFileSync("npm", ["pack", "--silent", "--pack-destination", stage], {
+      cwd: packageDir,
+      encoding: "utf8",
+      env: { ...process.env, npm_config_loglevel: "error", npm_config_update_notifier: "false" },
+    }).trim();
+    const tarball = join(stage, packed.split("\n").at(-1) ?? "");
+    const bytes = readFileSync(tarball);
+    const sha256 = createHash("sha256").update(bytes).digest("hex");
+    const file = `${program.name}-${appPackage.version}-${sha256.slice(0, 12)}.tgz`;
+    copyFileSync(tarball, join(out, file));
+    const seconds = ((performance.now() - started) / 1000).toFixed(1);
+    log(`${file}: ${(bytes.length / 2 ** 20).toFixed(1)} MiB in ${seconds} s`);
+    return { name: program.name, version: appPackage.version, file, bytes: bytes.length, sha256 };
+  } finally {
+    rmSync(stage, { recursive: true, force: true });
+  }
+}
+
+/** The installed package's root: the nearest directory above `entry` whose package.json is `name`'s. */
+function packageDirectory(entry: string, name: string): string {
+  for (let directory = dirname(entry); directory !== dirname(directory); directory = dirname(directory)) {
+    const manifest = join(directory, "package.json");
+    if (
+      existsSync(manifest) &&
+      (JSON.parse(readFileSync(manifest, "utf8")) as { name?: string }).name === name
+    ) {
+      return directory;
+    }
+  }
+  throw new Error(`cannot find the package directory of ${name} above ${entry}`);
+}
+
+function readme(name: string): string {
+  return `# ${name}\n\nBuilt and served by a Barnraise platform. Run the command its experiment page shows, e.g.\n\n    npx -y <platform>/api/v1/programs/<file> --server <platform> --token <token>\n\n\`${name} --help\` lists the options.\n`;
+}
+
+/** SHA-256 over every file the bundles are built from. */
+function hashInputs(): string {
+  const hash = createHash("sha256");
+  const files = [
+    "package-lock.json",
+    "scripts/build-programs.ts",
+    ...programs.flatMap((p) => [`${p.app}/package.json`, ...walk(join(p.app, "src"))]),
+    ...readdirSync(join(root, "packages")).flatMap((name) => [
+      `packages/${name}/package.json`,
+      ...walk(join("packages", name, "src")),
+    ]),
+  ];
+  for (const file of files.sort()) {
+    const path = join(root, file);
+    if (!existsSync(path)) continue;
+    hash.update(file).update("\0").update(readFileSync(path)).update("\0");
+  }
+  return hash.digest("hex");
+}
+
+function walk(directory: string): string[] {
+  const absolute = join(root, directory);
+  if (!existsSync(absolute) || !statSync(absolute).isDirectory()) return [];
+  return readdirSync(absolute, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(directory, entry.name);
+    if (entry.isDirectory()) return walk(path);
+    return /\.test\.ts$/.test(entry.name) ? [] : [path];
+  });
+}
