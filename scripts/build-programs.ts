@@ -33,6 +33,7 @@ import { basename, dirname, join, relative, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { build } from "esbuild";
 import { PROTOCOL_VERSION } from "../packages/protocol/src/index.ts";
+import { hashInputs } from "./input-hash.ts";
 
 const root = resolve(import.meta.dirname, "..");
 const { values: flags } = parseArgs({
@@ -97,7 +98,7 @@ export interface ProgramsManifest {
 
 const log = (line: string) => process.stdout.write(`[build-programs] ${line}\n`);
 
-const inputsHash = hashInputs();
+const inputsHash = programInputsHash();
 const manifestPath = join(out, "manifest.json");
 if (!flags.force && upToDate()) {
   log(`up to date in ${relative(root, out) || "."}`);
@@ -214,31 +215,11 @@ function readme(name: string): string {
 }
 
 /** SHA-256 over every file the bundles are built from. */
-function hashInputs(): string {
-  const hash = createHash("sha256");
-  const files = [
+function programInputsHash(): string {
+  return hashInputs(root, [
     "package-lock.json",
     "scripts/build-programs.ts",
-    ...programs.flatMap((p) => [`${p.app}/package.json`, ...walk(join(p.app, "src"))]),
-    ...readdirSync(join(root, "packages")).flatMap((name) => [
-      `packages/${name}/package.json`,
-      ...walk(join("packages", name, "src")),
-    ]),
-  ];
-  for (const file of files.sort()) {
-    const path = join(root, file);
-    if (!existsSync(path)) continue;
-    hash.update(file).update("\0").update(readFileSync(path)).update("\0");
-  }
-  return hash.digest("hex");
-}
-
-function walk(directory: string): string[] {
-  const absolute = join(root, directory);
-  if (!existsSync(absolute) || !statSync(absolute).isDirectory()) return [];
-  return readdirSync(absolute, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(directory, entry.name);
-    if (entry.isDirectory()) return walk(path);
-    return /\.test\.ts$/.test(entry.name) ? [] : [path];
-  });
+    ...programs.flatMap((p) => [`${p.app}/package.json`, `${p.app}/src`]),
+    "packages",
+  ]);
 }

@@ -58,8 +58,8 @@ if ((peers > 0)); then
 else
   node scripts/seed-demo.ts
 fi
-log "building the web app"
-npm run build --silent -w @barnraise/web
+log "building the web app (skipped while its sources are unchanged)"
+node scripts/build-web.ts
 
 log "starting Barnraise at http://localhost:$port  (press Ctrl-C to stop)"
 # Every process runs in its own process group (job control on), so that Ctrl-C or a `kill` of this

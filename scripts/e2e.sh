@@ -32,8 +32,8 @@ if [[ ! -x "$chromium" ]]; then
 fi
 
 cd "$root"
-log "building the web app"
-npm run build --silent -w @barnraise/web
+log "building the web app (skipped while its sources are unchanged)"
+node scripts/build-web.ts
 
 E2E_RUN_ID="$(node -e 'process.stdout.write(require("node:crypto").randomUUID())')"
 export E2E_RUN_ID
