@@ -66,10 +66,13 @@ test("the commands the pages show run on a machine with only Node.js and reach o
     );
   });
 
-  /** Runs a command copied from a page in the clean room, as its user would paste it into a shell. */
-  const runInRoom = async (name: string, command: string): Promise<RunningProcess> => {
+  /**
+   * Runs a command copied from a page in the clean room, as its user would paste it into a shell, in
+   * the home directory of `machine` (commands on one machine share it).
+   */
+  const runInRoom = async (name: string, command: string, machine = name): Promise<RunningProcess> => {
     if (room === undefined) throw new Error("no clean room");
-    const home = join(workDir(), name);
+    const home = join(workDir(), machine);
     await mkdir(home, { recursive: true });
     const line = room.commandLine("sh", ["-c", command]);
     return processes.start({
@@ -111,8 +114,20 @@ test("the commands the pages show run on a machine with only Node.js and reach o
     const token = await createPeerToken(volunteer, experimentId, "fresh laptop");
     const command = await shownCommand(volunteer, "New token");
     expect(command).toMatch(programCommandPattern("barnraise-peer", baseURL, token));
+    // First the check the page suggests next to the command: this machine can contribute.
+    const doctorCommand =
+      (await volunteer
+        .getByRole("region", { name: "New token" })
+        .getByLabel("the doctor command")
+        .textContent()) ?? "";
+    expect(doctorCommand).toBe(command.replace(" --server ", " doctor --server "));
+    const checked = await runInRoom("doctor", doctorCommand, "laptop");
+    expect(await checked.waitForExit(120_000), checked.tail(30)).toEqual({ code: 0, signal: null });
+    expect(checked.tail(30)).toContain("This machine can contribute");
+    expect(checked.tail(30)).toMatch(/✓ swarm +reachable at/);
+
     const started = Date.now();
-    const peer = await runInRoom("peer", command);
+    const peer = await runInRoom("peer", command, "laptop");
     const joined = await peer.waitForRecord("joined", recordMatcher(/^joined experiment/), 120_000);
     expect(joined.experimentId).toBe(experimentId);
     // The bundle carries the wasm backend's binaries: it runs on wasm, and says how fast.

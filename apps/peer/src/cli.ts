@@ -15,7 +15,9 @@ import {
   type CommandIo,
 } from "@barnraise/swarm";
 import * as tf from "@tensorflow/tfjs-core";
+import { pino } from "pino";
 import { isDatasetError } from "./data/dataset-error.ts";
+import { DoctorExitCode, runDoctor } from "./doctor/doctor.ts";
 import { runPeer } from "./run-peer.ts";
 import { BackendUnavailableError, parseBackendChoice, type BackendChoice } from "./tf/backend.ts";
 import { TrainingAbortedError } from "./training/trainer.ts";
@@ -39,6 +41,7 @@ export const PeerExitCode = {
 } as const;
 
 const usage = `Usage: ${program} --server URL --token TOKEN [options]
+       ${program} doctor --server URL [--token TOKEN] [options]
        ${program} identity [--identity FILE]
 
 Joins a Barnraise experiment with your peer token and trains it together with the other volunteers.
@@ -57,6 +60,12 @@ Options:
   --json                JSON log lines on stdout, even on a terminal
   --log-level LEVEL     debug, info (default), warn or error
   -h, --help            show this help
+
+doctor checks whether this machine can contribute, each check with a verdict and what to do: the
+platform answers, the clock agrees with it, the token is valid, the backend and its speed, free
+disk, whether the swarm can reach this machine, and its upload and download rate. It exits 0 when
+the machine can contribute; otherwise 10-13 (token), 14 (backend), 20 (platform unreachable),
+21 (clock), 22 (disk) or 23 (cannot connect to the swarm).
 
 Ctrl-C finishes the averaging round in flight and leaves the swarm; press it twice to quit at once.
 
@@ -82,6 +91,7 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
   if (argv[0] === "identity") {
     return nodeCli({ program, defaultIdentityPath })(argv, io);
   }
+  if (argv[0] === "doctor") return doctor(argv.slice(1), environment);
   let values;
   try {
     ({ values } = parseArgs({
@@ -171,6 +181,78 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
     environment.stopSignal.removeEventListener("abort", onStop);
     reporter.close();
   }
+}
+
+/** `barnraise-peer doctor`: runs the checks and prints each verdict (JSON lines with --json). */
+async function doctor(argv: readonly string[], environment: PeerCliEnvironment): Promise<number> {
+  const { io, env } = environment;
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: [...argv],
+      allowPositionals: false,
+      options: {
+        server: { type: "string" },
+        token: { type: "string" },
+        backend: { type: "string", default: "auto" },
+        "data-dir": { type: "string", default: defaultDataDir },
+        identity: { type: "string", default: defaultIdentityPath },
+        client: { type: "boolean", default: false },
+        listen: { type: "string", multiple: true, default: [] },
+        json: { type: "boolean", default: false },
+        help: { type: "boolean", short: "h", default: false },
+      },
+    }));
+  } catch (error) {
+    return usageError(io, (error as Error).message);
+  }
+  if (values.help) {
+    io.out(usage);
+    return PeerExitCode.ok;
+  }
+  let server: URL;
+  let backend: BackendChoice;
+  try {
+    server = readPlatformTarget(
+      { server: values.server, token: "-" },
+      { BARNRAISE_SERVER: env.BARNRAISE_SERVER },
+    ).server;
+    backend = parseBackendChoice(values.backend);
+  } catch (error) {
+    return usageError(io, (error as Error).message);
+  }
+  const token = values.token ?? (env.BARNRAISE_TOKEN === "" ? undefined : env.BARNRAISE_TOKEN);
+  tf.enableProdMode();
+  const marks = { ok: "✓", warn: "!", fail: "✗" } as const;
+  if (!values.json) io.out(`Checking whether this machine can contribute to Barnraise at ${server.origin}…`);
+  const result = await runDoctor({
+    server,
+    token,
+    backend,
+    dataDir: values["data-dir"],
+    identityPath: values.identity,
+    client: values.client,
+    listen: values.listen,
+    // The swarm's own logs would drown the verdicts: only its errors.
+    logger: pino({ name: program, level: "error" }, pino.destination({ fd: 2, sync: true })),
+    signal: AbortSignal.any([environment.stopSignal, environment.abortSignal]),
+    onCheck: (check) => {
+      if (values.json) {
+        io.out(JSON.stringify({ msg: "doctor check", ...check }));
+        return;
+      }
+      io.out(`  ${marks[check.verdict]} ${check.name.padEnd(9)} ${check.summary}`);
+      if (check.advice !== undefined) io.out(`    ${" ".repeat(9)} → ${check.advice}`);
+    },
+  });
+  if (values.json) {
+    io.out(JSON.stringify({ msg: "doctor done", exitCode: result.exitCode }));
+  } else if (result.exitCode === DoctorExitCode.ok) {
+    io.out("This machine can contribute: start it with the same command without `doctor`.");
+  } else {
+    io.out(`This machine cannot contribute yet: fix what is marked ✗ above (exit code ${result.exitCode}).`);
+  }
+  return result.exitCode;
 }
 
 function parseBatchSize(text: string | undefined): number | "auto" | undefined {

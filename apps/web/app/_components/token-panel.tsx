@@ -100,6 +100,14 @@ export function TokenPanel({ experimentId, role, origin, program: link, tokens }
             It needs Node.js 22 or newer. On a machine without it, this installs what is missing first:
           </p>
           <CopyBox text={installCommand(program, origin, token, link)} label="the install command" />
+          {role === "trainer" ? (
+            <>
+              <p className="muted">
+                To check the machine first (backend speed, clock, network, disk, token):
+              </p>
+              <CopyBox text={runCommand(program, origin, token, link, "doctor")} label="the doctor command" />
+            </>
+          ) : null}
         </>
       )}
     </>
