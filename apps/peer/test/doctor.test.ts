@@ -117,7 +117,7 @@ describe("barnraise-peer doctor", () => {
     expect(verdicts(result)).toMatchObject({ platform: "ok", clock: "ok", token: "fail" });
     const check = result.checks.find((c) => c.name === "token");
     expect(check?.summary).toMatch(/revoked/i);
-    expect(check?.advice).toMatch(/new token/);
+    expect(check?.advice).toMatch(/create a new token/);
   });
 
   it("fails an unreachable platform with exit code 20, before anything else", async () => {

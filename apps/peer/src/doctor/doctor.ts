@@ -230,21 +230,33 @@ async function checkToken(
       });
       return undefined;
     }
-    const code = error instanceof JoinError ? joinExitCode(error.code) : DoctorExitCode.platformUnreachable;
+    const joinCode = error instanceof JoinError ? error.code : undefined;
     report(
-      {
-        name: "token",
-        verdict: "fail",
-        summary: (error as Error).message,
-        advice:
-          error instanceof JoinError &&
-          (error.code === JoinErrorCode.PASS_INVALID || error.code === JoinErrorCode.CONFIG_TAMPERED)
-            ? "if the clock check above failed, fix the clock first; otherwise the answer was not the platform's"
-            : "create a new token on the experiment's volunteer page, or ask the organizer",
-      },
-      code === 1 ? DoctorExitCode.platformUnreachable : code,
+      { name: "token", verdict: "fail", summary: (error as Error).message, advice: tokenAdvice(joinCode) },
+      joinCode === undefined || joinCode === JoinErrorCode.SERVER_UNREACHABLE
+        ? DoctorExitCode.platformUnreachable
+        : joinExitCode(joinCode),
     );
     return undefined;
+  }
+}
+
+/** What a volunteer can do about a failed join. */
+function tokenAdvice(code: JoinErrorCode | undefined): string {
+  switch (code) {
+    case JoinErrorCode.TOKEN_INVALID:
+    case JoinErrorCode.TOKEN_REVOKED:
+      return "create a new token on the experiment's volunteer page and use it";
+    case JoinErrorCode.NOT_ALLOWLISTED:
+    case JoinErrorCode.BANNED:
+      return "only the organizer can let you in: ask on the experiment's page";
+    case JoinErrorCode.PASS_INVALID:
+    case JoinErrorCode.CONFIG_TAMPERED:
+      return "if the clock check above failed, fix the clock first; otherwise the answer was not the platform's";
+    case JoinErrorCode.KEY_CONFLICT:
+      return "this machine's identity belongs to another user: pass --identity with a new file";
+    default:
+      return "try again later; if it persists, tell the organizer what this says";
   }
 }
 
