@@ -85,6 +85,19 @@ export async function createPeerToken(page: Page, experimentId: string, label: s
   return token;
 }
 
+/** The samples the public leaderboard credits to `username` in an experiment (0 when not listed). */
+export async function leaderboardSamples(
+  request: APIRequestContext,
+  experimentId: string,
+  username: string,
+): Promise<number> {
+  const { entries } = await getJson<{ entries: readonly { username: string; samples: number }[] }>(
+    request,
+    `/api/v1/experiments/${experimentId}/leaderboard`,
+  );
+  return entries.find((entry) => entry.username === username)?.samples ?? 0;
+}
+
 /** A public read of the platform's API that must answer 200. */
 export async function getJson<T>(request: APIRequestContext, path: string): Promise<T> {
   const response = await request.get(path);

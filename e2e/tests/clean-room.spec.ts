@@ -7,7 +7,7 @@ import { baseURL, e2eRun } from "../support/run-env.ts";
 import {
   createAuxToken,
   createPeerToken,
-  getJson,
+  leaderboardSamples,
   programCommandPattern,
   publishRun,
   shownCommand,
@@ -21,10 +21,6 @@ import { register } from "../support/ui.ts";
 // (reachable at the same localhost URL the pages show), an empty HOME and npm cache, no repository on
 // PATH, only Node.js. npx fetches the programs from the platform; the peer joins and its samples
 // reach the leaderboard. Needs root for the namespace (CI runs as root).
-
-interface Leaderboard {
-  readonly entries: readonly { readonly username: string; readonly samples: number }[];
-}
 
 let lab: NetLab | undefined;
 // The programs run under npx, which starts them as its children: ending the namespace ends them all.
@@ -133,16 +129,10 @@ test("the commands the pages show run on a machine with only Node.js and reach o
     // The bundle carries the wasm backend's binaries: it runs on wasm, and says how fast.
     await peer.waitForRecord("backend", recordMatcher(/^backend: wasm .* GFLOP\/s/), 60_000);
     await expect
-      .poll(
-        async () => {
-          const { entries } = await getJson<Leaderboard>(
-            request,
-            `/api/v1/experiments/${experimentId}/leaderboard`,
-          );
-          return entries.find((entry) => entry.username === volunteerName)?.samples ?? 0;
-        },
-        { timeout: 150_000, intervals: [1_000] },
-      )
+      .poll(() => leaderboardSamples(request, experimentId, volunteerName), {
+        timeout: 150_000,
+        intervals: [1_000],
+      })
       .toBeGreaterThan(0);
     const seconds = ((Date.now() - started) / 1000).toFixed(1);
     testInfo.annotations.push({

@@ -9,6 +9,7 @@ import {
   createAuxToken,
   createPeerToken,
   getJson,
+  leaderboardSamples,
   publishRun,
   type Checkpoint,
   type Metrics,
@@ -22,10 +23,6 @@ import { register, screenshots } from "../support/ui.ts";
 // its published SHA-256. A user taken off the allowlist is refused at the door, and a ban reaches
 // the volunteer's running peers through the signed run control within 30 s: they exit, and the
 // swarm steps on without them.
-
-interface Leaderboard {
-  readonly entries: readonly { readonly username: string; readonly samples: number }[];
-}
 
 const TARGET_BATCH = 1024;
 const LOCAL_BATCH = 64;
@@ -179,16 +176,10 @@ test("volunteers train a run together, anyone watches it, and a ban stops their 
 
   await test.step("the leaderboard counts the volunteer's samples", async () => {
     await expect
-      .poll(
-        async () => {
-          const { entries } = await getJson<Leaderboard>(
-            request,
-            `/api/v1/experiments/${experimentId}/leaderboard`,
-          );
-          return entries.find((entry) => entry.username === veraName)?.samples ?? 0;
-        },
-        { timeout: 60_000, intervals: [2_000] },
-      )
+      .poll(() => leaderboardSamples(request, experimentId, veraName), {
+        timeout: 60_000,
+        intervals: [2_000],
+      })
       .toBeGreaterThan(0);
     await visitor.reload();
     await expect(visitor.getByRole("row").filter({ hasText: veraName })).toBeVisible();
