@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
+import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
 import {
   JoinExitCode,
   joinExitCode,
@@ -28,6 +28,19 @@ const program = "barnraise-peer";
 const home = join(homedir(), ".barnraise", "peer");
 const defaultIdentityPath = join(home, "identity.json");
 const defaultDataDir = join(home, "data");
+
+/** The options the peer and `doctor` share: the platform, the token, and how this machine takes part. */
+const machineOptions = {
+  server: { type: "string" },
+  token: { type: "string" },
+  backend: { type: "string", default: "auto" },
+  "data-dir": { type: "string", default: defaultDataDir },
+  identity: { type: "string", default: defaultIdentityPath },
+  client: { type: "boolean", default: false },
+  listen: { type: "string", multiple: true, default: [] as string[] },
+  json: { type: "boolean", default: false },
+  help: { type: "boolean", short: "h", default: false },
+} as const satisfies ParseArgsOptionsConfig;
 
 /**
  * Exit codes, one per failure a volunteer can act on. 0 also covers a clean Ctrl-C; a second
@@ -98,18 +111,10 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
       args: [...argv],
       allowPositionals: false,
       options: {
-        server: { type: "string" },
-        token: { type: "string" },
-        backend: { type: "string", default: "auto" },
+        ...machineOptions,
         "batch-size": { type: "string" },
-        "data-dir": { type: "string", default: defaultDataDir },
-        identity: { type: "string", default: defaultIdentityPath },
-        client: { type: "boolean", default: false },
-        listen: { type: "string", multiple: true, default: [] },
         peer: { type: "string", multiple: true, default: [] },
-        json: { type: "boolean", default: false },
         "log-level": { type: "string", default: "info" },
-        help: { type: "boolean", short: "h", default: false },
       },
     }));
   } catch (error) {
@@ -191,17 +196,7 @@ async function doctor(argv: readonly string[], environment: PeerCliEnvironment):
     ({ values } = parseArgs({
       args: [...argv],
       allowPositionals: false,
-      options: {
-        server: { type: "string" },
-        token: { type: "string" },
-        backend: { type: "string", default: "auto" },
-        "data-dir": { type: "string", default: defaultDataDir },
-        identity: { type: "string", default: defaultIdentityPath },
-        client: { type: "boolean", default: false },
-        listen: { type: "string", multiple: true, default: [] },
-        json: { type: "boolean", default: false },
-        help: { type: "boolean", short: "h", default: false },
-      },
+      options: machineOptions,
     }));
   } catch (error) {
     return usageError(io, (error as Error).message);

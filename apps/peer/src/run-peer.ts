@@ -591,7 +591,8 @@ async function measureLinkNow(swarm: Swarm, reporter: Reporter, signal: AbortSig
   }
 }
 
-function formatMbit(bytesPerSecond: number): string {
+/** A link rate as volunteers read it, e.g. "9.4 Mbit/s". */
+export function formatMbit(bytesPerSecond: number): string {
   return `${((bytesPerSecond * 8) / 1e6).toFixed(1)} Mbit/s`;
 }
 

@@ -1,6 +1,6 @@
 import { statfs } from "node:fs/promises";
 import { dirname } from "node:path";
-import { DEFAULT_MAX_SKEW_MS } from "@barnraise/protocol";
+import { DEFAULT_MAX_SKEW_MS, type KeyPair } from "@barnraise/protocol";
 import {
   JoinError,
   JoinErrorCode,
@@ -12,6 +12,7 @@ import {
 } from "@barnraise/swarm";
 import type { Logger } from "pino";
 import { HttpDatasetSource } from "../data/http-dataset-source.ts";
+import { formatMbit } from "../run-peer.ts";
 import { selectBackend, type BackendChoice } from "../tf/backend.ts";
 import { benchmarkBackend, describeBackend } from "../tf/benchmark-backend.ts";
 
@@ -92,7 +93,8 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorResult> {
   if (platform.time !== undefined) report(clockCheck(platform.time), DoctorExitCode.clock);
   if (platform.check.verdict === "fail") return { checks, exitCode };
 
-  const joined = await checkToken(options, now, report);
+  const member = await checkToken(options, now, report);
+  const joined = member?.joined;
 
   try {
     const selected = await selectBackend(options.backend);
@@ -117,7 +119,7 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorResult> {
   }
 
   report(await diskCheck(options, joined), DoctorExitCode.disk);
-  if (joined !== undefined) await checkSwarm(options, joined, report);
+  if (member !== undefined) await checkSwarm(options, member, report);
   return { checks, exitCode };
 }
 
@@ -191,11 +193,17 @@ function clockCheck(time: NonNullable<PlatformAnswer["time"]>): DoctorCheck {
   return { name: "clock", verdict: "ok", summary };
 }
 
+/** A join that went through: what the platform answered and the key it was made with. */
+interface Member {
+  readonly joined: JoinedExperiment;
+  readonly keyPair: KeyPair;
+}
+
 async function checkToken(
   options: DoctorOptions,
   now: () => number,
   report: (check: DoctorCheck, code?: number) => void,
-): Promise<JoinedExperiment | undefined> {
+): Promise<Member | undefined> {
   if (options.token === undefined) {
     report({
       name: "token",
@@ -219,7 +227,7 @@ async function checkToken(
       verdict: "ok",
       summary: `valid: this machine joins "${joined.experiment.name}" as ${joined.pass.username} (pass until ${new Date(joined.passExpiresAt).toISOString()})`,
     });
-    return joined;
+    return { joined, keyPair: identity.keyPair };
   } catch (error) {
     if (error instanceof JoinError && error.code === JoinErrorCode.EXPERIMENT_PAUSED) {
       report({
@@ -313,7 +321,7 @@ async function freeBytes(path: string): Promise<number> {
 
 async function checkSwarm(
   options: DoctorOptions,
-  joined: JoinedExperiment,
+  { joined, keyPair }: Member,
   report: (check: DoctorCheck, code?: number) => void,
 ): Promise<void> {
   if (joined.initialPeers.length === 0) {
@@ -328,7 +336,7 @@ async function checkSwarm(
   }
   const swarm = await Swarm.create({
     experimentId: joined.experiment.id,
-    identity: (await loadOrCreateIdentity(options.identityPath)).keyPair,
+    identity: keyPair,
     authorityPublicKey: joined.authorityPublicKey,
     pass: joined.passToken,
     // The checks end long before the pass does.
@@ -387,7 +395,7 @@ async function checkSwarm(
       report({
         name: "bandwidth",
         verdict: "ok",
-        summary: `upload ${formatRate(link.uploadBytesPerSecond)}, download ${formatRate(link.downloadBytesPerSecond)} (speed test against aux peer ${aux})`,
+        summary: `upload ${formatMbit(link.uploadBytesPerSecond)}, download ${formatMbit(link.downloadBytesPerSecond)} (speed test against aux peer ${aux})`,
       });
     } catch (error) {
       report({
@@ -421,8 +429,4 @@ function formatBytes(bytes: number): string {
     unit += 1;
   }
   return `${value >= 10 || unit === 0 ? value.toFixed(0) : value.toFixed(1)} ${units[unit] ?? "B"}`;
-}
-
-function formatRate(bytesPerSecond: number): string {
-  return `${((bytesPerSecond * 8) / 1e6).toFixed(1)} Mbit/s`;
 }
