@@ -106,6 +106,24 @@ describe.each(providers)("database on %s", (provider) => {
     });
   });
 
+  it("keeps one checkpoint per timeline and step", async () => {
+    const { experiment } = await organizerAndExperiment("unique-2");
+    const checkpoint = (timeline: number, key: string) => ({
+      experimentId: experiment.id,
+      timeline,
+      step: 50,
+      sizeBytes: 1n,
+      sha256: "00",
+      storageKey: key,
+      uploadedBy: "12D3KooWaux",
+    });
+    await db.checkpoint.create({ data: checkpoint(0, "a") });
+    await db.checkpoint.create({ data: checkpoint(1, "b") });
+    await expect(db.checkpoint.create({ data: checkpoint(1, "c") })).rejects.toMatchObject({
+      code: "P2002",
+    });
+  });
+
   it("deletes an experiment's allowlist, tokens, metrics and run events with it", async () => {
     const { organizer, experiment } = await organizerAndExperiment("cascade-1");
     await db.allowlistEntry.create({

@@ -101,6 +101,32 @@ describe.each(testDatabaseProviders())("checkpoint upload and download (%s)", (p
     expect(await response.json()).toMatchObject({ step: 3, loss: null, sizeBytes: 5000 });
   });
 
+  it("keeps one of two uploads of the same step sent at once, refuses the other (CONFLICT) and leaves no file of it", async () => {
+    const first = new Uint8Array(randomBytes(50_000));
+    const files = [first, new Uint8Array(randomBytes(50_000))];
+    const responses = await Promise.all(
+      files.map((file) =>
+        upload({
+          node: setup.aux,
+          experimentId: setup.experimentId,
+          step: 40,
+          body: chunkedStream(file, { chunkSize: 4096 }),
+          signedBytes: file,
+          contentLength: null,
+        }),
+      ),
+    );
+    const statuses = responses.map((response) => response.status).sort();
+    expect(statuses).toEqual([201, 409]);
+    const refused = responses.filter((response) => response.status === 409);
+    expect(await Promise.all(refused.map(errorCode))).toEqual([{ status: 409, code: "CONFLICT" }]);
+    expect(await app.db.checkpoint.count()).toBe(1);
+    expect((await storeContents(app.dataDir)).visible).toHaveLength(1);
+
+    const again = await upload({ node: setup.aux, experimentId: setup.experimentId, step: 40, body: first });
+    expect(await errorCode(again)).toEqual({ status: 409, code: "CONFLICT" });
+  });
+
   it("refuses a corrupted upload (CHECKSUM_MISMATCH) and keeps nothing", async () => {
     const file = new Uint8Array(randomBytes(50_000));
     const corrupted = file.slice();

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from "node:crypto";
 import { equalBytes } from "@barnraise/protocol";
-import type { Database } from "@barnraise/prisma";
+import { isUniqueViolation, type Database } from "@barnraise/prisma";
 import { checkpointUploadQuerySchema, type CheckpointUploadQuery } from "../../api/schemas/peer.ts";
 import type { CheckpointView } from "../../api/schemas/public.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
@@ -97,6 +97,8 @@ export async function uploadCheckpoint(
       return toCheckpointView(row);
     } catch (error) {
       await ctx.checkpoints.remove(storageKey);
+      // Two uploads of one step can pass the check at once; the database's unique key keeps one.
+      if (isUniqueViolation(error)) throw stepTaken(query.step);
       throw error;
     }
   } finally {
@@ -131,12 +133,14 @@ async function checkPlace(
     where: { experimentId: experiment.id, timeline: experiment.timeline, step: query.step },
     select: { id: true },
   });
-  if (existing !== null) {
-    throw new AppError(
-      AppErrorCode.CONFLICT,
-      `the run already has a checkpoint of step ${query.step} in its current timeline`,
-    );
-  }
+  if (existing !== null) throw stepTaken(query.step);
+}
+
+function stepTaken(step: number): AppError {
+  return new AppError(
+    AppErrorCode.CONFLICT,
+    `the run already has a checkpoint of step ${step} in its current timeline`,
+  );
 }
 
 /** Streams `body` into `staged`, refusing it past `size` bytes or short of it; returns its SHA-256. */
