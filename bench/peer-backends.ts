@@ -1,7 +1,10 @@
 /**
- * Training speed of the volunteer peer's TF.js backends: WebAssembly against pure JavaScript.
+ * Training speed of the volunteer peer's TF.js backends: WebAssembly against pure JavaScript, or
+ * WebGPU against WebAssembly.
  *
- *   node bench/peer-backends.ts [--backends wasm,cpu] [--runs 7] [--min-ms 300] [--warmup 3]
+ *   node bench/peer-backends.ts [--backends wasm,cpu] [--runs 7] [--min-ms 300] [--warmup 3] [--batch-scale 1]
+ *
+ * `--batch-scale K` multiplies each workload's batch (a GPU needs larger batches to pay off).
  *
  * For each backend, one child process (TF.js has one global engine per process) selects it as
  * `barnraise-peer --backend <name>` does (production mode), then, for each workload, builds the
@@ -16,8 +19,8 @@
  * dropout 0.1) on batches of 8 sentences.
  *
  * Columns: "params" the model's parameter count; "<backend> samples/s" the median over the timed
- * runs of samples per second, with the slowest and fastest run in brackets; "wasm/cpu" the ratio of
- * the medians. A workload the backend cannot run (e.g. a kernel it does not register) is shown as
+ * runs of samples per second, with the slowest and fastest run in brackets; "a/b" the ratio of
+ * the medians of the first two backends. A workload the backend cannot run (e.g. a kernel it does not register) is shown as
  * "unsupported", with the reason below the table.
  */
 import { spawn } from "node:child_process";
@@ -99,12 +102,15 @@ const { values: flags } = parseArgs({
     runs: { type: "string", default: "7" },
     "min-ms": { type: "string", default: "300" },
     warmup: { type: "string", default: "3" },
+    "batch-scale": { type: "string", default: "1" },
     child: { type: "string" },
   },
 });
 const runs = positiveInteger("runs", flags.runs);
 const minMs = positiveInteger("min-ms", flags["min-ms"]);
 const warmup = positiveInteger("warmup", flags.warmup);
+const batchScale = positiveInteger("batch-scale", flags["batch-scale"]);
+const workloads = WORKLOADS.map((workload) => ({ ...workload, batchSize: workload.batchSize * batchScale }));
 
 function positiveInteger(name: string, text: string): number {
   const value = Number(text);
@@ -117,7 +123,7 @@ function positiveInteger(name: string, text: string): number {
 // ------------------------------------------------------------------ child: one backend
 
 /** Times one workload on the active backend; a workload that throws is "unsupported", not a crash. */
-function measureWorkload(workload: Workload): WorkloadResult {
+async function measureWorkload(workload: Workload): Promise<WorkloadResult> {
   const tensorsBefore = tf.memory().numTensors;
   let model: TrainableModel | undefined;
   try {
@@ -128,7 +134,7 @@ function measureWorkload(workload: Workload): WorkloadResult {
     const warmupMs: number[] = [];
     for (let i = 0; i < warmup; i++) {
       const started = performance.now();
-      model.computeGradients(batch, seed++);
+      await model.computeGradients(batch, seed++);
       warmupMs.push(performance.now() - started);
     }
     // Enough steps per run that timer resolution and one GC pause weigh little.
@@ -136,7 +142,7 @@ function measureWorkload(workload: Workload): WorkloadResult {
     const rates: number[] = [];
     for (let run = 0; run < runs; run++) {
       const started = performance.now();
-      for (let step = 0; step < stepsPerRun; step++) model.computeGradients(batch, seed++);
+      for (let step = 0; step < stepsPerRun; step++) await model.computeGradients(batch, seed++);
       const seconds = (performance.now() - started) / 1000;
       rates.push((stepsPerRun * workload.batchSize) / seconds);
     }
@@ -172,9 +178,16 @@ async function runChild(choice: string): Promise<void> {
     backend: selected.name,
     packageName: selected.packageName,
     tfjsVersion: tf.version_core,
-    results: WORKLOADS.map(measureWorkload),
+    results: await measureWorkloads(),
   };
   process.stdout.write(`${JSON.stringify(report)}\n`);
+}
+
+/** The workloads one after the other (never two at once on one engine). */
+async function measureWorkloads(): Promise<WorkloadResult[]> {
+  const results: WorkloadResult[] = [];
+  for (const workload of workloads) results.push(await measureWorkload(workload));
+  return results;
 }
 
 // ------------------------------------------------------------------ parent: spawn and summarize
@@ -193,6 +206,8 @@ async function measureBackend(backend: string): Promise<ChildReport> {
       String(minMs),
       "--warmup",
       String(warmup),
+      "--batch-scale",
+      String(batchScale),
     ],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
@@ -263,23 +278,25 @@ async function runParent(): Promise<void> {
   const first = reports[0];
   if (first !== undefined) console.log(`TF.js ${first.tfjsVersion}`);
 
-  const wasm = reports.find((report) => report.backend === "wasm");
-  const cpu = reports.find((report) => report.backend === "cpu");
-  const showRatio = wasm !== undefined && cpu !== undefined;
+  // The first two backends measured, compared: wasm/cpu by default, webgpu/wasm on a GPU.
+  const [top, bottom] = reports;
+  const ratioName =
+    top !== undefined && bottom !== undefined ? `${top.backend}/${bottom.backend}` : undefined;
+  const showRatio = ratioName !== undefined;
   const header = [
     "workload",
     "batch",
     "params",
     ...reports.map((report) => `${report.backend} samples/s`),
-    ...(showRatio ? ["wasm/cpu"] : []),
+    ...(ratioName === undefined ? [] : [ratioName]),
   ];
-  const rows = WORKLOADS.map((workload, w) => {
+  const rows = workloads.map((workload, w) => {
     const results = reports.map((report) => report.results[w]);
     const parameters = results.find((result) => result?.status === "measured");
     const ratio = (): string => {
-      const top = medianRate(wasm?.results[w]);
-      const bottom = medianRate(cpu?.results[w]);
-      return top === undefined || bottom === undefined ? "-" : `${(top / bottom).toFixed(2)}×`;
+      const above = medianRate(top?.results[w]);
+      const below = medianRate(bottom?.results[w]);
+      return above === undefined || below === undefined ? "-" : `${(above / below).toFixed(2)}×`;
     };
     return [
       workload.name,
@@ -294,7 +311,7 @@ async function runParent(): Promise<void> {
   console.log();
   for (const report of reports) {
     report.results.forEach((result, w) => {
-      const name = WORKLOADS[w]?.name ?? `workload ${w}`;
+      const name = workloads[w]?.name ?? `workload ${w}`;
       if (result.status === "unsupported") {
         console.log(`${report.backend}, ${name}: unsupported: ${result.reason}`);
       } else if (result.leakedTensors !== 0) {
@@ -306,7 +323,7 @@ async function runParent(): Promise<void> {
   }
   console.log(
     "samples/s: median [slowest–fastest run] of computeGradients on one synthetic batch (forward, backward, " +
-      `gradient read back), one thread${showRatio ? "; wasm/cpu: ratio of the medians" : ""}.`,
+      `gradient read back)${showRatio ? `; ${ratioName}: ratio of the medians` : ""}.`,
   );
   for (const failure of failures) console.log(`FAILED ${failure}`);
   if (failures.length > 0) process.exitCode = 1;

@@ -65,9 +65,10 @@ const programs: readonly Program[] = [
 
 /**
  * Packages left out of the bundle: native TensorFlow bindings the peer tries with a dynamic import
- * and skips when absent (a volunteer who wants them installs them next to the program).
+ * and skips when absent (a volunteer who wants them installs them next to the program), and Dawn's
+ * WebGPU binding, which the peer fetches from the platform for its own platform (see addons).
  */
-const optionalNative = ["@tensorflow/tfjs-node", "@tensorflow/tfjs-node-gpu"];
+const optionalNative = ["@tensorflow/tfjs-node", "@tensorflow/tfjs-node-gpu", "webgpu"];
 
 /**
  * CommonJS code inside an ES module bundle still calls `require` and reads `__dirname` (Emscripten's
@@ -89,10 +90,18 @@ export interface ProgramManifest {
   readonly sha256: string;
 }
 
+export interface AddonManifest {
+  readonly name: "webgpu";
+  readonly version: string;
+  readonly platform: string;
+  readonly files: readonly { name: string; file: string; bytes: number; sha256: string }[];
+}
+
 export interface ProgramsManifest {
   readonly protocolVersion: number;
   readonly inputsHash: string;
   readonly programs: readonly ProgramManifest[];
+  readonly addons: readonly AddonManifest[];
 }
 
 const log = (line: string) => process.stdout.write(`[build-programs] ${line}\n`);
@@ -108,7 +117,13 @@ if (!flags.force && upToDate()) {
   for (const file of readdirSync(out)) {
     if (file.endsWith(".tgz") && !built.some((p) => p.file === file)) rmSync(join(out, file));
   }
-  const manifest: ProgramsManifest = { protocolVersion: PROTOCOL_VERSION, inputsHash, programs: built };
+  const addons = copyWebGpuAddons();
+  const manifest: ProgramsManifest = {
+    protocolVersion: PROTOCOL_VERSION,
+    inputsHash,
+    programs: built,
+    addons,
+  };
   writeFileSync(`${manifestPath}.tmp`, `${JSON.stringify(manifest, null, 2)}\n`);
   renameSync(`${manifestPath}.tmp`, manifestPath);
 }
@@ -120,7 +135,12 @@ function upToDate(): boolean {
     return (
       manifest.inputsHash === inputsHash &&
       manifest.programs.length === programs.length &&
-      manifest.programs.every((p) => existsSync(join(out, p.file)))
+      manifest.programs.every((p) => existsSync(join(out, p.file))) &&
+      Array.isArray(manifest.addons) &&
+      manifest.addons.length > 0 &&
+      manifest.addons.every((a: AddonManifest) =>
+        a.files.every((f) => existsSync(join(out, "addons", f.file))),
+      )
     );
   } catch {
     return false;
@@ -193,6 +213,42 @@ async function buildProgram(program: Program): Promise<ProgramManifest> {
   } finally {
     rmSync(stage, { recursive: true, force: true });
   }
+}
+
+/**
+ * Copies Dawn's WebGPU binding for every platform its `webgpu` package ships (one directory per
+ * platform, `dawn.node` and on Windows the DLLs beside it) into `<out>/addons`, each file under a
+ * content-addressed name. The peer bundle leaves `webgpu` out (21 MB per platform, 130 MB for all):
+ * a peer that wants WebGPU fetches its own platform's files from the platform and checks them.
+ */
+function copyWebGpuAddons(): AddonManifest[] {
+  const started = performance.now();
+  const requireFromPeer = createRequire(join(root, "apps/peer/package.json"));
+  const packageRoot = packageDirectory(requireFromPeer.resolve("webgpu"), "webgpu");
+  const { version } = JSON.parse(readFileSync(join(packageRoot, "package.json"), "utf8")) as {
+    version: string;
+  };
+  const directory = join(out, "addons");
+  mkdirSync(directory, { recursive: true });
+  const addons: AddonManifest[] = [];
+  for (const platform of readdirSync(join(packageRoot, "dist")).sort()) {
+    const platformDir = join(packageRoot, "dist", platform);
+    const names = readdirSync(platformDir).filter((name) => /\.(node|dll)$/.test(name));
+    if (!names.includes("dawn.node")) continue;
+    const files = names.sort().map((name) => {
+      const bytes = readFileSync(join(platformDir, name));
+      const sha256 = createHash("sha256").update(bytes).digest("hex");
+      const file = `webgpu-${version}-${platform}-${sha256.slice(0, 12)}-${name}`;
+      if (!existsSync(join(directory, file))) copyFileSync(join(platformDir, name), join(directory, file));
+      return { name, file, bytes: bytes.length, sha256 };
+    });
+    addons.push({ name: "webgpu", version, platform, files });
+  }
+  const kept = new Set(addons.flatMap((addon) => addon.files.map((f) => f.file)));
+  for (const file of readdirSync(directory)) if (!kept.has(file)) rmSync(join(directory, file));
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  log(`webgpu ${version} add-ons for ${addons.map((a) => a.platform).join(", ")} in ${seconds} s`);
+  return addons;
 }
 
 /** The installed package's root: the nearest directory above `entry` whose package.json is `name`'s. */

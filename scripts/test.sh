@@ -6,6 +6,10 @@ bash scripts/check.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 # The network-namespace tests build home routers with nftables (NAT); ip and tc come with iproute2.
 command -v nft >/dev/null || [[ -x /usr/sbin/nft ]] || install_debian_package nftables "the NAT lab tests" || exit 1
+# The WebGPU tests run Dawn on Mesa's software rasterizer through EGL (OpenGL ES) when no GPU is here.
+for package in libegl1 libegl-mesa0 libgles2; do
+  dpkg -s "$package" >/dev/null 2>&1 || install_debian_package "$package" "the WebGPU tests (Mesa's EGL)" || exit 1
+done
 echo "[barnraise] unit and integration tests (SQLite and PostgreSQL)"
 BARNRAISE_TEST_POSTGRES_URL="$(bash scripts/postgres.sh start)"
 export BARNRAISE_TEST_POSTGRES_URL

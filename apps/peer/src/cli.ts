@@ -63,9 +63,10 @@ Options:
   --server URL          the platform, e.g. https://barnraise.example.org  (or BARNRAISE_SERVER)
   --token TOKEN         your peer token, shown once on the experiment's page  (or BARNRAISE_TOKEN,
                         which keeps it out of the process list)
-  --backend NAME        auto (default), gpu, node, wasm or cpu
+  --backend NAME        auto (default), gpu, webgpu, node, wasm or cpu
   --batch-size N|auto   per-step minibatch on this machine (default: the experiment's setting)
-  --data-dir DIR        where verified dataset shards are cached (default: ${defaultDataDir})
+  --data-dir DIR        where verified dataset shards and a fetched WebGPU binding are kept
+                        (default: ${defaultDataDir})
   --identity FILE       this node's key (default: ${defaultIdentityPath})
   --client              behind NAT: only dial out, never accept connections
   --listen MULTIADDR    listen address (repeatable; default: TCP on a free port)

@@ -28,6 +28,7 @@ import type { TrainableModel } from "./models/trainable-model.ts";
 import { deriveSeed, hashName } from "./seeded-random.ts";
 import { selectBackend, type BackendChoice } from "./tf/backend.ts";
 import { benchmarkBackend, describeBackend } from "./tf/benchmark-backend.ts";
+import { createWebGpuLoader } from "./tf/webgpu.ts";
 import { resolveBatchSize } from "./training/auto-batch-size.ts";
 import { evaluateModel, type Evaluation } from "./training/evaluate.ts";
 import { LossReportingProgress } from "./training/loss-reporting-progress.ts";
@@ -108,8 +109,21 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     passExpiresAt: new Date(joined.passExpiresAt).toISOString(),
   });
 
-  const selected = await selectBackend(options.backend);
-  reporter.log("info", describeBackend(selected, await benchmarkBackend()));
+  const selected = await selectBackend(options.backend, {
+    loaders: {
+      webgpu: createWebGpuLoader({
+        addon: {
+          server: options.server,
+          directory: join(options.dataDir, "addons"),
+          signal: startUp,
+          log: (line) => {
+            reporter.log("info", line);
+          },
+        },
+      }),
+    },
+  });
+  reporter.log("info", describeBackend(selected, selected.benchmark ?? (await benchmarkBackend())));
 
   const model = createModel(config.model);
   const cleanups: (() => Promise<void> | void)[] = [

@@ -88,9 +88,10 @@ function recording(model: TrainableModel, losses: StepLosses, step: () => number
     setParameters: (parameters) => {
       model.setParameters(parameters);
     },
-    computeGradients: (batch: Batch, seed: number): GradientResult => {
-      const result = model.computeGradients(batch, seed);
-      losses.add(step(), result.loss, result.samples);
+    computeGradients: async (batch: Batch, seed: number): Promise<GradientResult> => {
+      const at = step();
+      const result = await model.computeGradients(batch, seed);
+      losses.add(at, result.loss, result.samples);
       return result;
     },
     evaluate: (batch) => model.evaluate(batch),

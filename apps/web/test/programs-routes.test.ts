@@ -28,12 +28,17 @@ interface Catalog {
   protocolVersion: number;
   programs: { name: string; version: string; file: string; url: string; bytes: number; sha256: string }[];
   installScript: string;
+  addons: {
+    platform: string;
+    files: { name: string; file: string; url: string; bytes: number; sha256: string }[];
+  }[];
 }
 
 describe("program routes", () => {
   let app: TestApp;
   let programsDir: string;
   let peer: Buffer;
+  const dawn = randomBytes(4096);
   let peerFile = "";
 
   beforeAll(async () => {
@@ -67,10 +72,23 @@ describe("program routes", () => {
   describe("once built", () => {
     beforeAll(async () => {
       peer = await packEchoProgram();
-      const files = await writePrograms(programsDir, [
-        { name: "barnraise-peer", bytes: peer },
-        { name: "barnraise-aux", bytes: randomBytes(3000) },
-      ]);
+      const files = await writePrograms(
+        programsDir,
+        [
+          { name: "barnraise-peer", bytes: peer },
+          { name: "barnraise-aux", bytes: randomBytes(3000) },
+        ],
+        [
+          { platform: "linux-x64", files: [{ name: "dawn.node", bytes: dawn }] },
+          {
+            platform: "win32-x64",
+            files: [
+              { name: "dawn.node", bytes: randomBytes(100) },
+              { name: "dxcompiler.dll", bytes: randomBytes(50) },
+            ],
+          },
+        ],
+      );
       peerFile = files[0] ?? "";
       await writeFile(join(programsDir, "secret.txt"), "not served");
     });
@@ -107,6 +125,35 @@ describe("program routes", () => {
 
       const revalidated = await program("barnraise-peer.tgz", { "if-none-match": `"${sha256(peer)}"` });
       expect(revalidated.status).toBe(304);
+    });
+
+    it("lists the WebGPU add-on's files per platform and serves each by its content-addressed name", async () => {
+      const catalog = (await (await callRoute(getCatalog, "/api/v1/programs")).json()) as Catalog;
+      expect(catalog.addons.map((addon) => addon.platform)).toEqual(["linux-x64", "win32-x64"]);
+      const [linux, windows] = catalog.addons;
+      expect(windows?.files.map((file) => file.name)).toEqual(["dawn.node", "dxcompiler.dll"]);
+      const file = linux?.files[0];
+      expect(file).toEqual({
+        name: "dawn.node",
+        file: `webgpu-0.6.2-linux-x64-${sha256(dawn).slice(0, 12)}-dawn.node`,
+        url: `${TEST_ORIGIN}/api/v1/programs/webgpu-0.6.2-linux-x64-${sha256(dawn).slice(0, 12)}-dawn.node`,
+        bytes: dawn.length,
+        sha256: sha256(dawn),
+      });
+      const served = await program(file?.file ?? "");
+      expect(served.status).toBe(200);
+      expect(served.headers.get("content-type")).toBe("application/octet-stream");
+      expect(served.headers.get("cache-control")).toContain("immutable");
+      expect(served.headers.get("etag")).toBe(`"${sha256(dawn)}"`);
+      expect(Buffer.from(await served.arrayBuffer()).equals(dawn)).toBe(true);
+      // Only by the exact name: no alias, no other directory.
+      for (const name of [
+        "dawn.node",
+        `addons/${file?.file ?? ""}`,
+        `webgpu-0.6.2-linux-x64-000000000000-dawn.node`,
+      ]) {
+        expect((await program(name)).status, name).toBe(404);
+      }
     });
 
     it("serves no file the manifest does not name", async () => {

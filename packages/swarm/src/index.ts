@@ -84,7 +84,7 @@ export * from "./platform/join-error.ts";
 export type { JoinedExperiment } from "./platform/join-response.ts";
 export * from "./platform/join-retry.ts";
 export * from "./platform/join-experiment.ts";
-export { readBoundedText } from "./platform/bounded-body.ts";
+export { readBoundedBytes, readBoundedText } from "./platform/bounded-body.ts";
 export * from "./platform/pass-refresher.ts";
 export * from "./platform/authority-pin.ts";
 export * from "./platform/platform-client.ts";

@@ -1,5 +1,5 @@
 import { statfs } from "node:fs/promises";
-import { dirname } from "node:path";
+import { dirname, join } from "node:path";
 import { DEFAULT_MAX_SKEW_MS, type KeyPair } from "@barnraise/protocol";
 import {
   JoinError,
@@ -15,6 +15,7 @@ import { HttpDatasetSource } from "../data/http-dataset-source.ts";
 import { formatMbit } from "../run-peer.ts";
 import { selectBackend, type BackendChoice } from "../tf/backend.ts";
 import { benchmarkBackend, describeBackend } from "../tf/benchmark-backend.ts";
+import { createWebGpuLoader } from "../tf/webgpu.ts";
 
 /**
  * `barnraise-peer doctor`: can this machine contribute to the run? Each check says what it found, a
@@ -97,8 +98,14 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorResult> {
   const joined = member?.joined;
 
   try {
-    const selected = await selectBackend(options.backend);
-    const bench = await benchmarkBackend();
+    const selected = await selectBackend(options.backend, {
+      loaders: {
+        webgpu: createWebGpuLoader({
+          addon: { server: options.server, directory: join(options.dataDir, "addons") },
+        }),
+      },
+    });
+    const bench = selected.benchmark ?? (await benchmarkBackend());
     const slow = selected.name === "cpu";
     report({
       name: "backend",

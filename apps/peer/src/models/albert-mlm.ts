@@ -4,7 +4,7 @@ import { DropoutSeeds, albertMaskedLogits } from "./albert-forward.ts";
 import { type AlbertMlmConfig, albertParameterSpecs } from "./albert-parameters.ts";
 import type { Batch, MaskedTokenBatch } from "./batch.ts";
 import { checkMaskedTokenBatch } from "./batch-checks.ts";
-import { countCorrect, softmaxCrossEntropy } from "./layer-ops.ts";
+import { lossAndAccuracy, softmaxCrossEntropy } from "./layer-ops.ts";
 import { checkSeed } from "./model-error.ts";
 import type { EvaluationResult, GradientResult, TrainableModel } from "./trainable-model.ts";
 import { VariableSet } from "./variable-set.ts";
@@ -37,32 +37,29 @@ export class AlbertMlm implements TrainableModel {
     this.#parameters.assign(parameters);
   }
 
-  computeGradients(batch: Batch, seed: number): GradientResult {
+  computeGradients(batch: Batch, seed: number): Promise<GradientResult> {
+    // Bad input throws here, before any promise: only the computation is asynchronous.
     this.#parameters.checkAlive();
     checkSeed(seed, "dropout seed");
     const tokens = this.#check(batch);
     const { rows, targets } = maskedCells(tokens.labels);
     if (rows.length === 0) {
-      return { loss: 0, samples: tokens.size, gradient: new Float32Array(this.layout.size) };
+      return Promise.resolve({ loss: 0, samples: tokens.size, gradient: new Float32Array(this.layout.size) });
     }
     const dropout = this.config.dropout > 0 ? new DropoutSeeds(this.config.dropout, seed) : undefined;
-    const { loss, gradient } = this.#parameters.lossAndGradient(() =>
-      softmaxCrossEntropy(this.#logits(tokens, rows, dropout), targets),
-    );
-    return { loss, samples: tokens.size, gradient };
+    return this.#parameters
+      .lossAndGradient(() => softmaxCrossEntropy(this.#logits(tokens, rows, dropout), targets))
+      .then(({ loss, gradient }) => ({ loss, samples: tokens.size, gradient }));
   }
 
-  evaluate(batch: Batch): EvaluationResult {
+  evaluate(batch: Batch): Promise<EvaluationResult> {
     this.#parameters.checkAlive();
     const tokens = this.#check(batch);
     const { rows, targets } = maskedCells(tokens.labels);
-    if (rows.length === 0) return { loss: 0, accuracy: 0, predictions: 0 };
-    return tf.tidy(() => {
-      const logits = this.#logits(tokens, rows, undefined);
-      const loss = softmaxCrossEntropy(logits, targets).arraySync();
-      const correct = countCorrect(logits, targets);
-      return { loss, accuracy: correct / rows.length, predictions: rows.length };
-    });
+    if (rows.length === 0) return Promise.resolve({ loss: 0, accuracy: 0, predictions: 0 });
+    return lossAndAccuracy(() => this.#logits(tokens, rows, undefined), targets).then(
+      ({ loss, correct }) => ({ loss, accuracy: correct / rows.length, predictions: rows.length }),
+    );
   }
 
   dispose(): void {

@@ -87,9 +87,30 @@ export function softmaxCrossEntropy(logits: tf.Tensor2D, labels: Int32Array): tf
   return tf.neg(tf.mean(picked)) as tf.Scalar;
 }
 
-/** How many rows of `logits` have their largest value at the row's label. */
-export function countCorrect(logits: tf.Tensor2D, labels: Int32Array): number {
+/** How many rows of `logits` have their largest value at the row's label (a scalar tensor). */
+export function countCorrect(logits: tf.Tensor2D, labels: Int32Array): tf.Scalar {
   const predicted = tf.argMax(logits, -1);
-  const hits = tf.sum(tf.cast(tf.equal(predicted, tf.tensor1d(labels, "int32")), "int32"));
-  return hits.arraySync() as number;
+  return tf.sum(tf.cast(tf.equal(predicted, tf.tensor1d(labels, "int32")), "int32"));
+}
+
+/**
+ * Mean cross-entropy and correct predictions of `logits` against `labels`, read back
+ * asynchronously (a GPU backend cannot read synchronously in Node). Disposes what it allocates;
+ * `logits` stays the caller's.
+ */
+export async function lossAndAccuracy(
+  logits: () => tf.Tensor2D,
+  labels: Int32Array,
+): Promise<{ loss: number; correct: number }> {
+  const { loss, correct } = tf.tidy(() => {
+    const computed = logits();
+    return { loss: softmaxCrossEntropy(computed, labels), correct: countCorrect(computed, labels) };
+  });
+  try {
+    const [lossValue, correctValue] = await Promise.all([loss.data(), correct.data()]);
+    return { loss: lossValue[0] ?? NaN, correct: correctValue[0] ?? NaN };
+  } finally {
+    loss.dispose();
+    correct.dispose();
+  }
 }

@@ -3,7 +3,7 @@ import type { ModelConfig } from "@barnraise/protocol";
 import type { ParameterLayout } from "@barnraise/swarm";
 import type { Batch } from "./batch.ts";
 import { DIGIT_CLASSES, IMAGE_PIXELS, checkImageBatch } from "./batch-checks.ts";
-import { activate, countCorrect, dense, softmaxCrossEntropy } from "./layer-ops.ts";
+import { activate, dense, lossAndAccuracy, softmaxCrossEntropy } from "./layer-ops.ts";
 import { checkSeed } from "./model-error.ts";
 import type { EvaluationResult, GradientResult, TrainableModel } from "./trainable-model.ts";
 import { type ParameterSpec, VariableSet } from "./variable-set.ts";
@@ -68,25 +68,22 @@ export class MnistMlp implements TrainableModel {
     this.#parameters.assign(parameters);
   }
 
-  computeGradients(batch: Batch, seed: number): GradientResult {
+  computeGradients(batch: Batch, seed: number): Promise<GradientResult> {
+    // Bad input throws here, before any promise: only the computation is asynchronous.
     this.#parameters.checkAlive();
     checkSeed(seed, "dropout seed");
     const images = checkImageBatch(batch);
-    const { loss, gradient } = this.#parameters.lossAndGradient(() =>
-      softmaxCrossEntropy(this.#logits(images.pixels, images.size), images.labels),
-    );
-    return { loss, samples: images.size, gradient };
+    return this.#parameters
+      .lossAndGradient(() => softmaxCrossEntropy(this.#logits(images.pixels, images.size), images.labels))
+      .then(({ loss, gradient }) => ({ loss, samples: images.size, gradient }));
   }
 
-  evaluate(batch: Batch): EvaluationResult {
+  evaluate(batch: Batch): Promise<EvaluationResult> {
     this.#parameters.checkAlive();
     const images = checkImageBatch(batch);
-    return tf.tidy(() => {
-      const logits = this.#logits(images.pixels, images.size);
-      const loss = softmaxCrossEntropy(logits, images.labels).arraySync();
-      const correct = countCorrect(logits, images.labels);
-      return { loss, accuracy: correct / images.size, predictions: images.size };
-    });
+    return lossAndAccuracy(() => this.#logits(images.pixels, images.size), images.labels).then(
+      ({ loss, correct }) => ({ loss, accuracy: correct / images.size, predictions: images.size }),
+    );
   }
 
   dispose(): void {

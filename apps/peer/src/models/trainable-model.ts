@@ -36,10 +36,14 @@ export interface TrainableModel {
   initialParameters(seed: number): Float32Array;
   /** Copies a flat vector (length `layout.size`) into the model's variables. */
   setParameters(parameters: Float32Array): void;
-  /** Forward and backward at the current parameters; dropout (if any) is drawn from `seed`. */
-  computeGradients(batch: Batch, seed: number): GradientResult;
-  /** Forward only, no dropout. */
-  evaluate(batch: Batch): EvaluationResult;
+  /**
+   * Forward and backward at the current parameters; dropout (if any) is drawn from `seed`. Bad
+   * input throws at once; the values are read back asynchronously (GPU backends cannot read
+   * synchronously in Node).
+   */
+  computeGradients(batch: Batch, seed: number): Promise<GradientResult>;
+  /** Forward only, no dropout; asynchronous like computeGradients. */
+  evaluate(batch: Batch): Promise<EvaluationResult>;
   /** Frees every tensor the model holds. */
   dispose(): void;
 }

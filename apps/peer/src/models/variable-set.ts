@@ -85,23 +85,27 @@ export class VariableSet {
 
   /**
    * Runs `loss` under `tf.variableGrads` and returns its value and the gradient of every variable,
-   * concatenated in layout order (zeros for tensors the loss does not depend on).
+   * concatenated in layout order (zeros for tensors the loss does not depend on). The values are
+   * read back asynchronously: a GPU backend (WebGPU) cannot read synchronously in Node.
    */
-  lossAndGradient(loss: () => tf.Scalar): { loss: number; gradient: Float32Array } {
+  async lossAndGradient(loss: () => tf.Scalar): Promise<{ loss: number; gradient: Float32Array }> {
     this.checkAlive();
-    let value = 0;
-    let gradient = new Float32Array(0);
-    tf.tidy(() => {
+    const { value, flat } = tf.tidy(() => {
       const result = tf.variableGrads(loss, this.#variables);
       const parts = this.#variables.map((variable) => {
         const grad = result.grads[variable.name];
         return grad === undefined ? tf.zeros([variable.size]) : tf.reshape(grad, [-1]);
       });
-      // One read-back for the whole vector (one GPU sync instead of one per tensor), then a copy we own.
-      gradient = new Float32Array(tf.concat(parts).dataSync());
-      value = result.value.arraySync();
+      return { value: result.value, flat: tf.concat(parts) };
     });
-    return { loss: value, gradient };
+    try {
+      // One read-back for the whole vector (one GPU sync instead of one per tensor), then a copy we own.
+      const [gradient, lossValue] = await Promise.all([flat.data(), value.data()]);
+      return { loss: lossValue[0] ?? NaN, gradient: new Float32Array(gradient) };
+    } finally {
+      value.dispose();
+      flat.dispose();
+    }
   }
 
   /** Disposes every variable; later calls throw DISPOSED. Idempotent. */

@@ -3,24 +3,29 @@ import { createRequire } from "node:module";
 import { dirname, join, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as tf from "@tensorflow/tfjs-core";
+import { benchmarkBackend, formatGflops, type BackendBenchmark } from "./benchmark-backend.ts";
+import { createWebGpuLoader, type WebGpuAdapter } from "./webgpu.ts";
 
 /**
- * Picks the TF.js backend a volunteer's machine trains on (DESIGN §5): tfjs-node-gpu, then
- * tfjs-node, then WebAssembly, then pure JS. Each package is loaded with a dynamic `import()`, so a
- * missing optional package is skipped (and the reason kept) instead of crashing the peer.
+ * Picks the TF.js backend a volunteer's machine trains on (DESIGN §5). "auto" takes the first of
+ * tfjs-node-gpu, tfjs-node, WebAssembly and pure JS that works, then tries WebGPU (Dawn) and keeps
+ * whichever of the two multiplies matrices faster, measured here: a real GPU beats the CPU by far,
+ * while WebGPU on a software rasterizer is slower than wasm. Each package is loaded with a dynamic
+ * `import()`, so a missing optional package is skipped (and the reason kept) instead of crashing
+ * the peer.
  *
  * TF.js has one global engine: selection switches the active backend for the whole process, so do
  * not run two selections at the same time.
  */
 
 /** What the volunteer asks for with `--backend`. "auto" takes the fastest backend that loads. */
-export type BackendChoice = "auto" | "gpu" | "node" | "wasm" | "cpu";
+export type BackendChoice = "auto" | "gpu" | "webgpu" | "node" | "wasm" | "cpu";
 
 /** A concrete backend, as reported to the volunteer. */
-export type BackendName = "tensorflow-gpu" | "tensorflow" | "wasm" | "cpu";
+export type BackendName = "tensorflow-gpu" | "webgpu" | "tensorflow" | "wasm" | "cpu";
 
-/** Every accepted `--backend` value, in the order "auto" tries the concrete ones (after "auto"). */
-export const BACKEND_CHOICES: readonly BackendChoice[] = ["auto", "gpu", "node", "wasm", "cpu"];
+/** Every accepted `--backend` value. */
+export const BACKEND_CHOICES: readonly BackendChoice[] = ["auto", "gpu", "webgpu", "node", "wasm", "cpu"];
 
 /** Loads one backend package (registering its TF.js backend as a side effect). Injectable for tests. */
 export type BackendLoader = () => Promise<unknown>;
@@ -30,14 +35,20 @@ export type BackendLoaders = Record<Exclude<BackendChoice, "auto">, BackendLoade
 export interface SelectBackendOptions {
   /** Replaces some of the real dynamic imports (tests simulate missing or broken packages). */
   readonly loaders?: Partial<BackendLoaders>;
+  /** Times the active backend, for "auto" to compare WebGPU with the other backend it found. */
+  readonly measure?: () => Promise<BackendBenchmark>;
 }
 
-/** The backend now active in the TF.js engine, and why the faster ones were passed over. */
+/** The backend now active in the TF.js engine, and why the others were passed over. */
 export interface SelectedBackend {
   readonly choice: BackendChoice;
   readonly name: BackendName;
   readonly packageName: string;
   readonly skipped: readonly { readonly name: BackendName; readonly reason: string }[];
+  /** What it runs on, where the backend says (WebGPU: Dawn's API and the adapter). */
+  readonly device?: string;
+  /** Its speed, when "auto" measured it to choose. */
+  readonly benchmark?: BackendBenchmark;
 }
 
 /** `--backend` got a value that is not one of {@link BACKEND_CHOICES}. */
@@ -91,6 +102,15 @@ const CANDIDATES: readonly Candidate[] = [
     advice:
       "install it with `npm install @tensorflow/tfjs-node-gpu` (Linux x64 with CUDA and cuDNN), " +
       "or run with --backend auto to use the fastest backend that works here",
+  },
+  {
+    choice: "webgpu",
+    name: "webgpu",
+    packageName: "@tensorflow/tfjs-backend-webgpu",
+    tfName: "webgpu",
+    advice:
+      "WebGPU needs a GPU driver Dawn can use (Vulkan, Metal or Direct3D 12; on Linux without one, " +
+      "Mesa's EGL: libegl1 libegl-mesa0 libgles2), or run with --backend auto",
   },
   {
     choice: "node",
@@ -148,6 +168,7 @@ async function importOptional(packageName: string): Promise<unknown> {
 /** The real loaders: dynamic imports of the backend packages. */
 export const defaultBackendLoaders: BackendLoaders = {
   gpu: () => importOptional("@tensorflow/tfjs-node-gpu"),
+  webgpu: createWebGpuLoader(),
   node: () => importOptional("@tensorflow/tfjs-node"),
   wasm: async () => {
     const wasm = await import("@tensorflow/tfjs-backend-wasm");
@@ -158,54 +179,122 @@ export const defaultBackendLoaders: BackendLoaders = {
 };
 
 /**
- * Loads and activates a backend. "auto" tries gpu → node → wasm → cpu and keeps the first that
- * works, recording why each earlier one was skipped; an explicit choice tries only that one and
- * throws {@link BackendUnavailableError} when it fails. On success the backend is the engine's
- * active backend and has computed a small sum correctly.
+ * Loads and activates a backend. "auto" takes the first of gpu → node → wasm → cpu that works
+ * (recording why each earlier one was skipped), then tries WebGPU and, when it works too, measures
+ * both and keeps the faster. An explicit choice tries only that one and throws
+ * {@link BackendUnavailableError} when it fails. On success the backend is the engine's active
+ * backend and has computed a small sum correctly.
  */
 export async function selectBackend(
   choice: BackendChoice,
   options: SelectBackendOptions = {},
 ): Promise<SelectedBackend> {
   const loaders: BackendLoaders = { ...defaultBackendLoaders, ...options.loaders };
-  const candidates = choice === "auto" ? CANDIDATES : CANDIDATES.filter((c) => c.choice === choice);
-  const skipped: { name: BackendName; reason: string }[] = [];
-  const causes: unknown[] = [];
-  for (const candidate of candidates) {
+  if (choice !== "auto") {
+    const candidate = candidateFor(choice);
     try {
-      const outcome = await activate(candidate, loaders[candidate.choice], choice === "auto");
-      skipped.push(...outcome.skipped);
-      return { choice, name: outcome.name, packageName: candidate.packageName, skipped };
+      const outcome = await activate(candidate, loaders[choice], false);
+      return { choice, ...selection(candidate, outcome), skipped: [...outcome.skipped] };
     } catch (error) {
       const reason = describeFailure(error, candidate.packageName);
-      if (choice !== "auto") {
-        throw new BackendUnavailableError(
-          choice,
-          `backend "${choice}" is unavailable: ${candidate.packageName} ${reason}; ${candidate.advice}`,
-          { cause: error },
-        );
-      }
-      skipped.push({ name: candidate.name, reason });
+      throw new BackendUnavailableError(
+        choice,
+        `backend "${choice}" is unavailable: ${candidate.packageName} ${reason}; ${candidate.advice}`,
+        { cause: error },
+      );
+    }
+  }
+  const skipped: { name: BackendName; reason: string }[] = [];
+  const causes: unknown[] = [];
+  let found: { candidate: Candidate; outcome: Activation } | undefined;
+  for (const candidate of CANDIDATES.filter((c) => c.choice !== "webgpu")) {
+    try {
+      const outcome = await activate(candidate, loaders[candidate.choice], true);
+      skipped.push(...outcome.skipped);
+      found = { candidate, outcome };
+      break;
+    } catch (error) {
+      skipped.push({ name: candidate.name, reason: describeFailure(error, candidate.packageName) });
       causes.push(error);
     }
   }
-  const reasons = skipped.map((s) => `${s.name}: ${s.reason}`).join("; ");
-  throw new BackendUnavailableError(
-    choice,
-    `no TF.js backend could be loaded (${reasons}); reinstall the peer's dependencies (\`npm ci\`)`,
-    { cause: new AggregateError(causes, "every backend failed") },
-  );
+  const webgpu = candidateFor("webgpu");
+  let gpuOutcome: Activation | undefined;
+  try {
+    gpuOutcome = await activate(webgpu, loaders.webgpu, true);
+  } catch (error) {
+    skipped.push({ name: webgpu.name, reason: describeFailure(error, webgpu.packageName) });
+    causes.push(error);
+  }
+  if (found === undefined) {
+    if (gpuOutcome !== undefined) return { choice, ...selection(webgpu, gpuOutcome), skipped };
+    const reasons = skipped.map((s) => `${s.name}: ${s.reason}`).join("; ");
+    throw new BackendUnavailableError(
+      choice,
+      `no TF.js backend could be loaded (${reasons}); reinstall the peer's dependencies (\`npm ci\`)`,
+      { cause: new AggregateError(causes, "every backend failed") },
+    );
+  }
+  if (gpuOutcome === undefined) {
+    await useBackend(found.candidate.tfName);
+    return { choice, ...selection(found.candidate, found.outcome), skipped };
+  }
+  // Both work: time each on the same matrix products and keep the faster.
+  const measure = options.measure ?? (() => benchmarkBackend());
+  const gpuSpeed = await measure();
+  await useBackend(found.candidate.tfName);
+  const otherSpeed = await measure();
+  const [winner, loser] =
+    gpuSpeed.gflops > otherSpeed.gflops
+      ? [
+          { candidate: webgpu, outcome: gpuOutcome, speed: gpuSpeed },
+          { ...found, speed: otherSpeed },
+        ]
+      : [
+          { ...found, speed: otherSpeed },
+          { candidate: webgpu, outcome: gpuOutcome, speed: gpuSpeed },
+        ];
+  await useBackend(winner.candidate.tfName);
+  skipped.push({
+    name: loser.outcome.name,
+    reason: `measured ${formatGflops(loser.speed.gflops)} GFLOP/s against ${winner.outcome.name}'s ${formatGflops(winner.speed.gflops)}`,
+  });
+  return { choice, ...selection(winner.candidate, winner.outcome), skipped, benchmark: winner.speed };
+}
+
+function candidateFor(choice: Exclude<BackendChoice, "auto">): Candidate {
+  const candidate = CANDIDATES.find((c) => c.choice === choice);
+  if (candidate === undefined) throw new Error(`no backend candidate for ${choice}`);
+  return candidate;
+}
+
+function selection(
+  candidate: Candidate,
+  outcome: Activation,
+): Pick<SelectedBackend, "name" | "packageName" | "device"> {
+  return {
+    name: outcome.name,
+    packageName: candidate.packageName,
+    ...(outcome.device === undefined ? {} : { device: outcome.device }),
+  };
+}
+
+async function useBackend(tfName: string): Promise<void> {
+  if (!(await tf.setBackend(tfName))) throw new Error(`TF.js could not switch back to "${tfName}"`);
+  await tf.ready();
 }
 
 interface Activation {
   readonly name: BackendName;
   readonly skipped: readonly { name: BackendName; reason: string }[];
+  readonly device?: string;
 }
 
 /** Loads one candidate's package, makes it the active backend and checks that it computes. */
 async function activate(candidate: Candidate, load: BackendLoader, auto: boolean): Promise<Activation> {
+  let loaded: unknown;
   try {
-    await load();
+    loaded = await load();
   } catch (error) {
     throw new LoadFailure(describeLoadError(error, candidate.packageName), error);
   }
@@ -217,7 +306,12 @@ async function activate(candidate: Candidate, load: BackendLoader, auto: boolean
   if (!switched || tf.getBackend() !== candidate.tfName) {
     throw new LoadFailure(`loaded but its "${candidate.tfName}" backend failed to initialize`);
   }
-  checkArithmetic(candidate.tfName);
+  await checkArithmetic(candidate.tfName);
+  if (candidate.choice === "webgpu") {
+    const adapter = loaded as Partial<WebGpuAdapter> | undefined;
+    const device = adapter?.api === undefined ? undefined : `${adapter.api}: ${adapter.description ?? ""}`;
+    return { name: candidate.name, skipped: [], ...(device === undefined ? {} : { device }) };
+  }
   if (candidate.choice !== "gpu") return { name: candidate.name, skipped: [] };
   // tfjs-node-gpu falls back to TensorFlow's CPU kernels when it finds no usable GPU; its backend
   // says which through `isUsingGpuDevice`. When it cannot tell us, trust the package name.
@@ -238,13 +332,18 @@ class LoadFailure extends Error {
   }
 }
 
-/** Fails when the active backend cannot add two small vectors correctly. Leaks no tensors. */
-function checkArithmetic(tfName: string): void {
-  const sum = tf.tidy(() => tf.add(tf.tensor1d([1, 2]), tf.tensor1d([3, 4])));
+/**
+ * Fails when the active backend cannot add two vectors correctly: large enough (1024) that a GPU
+ * backend computes on the GPU rather than handing the work to its CPU kernels. Leaks no tensors.
+ */
+async function checkArithmetic(tfName: string): Promise<void> {
+  const size = 1024;
+  const sum = tf.tidy(() => tf.add(tf.range(0, size, 1, "float32"), tf.fill([size], 3)));
   try {
-    const values = sum.dataSync();
-    if (values[0] !== 4 || values[1] !== 6) {
-      throw new LoadFailure(`"${tfName}" computed [1,2]+[3,4] = [${Array.from(values).join(",")}]`);
+    const values = await sum.data();
+    const wrong = values.findIndex((value, index) => value !== index + 3);
+    if (wrong >= 0) {
+      throw new LoadFailure(`"${tfName}" computed ${wrong} + 3 = ${values[wrong]}`);
     }
   } finally {
     sum.dispose();

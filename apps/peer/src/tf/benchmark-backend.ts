@@ -77,8 +77,9 @@ function checkedOption(name: keyof typeof LIMITS, value: number | undefined): nu
  * "backend: wasm (@tensorflow/tfjs-backend-wasm) — 27.1 GFLOP/s; skipped tensorflow-gpu: not installed, …".
  */
 export function describeBackend(selected: SelectedBackend, bench?: BackendBenchmark): string {
-  let line = `backend: ${selected.name} (${selected.packageName})`;
-  if (bench !== undefined) line += ` — ${formatRate(bench.gflops)} GFLOP/s`;
+  const on = selected.device === undefined ? "" : `, ${selected.device}`;
+  let line = `backend: ${selected.name} (${selected.packageName}${on})`;
+  if (bench !== undefined) line += ` — ${formatGflops(bench.gflops)} GFLOP/s`;
   if (selected.choice !== "auto") line += ` (chosen with --backend ${selected.choice})`;
   if (selected.skipped.length > 0) {
     line += `; skipped ${selected.skipped.map((s) => `${s.name}: ${s.reason}`).join(", ")}`;
@@ -87,6 +88,6 @@ export function describeBackend(selected: SelectedBackend, bench?: BackendBenchm
 }
 
 /** Three significant digits without exponents: 0.0123, 1.23, 27.1, 1234. */
-function formatRate(gflops: number): string {
+export function formatGflops(gflops: number): string {
   return gflops >= 100 ? gflops.toFixed(0) : gflops.toPrecision(3);
 }

@@ -233,7 +233,7 @@ async function medianStepMs(
     await yieldToEventLoop();
     signal?.throwIfAborted();
     const started = now();
-    model.computeGradients(batch, step);
+    await model.computeGradients(batch, step);
     if (step > 0) durations.push(now() - started);
   }
   durations.sort((a, b) => a - b);

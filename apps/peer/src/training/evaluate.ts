@@ -26,7 +26,7 @@ export async function evaluateModel(
   let predictions = 0;
   for await (const batch of batches) {
     signal?.throwIfAborted();
-    const result = model.evaluate(batch);
+    const result = await model.evaluate(batch);
     lossSum += result.loss * result.predictions;
     correct += result.accuracy * result.predictions;
     predictions += result.predictions;

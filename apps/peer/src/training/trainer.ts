@@ -169,7 +169,7 @@ export class Trainer {
       }
       const epoch = optimizer.epoch;
       const computeStart = performance.now();
-      const result = model.computeGradients(next.value, mixSeed(this.#options.seed, this.#minibatches));
+      const result = await model.computeGradients(next.value, mixSeed(this.#options.seed, this.#minibatches));
       this.#minibatches += 1;
       progress.addLoss(epoch, result.loss);
       progress.addWork((performance.now() - computeStart) / 1000);

@@ -85,11 +85,11 @@ async function heldOutBatches(): Promise<MaskedTokenBatch[]> {
 }
 
 /** Mean cross-entropy over every masked cell of `batches` (batches weighted by their cells). */
-function heldOutLoss(albert: AlbertMlm, batches: readonly MaskedTokenBatch[]): number {
+async function heldOutLoss(albert: AlbertMlm, batches: readonly MaskedTokenBatch[]): Promise<number> {
   let sum = 0;
   let cells = 0;
   for (const batch of batches) {
-    const { loss, predictions } = albert.evaluate(batch);
+    const { loss, predictions } = await albert.evaluate(batch);
     sum += loss * predictions;
     cells += predictions;
   }
@@ -139,19 +139,19 @@ describe("albert-mlm on the Brown corpus", () => {
     const parameters = albert.initialParameters(1);
     albert.setParameters(parameters);
     const created = tf.memory().numTensors;
-    const initial = heldOutLoss(albert, held);
+    const initial = await heldOutLoss(albert, held);
 
     const optimizer = createFlatOptimizer(config.optimizer, albert.layout);
     const train = createBatchStream({ source, split: "train", batchSize: BATCH_SIZE, seed: 3, config });
     let step = 0;
     for await (const batch of train) {
-      const { gradient } = albert.computeGradients(batch, step);
+      const { gradient } = await albert.computeGradients(batch, step);
       const rate = warmupLearningRate(config.optimizer.learningRate, config.training.warmupSteps, step);
       optimizer.step(parameters, gradient, rate);
       albert.setParameters(parameters);
       if (++step === STEPS) break;
     }
-    const final = heldOutLoss(albert, held);
+    const final = await heldOutLoss(albert, held);
     expect(tf.memory().numTensors).toBe(created);
     albert.dispose();
     expect(tf.memory().numTensors).toBe(before);

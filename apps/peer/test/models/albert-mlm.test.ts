@@ -103,7 +103,7 @@ describe("albert-mlm layout", () => {
     model.dispose();
   });
 
-  it("shares one layer: 1 and 4 layers have the same layout but compute different things", () => {
+  it("shares one layer: 1 and 4 layers have the same layout but compute different things", async () => {
     const one = new AlbertMlm({ ...tiny, numLayers: 1, dropout: 0 });
     const four = new AlbertMlm({ ...tiny, numLayers: 4, dropout: 0 });
     expect(four.layout).toEqual(one.layout);
@@ -112,7 +112,7 @@ describe("albert-mlm layout", () => {
     one.setParameters(parameters);
     four.setParameters(parameters);
     const batch = languageBatch(2, 8, new SeededRandom(1), makePatterns(2, new SeededRandom(2), 64));
-    expect(four.evaluate(batch).loss).not.toBeCloseTo(one.evaluate(batch).loss, 4);
+    expect((await four.evaluate(batch)).loss).not.toBeCloseTo((await one.evaluate(batch)).loss, 4);
     one.dispose();
     four.dispose();
   });
@@ -142,7 +142,7 @@ describe("albert-mlm layout", () => {
 describe("albert-mlm gradients", () => {
   const patterns = makePatterns(3, new SeededRandom(3), 64);
 
-  it("matches finite differences on every tensor (with dropout drawn from the same seed)", () => {
+  it("matches finite differences on every tensor (with dropout drawn from the same seed)", async () => {
     const model = new AlbertMlm(tiny);
     // Weights 5× the init scale (so attention gradients rise above float32 noise), and every
     // value jittered, so biases and gains are not at their special values 0 and 1.
@@ -150,16 +150,16 @@ describe("albert-mlm gradients", () => {
     const parameters = model.initialParameters(9).map((v) => v * 5 + (jitter.nextFloat() - 0.5) * 0.2);
     model.setParameters(parameters);
     const batch = languageBatch(3, 8, new SeededRandom(4), patterns);
-    const { gradient, loss, samples } = model.computeGradients(batch, 77);
+    const { gradient, loss, samples } = await model.computeGradients(batch, 77);
     expect(samples).toBe(3);
     expect(gradient).toHaveLength(model.layout.size);
-    const lossAt = (index: number, delta: number): number => {
+    const lossAt = async (index: number, delta: number): Promise<number> => {
       const shifted = parameters.slice();
       shifted[index] = (shifted[index] ?? 0) + delta;
       model.setParameters(shifted);
-      return model.computeGradients(batch, 77).loss;
+      return (await model.computeGradients(batch, 77)).loss;
     };
-    expect(lossAt(0, 0)).toBe(loss);
+    expect(await lossAt(0, 0)).toBe(loss);
     const eps = 1e-2;
     for (const slot of model.layout.slots) {
       let index = slot.offset;
@@ -172,7 +172,7 @@ describe("albert-mlm gradients", () => {
         expect(Math.abs(analytic)).toBeLessThan(1e-6);
         continue;
       }
-      const numeric = (lossAt(index, eps) - lossAt(index, -eps)) / (2 * eps);
+      const numeric = ((await lossAt(index, eps)) - (await lossAt(index, -eps))) / (2 * eps);
       expect(Math.abs(analytic), slot.name).toBeGreaterThan(1e-2);
       expect(
         Math.abs(numeric - analytic),
@@ -182,55 +182,58 @@ describe("albert-mlm gradients", () => {
     model.dispose();
   });
 
-  it("draws dropout from the seed only during computeGradients", () => {
+  it("draws dropout from the seed only during computeGradients", async () => {
     const model = new AlbertMlm(tiny);
     model.setParameters(model.initialParameters(1));
     const batch = languageBatch(2, 8, new SeededRandom(5), patterns);
-    const a = model.computeGradients(batch, 1);
-    const b = model.computeGradients(batch, 1);
-    const c = model.computeGradients(batch, 2);
+    const a = await model.computeGradients(batch, 1);
+    const b = await model.computeGradients(batch, 1);
+    const c = await model.computeGradients(batch, 2);
     expect(Buffer.from(a.gradient.buffer).equals(Buffer.from(b.gradient.buffer))).toBe(true);
     expect(c.loss).not.toBe(a.loss);
-    expect(model.evaluate(batch).loss).toBe(model.evaluate(batch).loss);
+    expect((await model.evaluate(batch)).loss).toBe((await model.evaluate(batch)).loss);
     const noDropout = new AlbertMlm({ ...tiny, dropout: 0 });
     noDropout.setParameters(model.initialParameters(1));
-    expect(noDropout.evaluate(batch).loss).toBeCloseTo(model.evaluate(batch).loss, 6);
-    expect(noDropout.computeGradients(batch, 1).loss).toBeCloseTo(model.evaluate(batch).loss, 5);
+    expect((await noDropout.evaluate(batch)).loss).toBeCloseTo((await model.evaluate(batch)).loss, 6);
+    expect((await noDropout.computeGradients(batch, 1)).loss).toBeCloseTo(
+      (await model.evaluate(batch)).loss,
+      5,
+    );
     model.dispose();
     noDropout.dispose();
   });
 
-  it("ignores padding: tokens behind a zero attention mask do not change the prediction", () => {
+  it("ignores padding: tokens behind a zero attention mask do not change the prediction", async () => {
     const model = new AlbertMlm({ ...tiny, dropout: 0 });
     model.setParameters(model.initialParameters(2));
     const batch = languageBatch(1, 8, new SeededRandom(6), patterns);
     const padded = batch.attentionMask.indexOf(0);
     expect(padded).toBeGreaterThan(0);
     const changed = { ...batch, inputIds: batch.inputIds.map((id, i) => (i >= padded ? 40 : id)) };
-    expect(model.evaluate(changed).loss).toBeCloseTo(model.evaluate(batch).loss, 5);
+    expect((await model.evaluate(changed)).loss).toBeCloseTo((await model.evaluate(batch)).loss, 5);
     model.dispose();
   });
 
-  it("returns loss 0 and a zero gradient for a batch with nothing to predict", () => {
+  it("returns loss 0 and a zero gradient for a batch with nothing to predict", async () => {
     const model = new AlbertMlm(tiny);
     model.setParameters(model.initialParameters(0));
     const batch = languageBatch(2, 8, new SeededRandom(7), patterns);
     const empty = { ...batch, labels: new Int32Array(16).fill(-1) };
-    const result = model.computeGradients(empty, 0);
+    const result = await model.computeGradients(empty, 0);
     expect(result).toEqual({ loss: 0, samples: 2, gradient: new Float32Array(model.layout.size) });
-    expect(model.evaluate(empty)).toEqual({ loss: 0, accuracy: 0, predictions: 0 });
+    expect(await model.evaluate(empty)).toEqual({ loss: 0, accuracy: 0, predictions: 0 });
     model.dispose();
   });
 
-  it("leaks no tensors and frees its variables on dispose", () => {
+  it("leaks no tensors and frees its variables on dispose", async () => {
     const before = tf.memory().numTensors;
     const model = new AlbertMlm(tiny);
     const created = tf.memory().numTensors;
     expect(created - before).toBe(model.layout.slots.length);
     const batch = languageBatch(2, 8, new SeededRandom(8), patterns);
     model.setParameters(model.initialParameters(0));
-    model.computeGradients(batch, 3);
-    model.evaluate(batch);
+    await model.computeGradients(batch, 3);
+    await model.evaluate(batch);
     model.setParameters(model.initialParameters(1));
     expect(tf.memory().numTensors).toBe(created);
     model.dispose();
@@ -300,7 +303,7 @@ describe("albert-mlm rejects bad input", () => {
 describe("albert-mlm learns a tiny repeating language", () => {
   // Three 4-token motifs: a model that ignores context can at best learn the unigram distribution
   // (ln 12 ≈ 2.48 nats); 100 steps from ln 64 ≈ 4.16 get to about 2.27 (measured on cpu).
-  it("drives the masked-token loss down within 100 Adam steps", () => {
+  it("drives the masked-token loss down within 100 Adam steps", async () => {
     const config: AlbertMlmConfig = {
       ...tiny,
       embeddingSize: 16,
@@ -317,13 +320,13 @@ describe("albert-mlm learns a tiny repeating language", () => {
     const held = languageBatch(32, 16, new SeededRandom(99), patterns);
     const parameters = model.initialParameters(1);
     model.setParameters(parameters);
-    const initial = model.evaluate(held);
+    const initial = await model.evaluate(held);
     const m = new Float32Array(parameters.length);
     const v = new Float32Array(parameters.length);
     const [lr, beta1, beta2] = [5e-3, 0.9, 0.999];
     const losses: number[] = [];
     for (let step = 1; step <= 100; step++) {
-      const { gradient, loss } = model.computeGradients(languageBatch(8, 16, random, patterns), step);
+      const { gradient, loss } = await model.computeGradients(languageBatch(8, 16, random, patterns), step);
       losses.push(loss);
       const c1 = 1 - beta1 ** step;
       const c2 = 1 - beta2 ** step;
@@ -336,7 +339,7 @@ describe("albert-mlm learns a tiny repeating language", () => {
       }
       model.setParameters(parameters);
     }
-    const final = model.evaluate(held);
+    const final = await model.evaluate(held);
     const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
     expect(initial.loss).toBeGreaterThan(Math.log(64) - 0.3);
     expect(final.loss).toBeLessThan(initial.loss - 1.2);

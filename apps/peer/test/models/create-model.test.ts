@@ -25,7 +25,7 @@ describe("createModel", () => {
     albert.dispose();
   });
 
-  it("two models of one preset live side by side without variable-name clashes", () => {
+  it("two models of one preset live side by side without variable-name clashes", async () => {
     const config = parseExperimentConfig({ model: { preset: "mnist-mlp", hiddenUnits: [4] } }).model;
     const a = createModel(config);
     const b = createModel(config);
@@ -37,8 +37,8 @@ describe("createModel", () => {
       pixels: new Float32Array(784).fill(0.5),
       labels: new Int32Array([3]),
     };
-    expect(b.evaluate(batch).loss).toBeCloseTo(Math.log(10), 5);
-    expect(a.evaluate(batch).loss).not.toBeCloseTo(Math.log(10), 3);
+    expect((await b.evaluate(batch)).loss).toBeCloseTo(Math.log(10), 5);
+    expect((await a.evaluate(batch)).loss).not.toBeCloseTo(Math.log(10), 3);
     a.dispose();
     b.dispose();
   });

@@ -107,7 +107,7 @@ describe("mnist-mlp layout and initialization", () => {
 });
 
 describe("mnist-mlp forward and backward", () => {
-  it("puts each layout slot into its own variable (output.bias alone sets the logits)", () => {
+  it("puts each layout slot into its own variable (output.bias alone sets the logits)", async () => {
     const model = new MnistMlp(config([4]));
     const parameters = new Float32Array(model.layout.size);
     const bias = model.layout.slots.find((slot) => slot.name === "output.bias");
@@ -115,32 +115,32 @@ describe("mnist-mlp forward and backward", () => {
     for (let k = 0; k < 10; k++) parameters[bias.offset + k] = k;
     model.setParameters(parameters);
     const batch = randomBatch(10, 1);
-    const result = model.evaluate(batch);
+    const result = await model.evaluate(batch);
     // Every image predicts 9; loss is the mean of −log softmax(0…9)[label] over labels 0…9.
     expect(result.accuracy).toBeCloseTo(0.1, 6);
     const logSumExp = Math.log([...Array(10).keys()].reduce((sum, k) => sum + Math.exp(k), 0));
     expect(result.loss).toBeCloseTo(logSumExp - 4.5, 4);
     // The model copied the vector: changing the caller's array afterwards changes nothing.
     parameters.fill(0);
-    expect(model.evaluate(batch).loss).toBeCloseTo(logSumExp - 4.5, 4);
+    expect((await model.evaluate(batch)).loss).toBeCloseTo(logSumExp - 4.5, 4);
     model.dispose();
   });
 
   for (const activation of ["relu", "gelu", "tanh"] as const) {
-    it(`matches finite differences on every tensor (${activation})`, () => {
+    it(`matches finite differences on every tensor (${activation})`, async () => {
       const model = new MnistMlp(config([8, 6], activation));
       const parameters = model.initialParameters(3);
       model.setParameters(parameters);
       const batch = randomBatch(6, 2);
-      const { gradient, loss, samples } = model.computeGradients(batch, 0);
+      const { gradient, loss, samples } = await model.computeGradients(batch, 0);
       expect(samples).toBe(6);
       expect(gradient).toHaveLength(model.layout.size);
-      expect(loss).toBeCloseTo(model.evaluate(batch).loss, 5);
-      const lossAt = (index: number, delta: number): number => {
+      expect(loss).toBeCloseTo((await model.evaluate(batch)).loss, 5);
+      const lossAt = async (index: number, delta: number): Promise<number> => {
         const shifted = parameters.slice();
         shifted[index] = (shifted[index] ?? 0) + delta;
         model.setParameters(shifted);
-        return model.evaluate(batch).loss;
+        return (await model.evaluate(batch)).loss;
       };
       const eps = 1e-2;
       for (const slot of model.layout.slots) {
@@ -150,7 +150,7 @@ describe("mnist-mlp forward and backward", () => {
           if (Math.abs(gradient[i] ?? 0) > Math.abs(gradient[index] ?? 0)) index = i;
         }
         const analytic = gradient[index] ?? 0;
-        const numeric = (lossAt(index, eps) - lossAt(index, -eps)) / (2 * eps);
+        const numeric = ((await lossAt(index, eps)) - (await lossAt(index, -eps))) / (2 * eps);
         expect(Math.abs(analytic), slot.name).toBeGreaterThan(1e-3);
         expect(Math.abs(numeric - analytic), `${slot.name}[${index - slot.offset}]`).toBeLessThan(
           1e-2 * Math.abs(analytic) + 1e-4,
@@ -160,14 +160,14 @@ describe("mnist-mlp forward and backward", () => {
     });
   }
 
-  it("leaks no tensors in setParameters, computeGradients, evaluate, and frees all on dispose", () => {
+  it("leaks no tensors in setParameters, computeGradients, evaluate, and frees all on dispose", async () => {
     const before = tf.memory().numTensors;
     const model = new MnistMlp(config([16]));
     const created = tf.memory().numTensors;
     expect(created - before).toBe(4);
     model.setParameters(model.initialParameters(1));
-    model.computeGradients(randomBatch(5, 1), 1);
-    model.evaluate(randomBatch(5, 2));
+    await model.computeGradients(randomBatch(5, 1), 1);
+    await model.evaluate(randomBatch(5, 2));
     model.setParameters(model.initialParameters(2));
     expect(tf.memory().numTensors).toBe(created);
     model.dispose();
@@ -225,25 +225,25 @@ describe("mnist-mlp rejects bad input", () => {
 });
 
 describe("mnist-mlp learns real digits with plain SGD", () => {
-  it("drives the loss down and the held-out accuracy up", () => {
+  it("drives the loss down and the held-out accuracy up", async () => {
     const train = mnistDigits(0, 50); // 500 digits
     const test = mnistDigits(500, 20); // 200 other digits
     const model = new MnistMlp(config([32]));
     let parameters = model.initialParameters(42);
     model.setParameters(parameters);
-    const initial = model.evaluate(test);
+    const initial = await model.evaluate(test);
     const learningRate = 0.2;
     const batchSize = 50;
     for (let epoch = 0; epoch < 15; epoch++) {
       for (let start = 0; start < train.size; start += batchSize) {
-        const { gradient } = model.computeGradients(slice(train, start, batchSize), epoch);
+        const { gradient } = await model.computeGradients(slice(train, start, batchSize), epoch);
         parameters = parameters.map((value, i) => value - learningRate * (gradient[i] ?? 0));
         model.setParameters(parameters);
       }
     }
-    const final = model.evaluate(test);
+    const final = await model.evaluate(test);
     // Measured on cpu: test loss 2.40 → 0.61, accuracy 0.08 → 0.86 (train accuracy 0.99).
-    expect(model.evaluate(train).accuracy).toBeGreaterThan(0.95);
+    expect((await model.evaluate(train)).accuracy).toBeGreaterThan(0.95);
     expect(final.loss).toBeLessThan(initial.loss * 0.4);
     expect(final.accuracy).toBeGreaterThan(0.8);
     expect(final.predictions).toBe(200);

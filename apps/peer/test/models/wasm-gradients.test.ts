@@ -38,7 +38,7 @@ async function gradientOn(
     const before = tf.memory().numTensors;
     model.setParameters(model.initialParameters(11));
     const batch = syntheticBatch(config, 6, 5);
-    const { loss, gradient } = model.computeGradients(batch, 3);
+    const { loss, gradient } = await model.computeGradients(batch, 3);
     expect(tf.memory().numTensors).toBe(before);
     return { loss, gradient };
   } finally {

@@ -24,9 +24,12 @@ const notInstalled =
         code: "ERR_MODULE_NOT_FOUND",
       }),
     );
+/** WebGPU left out: these tests are about the rest of the chain (webgpu.test.ts runs Dawn for real). */
+const noWebGpu = { webgpu: notInstalled("@tensorflow/tfjs-backend-webgpu") };
 const missingNatives = {
   gpu: notInstalled("@tensorflow/tfjs-node-gpu"),
   node: notInstalled("@tensorflow/tfjs-node"),
+  ...noWebGpu,
 };
 const throwing: BackendLoader = () => {
   throw new Error("libtensorflow.so.2: cannot open shared object file\nstack…");
@@ -107,7 +110,7 @@ describe("parseBackendChoice", () => {
     "refuses %j with a message listing the choices",
     (text) => {
       expect(() => parseBackendChoice(text)).toThrow(InvalidBackendChoiceError);
-      expect(() => parseBackendChoice(text)).toThrow(/use one of auto, gpu, node, wasm, cpu/);
+      expect(() => parseBackendChoice(text)).toThrow(/use one of auto, gpu, webgpu, node, wasm, cpu/);
     },
   );
 });
@@ -116,7 +119,7 @@ describe("selectBackend with the real packages", () => {
   it.skipIf(nativesInstalled)(
     "auto picks wasm here and records why both native backends were skipped",
     async () => {
-      const selected = await selectBackend("auto");
+      const selected = await selectBackend("auto", { loaders: noWebGpu });
       expect(selected).toEqual({
         choice: "auto",
         name: "wasm",
@@ -124,6 +127,7 @@ describe("selectBackend with the real packages", () => {
         skipped: [
           { name: "tensorflow-gpu", reason: "not installed" },
           { name: "tensorflow", reason: "not installed" },
+          { name: "webgpu", reason: "not installed" },
         ],
       });
       expect(tf.getBackend()).toBe("wasm");
@@ -163,7 +167,9 @@ describe("selectBackend with the real packages", () => {
 
 describe("selectBackend with simulated packages", () => {
   it("skips a loader that throws and goes on to the next backend", async () => {
-    const selected = await selectBackend("auto", { loaders: { gpu: throwing, node: missingNatives.node } });
+    const selected = await selectBackend("auto", {
+      loaders: { ...noWebGpu, gpu: throwing, node: missingNatives.node },
+    });
     expect(selected.name).toBe("wasm");
     expect(selected.skipped).toEqual([
       {
@@ -171,6 +177,7 @@ describe("selectBackend with simulated packages", () => {
         reason: "failed to load: libtensorflow.so.2: cannot open shared object file",
       },
       { name: "tensorflow", reason: "not installed" },
+      { name: "webgpu", reason: "not installed" },
     ]);
   });
 
@@ -178,7 +185,7 @@ describe("selectBackend with simulated packages", () => {
     const wasm: BackendLoader = () => Promise.reject(new Error("bad wasm binary"));
     const selected = await selectBackend("auto", { loaders: { ...missingNatives, wasm } });
     expect(selected).toMatchObject({ name: "cpu", packageName: "@tensorflow/tfjs-backend-cpu" });
-    expect(selected.skipped.map((s) => s.name)).toEqual(["tensorflow-gpu", "tensorflow", "wasm"]);
+    expect(selected.skipped.map((s) => s.name)).toEqual(["tensorflow-gpu", "tensorflow", "wasm", "webgpu"]);
     expect(tf.getBackend()).toBe("cpu");
   });
 
@@ -197,7 +204,7 @@ describe("selectBackend with simulated packages", () => {
 
   it("skips a package that loads but registers no backend", async () => {
     const selected = await selectBackend("auto", {
-      loaders: { gpu: () => Promise.resolve({}), node: throwing },
+      loaders: { ...noWebGpu, gpu: () => Promise.resolve({}), node: throwing },
     });
     expect(selected.skipped[0]).toEqual({
       name: "tensorflow-gpu",
@@ -213,7 +220,7 @@ describe("selectBackend with simulated packages", () => {
       );
       return Promise.resolve();
     };
-    const selected = await selectBackend("auto", { loaders: { gpu: broken, node: throwing } });
+    const selected = await selectBackend("auto", { loaders: { ...noWebGpu, gpu: broken, node: throwing } });
     expect(selected.skipped[0]).toEqual({
       name: "tensorflow-gpu",
       reason: 'loaded but its "tensorflow" backend failed to initialize',
@@ -228,34 +235,37 @@ describe("selectBackend with simulated packages", () => {
       return Promise.resolve();
     };
     const before = tf.memory().numTensors;
-    const selected = await selectBackend("auto", { loaders: { gpu: kernelless, node: throwing } });
+    const selected = await selectBackend("auto", {
+      loaders: { ...noWebGpu, gpu: kernelless, node: throwing },
+    });
     expect(selected.name).toBe("wasm");
     expect(selected.skipped[0]?.reason).toMatch(
-      /^failed to load: Kernel 'Add' not registered for backend 'tensorflow'/,
+      /^failed to load: Kernel '\w+' not registered for backend 'tensorflow'/,
     );
     expect(tf.memory().numTensors).toBe(before);
   });
 
   it("reports tensorflow-gpu when the gpu package runs on a GPU", async () => {
     const selected = await selectBackend("auto", {
-      loaders: { gpu: fakeTensorflowLoader(true), node: throwing },
+      loaders: { ...noWebGpu, gpu: fakeTensorflowLoader(true), node: throwing },
     });
     expect(selected).toEqual({
       choice: "auto",
       name: "tensorflow-gpu",
       packageName: "@tensorflow/tfjs-node-gpu",
-      skipped: [],
+      skipped: [{ name: "webgpu", reason: "not installed" }],
     });
     expect(tf.getBackend()).toBe("tensorflow");
     expectMatmulCorrect();
   });
 
   it("reports plain tensorflow when the gpu package found no GPU, and refuses it for --backend gpu", async () => {
-    const loaders = { gpu: fakeTensorflowLoader(false), node: throwing };
+    const loaders = { ...noWebGpu, gpu: fakeTensorflowLoader(false), node: throwing };
     const selected = await selectBackend("auto", { loaders });
     expect(selected).toMatchObject({ name: "tensorflow", packageName: "@tensorflow/tfjs-node-gpu" });
     expect(selected.skipped).toEqual([
       { name: "tensorflow-gpu", reason: expect.stringMatching(/no usable GPU/) as string },
+      { name: "webgpu", reason: "not installed" },
     ]);
 
     await expect(selectBackend("gpu", { loaders })).rejects.toThrow(/no usable GPU.*--backend auto/);
@@ -272,8 +282,76 @@ describe("selectBackend with simulated packages", () => {
     expect(tf.getBackend()).toBe("tensorflow");
   });
 
+  describe("auto with WebGPU working too", () => {
+    /** A stand-in for WebGPU: a "webgpu" backend running the CPU kernels, registered once. */
+    const fakeWebGpu: BackendLoader = () => {
+      if (!tf.engine().backendNames().includes("webgpu")) {
+        tf.registerBackend("webgpu", () => new MathBackendCPU());
+        for (const kernel of tf.getKernelsForBackend("cpu"))
+          tf.registerKernel({ ...kernel, backendName: "webgpu" });
+      }
+      return Promise.resolve({ api: "vulkan", description: "Test GPU" });
+    };
+    /** A measurement that reads the active backend's speed from a table. */
+    const measuring = (gflops: Record<string, number>) => () =>
+      Promise.resolve({ gflops: gflops[tf.getBackend()] ?? 0, matmulSize: 256, runs: 8, milliseconds: 1 });
+    const natives = { gpu: missingNatives.gpu, node: missingNatives.node, webgpu: fakeWebGpu };
+
+    it("keeps WebGPU when it measures faster, saying what the other measured", async () => {
+      const selected = await selectBackend("auto", {
+        loaders: natives,
+        measure: measuring({ webgpu: 900, wasm: 30 }),
+      });
+      expect(selected).toMatchObject({
+        name: "webgpu",
+        packageName: "@tensorflow/tfjs-backend-webgpu",
+        device: "vulkan: Test GPU",
+        benchmark: { gflops: 900 },
+      });
+      expect(selected.skipped.at(-1)).toEqual({
+        name: "wasm",
+        reason: "measured 30.0 GFLOP/s against webgpu's 900",
+      });
+      expect(tf.getBackend()).toBe("webgpu");
+      expect(describeBackend(selected, selected.benchmark)).toBe(
+        "backend: webgpu (@tensorflow/tfjs-backend-webgpu, vulkan: Test GPU) — 900 GFLOP/s; skipped " +
+          "tensorflow-gpu: not installed, tensorflow: not installed, wasm: measured 30.0 GFLOP/s against webgpu's 900",
+      );
+    });
+
+    it("keeps wasm when WebGPU (a software rasterizer) measures slower", async () => {
+      const selected = await selectBackend("auto", {
+        loaders: natives,
+        measure: measuring({ webgpu: 5, wasm: 30 }),
+      });
+      expect(selected).toMatchObject({ name: "wasm", benchmark: { gflops: 30 } });
+      expect(selected.skipped.at(-1)).toEqual({
+        name: "webgpu",
+        reason: "measured 5.00 GFLOP/s against wasm's 30.0",
+      });
+      expect(tf.getBackend()).toBe("wasm");
+    });
+
+    it("takes WebGPU without measuring when nothing else loads", async () => {
+      const selected = await selectBackend("auto", {
+        loaders: { ...natives, wasm: throwing, cpu: throwing },
+        measure: () => Promise.reject(new Error("nothing to compare")),
+      });
+      expect(selected.name).toBe("webgpu");
+      expect(selected.benchmark).toBeUndefined();
+    });
+
+    it("explicit webgpu whose Dawn finds no adapter says what to install", async () => {
+      const noAdapter: BackendLoader = () =>
+        Promise.reject(new Error("Dawn found no WebGPU adapter (tried vulkan, opengles)"));
+      await expect(selectBackend("webgpu", { loaders: { webgpu: noAdapter } })).rejects.toThrow(
+        /backend "webgpu" is unavailable: .*no WebGPU adapter.*libegl1 libegl-mesa0/,
+      );
+    });
+  });
+
   it("explicit gpu with a throwing loader names the error in its message", async () => {
-    await expect(selectBackend("gpu", { loaders: { gpu: throwing } })).rejects.toThrow(
+    await expect(selectBackend("gpu", { loaders: { ...noWebGpu, gpu: throwing } })).rejects.toThrow(
       /@tensorflow\/tfjs-node-gpu failed to load: libtensorflow\.so\.2/,
     );
   });

@@ -59,12 +59,12 @@ class FakeModel implements TrainableModel {
 
   readonly now = (): number => this.time;
 
-  computeGradients(batch: Batch, _seed: number): GradientResult {
+  computeGradients(batch: Batch, _seed: number): Promise<GradientResult> {
     const earlier = this.calls.filter((call) => call.size === batch.size).length;
     this.calls.push({ size: batch.size, immediateRan: this.immediateRan });
     const extraMs = earlier === 0 ? this.#warmupMs : earlier === 2 ? this.#spikeMs : 0;
     this.time += this.#cost(batch.size) + extraMs;
-    return { loss: 1, samples: batch.size, gradient: new Float32Array(1) };
+    return Promise.resolve({ loss: 1, samples: batch.size, gradient: new Float32Array(1) });
   }
 
   initialParameters(): Float32Array {
@@ -207,7 +207,7 @@ describe("chooseBatchSize", () => {
     const model = createModel({ preset: "mnist-mlp", hiddenUnits: [16], activation: "relu" });
     model.setParameters(model.initialParameters(11));
     const probe = syntheticBatch(model.config, 16, 99);
-    const before = model.evaluate(probe).loss;
+    const before = (await model.evaluate(probe)).loss;
     const tensors = tf.memory().numTensors;
     const choice = await chooseBatchSize({
       model,
@@ -216,7 +216,7 @@ describe("chooseBatchSize", () => {
     });
     expect([8, 16]).toContain(choice.batchSize);
     expect(tf.memory().numTensors).toBe(tensors);
-    expect(model.evaluate(probe).loss).toBe(before);
+    expect((await model.evaluate(probe)).loss).toBe(before);
     model.dispose();
   });
 });
@@ -264,8 +264,8 @@ describe("estimateBytesPerSample", () => {
     const peak = async (size: number): Promise<number> => {
       const batch = syntheticBatch(config, size, 5);
       const base = tf.memory().numBytes;
-      const profile = await tf.profile(() => {
-        model.computeGradients(batch, 1);
+      const profile = await tf.profile(async () => {
+        await model.computeGradients(batch, 1);
       });
       return profile.peakBytes - base;
     };
@@ -307,7 +307,7 @@ describe("estimateBytesPerSample", () => {
 });
 
 describe("syntheticBatch", () => {
-  it("builds image batches the mnist-mlp model accepts, the same for the same seed", () => {
+  it("builds image batches the mnist-mlp model accepts, the same for the same seed", async () => {
     const model = createModel({ preset: "mnist-mlp", hiddenUnits: [8], activation: "relu" });
     model.setParameters(model.initialParameters(1));
     const batch = syntheticBatch(model.config, 5, 7);
@@ -319,13 +319,13 @@ describe("syntheticBatch", () => {
     expect(new Set(labels).size).toBeGreaterThan(5);
     expect(syntheticBatch(model.config, 5, 7)).toEqual(batch);
     expect(syntheticBatch(model.config, 5, 8)).not.toEqual(batch);
-    const result = model.computeGradients(batch, 0);
+    const result = await model.computeGradients(batch, 0);
     expect(result.samples).toBe(5);
     expect(Number.isFinite(result.loss)).toBe(true);
     model.dispose();
   });
 
-  it("builds full-length masked sentences the albert-mlm model accepts and scores", () => {
+  it("builds full-length masked sentences the albert-mlm model accepts and scores", async () => {
     const model = createModel(tinyAlbert);
     model.setParameters(model.initialParameters(1));
     const size = 40;
@@ -352,7 +352,7 @@ describe("syntheticBatch", () => {
     // About maskProbability of the 6 tokens per sentence (1.5), at least one: well below 3.
     expect(maskedCells / size).toBeGreaterThan(1.2);
     expect(maskedCells / size).toBeLessThan(2.5);
-    const result = model.computeGradients(batch, 0);
+    const result = await model.computeGradients(batch, 0);
     expect(result.loss).toBeGreaterThan(0);
     expect(result.gradient.some((value) => value !== 0)).toBe(true);
     model.dispose();

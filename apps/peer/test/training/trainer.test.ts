@@ -41,11 +41,11 @@ class BowlModel implements TrainableModel {
     this.#w = parameters.slice();
     this.setCalls.push([...parameters]);
   }
-  computeGradients(batch: Batch): GradientResult {
+  computeGradients(batch: Batch): Promise<GradientResult> {
     this.computedWith.push([...this.#w]);
     const gradient = this.#w.map((w, i) => 2 * (w - (TARGET[i] ?? 0)));
     const loss = this.#w.reduce((sum, w, i) => sum + (w - (TARGET[i] ?? 0)) ** 2, 0);
-    return { loss, samples: batch.size, gradient };
+    return Promise.resolve({ loss, samples: batch.size, gradient });
   }
   evaluate(): never {
     throw new Error("not used");

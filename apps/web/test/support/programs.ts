@@ -46,8 +46,21 @@ export interface BuiltProgram {
   readonly bytes: Buffer;
 }
 
-/** Writes the tarballs and the manifest into `directory`; returns each program's file name. */
-export async function writePrograms(directory: string, programs: readonly BuiltProgram[]): Promise<string[]> {
+/** A native add-on's files for one platform, as build-programs lays them out under `addons/`. */
+export interface BuiltAddon {
+  readonly platform: string;
+  readonly files: readonly { readonly name: string; readonly bytes: Uint8Array }[];
+}
+
+/**
+ * Writes the tarballs, the add-ons' files and the manifest into `directory`; returns each program's
+ * file name.
+ */
+export async function writePrograms(
+  directory: string,
+  programs: readonly BuiltProgram[],
+  addons: readonly BuiltAddon[] = [],
+): Promise<string[]> {
   const entries = programs.map(({ name, bytes }) => ({
     name,
     version: "0.1.0",
@@ -57,9 +70,20 @@ export async function writePrograms(directory: string, programs: readonly BuiltP
   }));
   for (const [index, { bytes }] of programs.entries())
     await writeFile(join(directory, entries[index]?.file ?? ""), bytes);
+  await mkdir(join(directory, "addons"), { recursive: true });
+  const addonEntries = [];
+  for (const addon of addons) {
+    const files = [];
+    for (const { name, bytes } of addon.files) {
+      const file = `webgpu-0.6.2-${addon.platform}-${sha256(bytes).slice(0, 12)}-${name}`;
+      await writeFile(join(directory, "addons", file), bytes);
+      files.push({ name, file, bytes: bytes.length, sha256: sha256(bytes) });
+    }
+    addonEntries.push({ name: "webgpu", version: "0.6.2", platform: addon.platform, files });
+  }
   await writeFile(
     join(directory, "manifest.json"),
-    JSON.stringify({ protocolVersion: 1, inputsHash: "test", programs: entries }),
+    JSON.stringify({ protocolVersion: 1, inputsHash: "test", programs: entries, addons: addonEntries }),
   );
   return entries.map((entry) => entry.file);
 }

@@ -18,11 +18,38 @@ const programSchema = z
   })
   .meta({ id: "Program" });
 
+const addonSchema = z
+  .object({
+    name: z.literal("webgpu"),
+    version: z.string().meta({ examples: ["0.6.2"] }),
+    platform: z.string().meta({
+      description: "`<os>-<arch>` as Node.js names them (`darwin-universal` for macOS)",
+      examples: ["linux-x64"],
+    }),
+    files: z.array(
+      z.object({
+        name: z.string().meta({ description: "The name it is loaded by", examples: ["dawn.node"] }),
+        file: z.string().meta({
+          description: "The content-addressed name it is served by",
+          examples: ["webgpu-0.6.2-linux-x64-0c9e8f1a2b3d-dawn.node"],
+        }),
+        url: z.url(),
+        bytes: z.number().int(),
+        sha256: z.string(),
+      }),
+    ),
+  })
+  .meta({
+    id: "ProgramAddon",
+    description: "A native add-on a peer fetches when it needs it: Dawn's WebGPU binding for one platform",
+  });
+
 const catalogSchema = z
   .object({
     protocolVersion: z.number().int().meta({ description: "The wire-format version the programs speak" }),
     programs: z.array(programSchema),
     installScript: z.url(),
+    addons: z.array(addonSchema),
   })
   .meta({ id: "ProgramCatalog" });
 
@@ -46,13 +73,19 @@ export const programPaths: ZodOpenApiPathsObject = {
   "/api/v1/programs/{file}": {
     get: {
       tags: ["programs"],
-      summary: "A program's npm tarball (self-contained: bundled JavaScript, no dependencies)",
+      summary:
+        "A program's npm tarball (self-contained: bundled JavaScript, no dependencies), or an add-on's file",
       description:
         "By its content-addressed `file` (cached for good), or by the stable alias `barnraise-peer.tgz` / " +
-        "`barnraise-aux.tgz` for the current build (`Cache-Control: no-cache`, ETag = its SHA-256).",
+        "`barnraise-aux.tgz` for the current build (`Cache-Control: no-cache`, ETag = its SHA-256). " +
+        "A native add-on's file (see `addons` in the catalog) is served by its content-addressed name as " +
+        "`application/octet-stream`.",
       requestParams: { path: z.object({ file: z.string().meta({ examples: ["barnraise-peer.tgz"] }) }) },
       responses: {
-        "200": { description: "The tarball", content: { "application/gzip": binary } },
+        "200": {
+          description: "The tarball, or the add-on's file",
+          content: { "application/gzip": binary, "application/octet-stream": binary },
+        },
         "304": { description: "Not modified (`If-None-Match` matched)" },
         ...errorResponses("NOT_FOUND", "PROGRAMS_NOT_BUILT"),
       },

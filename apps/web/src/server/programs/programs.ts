@@ -18,6 +18,9 @@ export const PROGRAMS_PATH = "/api/v1/programs";
 
 const sha256Schema = z.string().regex(/^[0-9a-f]{64}$/);
 
+/** An add-on file's served name: `<addon>-<version>-<platform>-<sha12>-<name>`. */
+const ADDON_FILE = /^[a-z0-9]+-[0-9A-Za-z.+-]+-[a-z0-9]+-[a-z0-9]+-[0-9a-f]{12}-[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
+
 const manifestSchema = z.object({
   protocolVersion: z.number().int().positive(),
   programs: z
@@ -31,6 +34,25 @@ const manifestSchema = z.object({
       }),
     )
     .min(1),
+  addons: z
+    .array(
+      z.object({
+        name: z.literal("webgpu"),
+        version: z.string().min(1).max(64),
+        platform: z.string().regex(/^[a-z0-9]+-[a-z0-9]+$/),
+        files: z
+          .array(
+            z.object({
+              name: z.string().regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]*$/),
+              file: z.string().regex(ADDON_FILE),
+              bytes: z.number().int().positive(),
+              sha256: sha256Schema,
+            }),
+          )
+          .min(1),
+      }),
+    )
+    .default([]),
 });
 
 export interface ServedProgram {
@@ -42,10 +64,33 @@ export interface ServedProgram {
   readonly sha256: string;
 }
 
+/** One file of an add-on, e.g. Dawn's `dawn.node` for one platform. */
+export interface ServedAddonFile {
+  /** The name the add-on loads it by (`dawn.node`, a DLL beside it). */
+  readonly name: string;
+  /** The content-addressed name it is served by. */
+  readonly file: string;
+  readonly bytes: number;
+  readonly sha256: string;
+}
+
+/**
+ * A native add-on the peer fetches from the platform when it needs it: the WebGPU binding (Dawn)
+ * for one platform (`linux-x64`, `darwin-universal`, `win32-x64`, …). It is not in the program's
+ * tarball, which stays small and the same for every platform.
+ */
+export interface ServedAddon {
+  readonly name: "webgpu";
+  readonly version: string;
+  readonly platform: string;
+  readonly files: readonly ServedAddonFile[];
+}
+
 export interface ProgramCatalog {
   /** The wire-format version of the programs (PROTOCOL_VERSION of @barnraise/protocol). */
   readonly protocolVersion: number;
   readonly programs: readonly ServedProgram[];
+  readonly addons: readonly ServedAddon[];
 }
 
 let cached:
@@ -98,5 +143,19 @@ export function findServedProgram(catalog: ProgramCatalog, file: string): Served
 
 /** The absolute URL of a program's tarball under `origin`. */
 export function programUrl(origin: string, program: ServedProgram): string {
-  return `${origin}${PROGRAMS_PATH}/${program.file}`;
+  return servedFileUrl(origin, program.file);
+}
+
+/** The add-on file a request names by its content-addressed name, or undefined. */
+export function findServedAddonFile(catalog: ProgramCatalog, file: string): ServedAddonFile | undefined {
+  for (const addon of catalog.addons) {
+    const found = addon.files.find((f) => f.file === file);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+/** The absolute URL of a served file under `origin`. */
+export function servedFileUrl(origin: string, file: string): string {
+  return `${origin}${PROGRAMS_PATH}/${file}`;
 }
