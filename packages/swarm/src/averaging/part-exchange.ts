@@ -101,7 +101,9 @@ export async function exchangePart(options: PartExchangeOptions): Promise<PartEx
         partLength: options.values.length,
         chunkElements: options.chunkElements,
       },
-      { signal, timeoutMs: options.timeoutMs },
+      // The answer to the opening request is the first result due: a reducer frozen before it
+      // answers fails the part by the same deadline as one that stops sending results.
+      { signal, timeoutMs: Math.min(options.timeoutMs, options.resultTimeoutMs ?? Infinity) },
     );
     stream = call.stream;
     const opening = performance.now() - opened;

@@ -476,6 +476,67 @@ describe("butterfly all-reduce", () => {
     expect(resultsWritten).toBe(3);
   });
 
+  it("fails the round a little after the sender deadline when a reducer froze before answering the opening request", async () => {
+    const members: GroupMember[] = Array.from({ length: 4 }, (_, i) => ({
+      peerId: `f${i}`,
+      mode: "node",
+      weight: 1 + i,
+    }));
+    const victim = "f2";
+    const network = new MemoryRpcNetwork();
+    // Pending until the test ends: the frozen process takes its calls and never answers them.
+    const thaw = Promise.withResolvers<never>();
+    thaw.promise.catch(() => undefined);
+    const services = members.map((member) => {
+      const memory = network.add(member.peerId);
+      const rpc: Rpc =
+        member.peerId !== victim
+          ? memory
+          : {
+              peerId: memory.peerId,
+              call: (peer, method, head, options) => memory.call(peer, method, head, options),
+              request: (peer, method, head, options) => memory.request(peer, method, head, options),
+              handle: (method) => {
+                memory.handle(method, () => thaw.promise);
+              },
+              unhandle: (method) => {
+                memory.unhandle(method);
+              },
+            };
+      const service = new AllReduceService({ rpc });
+      service.start();
+      return service;
+    });
+    const group = makeGroup("frozen-before-answering", members);
+    const vectors = vectorsFor(members, 4000, 22);
+    const stopVictim = new AbortController();
+    const runs = members.map((member, k) =>
+      must(services[k]).run({
+        ...base,
+        chunkSizeBytes: 64,
+        partCounts: [1000, 1000, 1000, 1000],
+        timeoutMs: 60_000,
+        senderTimeoutMs: 300,
+        group,
+        vector: must(vectors.get(member.peerId)),
+        weight: member.weight,
+        ...(member.peerId === victim ? { signal: stopVictim.signal } : {}),
+      }),
+    );
+    const victimRun = runs.splice(2, 1)[0]?.catch(() => undefined);
+    const outcomes = await Promise.allSettled(runs);
+    stopVictim.abort();
+    thaw.reject(new Error("thawed"));
+    await victimRun;
+    for (const outcome of outcomes) {
+      expect(outcome.status).toBe("rejected");
+      const error = outcome.status === "rejected" ? (outcome.reason as Error) : undefined;
+      expect(error).toMatchObject({ code: "ALLREDUCE_FAILED" });
+      // The opening request waited the sender deadline plus the result slack, not the round's 60 s.
+      expect(error?.message).toContain(`part 2 from ${victim} failed: no response within 2300 ms`);
+    }
+  });
+
   it("fails the members that miss a killed reducer's part, leaves their inputs alone, and a retry succeeds", async () => {
     const members: GroupMember[] = Array.from({ length: 5 }, (_, i) => ({
       peerId: `r${i}`,
