@@ -8,7 +8,7 @@ import {
 import type { AllReduceGroup, GroupMember } from "../../src/averaging/partition.ts";
 import { compressorFor } from "../../src/compression/index.ts";
 import { isSwarmError } from "../../src/errors.ts";
-import type { Rpc, RpcFrameStream } from "../../src/rpc/rpc.ts";
+import type { Rpc, RpcFrameStream, RpcHandler, RpcIncoming } from "../../src/rpc/rpc.ts";
 import { MemoryRpcNetwork } from "../support/memory-rpc.ts";
 import { seededRandom as mulberry32 } from "../support/seeded-random.ts";
 
@@ -242,6 +242,40 @@ const base: Common = {
 
 // ---------- tests ----------
 
+/**
+ * An all-reduce service per member on one memory network; the victim's incoming calls go through
+ * `handleAs` (a frozen process: it takes calls and never answers, or stops mid-stream).
+ */
+function servicesWithVictim(
+  members: readonly GroupMember[],
+  victim: string,
+  handleAs: (incoming: RpcIncoming<unknown, unknown>, handler: RpcHandler<unknown, unknown>) => Promise<void>,
+): AllReduceService[] {
+  const network = new MemoryRpcNetwork();
+  return members.map((member) => {
+    const memory = network.add(member.peerId);
+    const rpc: Rpc =
+      member.peerId !== victim
+        ? memory
+        : {
+            peerId: memory.peerId,
+            call: (peer, method, head, options) => memory.call(peer, method, head, options),
+            request: (peer, method, head, options) => memory.request(peer, method, head, options),
+            handle: (method, handler) => {
+              memory.handle(method, (incoming) =>
+                handleAs(incoming as RpcIncoming<unknown, unknown>, handler as RpcHandler<unknown, unknown>),
+              );
+            },
+            unhandle: (method) => {
+              memory.unhandle(method);
+            },
+          };
+    const service = new AllReduceService({ rpc });
+    service.start();
+    return service;
+  });
+}
+
 describe("butterfly all-reduce", () => {
   it("8 peers with random weights and uneven parts end with the bit-identical weighted mean", async () => {
     const random = mulberry32(1);
@@ -395,7 +429,6 @@ describe("butterfly all-reduce", () => {
       weight: 1 + i,
     }));
     const victim = "z3";
-    const network = new MemoryRpcNetwork();
     let frozen = false;
     let resultsWritten = 0;
     // Pending until the test ends; then the frozen process's calls fail, so its own run settles.
@@ -417,31 +450,9 @@ describe("butterfly all-reduce", () => {
         if (!frozen) stream.abort(reason);
       },
     });
-    const services = members.map((member) => {
-      const memory = network.add(member.peerId);
-      const rpc: Rpc =
-        member.peerId !== victim
-          ? memory
-          : {
-              peerId: memory.peerId,
-              call: (peer, method, head, options) => memory.call(peer, method, head, options),
-              request: (peer, method, head, options) => memory.request(peer, method, head, options),
-              handle: (method, handler) => {
-                memory.handle(method, (incoming) =>
-                  handler({
-                    ...incoming,
-                    respond: async (head) => freezing(await incoming.respond(head)),
-                  }),
-                );
-              },
-              unhandle: (method) => {
-                memory.unhandle(method);
-              },
-            };
-      const service = new AllReduceService({ rpc });
-      service.start();
-      return service;
-    });
+    const services = servicesWithVictim(members, victim, (incoming, handler) =>
+      handler({ ...incoming, respond: async (head) => freezing(await incoming.respond(head)) }),
+    );
     const group = makeGroup("frozen-reducer", members);
     const length = 4000;
     const vectors = vectorsFor(members, length, 21);
@@ -483,30 +494,10 @@ describe("butterfly all-reduce", () => {
       weight: 1 + i,
     }));
     const victim = "f2";
-    const network = new MemoryRpcNetwork();
     // Pending until the test ends: the frozen process takes its calls and never answers them.
     const thaw = Promise.withResolvers<never>();
     thaw.promise.catch(() => undefined);
-    const services = members.map((member) => {
-      const memory = network.add(member.peerId);
-      const rpc: Rpc =
-        member.peerId !== victim
-          ? memory
-          : {
-              peerId: memory.peerId,
-              call: (peer, method, head, options) => memory.call(peer, method, head, options),
-              request: (peer, method, head, options) => memory.request(peer, method, head, options),
-              handle: (method) => {
-                memory.handle(method, () => thaw.promise);
-              },
-              unhandle: (method) => {
-                memory.unhandle(method);
-              },
-            };
-      const service = new AllReduceService({ rpc });
-      service.start();
-      return service;
-    });
+    const services = servicesWithVictim(members, victim, () => thaw.promise);
     const group = makeGroup("frozen-before-answering", members);
     const vectors = vectorsFor(members, 4000, 22);
     const stopVictim = new AbortController();
