@@ -98,7 +98,8 @@ export class Libp2pRpc implements Rpc {
     const { node, crypto, identity } = this.#options;
     if (this.#stopped.signal.aborted) throw new SwarmError(SwarmErrorCode.NOT_RUNNING, "rpc is stopped");
     const protocol = protocolId(this.#options.experimentId, method.name);
-    const timeoutMs = options.timeoutMs ?? 10_000;
+    // Deadlines computed from measured rates are fractional; AbortSignal.timeout takes whole ms.
+    const timeoutMs = Math.ceil(options.timeoutMs ?? 10_000);
     const signal = anySignal(AbortSignal.timeout(timeoutMs), options.signal, this.#stopped.signal);
     const responderKey = publicKeyOf(peer);
     let raw: Stream;

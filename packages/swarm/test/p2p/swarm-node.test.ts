@@ -42,6 +42,9 @@ describe("SwarmNode", () => {
     );
     const answer = await at(others, 0).rpc.request(first.peerId, echo, { text: "hi" });
     expect(answer).toEqual({ text: "hi", username: "user1" });
+    // Deadlines computed from measured rates are fractional milliseconds.
+    const timed = await at(others, 0).rpc.request(first.peerId, echo, { text: "t" }, { timeoutMs: 5067.5 });
+    expect(timed.text).toBe("t");
     const { stream, from } = await at(others, 1).rpc.call(at(others, 2).peerId, echo, { text: "x" });
     expect(from.pass.username).toBe("user3");
     await stream.closeWrite();
