@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { RoundTripFloor, WindowControl } from "../../src/averaging/part-exchange.ts";
+import { RoundTripFloor, StreamPacer, WindowControl } from "../../src/averaging/part-exchange.ts";
 
 const CHUNK = 8192;
 /** 10 Mbit/s of upload shared by 3 streams, in bytes per second. */
@@ -73,5 +73,62 @@ describe("RoundTripFloor", () => {
     floor.observe("a", 100);
     floor.observe("a", 100);
     expect(floor.observe("a", 100)).toBe(100);
+  });
+});
+
+describe("StreamPacer", () => {
+  /** A pacer on a fake clock whose sleeps advance the clock and are recorded. */
+  function fakePacer(bytesPerSecond: number) {
+    let now = 0;
+    const sleeps: number[] = [];
+    const pacer = new StreamPacer(bytesPerSecond, {
+      now: () => now,
+      sleep: (ms) => {
+        sleeps.push(ms);
+        now += ms;
+        return Promise.resolve();
+      },
+    });
+    return { pacer, sleeps, advance: (ms: number) => (now += ms) };
+  }
+  const signal = new AbortController().signal;
+
+  it("lets a stream send 100 ms at 1.25 × its share at once, then holds it to that pace", async () => {
+    // 8,000 B/s × 1.25 = 10 bytes per ms: 1,000 bytes at once, then one more 1,000 every 100 ms.
+    const { pacer, sleeps } = fakePacer(8000);
+    await pacer.beforeSend(0, signal);
+    await pacer.beforeSend(1000, signal);
+    expect(sleeps).toEqual([]);
+    await pacer.beforeSend(2000, signal);
+    await pacer.beforeSend(3000, signal);
+    expect(sleeps).toEqual([100, 100]);
+  });
+
+  it("does not wait for a stream that fell behind its pace", async () => {
+    const { pacer, sleeps, advance } = fakePacer(8000);
+    await pacer.beforeSend(0, signal);
+    advance(500); // the window held it back: 5,000 bytes of pace unused
+    await pacer.beforeSend(5000, signal);
+    expect(sleeps).toEqual([]);
+    await pacer.beforeSend(7000, signal);
+    expect(sleeps).toEqual([100]);
+  });
+
+  it("leaves a stream with no measured rate unpaced", async () => {
+    for (const rate of [0, Number.NaN, -5, Number.POSITIVE_INFINITY]) {
+      const { pacer, sleeps } = fakePacer(rate);
+      await pacer.beforeSend(0, signal);
+      await pacer.beforeSend(1e9, signal);
+      expect(sleeps).toEqual([]);
+    }
+  });
+
+  it("gives up its wait when the round is aborted", async () => {
+    const pacer = new StreamPacer(1000);
+    const round = new AbortController();
+    await pacer.beforeSend(0, round.signal);
+    const waiting = pacer.beforeSend(10_000, round.signal);
+    round.abort(new Error("round over"));
+    await expect(waiting).rejects.toThrow("round over");
   });
 });
