@@ -120,6 +120,8 @@ test("the commands the pages show run on a machine with only Node.js and reach o
     const checked = await runInRoom("doctor", doctorCommand, "laptop");
     expect(await checked.waitForExit(120_000), checked.tail(30)).toEqual({ code: 0, signal: null });
     expect(checked.tail(30)).toContain("This machine can contribute");
+    // The served program has no WebGPU binding of its own: the doctor fetched it from the platform.
+    expect(checked.tail(30)).toMatch(/… fetching the WebGPU binding for \S+: dawn\.node, [\d.]+ MiB/);
     expect(checked.tail(30)).toMatch(/✓ swarm +reachable at/);
 
     const started = Date.now();

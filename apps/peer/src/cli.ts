@@ -232,6 +232,9 @@ async function doctor(argv: readonly string[], environment: PeerCliEnvironment):
     // The swarm's own logs would drown the verdicts: only its errors.
     logger: pino({ name: program, level: "error" }, pino.destination({ fd: 2, sync: true })),
     signal: AbortSignal.any([environment.stopSignal, environment.abortSignal]),
+    onProgress: (line) => {
+      io.out(values.json ? JSON.stringify({ msg: line }) : `    ${" ".repeat(9)} … ${line}`);
+    },
     onCheck: (check) => {
       if (values.json) {
         io.out(JSON.stringify({ msg: "doctor check", ...check }));

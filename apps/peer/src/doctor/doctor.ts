@@ -61,6 +61,8 @@ export interface DoctorOptions {
   readonly listen: readonly string[];
   readonly logger: Logger;
   readonly onCheck: (check: DoctorCheck) => void;
+  /** Long work under way between checks (fetching the WebGPU binding). */
+  readonly onProgress?: (line: string) => void;
   readonly signal?: AbortSignal;
   /** This machine's clock; tests move it. */
   readonly now?: () => number;
@@ -101,7 +103,12 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorResult> {
     const selected = await selectBackend(options.backend, {
       loaders: {
         webgpu: createWebGpuLoader({
-          addon: { server: options.server, directory: join(options.dataDir, "addons") },
+          addon: {
+            server: options.server,
+            directory: join(options.dataDir, "addons"),
+            ...(options.signal === undefined ? {} : { signal: options.signal }),
+            ...(options.onProgress === undefined ? {} : { log: options.onProgress }),
+          },
         }),
       },
     });
