@@ -27,6 +27,8 @@ export interface PartExchangeOptions {
   maxChunksInFlight?: number;
   /** This member's upload rate divided among its streams, bytes per second; 0 or absent: a fixed window. */
   streamBytesPerSecond?: number;
+  /** The rate this stream is paced at (see StreamPacer), bytes per second; 0 or absent: not paced. */
+  paceBytesPerSecond?: number;
   /** Encoded bytes per chunk, to turn the bandwidth-delay product into chunks. */
   chunkBytes?: number;
   /** Recent round trips per reducer, kept across rounds; the window follows their least. */
@@ -255,7 +257,7 @@ const PACE_BURST_MS = 100;
  * parts for the other slow reducers went out. Measured with `bench/allreduce-load-balancing.ts
  * --setups D --trace` on 16 cores: the fast reducer's download sat nearly idle for the first half
  * of every balanced round. Pacing each stream at PACE_HEADROOM × its share leaves the rest of the
- * link to the streams that still have much to send. A stream with no measured rate is not paced.
+ * link to the streams that still have much to send. Which streams are paced: `paceRates`.
  */
 export class StreamPacer {
   readonly #bytesPerMs: number;
@@ -283,6 +285,27 @@ export class StreamPacer {
   }
 }
 
+/**
+ * The pace of each of a member's streams, bytes per second (0: not paced), by the lengths of the
+ * round's parts: a part under half the largest one this member sends is paced at its share of the
+ * measured upload; the largest parts run unpaced and take what the others leave, so an upload
+ * measured too low never caps the member's whole upload, and parts of about equal size (no load
+ * balancing) are not paced at all. The member's own part (`self`) sends nothing.
+ */
+export function paceRates(
+  partLengths: readonly number[],
+  self: number,
+  uploadBytesPerSecond: number,
+): number[] {
+  const sending = partLengths.reduce((sum, length, j) => (j === self ? sum : sum + length), 0);
+  const largest = partLengths.reduce((most, length, j) => (j === self ? most : Math.max(most, length)), 0);
+  return partLengths.map((length, j) =>
+    j === self || sending === 0 || !(uploadBytesPerSecond > 0) || length * 2 >= largest
+      ? 0
+      : (uploadBytesPerSecond * length) / sending,
+  );
+}
+
 async function sendChunks(
   stream: RpcFrameStream,
   chunks: readonly ElementRange[],
@@ -290,7 +313,7 @@ async function sendChunks(
   outcome: PartExchangeOutcome,
   window: ResultWindow,
 ): Promise<void> {
-  const pacer = new StreamPacer(options.streamBytesPerSecond ?? 0);
+  const pacer = new StreamPacer(options.paceBytesPerSecond ?? 0);
   for (const [k, chunk] of chunks.entries()) {
     while (k - window.received >= window.control.size) {
       if (window.stopped) {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { RoundTripFloor, StreamPacer, WindowControl } from "../../src/averaging/part-exchange.ts";
+import { paceRates, RoundTripFloor, StreamPacer, WindowControl } from "../../src/averaging/part-exchange.ts";
 
 const CHUNK = 8192;
 /** 10 Mbit/s of upload shared by 3 streams, in bytes per second. */
@@ -130,5 +130,25 @@ describe("StreamPacer", () => {
     const waiting = pacer.beforeSend(10_000, round.signal);
     round.abort(new Error("round over"));
     await expect(waiting).rejects.toThrow("round over");
+  });
+});
+
+describe("paceRates", () => {
+  it("paces the small parts at their share of the upload and leaves the large ones free", () => {
+    // Set-up D's slow member 1: 15 small parts and the fast reducer's 219,296 elements.
+    const lengths = [2600, 2600, ...Array.from({ length: 14 }, () => 2700), 219_296];
+    const rates = paceRates(lengths, 1, 250_000);
+    const sending = lengths.reduce((sum, length, j) => (j === 1 ? sum : sum + length), 0);
+    expect(rates[1]).toBe(0); // its own part
+    expect(rates[0]).toBeCloseTo((250_000 * 2600) / sending, 6);
+    expect(rates[2]).toBeCloseTo((250_000 * 2700) / sending, 6);
+    expect(rates[16]).toBe(0);
+  });
+
+  it("paces nothing when the parts are about equal, or when no upload was measured", () => {
+    expect(paceRates([15_420, 15_421, 15_420, 15_421], 0, 250_000)).toEqual([0, 0, 0, 0]);
+    expect(paceRates([100, 5000, 100], 1, 0)).toEqual([0, 0, 0]);
+    expect(paceRates([100, 5000, 100], 1, Number.NaN)).toEqual([0, 0, 0]);
+    expect(paceRates([0, 0], 0, 250_000)).toEqual([0, 0]);
   });
 });
