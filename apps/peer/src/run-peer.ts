@@ -26,9 +26,8 @@ import { HttpDatasetSource } from "./data/http-dataset-source.ts";
 import { createModel } from "./models/create-model.ts";
 import type { TrainableModel } from "./models/trainable-model.ts";
 import { deriveSeed, hashName } from "./seeded-random.ts";
-import { selectBackend, type BackendChoice } from "./tf/backend.ts";
-import { benchmarkBackend, describeBackend } from "./tf/benchmark-backend.ts";
-import { createWebGpuLoader } from "./tf/webgpu.ts";
+import { selectPeerBackend, type BackendChoice } from "./tf/backend.ts";
+import { describeBackend } from "./tf/benchmark-backend.ts";
 import { resolveBatchSize } from "./training/auto-batch-size.ts";
 import { evaluateModel, type Evaluation } from "./training/evaluate.ts";
 import { LossReportingProgress } from "./training/loss-reporting-progress.ts";
@@ -109,21 +108,15 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     passExpiresAt: new Date(joined.passExpiresAt).toISOString(),
   });
 
-  const selected = await selectBackend(options.backend, {
-    loaders: {
-      webgpu: createWebGpuLoader({
-        addon: {
-          server: options.server,
-          directory: join(options.dataDir, "addons"),
-          signal: startUp,
-          log: (line) => {
-            reporter.log("info", line);
-          },
-        },
-      }),
+  const { selected, benchmark } = await selectPeerBackend(options.backend, {
+    server: options.server,
+    directory: join(options.dataDir, "addons"),
+    signal: startUp,
+    log: (line) => {
+      reporter.log("info", line);
     },
   });
-  reporter.log("info", describeBackend(selected, selected.benchmark ?? (await benchmarkBackend())));
+  reporter.log("info", describeBackend(selected, benchmark));
 
   const model = createModel(config.model);
   const cleanups: (() => Promise<void> | void)[] = [

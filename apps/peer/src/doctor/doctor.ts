@@ -13,9 +13,8 @@ import {
 import type { Logger } from "pino";
 import { HttpDatasetSource } from "../data/http-dataset-source.ts";
 import { formatMbit } from "../run-peer.ts";
-import { selectBackend, type BackendChoice } from "../tf/backend.ts";
-import { benchmarkBackend, describeBackend } from "../tf/benchmark-backend.ts";
-import { createWebGpuLoader } from "../tf/webgpu.ts";
+import { selectPeerBackend, type BackendChoice } from "../tf/backend.ts";
+import { describeBackend } from "../tf/benchmark-backend.ts";
 
 /**
  * `barnraise-peer doctor`: can this machine contribute to the run? Each check says what it found, a
@@ -100,19 +99,12 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorResult> {
   const joined = member?.joined;
 
   try {
-    const selected = await selectBackend(options.backend, {
-      loaders: {
-        webgpu: createWebGpuLoader({
-          addon: {
-            server: options.server,
-            directory: join(options.dataDir, "addons"),
-            ...(options.signal === undefined ? {} : { signal: options.signal }),
-            ...(options.onProgress === undefined ? {} : { log: options.onProgress }),
-          },
-        }),
-      },
+    const { selected, benchmark: bench } = await selectPeerBackend(options.backend, {
+      server: options.server,
+      directory: join(options.dataDir, "addons"),
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      ...(options.onProgress === undefined ? {} : { log: options.onProgress }),
     });
-    const bench = selected.benchmark ?? (await benchmarkBackend());
     const slow = selected.name === "cpu";
     report({
       name: "backend",

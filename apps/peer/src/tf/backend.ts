@@ -4,7 +4,7 @@ import { dirname, join, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as tf from "@tensorflow/tfjs-core";
 import { benchmarkBackend, formatGflops, type BackendBenchmark } from "./benchmark-backend.ts";
-import { createWebGpuLoader, type WebGpuAdapter } from "./webgpu.ts";
+import { createWebGpuLoader, type DawnAddonSource, type WebGpuAdapter } from "./webgpu.ts";
 
 /**
  * Picks the TF.js backend a volunteer's machine trains on (DESIGN §5). "auto" takes the first of
@@ -260,6 +260,19 @@ export async function selectBackend(
     reason: `measured ${formatGflops(loser.speed.gflops)} GFLOP/s against ${winner.outcome.name}'s ${formatGflops(winner.speed.gflops)}`,
   });
   return { choice, ...selection(winner.candidate, winner.outcome), skipped, benchmark: winner.speed };
+}
+
+/**
+ * Selects `choice` as a peer joined to a platform does (the peer and its doctor): where the WebGPU
+ * binding is not installed it comes from the platform's catalog (`addon`). Returns the selection
+ * and its speed: the one "auto" measured, else a fresh benchmark.
+ */
+export async function selectPeerBackend(
+  choice: BackendChoice,
+  addon: DawnAddonSource,
+): Promise<{ selected: SelectedBackend; benchmark: BackendBenchmark }> {
+  const selected = await selectBackend(choice, { loaders: { webgpu: createWebGpuLoader({ addon }) } });
+  return { selected, benchmark: selected.benchmark ?? (await benchmarkBackend()) };
 }
 
 function candidateFor(choice: Exclude<BackendChoice, "auto">): Candidate {
