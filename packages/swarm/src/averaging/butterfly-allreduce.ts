@@ -8,7 +8,7 @@ import {
   type AllReduceResponse,
   checkRequest,
 } from "./allreduce-messages.ts";
-import { exchangePart, paceRates, RoundTripFloor, type PartExchangeOutcome } from "./part-exchange.ts";
+import { exchangePart, RoundTripFloor, type PartExchangeOutcome } from "./part-exchange.ts";
 import { type AllReduceGroup, chunkElementsFor, planRound, type RoundPlan } from "./partition.ts";
 import { type ReducerOutcome, ReducerSession } from "./reducer-session.ts";
 
@@ -195,11 +195,6 @@ export class AllReduceService {
       (sum, part, j) => (j === self ? sum : sum + part.end - part.start),
       0,
     );
-    const paces = paceRates(
-      plan.parts.map((part) => part.end - part.start),
-      self,
-      options.uploadBytesPerSecond ?? 0,
-    );
     try {
       // settle() attaches a handler at once, so a failing reducer is never an unhandled rejection.
       const reducing = reducer === undefined ? undefined : settle(reducer.run());
@@ -225,7 +220,6 @@ export class AllReduceService {
                     ),
                     streamBytesPerSecond:
                       ((options.uploadBytesPerSecond ?? 0) * (part.end - part.start)) / sendingElements,
-                    paceBytesPerSecond: paces[j] ?? 0,
                     chunkBytes: options.chunkSizeBytes,
                     roundTrips: this.#roundTrips,
                     // A reducer may itself wait a sender deadline for a slow sender before its next

@@ -3,7 +3,6 @@ import { SwarmError, SwarmErrorCode } from "../errors.ts";
 import type { Rpc, RpcFrameStream } from "../rpc/rpc.ts";
 import { allReduceMethod, assertFinite, decodeResultFrame, encodeChunkFrame } from "./allreduce-messages.ts";
 import { chunkRanges, type ElementRange, type RoundPlan } from "./partition.ts";
-import { abortableSleep } from "../platform/join-retry.ts";
 import { Wakeup } from "./wakeup.ts";
 
 export interface PartExchangeOptions {
@@ -27,8 +26,6 @@ export interface PartExchangeOptions {
   maxChunksInFlight?: number;
   /** This member's upload rate divided among its streams, bytes per second; 0 or absent: a fixed window. */
   streamBytesPerSecond?: number;
-  /** The rate this stream is paced at (see StreamPacer), bytes per second; 0 or absent: not paced. */
-  paceBytesPerSecond?: number;
   /** Encoded bytes per chunk, to turn the bandwidth-delay product into chunks. */
   chunkBytes?: number;
   /** Recent round trips per reducer, kept across rounds; the window follows their least. */
@@ -245,67 +242,6 @@ export class WindowControl {
   }
 }
 
-/** A paced stream may run this much faster than its share of the measured upload. */
-const PACE_HEADROOM = 1.25;
-/** What a paced stream may send at once before its pace applies, in milliseconds at its rate. */
-const PACE_BURST_MS = 100;
-
-/**
- * Keeps one stream near its share of this member's upload. TCP divides a link equally among its
- * connections, not by how much each has to send: under load balancing a slow member's stream to
- * the fast reducer carries most of its upload, yet it got a sixteenth of the link while the small
- * parts for the other slow reducers went out. Measured with `bench/allreduce-load-balancing.ts
- * --setups D --trace` on 16 cores: the fast reducer's download sat nearly idle for the first half
- * of every balanced round. Pacing each stream at PACE_HEADROOM × its share leaves the rest of the
- * link to the streams that still have much to send. Which streams are paced: `paceRates`.
- */
-export class StreamPacer {
-  readonly #bytesPerMs: number;
-  readonly #now: () => number;
-  readonly #sleep: (ms: number, signal: AbortSignal) => Promise<void>;
-  #start: number | undefined;
-
-  constructor(
-    bytesPerSecond: number,
-    options: { now?: () => number; sleep?: (ms: number, signal: AbortSignal) => Promise<void> } = {},
-  ) {
-    this.#bytesPerMs =
-      Number.isFinite(bytesPerSecond) && bytesPerSecond > 0 ? (bytesPerSecond * PACE_HEADROOM) / 1000 : 0;
-    this.#now = options.now ?? (() => performance.now());
-    this.#sleep = options.sleep ?? abortableSleep;
-  }
-
-  /** Waits until `sentBytes` (what the stream has sent so far) is within its pace. */
-  async beforeSend(sentBytes: number, signal: AbortSignal): Promise<void> {
-    if (this.#bytesPerMs === 0) return;
-    const now = this.#now();
-    this.#start ??= now;
-    const wait = this.#start + sentBytes / this.#bytesPerMs - PACE_BURST_MS - now;
-    if (wait >= 1) await this.#sleep(Math.ceil(wait), signal);
-  }
-}
-
-/**
- * The pace of each of a member's streams, bytes per second (0: not paced), by the lengths of the
- * round's parts: a part under half the largest one this member sends is paced at its share of the
- * measured upload; the largest parts run unpaced and take what the others leave, so an upload
- * measured too low never caps the member's whole upload, and parts of about equal size (no load
- * balancing) are not paced at all. The member's own part (`self`) sends nothing.
- */
-export function paceRates(
-  partLengths: readonly number[],
-  self: number,
-  uploadBytesPerSecond: number,
-): number[] {
-  const sending = partLengths.reduce((sum, length, j) => (j === self ? sum : sum + length), 0);
-  const largest = partLengths.reduce((most, length, j) => (j === self ? most : Math.max(most, length)), 0);
-  return partLengths.map((length, j) =>
-    j === self || sending === 0 || !(uploadBytesPerSecond > 0) || length * 2 >= largest
-      ? 0
-      : (uploadBytesPerSecond * length) / sending,
-  );
-}
-
 async function sendChunks(
   stream: RpcFrameStream,
   chunks: readonly ElementRange[],
@@ -313,7 +249,6 @@ async function sendChunks(
   outcome: PartExchangeOutcome,
   window: ResultWindow,
 ): Promise<void> {
-  const pacer = new StreamPacer(options.paceBytesPerSecond ?? 0);
   for (const [k, chunk] of chunks.entries()) {
     while (k - window.received >= window.control.size) {
       if (window.stopped) {
@@ -321,7 +256,6 @@ async function sendChunks(
       }
       await window.wake.wait();
     }
-    await pacer.beforeSend(outcome.bytesSent, options.signal);
     const frame = encodeChunkFrame(
       k,
       options.compressor.compress(options.values.subarray(chunk.start, chunk.end)),

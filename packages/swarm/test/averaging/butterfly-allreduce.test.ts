@@ -882,10 +882,10 @@ describe("butterfly all-reduce", () => {
         members.map((member, k) =>
           must(services[k]).run({
             ...base,
-            chunkSizeBytes: 80,
+            chunkSizeBytes: 8,
             chunksInFlight: 2,
             maxChunksInFlight: 48,
-            uploadBytesPerSecond: 800, // 0.8 bytes per millisecond: a chunk of 80 bytes per 100 ms
+            uploadBytesPerSecond: 80, // 0.08 bytes per millisecond: a chunk of 8 bytes per 100 ms
             partCounts: [length / 2, length / 2],
             group,
             vector: must(vectors.get(member.peerId)),

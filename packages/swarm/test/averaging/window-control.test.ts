@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { paceRates, RoundTripFloor, StreamPacer, WindowControl } from "../../src/averaging/part-exchange.ts";
+import { RoundTripFloor, WindowControl } from "../../src/averaging/part-exchange.ts";
 
 const CHUNK = 8192;
 /** 10 Mbit/s of upload shared by 3 streams, in bytes per second. */
@@ -73,82 +73,5 @@ describe("RoundTripFloor", () => {
     floor.observe("a", 100);
     floor.observe("a", 100);
     expect(floor.observe("a", 100)).toBe(100);
-  });
-});
-
-describe("StreamPacer", () => {
-  /** A pacer on a fake clock whose sleeps advance the clock and are recorded. */
-  function fakePacer(bytesPerSecond: number) {
-    let now = 0;
-    const sleeps: number[] = [];
-    const pacer = new StreamPacer(bytesPerSecond, {
-      now: () => now,
-      sleep: (ms) => {
-        sleeps.push(ms);
-        now += ms;
-        return Promise.resolve();
-      },
-    });
-    return { pacer, sleeps, advance: (ms: number) => (now += ms) };
-  }
-  const signal = new AbortController().signal;
-
-  it("lets a stream send 100 ms at 1.25 × its share at once, then holds it to that pace", async () => {
-    // 8,000 B/s × 1.25 = 10 bytes per ms: 1,000 bytes at once, then one more 1,000 every 100 ms.
-    const { pacer, sleeps } = fakePacer(8000);
-    await pacer.beforeSend(0, signal);
-    await pacer.beforeSend(1000, signal);
-    expect(sleeps).toEqual([]);
-    await pacer.beforeSend(2000, signal);
-    await pacer.beforeSend(3000, signal);
-    expect(sleeps).toEqual([100, 100]);
-  });
-
-  it("does not wait for a stream that fell behind its pace", async () => {
-    const { pacer, sleeps, advance } = fakePacer(8000);
-    await pacer.beforeSend(0, signal);
-    advance(500); // the window held it back: 5,000 bytes of pace unused
-    await pacer.beforeSend(5000, signal);
-    expect(sleeps).toEqual([]);
-    await pacer.beforeSend(7000, signal);
-    expect(sleeps).toEqual([100]);
-  });
-
-  it("leaves a stream with no measured rate unpaced", async () => {
-    for (const rate of [0, Number.NaN, -5, Number.POSITIVE_INFINITY]) {
-      const { pacer, sleeps } = fakePacer(rate);
-      await pacer.beforeSend(0, signal);
-      await pacer.beforeSend(1e9, signal);
-      expect(sleeps).toEqual([]);
-    }
-  });
-
-  it("gives up its wait when the round is aborted", async () => {
-    const pacer = new StreamPacer(1000);
-    const round = new AbortController();
-    await pacer.beforeSend(0, round.signal);
-    const waiting = pacer.beforeSend(10_000, round.signal);
-    round.abort(new Error("round over"));
-    await expect(waiting).rejects.toThrow("round over");
-  });
-});
-
-describe("paceRates", () => {
-  it("paces the small parts at their share of the upload and leaves the large ones free", () => {
-    // Set-up D's slow member 1: 15 small parts and the fast reducer's 219,296 elements.
-    const lengths = [2600, 2600, ...Array.from({ length: 14 }, () => 2700), 219_296];
-    const rates = paceRates(lengths, 1, 250_000);
-    const sending = lengths.reduce((sum, length, j) => (j === 1 ? sum : sum + length), 0);
-    expect(rates[1]).toBe(0); // its own part
-    expect(rates[0]).toBeCloseTo((250_000 * 2600) / sending, 6);
-    expect(rates[2]).toBeCloseTo((250_000 * 2700) / sending, 6);
-    expect(rates[16]).toBe(0);
-  });
-
-  it("paces nothing when the parts are about equal, or when no upload was measured", () => {
-    expect(paceRates([15_420, 15_421, 15_420, 15_421], 0, 250_000)).toEqual([0, 0, 0, 0]);
-    expect(paceRates([100, 5000, 100], 1, 0)).toEqual([0, 0, 0]);
-    expect(paceRates([100, 5000, 100], 1, Number.NaN)).toEqual([0, 0, 0]);
-    expect(paceRates([0, 0], 0, 250_000)).toEqual([0, 0]);
   });
 });
