@@ -35,6 +35,10 @@ export interface MetricsReportBody {
   readonly alivePeers: number;
   /** When the step was aggregated, Unix milliseconds. */
   readonly time: number;
+  /** Mean bytes each trainer sent in the step's all-reduce. */
+  readonly bytesPerPeer?: number;
+  /** Share of the trainers' wall time spent computing in the step, in [0, 1]. */
+  readonly utilization?: number;
   /** Each peer's cumulative contribution. */
   readonly peers: readonly {
     readonly peerId: string;

@@ -417,6 +417,8 @@ async function runRoles(context: RolesContext): Promise<void> {
               loss: step.loss,
               alivePeers: step.alivePeers,
               samplesPerSecond: step.samplesPerSecond,
+              ...(step.bytesPerPeer === undefined ? {} : { bytesPerPeer: Math.round(step.bytesPerPeer) }),
+              ...(step.utilization === undefined ? {} : { utilization: step.utilization }),
             },
             "metrics posted",
           );

@@ -105,6 +105,8 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     experimentId: joined.experiment.id,
     model: config.model.preset,
     targetBatchSize: config.training.targetBatchSize,
+    strategy: config.averaging.strategy,
+    compression: config.compression.method,
     passExpiresAt: new Date(joined.passExpiresAt).toISOString(),
   });
 

@@ -3,6 +3,7 @@ import type { MetricPoint, RunEventView } from "../src/api/schemas/public.ts";
 import {
   buildSeries,
   latestLivePoint,
+  latestReported,
   livePointsByStep,
   stepMarkers,
   timeTickFormatter,
@@ -15,7 +16,23 @@ import { describeRunEvent, markerLabel } from "../app/_components/dashboard/run-
 // from the live curve, and a marker where the run restarted from an earlier step.
 
 function point(step: number, recordedAt: string, loss = 1, timeline = 0, discarded = false): MetricPoint {
-  return { step, loss, samplesPerSecond: step * 10, alivePeers: step % 3, recordedAt, timeline, discarded };
+  return {
+    step,
+    loss,
+    samplesPerSecond: step * 10,
+    alivePeers: step % 3,
+    bytesPerPeer: null,
+    utilization: null,
+    recordedAt,
+    timeline,
+    discarded,
+  };
+}
+
+/** A step as an aux that reports bytes per peer and utilization posts it. */
+function reported(step: number, bytesPerPeer: number, utilization: number, timeline = 0, discarded = false) {
+  const at = new Date(Date.UTC(2026, 10, 21, 10, 0, step)).toISOString();
+  return { ...point(step, at, 1, timeline, discarded), bytesPerPeer, utilization };
 }
 
 describe("toChartPoints", () => {
@@ -31,6 +48,8 @@ describe("toChartPoints", () => {
         loss: 2.5,
         samplesPerSecond: 10,
         alivePeers: 1,
+        bytesPerPeer: null,
+        utilization: null,
         timeline: 0,
         discarded: false,
       },
@@ -40,6 +59,8 @@ describe("toChartPoints", () => {
         loss: 2.1,
         samplesPerSecond: 20,
         alivePeers: 2,
+        bytesPerPeer: null,
+        utilization: null,
         timeline: 0,
         discarded: false,
       },
@@ -54,6 +75,14 @@ describe("toChartPoints", () => {
       point(4, "2026-11-21T10:00:30.000Z"),
     ]);
     expect(rows.map((row) => row.step)).toEqual([1, 4]);
+  });
+
+  it("keeps the bytes per peer and the utilization a step reports", () => {
+    expect(toChartPoints([reported(3, 1.5e6, 0.875)])[0]).toMatchObject({
+      step: 3,
+      bytesPerPeer: 1.5e6,
+      utilization: 0.875,
+    });
   });
 
   it("maps an empty series to no rows", () => {
@@ -184,6 +213,70 @@ describe("buildSeries", () => {
     expect(series.discarded).toEqual([]);
     expect(series.livePoints).toBe(10);
     expect(series.rows.every((row) => row.live !== undefined)).toBe(true);
+  });
+});
+
+describe("the metrics older aux programs do not report", () => {
+  // An old aux reported steps 1 and 2; the upgraded one reports from step 3 on.
+  const upgraded = () =>
+    toChartPoints([
+      point(1, "2026-11-21T10:00:01.000Z"),
+      point(2, "2026-11-21T10:00:02.000Z"),
+      reported(3, 2_000_000, 0.5),
+      reported(4, 1_500_000, 0.75),
+    ]);
+
+  it("draws only the steps that have the value", () => {
+    for (const metric of ["bytesPerPeer", "utilization"] as const) {
+      const series = buildSeries(upgraded(), "step", metric, { splitDiscarded: true });
+      expect(series.livePoints).toBe(2);
+      expect(series.rows.map((row) => row.step)).toEqual([3, 4]);
+    }
+    expect(buildSeries(upgraded(), "step", "bytesPerPeer", { splitDiscarded: true }).rows).toEqual([
+      { step: 3, time: Date.UTC(2026, 10, 21, 10, 0, 3), live: 2_000_000 },
+      { step: 4, time: Date.UTC(2026, 10, 21, 10, 0, 4), live: 1_500_000 },
+    ]);
+    // The loss of the same run is drawn at every step.
+    expect(buildSeries(upgraded(), "step", "loss", { splitDiscarded: true }).livePoints).toBe(4);
+  });
+
+  it("has nothing to draw when no step reports the value", () => {
+    const old = toChartPoints([point(1, "2026-11-21T10:00:01.000Z"), point(2, "2026-11-21T10:00:02.000Z")]);
+    expect(buildSeries(old, "step", "utilization", { splitDiscarded: true })).toEqual({
+      rows: [],
+      livePoints: 0,
+      discarded: [],
+    });
+    expect(latestReported(old, "utilization")).toBeUndefined();
+    expect(latestReported([], "bytesPerPeer")).toBeUndefined();
+  });
+
+  it("puts a reported value of zero on the chart", () => {
+    const series = buildSeries(toChartPoints([reported(1, 0, 0)]), "step", "bytesPerPeer", {
+      splitDiscarded: true,
+    });
+    expect(series.rows).toEqual([{ step: 1, time: Date.UTC(2026, 10, 21, 10, 0, 1), live: 0 }]);
+  });
+
+  it("splits a rolled-back run's discarded values off the live curve", () => {
+    const points = toChartPoints([
+      reported(1, 100, 0.5),
+      reported(2, 200, 0.6, 0, true),
+      reported(2, 300, 0.7, 1),
+    ]);
+    const series = buildSeries(points, "step", "bytesPerPeer", { splitDiscarded: true });
+    expect(series.livePoints).toBe(2);
+    expect(series.discarded).toEqual([{ key: "discarded-0", timeline: 0, points: 1 }]);
+  });
+
+  it("stands at the latest live step that reports the value", () => {
+    const points = [
+      ...upgraded(),
+      // A newer step without the values (an old aux reporting again) and a discarded one.
+      ...toChartPoints([point(5, "2026-11-21T10:00:05.000Z"), reported(6, 9, 0.1, 0, true)]),
+    ];
+    expect(latestReported(points, "bytesPerPeer")).toEqual({ step: 4, value: 1_500_000 });
+    expect(latestReported(points, "utilization")).toEqual({ step: 4, value: 0.75 });
   });
 });
 

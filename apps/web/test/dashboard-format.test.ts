@@ -6,8 +6,9 @@ import {
   formatDuration,
   formatInstant,
 } from "../app/_components/dashboard/dashboard-format.ts";
+import { formatBytes, formatPercent } from "../app/_components/format.ts";
 
-// The dashboard's human formats: durations, compact counts and UTC clock times.
+// The dashboard's human formats: durations, compact counts, bytes, shares and UTC clock times.
 
 describe("formatDuration", () => {
   it("shows the two largest units", () => {
@@ -54,6 +55,29 @@ describe("formatCompactCount", () => {
   it("moves to the next unit when rounding reaches a thousand", () => {
     expect(formatCompactCount(999_950)).toBe("1 M");
     expect(formatCompactCount(99_960)).toBe("100 k");
+  });
+});
+
+describe("formatBytes", () => {
+  it("shows a mean of bytes per peer in decimal units, whole bytes below a kilobyte", () => {
+    expect(formatBytes(0)).toBe("0 B");
+    expect(formatBytes(512.4)).toBe("512 B");
+    expect(formatBytes(999.6)).toBe("1.0 kB");
+    expect(formatBytes(48_200)).toBe("48.2 kB");
+    expect(formatBytes(1_234_567.5)).toBe("1.2 MB");
+    expect(formatBytes(250_000_000)).toBe("250 MB");
+  });
+});
+
+describe("formatPercent", () => {
+  it("shows a share with three significant digits", () => {
+    expect(formatPercent(0)).toBe("0 %");
+    expect(formatPercent(0.015)).toBe("1.5 %");
+    expect(formatPercent(0.8734)).toBe("87.3 %");
+    expect(formatPercent(0.25)).toBe("25 %");
+    expect(formatPercent(1)).toBe("100 %");
+    expect(formatPercent(0.0001)).toBe("0.01 %");
+    expect(formatPercent(Number.NaN)).toBe("NaN");
   });
 });
 

@@ -20,6 +20,8 @@ const metrics: MetricSeries = {
       loss: 2.3,
       samplesPerSecond: 40,
       alivePeers: 2,
+      bytesPerPeer: 2_500_000,
+      utilization: 0.9,
       recordedAt: "2026-11-21T10:00:00.000Z",
       timeline: 0,
       discarded: false,

@@ -3,10 +3,12 @@ import { describe, expect, it } from "vitest";
 import {
   buildConfig,
   defaultConfig,
+  DILOCO_TARGET_BATCH_SIZE,
   Field,
   formValuesOf,
   humanMessage,
   placeIssues,
+  withStrategy,
   type FormValues,
 } from "../app/_components/experiment-form-model.ts";
 
@@ -45,6 +47,7 @@ describe("buildConfig", () => {
         compression: "blockwise8",
         maxGroupSize: "8",
         loadBalancing: false,
+        delayedParameterUpdates: true,
         checkpointEvery: "50",
       }),
       base,
@@ -53,8 +56,73 @@ describe("buildConfig", () => {
     expect(config.training).toMatchObject({ targetBatchSize: 4096, localBatchSize: 32, maxSteps: 1000 });
     expect(config.optimizer).toMatchObject({ name: "lamb", learningRate: 0.002, maxTrustRatio: 10 });
     expect(config.compression.method).toBe("blockwise8");
-    expect(config.averaging).toMatchObject({ maxGroupSize: 8, loadBalancing: false });
+    expect(config.averaging).toMatchObject({
+      strategy: "dedloc",
+      maxGroupSize: 8,
+      loadBalancing: false,
+      delayedParameterUpdates: true,
+    });
     expect(config.checkpoints.everySteps).toBe(50);
+  });
+
+  it("builds a DiLoCo run with its outer optimizer and top-k compression", () => {
+    const base = defaultConfig();
+    const config = built(
+      valuesFor(base, {
+        strategy: "diloco",
+        targetBatchSize: "16384",
+        outerLearningRate: "0.5",
+        outerMomentum: "0.8",
+        outerNesterov: false,
+        compression: "topk",
+        topkDensity: "0.02",
+        delayedParameterUpdates: true,
+      }),
+      base,
+    );
+    expect(config.averaging).toMatchObject({
+      strategy: "diloco",
+      outerOptimizer: { name: "sgd", learningRate: 0.5, momentum: 0.8, nesterov: false },
+      delayedParameterUpdates: true,
+    });
+    expect(config.training.targetBatchSize).toBe(16_384);
+    expect(config.compression).toMatchObject({ method: "topk", topkDensity: 0.02 });
+    // The optimizer field is the inner optimizer.
+    expect(config.optimizer).toEqual(base.optimizer);
+  });
+
+  it("shows a DiLoCo run's settings and builds the same config back", () => {
+    const base = parseExperimentConfig({
+      training: { targetBatchSize: 8192 },
+      compression: { method: "topk", topkDensity: 0.01 },
+      averaging: {
+        strategy: "diloco",
+        outerOptimizer: { learningRate: 0.9, momentum: 0.5, nesterov: false },
+        delayedParameterUpdates: true,
+      },
+    });
+    const values = valuesFor(base);
+    expect(values).toMatchObject({
+      strategy: "diloco",
+      targetBatchSize: "8192",
+      outerLearningRate: "0.9",
+      outerMomentum: "0.5",
+      outerNesterov: false,
+      compression: "topk",
+      topkDensity: "0.01",
+      delayedParameterUpdates: true,
+    });
+    expect(built(values, base)).toEqual(base);
+  });
+
+  it("keeps the hidden outer optimizer and top-k density, and ignores what their fields hold", () => {
+    const base = parseExperimentConfig({
+      compression: { method: "adaptive", topkDensity: 0.1 },
+      averaging: { strategy: "dedloc", outerOptimizer: { learningRate: 0.3 } },
+    });
+    // Typed while DiLoCo and top-k were chosen, then switched away: not applied, not validated.
+    const values = valuesFor(base, { outerLearningRate: "fast", outerMomentum: "2", topkDensity: "" });
+    expect(built(values, base)).toEqual(base);
   });
 
   it("keeps the settings the form does not show when editing", () => {
@@ -122,6 +190,27 @@ describe("buildConfig", () => {
     expect(result.errors[Field.hiddenUnits]).toMatch(/separated by commas/);
   });
 
+  it("reports DiLoCo's outer optimizer and top-k's density under their fields", () => {
+    const base = defaultConfig();
+    const values = valuesFor(base, { strategy: "diloco", compression: "topk" });
+    expect(
+      buildConfig({ ...values, outerLearningRate: "0", outerMomentum: "1", topkDensity: "0" }, base),
+    ).toEqual({
+      ok: false,
+      errors: {
+        [Field.outerLearningRate]: "Must be greater than 0.",
+        [Field.outerMomentum]: "Must be less than 1.",
+        [Field.topkDensity]: "Must be at least 0.0001.",
+      },
+      other: [],
+    });
+    expect(buildConfig({ ...values, outerMomentum: "", topkDensity: "dense" }, base)).toEqual({
+      ok: false,
+      errors: { [Field.outerMomentum]: "Enter a number.", [Field.topkDensity]: "Enter a number." },
+      other: [],
+    });
+  });
+
   it("puts the ALBERT head-count rule next to the number of heads", () => {
     const base = defaultConfig();
     const values = valuesFor(base, { preset: "albert-mlm" });
@@ -132,6 +221,26 @@ describe("buildConfig", () => {
       errors: { [Field.numHeads]: "The hidden size must be divisible by the number of attention heads." },
       other: [],
     });
+  });
+});
+
+describe("withStrategy", () => {
+  it("suggests DiLoCo's samples per round for an untouched target batch size, and back", () => {
+    const base = defaultConfig();
+    const diloco = withStrategy(valuesFor(base), "diloco");
+    expect(diloco).toMatchObject({ strategy: "diloco", targetBatchSize: String(DILOCO_TARGET_BATCH_SIZE) });
+    expect(DILOCO_TARGET_BATCH_SIZE).toBe(16_384);
+    expect(withStrategy(diloco, "dedloc")).toMatchObject({
+      strategy: "dedloc",
+      targetBatchSize: String(base.training.targetBatchSize),
+    });
+  });
+
+  it("keeps a target batch size the organizer chose", () => {
+    const values = valuesFor(defaultConfig(), { targetBatchSize: "256" });
+    expect(withStrategy(values, "diloco")).toMatchObject({ strategy: "diloco", targetBatchSize: "256" });
+    const chosen = { ...withStrategy(valuesFor(defaultConfig()), "diloco"), targetBatchSize: "4096" };
+    expect(withStrategy(chosen, "dedloc")).toMatchObject({ targetBatchSize: "4096" });
   });
 });
 
@@ -146,6 +255,30 @@ describe("placeIssues", () => {
     ).toEqual({
       errors: { [Field.hiddenUnits]: "Must be at most 4096.", [Field.id]: "Is taken." },
       other: ["config.averaging.chunkSizeBytes: Must be at least 1024."],
+    });
+  });
+
+  it("files API issues of the averaging strategy, the outer optimizer and top-k under their fields", () => {
+    expect(
+      placeIssues([
+        { path: "config.averaging.outerOptimizer.momentum", message: "Too big: expected number to be <1" },
+        {
+          path: "config.averaging.outerOptimizer.learningRate",
+          message: "Too big: expected number to be <=10",
+        },
+        { path: "config.averaging.outerOptimizer.nesterov", message: "Invalid input: expected boolean" },
+        { path: "config.averaging.strategy", message: "Invalid option" },
+        { path: "config.compression.topkDensity", message: "Too small: expected number to be >=0.0001" },
+      ]),
+    ).toEqual({
+      errors: {
+        [Field.outerMomentum]: "Must be less than 1.",
+        [Field.outerLearningRate]: "Must be at most 10.",
+        [Field.outerNesterov]: "Invalid input: expected boolean.",
+        [Field.strategy]: "Invalid option.",
+        [Field.topkDensity]: "Must be at least 0.0001.",
+      },
+      other: [],
     });
   });
 

@@ -71,7 +71,26 @@ export const CompressionMethod = {
   quantile8: "quantile8",
   blockwise8: "blockwise8",
   adaptive: "adaptive",
+  /** Top-k per block with 2-bit values; the sender keeps what it did not send (error feedback). */
+  topk: "topk",
 } as const;
+
+/**
+ * How the swarm turns volunteers' work into steps of the shared model:
+ * - `dedloc`: accumulate gradients to the target batch, average them, one shared optimizer step;
+ * - `diloco`: each peer takes inner optimizer steps on its own batches until the swarm has the
+ *   round's sample target, then the peers average their pseudo-gradients (θ_start − θ_local) and all
+ *   apply the same outer step.
+ */
+export const AveragingStrategy = { dedloc: "dedloc", diloco: "diloco" } as const;
+
+const outerSgdSchema = z.strictObject({
+  name: z.literal("sgd").default("sgd"),
+  /** DiLoCo's outer learning rate. */
+  learningRate: positive(10).default(0.7),
+  momentum: z.number().min(0).lt(1).default(0.9),
+  nesterov: z.boolean().default(true),
+});
 
 export const experimentConfigSchema = z
   .strictObject({
@@ -96,10 +115,19 @@ export const experimentConfigSchema = z
         method: z.enum(Object.values(CompressionMethod)).default("adaptive"),
         /** With "adaptive": vectors with at least this many elements use blockwise 8-bit, smaller ones fp16. */
         adaptiveThreshold: int(1, 1 << 30).default(65_536),
+        /** With "topk": the share of each chunk's elements that is sent (1.5 %, as SparseLoCo). */
+        topkDensity: z.number().min(1e-4).max(1).default(0.015),
       })
       .prefault({}),
     averaging: z
       .strictObject({
+        /** `dedloc` (gradients to the target batch, one shared step) or `diloco` (local steps, outer step). */
+        strategy: z.enum(Object.values(AveragingStrategy)).default("dedloc"),
+        /**
+         * With `diloco`: the outer optimizer every peer applies to the averaged pseudo-gradient
+         * (Nesterov SGD, lr 0.7, momentum 0.9, as DiLoCo). The `optimizer` above is the inner one.
+         */
+        outerOptimizer: outerSgdSchema.prefault({}),
         /** Largest all-reduce group; bigger swarms are split into Moshpit groups of about this size. */
         maxGroupSize: int(2, 1024).default(16),
         matchmakingTimeoutMs: int(100, 600_000).default(15_000),
@@ -116,7 +144,10 @@ export const experimentConfigSchema = z
         maxChunksInFlight: int(1, 65_536).default(256),
         /** Part sizes from the bandwidth linear program (DeDLOC App. B) instead of equal parts. */
         loadBalancing: z.boolean().default(true),
-        /** Average in the background while computing the next batch, one step stale. */
+        /**
+         * Average in the background while computing the next batch (dedloc) or the next round's inner
+         * steps (diloco); the result is applied one step (round) late.
+         */
         delayedParameterUpdates: z.boolean().default(false),
       })
       .prefault({}),

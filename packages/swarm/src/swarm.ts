@@ -177,7 +177,8 @@ export class Swarm {
 
   averagerPort(): AveragerPort {
     return {
-      average: (epoch, vector, weight, signal) => this.averager.average(epoch, vector, weight, signal),
+      average: (epoch, vector, weight, signal, options) =>
+        this.averager.average(epoch, vector, weight, signal, options),
     };
   }
 

@@ -158,4 +158,80 @@ describe("collaborative training over a real swarm", () => {
       expect(optimizer.parameters).toEqual(at(optimizers, 0).parameters);
     }
   }, 90_000);
+
+  it("with diloco and top-k error feedback, peers take local steps and agree bit for bit after every outer step", async () => {
+    const authority = new TestAuthority();
+    const config = {
+      training: { targetBatchSize: 96 },
+      // Adam's steps are about lr whatever the gradient, and the outer momentum multiplies them:
+      // a smaller inner rate than the tests above keeps four outer steps from overshooting.
+      optimizer: { name: "adam" as const, learningRate: 0.02 },
+      averaging: {
+        strategy: "diloco" as const,
+        matchmakingTimeoutMs: 5_000,
+        allreduceTimeoutMs: 10_000,
+        chunkSizeBytes: 4096,
+      },
+      compression: { method: "topk" as const, topkDensity: 0.25 },
+    };
+    const optimizers: CollaborativeOptimizer[] = [];
+    const stateOf = (k: number) => () => optimizers[k]?.exportState() ?? null;
+    const first = await startSwarm(authority, { config, getState: stateOf(0) });
+    swarms.push(first);
+    const bootstrap = first.node.multiaddrs();
+    for (let k = 1; k < 3; k += 1)
+      swarms.push(await startSwarm(authority, { config, bootstrap, getState: stateOf(k) }));
+    await eventually(() => swarms.every((swarm) => swarm.node.members().length === 2), "meshed");
+    for (const swarm of swarms) optimizers.push(optimizerOn(swarm));
+    const sent: number[] = [];
+    const thetas = new Map<number, Float32Array[]>();
+    for (const [k, optimizer] of optimizers.entries()) {
+      optimizer.on((event) => {
+        if (event.type !== "step") return;
+        expect(event.groupSize).toBe(3);
+        sent.push(event.bytesSent ?? -1);
+        const list = thetas.get(event.epoch) ?? [];
+        list[k] = optimizer.parameters.slice();
+        thetas.set(event.epoch, list);
+      });
+    }
+    const epochs = 4;
+    await Promise.all(
+      optimizers.map(async (optimizer, k) => {
+        const random = seededRandom(300 + k);
+        while (optimizer.epoch < epochs) {
+          // Each minibatch is an inner step: the gradient is taken at this peer's own weights.
+          const { gradient } = batchGradient(optimizer.workingParameters, random, 8);
+          optimizer.accumulate(gradient, 8);
+          await optimizer.maybeStep();
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+      }),
+    );
+    for (let epoch = 1; epoch <= epochs; epoch++) {
+      const list = thetas.get(epoch) ?? [];
+      expect(list).toHaveLength(3);
+      for (const theta of list) expect(theta).toEqual(list[0]);
+    }
+    // Every step says what this peer wrote on the wire for it.
+    expect(sent).toHaveLength(3 * epochs);
+    expect(sent.every((bytes) => bytes > 0)).toBe(true);
+    const distance = (weights: Float32Array) =>
+      Math.hypot(...weights.map((value, i) => value - at(TRUE_WEIGHTS, i)));
+    expect(distance(at(optimizers, 0).parameters)).toBeLessThan(0.9 * distance(new Float32Array(DIMENSION)));
+
+    // A late joiner downloads θ and the outer optimizer's state.
+    const late = await startSwarm(authority, { config, bootstrap });
+    swarms.push(late);
+    await Promise.all(swarms.slice(0, 3).map((swarm) => swarm.progress.pushNow()));
+    await eventually(
+      () => late.progress.records().filter((entry) => entry.record.epoch === epochs).length === 3,
+      "the late peer sees the others",
+    );
+    const downloaded = await late.statePort().loadNewer(0, 0);
+    expect(downloaded?.epoch).toBe(epochs);
+    expect(downloaded?.parameters).toEqual(at(optimizers, 0).parameters);
+    expect(downloaded?.optimizer).toEqual(at(optimizers, 0).exportState().optimizer);
+    expect(downloaded?.optimizer.name).toBe("sgd");
+  }, 90_000);
 });

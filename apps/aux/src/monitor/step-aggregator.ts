@@ -32,6 +32,10 @@ export interface AggregatedStep {
   alivePeers: number;
   /** Unix ms when the step was collected. */
   time: number;
+  /** Mean bytes each trainer sent in the step's all-reduce, over the trainers that said; absent when none did. */
+  bytesPerPeer?: number;
+  /** Σ compute seconds ÷ Σ wall seconds of the trainers in the step, in [0, 1]; absent when none said. */
+  utilization?: number;
   peers: PeerContribution[];
 }
 
@@ -61,6 +65,11 @@ interface PeerState {
 interface LossTotals {
   lossSum: number;
   minibatches: number;
+  /** From a record's `previous` (the epoch's final totals): what the dashboard shows per step. */
+  computeSeconds?: number | undefined;
+  wallSeconds?: number | undefined;
+  /** From a record's `round`: the bytes the peer sent in the epoch's all-reduce. */
+  bytesSent?: number | undefined;
 }
 
 /** A first sighting of a trainer record at `epoch`, at local time `seenAt`. */
@@ -83,6 +92,8 @@ interface EpochSighting {
  *   arriving later for a done epoch is ignored. Epochs before the epoch of the first trainer record
  *   observed are never emitted, not even from its `previous`. A jump (5 → 8) emits each epoch in between
  *   that has data.
+ * - Traffic and utilization: the mean bytes each trainer sent in epoch e's all-reduce (its records'
+ *   `round`), and Σ compute seconds ÷ Σ wall seconds from their final totals (`previous`) of e.
  * - `samplesPerSecond` is summed over fresh trainer records (received at most `ttlMs` ago) at `collect`
  *   time; `alivePeers` counts them less the trainers that are not averaging; `time` is now.
  * - Averaging: a trainer's `samplesTotal` counts only samples that went into collaborative steps, so
@@ -161,8 +172,10 @@ export class StepAggregator {
       this.#stepTimes.push(sighting);
       if (this.#stepTimes.length > STEP_TIMES_KEPT) this.#stepTimes.shift();
     }
-    this.#keepTotals(peerId, record.epoch, record);
+    // The record's own computeSeconds is the cumulative total, not the epoch's.
+    this.#keepTotals(peerId, record.epoch, { lossSum: record.lossSum, minibatches: record.minibatches });
     if (record.previous !== undefined) this.#keepTotals(peerId, record.previous.epoch, record.previous);
+    if (record.round !== undefined) this.#keepBytes(peerId, record.round.epoch, record.round.bytesSent);
   }
 
   /**
@@ -226,6 +239,7 @@ export class StepAggregator {
         samplesPerSecond,
         alivePeers: this.#alive(fresh, now),
         time: now,
+        ...stepTraffic([...(totals?.values() ?? [])]),
         peers: this.#contributions(now),
       });
       this.#latestLoss = loss;
@@ -261,8 +275,22 @@ export class StepAggregator {
     }
     const kept = byPeer.get(peerId);
     if (kept === undefined || totals.minibatches >= kept.minibatches) {
-      byPeer.set(peerId, { lossSum: totals.lossSum, minibatches: totals.minibatches });
+      byPeer.set(peerId, {
+        lossSum: totals.lossSum,
+        minibatches: totals.minibatches,
+        // A record of the epoch itself has no final totals yet: keep those a `previous` gave.
+        computeSeconds: totals.computeSeconds ?? kept?.computeSeconds,
+        wallSeconds: totals.wallSeconds ?? kept?.wallSeconds,
+        bytesSent: kept?.bytesSent,
+      });
     }
+  }
+
+  #keepBytes(peerId: string, epoch: number, bytesSent: number): void {
+    if (this.#nextEpoch === undefined || epoch < this.#nextEpoch) return;
+    const kept = this.#loss.get(epoch)?.get(peerId);
+    // Only for an epoch the peer trained in (it has totals): its bytes then count for that step.
+    if (kept !== undefined) kept.bytesSent = bytesSent;
   }
 
   /** Over the limit, the oldest epoch is marked done, so partial totals for it are never emitted. */
@@ -341,6 +369,24 @@ export class StepAggregator {
       if (now - peer.receivedAt > 10 * this.#ttlMs) this.#peers.delete(peerId);
     }
   }
+}
+
+/** A step's traffic and utilization from its trainers' final totals; fields absent when nobody said. */
+function stepTraffic(totals: readonly LossTotals[]): Pick<AggregatedStep, "bytesPerPeer" | "utilization"> {
+  const sent = totals.flatMap((peer) => (peer.bytesSent === undefined ? [] : [peer.bytesSent]));
+  let compute = 0;
+  let wall = 0;
+  for (const peer of totals) {
+    if (peer.computeSeconds === undefined || peer.wallSeconds === undefined || !(peer.wallSeconds > 0)) {
+      continue;
+    }
+    compute += peer.computeSeconds;
+    wall += peer.wallSeconds;
+  }
+  return {
+    ...(sent.length === 0 ? {} : { bytesPerPeer: sent.reduce((sum, bytes) => sum + bytes, 0) / sent.length }),
+    ...(wall > 0 ? { utilization: Math.min(1, compute / wall) } : {}),
+  };
 }
 
 /** First sightings kept for the step interval. */

@@ -56,6 +56,46 @@ describe("StepAggregator", () => {
     expect(step?.samplesPerSecond).toBe(30);
   });
 
+  it("reports the step's mean bytes sent per trainer and the trainers' compute share of wall time", () => {
+    const { aggregator, push, advance } = setup();
+    // Records of the epoch itself carry the cumulative compute time, which must not count as the epoch's.
+    push("a", { epoch: 3, lossSum: 2, minibatches: 1, computeSeconds: 500 });
+    push("b", { epoch: 3, lossSum: 2, minibatches: 1, computeSeconds: 700 });
+    push("aux", { epoch: 3, mode: "aux", bytesAggregated: 10 });
+    push("a", {
+      epoch: 4,
+      computeSeconds: 504,
+      previous: { epoch: 3, lossSum: 2, minibatches: 1, computeSeconds: 3, wallSeconds: 4 },
+    });
+    // b's round ended later (a delayed round): its bytes come in a record of the next epoch.
+    push("b", {
+      epoch: 4,
+      previous: { epoch: 3, lossSum: 2, minibatches: 1, computeSeconds: 1.5, wallSeconds: 2 },
+    });
+    push("a", { epoch: 4, round: { epoch: 3, bytesSent: 1000 } });
+    push("b", { epoch: 4, round: { epoch: 3, bytesSent: 3000 } });
+    // The aux's own record does not count.
+    push("aux", { epoch: 4, mode: "aux", round: { epoch: 3, bytesSent: 99 } });
+    advance(GRACE);
+    push("a", { epoch: 4, lossSum: 1, minibatches: 1 });
+    const [step] = aggregator.collect();
+    expect(step?.step).toBe(4);
+    expect(step?.bytesPerPeer).toBe(2000);
+    expect(step?.utilization).toBeCloseTo(4.5 / 6, 12);
+  });
+
+  it("leaves traffic and utilization out when no trainer said them", () => {
+    const { aggregator, push, advance } = setup();
+    push("a", { epoch: 3, lossSum: 2, minibatches: 1 });
+    push("a", { epoch: 4, previous: { epoch: 3, lossSum: 2, minibatches: 1 } });
+    advance(GRACE);
+    push("a", { epoch: 4 });
+    const [step] = aggregator.collect();
+    expect(step?.step).toBe(4);
+    expect(step).not.toHaveProperty("bytesPerPeer");
+    expect(step).not.toHaveProperty("utilization");
+  });
+
   it("takes an epoch's final totals from `previous` when the epoch ended between two pushes", () => {
     const { aggregator, push, advance } = setup();
     push("a", { epoch: 3, lossSum: 2, minibatches: 1 });

@@ -73,7 +73,8 @@ export class Trainer {
   readonly #options: TrainerOptions;
   readonly #stopController = new AbortController();
   #phase: PeerPhase = "loading-state";
-  #parametersStale = true;
+  /** The optimizer's `workingVersion` the model's variables hold; undefined before the first load. */
+  #loadedVersion: number | undefined;
   #samplesContributed = 0;
   #minibatches = 0;
   #contributed = false;
@@ -163,16 +164,16 @@ export class Trainer {
       const next = await raceStop(batches.next(), stopped, signal);
       if (next === STOPPED) return await this.#finish("stopped");
       if (next.done === true) throw new Error("the training data stream ended");
-      if (this.#parametersStale) {
-        model.setParameters(optimizer.parameters);
-        this.#parametersStale = false;
+      if (this.#loadedVersion !== optimizer.workingVersion) {
+        model.setParameters(optimizer.workingParameters);
+        this.#loadedVersion = optimizer.workingVersion;
       }
       const epoch = optimizer.epoch;
       const computeStart = performance.now();
       const result = await model.computeGradients(next.value, mixSeed(this.#options.seed, this.#minibatches));
       this.#minibatches += 1;
       progress.addLoss(epoch, result.loss);
-      progress.addWork((performance.now() - computeStart) / 1000);
+      progress.addWork((performance.now() - computeStart) / 1000, epoch);
       optimizer.accumulate(result.gradient, result.samples);
       if (!this.#contributed) {
         this.#contributed = true;
@@ -201,10 +202,9 @@ export class Trainer {
         this.#samplesContributed += event.localSamples;
         this.#options.progress.addContributed(event.localSamples);
       }
-      this.#parametersStale = true;
+      this.#options.progress.addRound(event.epoch - 1, event.bytesSent ?? 0);
     } else if (event.type === "state-loaded") {
       // Caught up (possibly right after a failed round): the next attempt need not wait.
-      this.#parametersStale = true;
       this.#retryAt = 0;
     } else {
       // A failed round keeps its gradients; training goes on, and the next attempt waits a moment,

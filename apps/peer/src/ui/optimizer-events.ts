@@ -55,6 +55,7 @@ function logOptimizerEvent(reporter: Pick<Reporter, "log">, event: Collaborative
         shared: event.shared,
         learningRate: event.learningRate,
         gradientNorm: Number(event.gradientNorm.toPrecision(4)),
+        ...(event.bytesSent === undefined ? {} : { bytesSent: event.bytesSent }),
       });
       return;
     case "round-failed":

@@ -82,6 +82,8 @@ class OnePeerSwarm {
   /** What each averaging round returns besides the vector; default: this peer is the only trainer. */
   outcomes: Omit<AveragedVector, "vector">[] = [];
   state: EpochState | null = null;
+  /** Bytes each round says this peer sent. */
+  readonly bytesPerRound = 4321;
   #last: LocalProgress = { epoch: 0, samplesAccumulated: 0, samplesPerSecond: 0 };
 
   readonly target: number;
@@ -121,7 +123,7 @@ class OnePeerSwarm {
       void this.averageDelay.then(resolve);
     });
     const outcome = this.outcomes.shift() ?? { groupSize: 1, totalWeight: weight, soleTrainer: true };
-    return { vector: vector.slice(), ...outcome };
+    return { vector: vector.slice(), bytesSent: this.bytesPerRound, ...outcome };
   }
 }
 
@@ -216,7 +218,11 @@ describe("Trainer", () => {
     const firstOf1 = swarm.reports.find((report) => report.epoch === 1);
     expect(firstOf1).toMatchObject({ samplesAccumulated: 0, lossSum: 0, minibatches: 0 });
     // …and carries the finished epoch's totals, which a short step could otherwise hide from the monitor.
-    expect(firstOf1?.previous).toEqual({ epoch: 0, lossSum: last0?.lossSum, minibatches: 3 });
+    expect(firstOf1?.previous).toMatchObject({ epoch: 0, lossSum: last0?.lossSum, minibatches: 3 });
+    // …with the epoch's compute and wall seconds, and the bytes its round sent.
+    expect(firstOf1?.previous?.computeSeconds).toBeGreaterThan(0);
+    expect(firstOf1?.previous?.wallSeconds).toBeGreaterThanOrEqual(firstOf1?.previous?.computeSeconds ?? 0);
+    expect(firstOf1?.round).toEqual({ epoch: 0, bytesSent: swarm.bytesPerRound });
     // The session's samples and compute time only grow.
     const totals = swarm.reports.map((report) => report.samplesTotal ?? -1);
     expect(totals.at(-1)).toBe(24);

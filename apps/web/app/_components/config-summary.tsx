@@ -1,14 +1,6 @@
-import type { ExperimentConfig } from "@barnraise/protocol";
+import { AveragingStrategy, type ExperimentConfig } from "@barnraise/protocol";
+import { compressionName, strategyDescription } from "./config-names.ts";
 import { formatCount } from "./format.ts";
-
-const compressionNames: Record<ExperimentConfig["compression"]["method"], string> = {
-  none: "None",
-  fp16: "fp16",
-  uniform8: "8-bit uniform",
-  quantile8: "8-bit quantile",
-  blockwise8: "Blockwise 8-bit",
-  adaptive: "Adaptive",
-};
 
 const datasetNames: Record<ExperimentConfig["dataset"]["name"], string> = {
   mnist: "MNIST handwritten digits",
@@ -23,35 +15,45 @@ export function ConfigSummary({
   readonly config: ExperimentConfig;
   readonly version: number;
 }) {
-  const { model, training, optimizer } = config;
+  const { model, training, optimizer, averaging } = config;
+  const diloco = averaging.strategy === AveragingStrategy.diloco;
   const modelText =
     model.preset === "mnist-mlp"
       ? `MNIST MLP, hidden layers ${model.hiddenUnits.join("–")}`
       : `ALBERT MLM, ${model.numLayers} shared layers × ${model.hiddenSize} (${model.numHeads} heads), vocabulary ${formatCount(model.vocabSize)}`;
-  const facts: [string, string][] = [
+  const averagingText = [
+    `Groups of up to ${averaging.maxGroupSize}`,
+    ...(averaging.loadBalancing ? ["load-balanced"] : []),
+    ...(averaging.delayedParameterUpdates
+      ? [diloco ? "overlapped with compute" : "delayed parameter updates"]
+      : []),
+  ].join(", ");
+  /** Term, value and, for the facts a test reads, the value's test id. */
+  const facts: [string, string, string?][] = [
     ["Model", modelText],
     ["Dataset", datasetNames[config.dataset.name]],
-    ["Target batch", `${formatCount(training.targetBatchSize)} samples`],
+    ["Averaging strategy", strategyDescription(averaging), "config-strategy"],
+    [diloco ? "Samples per round" : "Target batch", `${formatCount(training.targetBatchSize)} samples`],
     [
       "Local batch",
       training.localBatchSize === "auto" ? "Automatic" : `${formatCount(training.localBatchSize)} samples`,
     ],
-    ["Optimizer", `${optimizer.name === "adam" ? "Adam" : "LAMB"}, learning rate ${optimizer.learningRate}`],
-    ["Compression", compressionNames[config.compression.method]],
     [
-      "Averaging",
-      `Groups of up to ${config.averaging.maxGroupSize}${config.averaging.loadBalancing ? ", load-balanced" : ""}`,
+      diloco ? "Inner optimizer" : "Optimizer",
+      `${optimizer.name === "adam" ? "Adam" : "LAMB"}, learning rate ${optimizer.learningRate}`,
     ],
+    ["Compression", compressionName(config.compression), "config-compression"],
+    ["Averaging", averagingText],
     ["Checkpoints", `Every ${formatCount(config.checkpoints.everySteps)} steps`],
     ["Length", training.maxSteps === undefined ? "Until paused" : `${formatCount(training.maxSteps)} steps`],
     ["Config version", String(version)],
   ];
   return (
     <dl className="facts">
-      {facts.map(([term, value]) => (
+      {facts.map(([term, value, testId]) => (
         <div key={term}>
           <dt>{term}</dt>
-          <dd>{value}</dd>
+          <dd data-testid={testId}>{value}</dd>
         </div>
       ))}
     </dl>

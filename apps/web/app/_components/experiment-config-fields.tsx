@@ -1,12 +1,15 @@
+import { AveragingStrategy } from "@barnraise/protocol";
+import { AveragingFields } from "./experiment-averaging-fields.tsx";
 import {
   albertSizes,
-  compressionOptions,
+  DILOCO_TARGET_BATCH_SIZE,
   Field,
   presetOptions,
   type FieldErrors,
   type FormValues,
 } from "./experiment-form-model.ts";
 import { FieldError } from "./field-error.tsx";
+import { formatCount } from "./format.ts";
 import { fieldProps, inputId, Labelled } from "./labelled-field.tsx";
 
 export interface ConfigFieldsProps {
@@ -14,11 +17,13 @@ export interface ConfigFieldsProps {
   readonly errors: FieldErrors;
   readonly set: <K extends keyof FormValues>(key: K, value: FormValues[K]) => void;
   readonly changeOptimizer: (next: FormValues["optimizer"]) => void;
+  readonly changeStrategy: (next: FormValues["strategy"]) => void;
 }
 
 /** The experiment form's training config: model, training, optimizer and averaging fields. */
-export function ConfigFields({ values, errors, set, changeOptimizer }: ConfigFieldsProps) {
+export function ConfigFields({ values, errors, set, changeOptimizer, changeStrategy }: ConfigFieldsProps) {
   const field = (path: Field) => fieldProps(path, errors);
+  const diloco = values.strategy === AveragingStrategy.diloco;
   return (
     <>
       <fieldset>
@@ -79,8 +84,12 @@ export function ConfigFields({ values, errors, set, changeOptimizer }: ConfigFie
         <div className="field-row">
           <Labelled
             path={Field.targetBatchSize}
-            label="Target batch size"
-            hint="Samples the whole swarm gathers before each optimizer step."
+            label={diloco ? "Target batch size (samples per round)" : "Target batch size"}
+            hint={
+              diloco
+                ? `Samples all peers train on between two outer steps, e.g. ${formatCount(DILOCO_TARGET_BATCH_SIZE)}.`
+                : "Samples the whole swarm gathers before each optimizer step."
+            }
             error={errors[Field.targetBatchSize]}
           >
             <input
@@ -159,83 +168,13 @@ export function ConfigFields({ values, errors, set, changeOptimizer }: ConfigFie
         </div>
       </fieldset>
 
-      <fieldset>
-        <legend>Optimizer and averaging</legend>
-        <div className="field-row">
-          <Labelled path={Field.optimizer} label="Optimizer" error={errors[Field.optimizer]}>
-            <select
-              {...field(Field.optimizer)}
-              value={values.optimizer}
-              onChange={(event) => {
-                changeOptimizer(event.target.value as FormValues["optimizer"]);
-              }}
-            >
-              <option value="adam">Adam</option>
-              <option value="lamb">LAMB (for large batches)</option>
-            </select>
-          </Labelled>
-          <Labelled path={Field.learningRate} label="Learning rate" error={errors[Field.learningRate]}>
-            <input
-              {...field(Field.learningRate)}
-              inputMode="decimal"
-              value={values.learningRate}
-              onChange={(event) => {
-                set("learningRate", event.target.value);
-              }}
-            />
-          </Labelled>
-          <Labelled
-            path={Field.compression}
-            label="Compression"
-            hint="How gradients travel between peers. Adaptive sends large tensors in blockwise 8-bit and small ones in fp16."
-            error={errors[Field.compression]}
-          >
-            <select
-              {...field(Field.compression)}
-              value={values.compression}
-              onChange={(event) => {
-                set("compression", event.target.value as FormValues["compression"]);
-              }}
-            >
-              {compressionOptions.map((option) => (
-                <option key={option.value} value={option.value}>
-                  {option.label}
-                </option>
-              ))}
-            </select>
-          </Labelled>
-          <Labelled
-            path={Field.maxGroupSize}
-            label="Largest averaging group"
-            hint="Bigger swarms average in Moshpit groups of about this size."
-            error={errors[Field.maxGroupSize]}
-          >
-            <input
-              {...field(Field.maxGroupSize)}
-              type="number"
-              min={2}
-              value={values.maxGroupSize}
-              onChange={(event) => {
-                set("maxGroupSize", event.target.value);
-              }}
-            />
-          </Labelled>
-        </div>
-        <div className="field field-spaced">
-          <label className="check">
-            <input
-              id={inputId(Field.loadBalancing)}
-              type="checkbox"
-              checked={values.loadBalancing}
-              onChange={(event) => {
-                set("loadBalancing", event.target.checked);
-              }}
-            />
-            <span>Balance the averaging load by each peer’s bandwidth</span>
-          </label>
-          <FieldError id={`${inputId(Field.loadBalancing)}-error`} message={errors[Field.loadBalancing]} />
-        </div>
-      </fieldset>
+      <AveragingFields
+        values={values}
+        errors={errors}
+        set={set}
+        changeOptimizer={changeOptimizer}
+        changeStrategy={changeStrategy}
+      />
     </>
   );
 }

@@ -1,4 +1,5 @@
 import {
+  AveragingStrategy,
   CompressionMethod,
   ModelPreset,
   safeParseExperimentConfig,
@@ -29,11 +30,17 @@ export const Field = {
   targetBatchSize: "config.training.targetBatchSize",
   localBatchSize: "config.training.localBatchSize",
   maxSteps: "config.training.maxSteps",
+  strategy: "config.averaging.strategy",
+  outerLearningRate: "config.averaging.outerOptimizer.learningRate",
+  outerMomentum: "config.averaging.outerOptimizer.momentum",
+  outerNesterov: "config.averaging.outerOptimizer.nesterov",
   optimizer: "config.optimizer.name",
   learningRate: "config.optimizer.learningRate",
   compression: "config.compression.method",
+  topkDensity: "config.compression.topkDensity",
   maxGroupSize: "config.averaging.maxGroupSize",
   loadBalancing: "config.averaging.loadBalancing",
+  delayedParameterUpdates: "config.averaging.delayedParameterUpdates",
   checkpointEvery: "config.checkpoints.everySteps",
 } as const;
 export type Field = (typeof Field)[keyof typeof Field];
@@ -72,13 +79,32 @@ export interface FormValues {
   localBatchAuto: boolean;
   localBatchSize: string;
   maxSteps: string;
+  strategy: ExperimentConfig["averaging"]["strategy"];
+  /** DiLoCo's outer optimizer (shown, and applied, only with that strategy). */
+  outerLearningRate: string;
+  outerMomentum: string;
+  outerNesterov: boolean;
   optimizer: ExperimentConfig["optimizer"]["name"];
   learningRate: string;
   compression: ExperimentConfig["compression"]["method"];
+  /** Applied only with top-k compression. */
+  topkDensity: string;
   maxGroupSize: string;
   loadBalancing: boolean;
+  delayedParameterUpdates: boolean;
   checkpointEvery: string;
 }
+
+export const strategyOptions: readonly { value: FormValues["strategy"]; label: string }[] = [
+  { value: AveragingStrategy.dedloc, label: "DeDLOC: gradient averaging, one shared step" },
+  { value: AveragingStrategy.diloco, label: "DiLoCo: local steps, outer Nesterov step" },
+];
+
+/**
+ * The samples per round the form suggests for DiLoCo: each round is many local steps of every peer,
+ * so it is far larger than a DeDLOC batch.
+ */
+export const DILOCO_TARGET_BATCH_SIZE = 16_384;
 
 export const compressionOptions: readonly { value: FormValues["compression"]; label: string }[] = [
   { value: CompressionMethod.adaptive, label: "Adaptive (recommended)" },
@@ -87,6 +113,7 @@ export const compressionOptions: readonly { value: FormValues["compression"]; la
   { value: CompressionMethod.uniform8, label: "8-bit uniform" },
   { value: CompressionMethod.fp16, label: "Half precision (fp16)" },
   { value: CompressionMethod.none, label: "None (32-bit floats)" },
+  { value: CompressionMethod.topk, label: "Top-k 1.5 % + error feedback" },
 ];
 
 export const presetOptions: readonly { value: FormValues["preset"]; label: string }[] = [
@@ -99,6 +126,23 @@ export function defaultConfig(): ExperimentConfig {
   const parsed = safeParseExperimentConfig({});
   if (!parsed.ok) throw new Error("the default experiment config does not validate");
   return parsed.config;
+}
+
+/** The target batch size a new experiment gets with `strategy`: the schema's, or DiLoCo's suggestion. */
+export function defaultTargetBatchSize(strategy: FormValues["strategy"]): number {
+  return strategy === AveragingStrategy.diloco
+    ? DILOCO_TARGET_BATCH_SIZE
+    : defaultConfig().training.targetBatchSize;
+}
+
+/** The form with `next` strategy; a target batch size left at the old one's default follows the new one's. */
+export function withStrategy(values: FormValues, next: FormValues["strategy"]): FormValues {
+  const untouched = Number(values.targetBatchSize) === defaultTargetBatchSize(values.strategy);
+  return {
+    ...values,
+    strategy: next,
+    targetBatchSize: untouched ? String(defaultTargetBatchSize(next)) : values.targetBatchSize,
+  };
 }
 
 export function defaultLearningRate(optimizer: FormValues["optimizer"]): number {
@@ -119,7 +163,7 @@ export function formValuesOf(
   experiment: { id: string; name: string; description: string },
   config: ExperimentConfig,
 ): FormValues {
-  const model = config.model;
+  const { model, averaging } = config;
   const albert = model.preset === ModelPreset.albertMlm ? model : albertDefaults;
   return {
     id: experiment.id,
@@ -140,11 +184,17 @@ export function formValuesOf(
     localBatchAuto: config.training.localBatchSize === "auto",
     localBatchSize: config.training.localBatchSize === "auto" ? "32" : String(config.training.localBatchSize),
     maxSteps: config.training.maxSteps === undefined ? "" : String(config.training.maxSteps),
+    strategy: averaging.strategy,
+    outerLearningRate: String(averaging.outerOptimizer.learningRate),
+    outerMomentum: String(averaging.outerOptimizer.momentum),
+    outerNesterov: averaging.outerOptimizer.nesterov,
     optimizer: config.optimizer.name,
     learningRate: String(config.optimizer.learningRate),
     compression: config.compression.method,
-    maxGroupSize: String(config.averaging.maxGroupSize),
-    loadBalancing: config.averaging.loadBalancing,
+    topkDensity: String(config.compression.topkDensity),
+    maxGroupSize: String(averaging.maxGroupSize),
+    loadBalancing: averaging.loadBalancing,
+    delayedParameterUpdates: averaging.delayedParameterUpdates,
     checkpointEvery: String(config.checkpoints.everySteps),
   };
 }
@@ -156,7 +206,8 @@ export type BuildResult =
 
 /**
  * The config the form describes, built over `base` (the experiment's current config) so settings the
- * form does not show are kept, then validated with the protocol's schema.
+ * form does not show are kept (the outer optimizer under DeDLOC, the top-k density under other
+ * compressions), then validated with the protocol's schema.
  */
 export function buildConfig(values: FormValues, base: ExperimentConfig): BuildResult {
   const errors: FieldErrors = {};
@@ -205,11 +256,28 @@ export function buildConfig(values: FormValues, base: ExperimentConfig): BuildRe
       name: values.optimizer,
       learningRate: number(Field.learningRate, values.learningRate),
     },
-    compression: { ...base.compression, method: values.compression },
+    compression: {
+      ...base.compression,
+      method: values.compression,
+      ...(values.compression === CompressionMethod.topk
+        ? { topkDensity: number(Field.topkDensity, values.topkDensity) }
+        : {}),
+    },
     averaging: {
       ...base.averaging,
+      strategy: values.strategy,
+      outerOptimizer:
+        values.strategy === AveragingStrategy.diloco
+          ? {
+              ...base.averaging.outerOptimizer,
+              learningRate: number(Field.outerLearningRate, values.outerLearningRate),
+              momentum: number(Field.outerMomentum, values.outerMomentum),
+              nesterov: values.outerNesterov,
+            }
+          : base.averaging.outerOptimizer,
       maxGroupSize: number(Field.maxGroupSize, values.maxGroupSize),
       loadBalancing: values.loadBalancing,
+      delayedParameterUpdates: values.delayedParameterUpdates,
     },
     // The dataset follows from the model preset; leaving it out lets the schema choose it.
     dataset,

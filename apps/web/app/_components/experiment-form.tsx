@@ -12,6 +12,7 @@ import {
   fieldOrder,
   formValuesOf,
   placeIssues,
+  withStrategy,
   type FieldErrors,
   type FormValues,
 } from "./experiment-form-model.ts";
@@ -66,6 +67,10 @@ export function ExperimentForm(props: ExperimentFormProps) {
         learningRate: untouched ? String(defaultLearningRate(next)) : current.learningRate,
       };
     });
+  };
+
+  const changeStrategy = (next: FormValues["strategy"]) => {
+    setValues((current) => withStrategy(current, next));
   };
 
   async function submit(event: SubmitEvent<HTMLFormElement>) {
@@ -186,7 +191,13 @@ export function ExperimentForm(props: ExperimentFormProps) {
         </div>
       </fieldset>
 
-      <ConfigFields values={values} errors={errors} set={set} changeOptimizer={changeOptimizer} />
+      <ConfigFields
+        values={values}
+        errors={errors}
+        set={set}
+        changeOptimizer={changeOptimizer}
+        changeStrategy={changeStrategy}
+      />
 
       <div className="actions">
         <button type="submit" className="button" disabled={busy}>

@@ -8,9 +8,9 @@ export function formatTime(iso: string): string {
   return `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC`;
 }
 
-/** "1.5 MB" (decimal units, as download sizes usually are). */
+/** "1.5 MB" (decimal units, as download sizes usually are); a mean below 1 kB in whole bytes. */
 export function formatBytes(bytes: number): string {
-  if (bytes < 1000) return `${bytes} B`;
+  if (Math.round(bytes) < 1000) return `${Math.round(bytes)} B`;
   const units = ["kB", "MB", "GB", "TB"];
   let value = bytes / 1000;
   let unit = 0;
@@ -24,6 +24,12 @@ export function formatBytes(bytes: number): string {
 /** Thousands separated by commas: "1,024". */
 export function formatCount(value: number): string {
   return value.toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+}
+
+/** A share from 0 to 1 as a percentage with three significant digits: "87.3 %", "100 %", "1.5 %". */
+export function formatPercent(share: number): string {
+  if (!Number.isFinite(share)) return String(share);
+  return `${Number((share * 100).toPrecision(3))} %`;
 }
 
 /** A loss or rate with about four significant digits. */

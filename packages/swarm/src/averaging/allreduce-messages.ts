@@ -22,7 +22,14 @@ import { MAX_CHUNK_ELEMENTS, type RoundPlan } from "./partition.ts";
 export const MAX_GROUP_SIZE = 1024;
 /** Largest chunk frame any member may send (chunkSizeBytes is capped at 64 MiB by the config). */
 export const MAX_ALLREDUCE_FRAME_BYTES = (64 << 20) + (64 << 10);
-/** Bytes a codec may add to a chunk beyond its raw float32 size (headers, quantile codebook). */
+/**
+ * Bytes a codec may add to a chunk beyond its raw float32 size (headers, quantile codebook). The
+ * rule every codec keeps: n elements encode in at most 4n + CODEC_SLACK_BYTES bytes, so with chunks
+ * of at most MAX_CHUNK_ELEMENTS the frame limit above holds. The sparse codecs keep it with room to
+ * spare, their per-block headers and levels included: topk at any density takes at most
+ * 3L/8 + 13 bytes per block of L ≤ 4,096 elements, and sparse (a topk round's results) at most
+ * 17L/8 + 4, when every element is nonzero. test/compression/topk.test.ts checks each codec.
+ */
 const CODEC_SLACK_BYTES = 4096;
 const CHUNK_HEADER_BYTES = 4;
 const RESULT_FIXED_HEADER_BYTES = 12;

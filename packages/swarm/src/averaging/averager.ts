@@ -1,5 +1,6 @@
 import type { ExperimentConfig } from "@barnraise/protocol";
 import type { Logger } from "pino";
+import { compressorFor, resultCompressorFor } from "../compression/index.ts";
 import type { AllReduceService } from "./butterfly-allreduce.ts";
 import { optimalGroupSize, moshpitDimensions } from "./group-size.ts";
 import {
@@ -51,6 +52,19 @@ export interface AverageOutcome {
   rounds: number;
   /** No other trainer was in the swarm, so the vector is this peer's own (and the swarm's). */
   soleTrainer?: boolean;
+  /** Bytes this peer wrote and read on the wire over all rounds (compressed, with frame headers). */
+  bytesSent?: number;
+  bytesReceived?: number;
+}
+
+/** Options of one averaging step. */
+export interface AverageStepOptions {
+  /**
+   * Error feedback (see `AllReduceRunOptions.residual`): as long as the vector; on success it holds,
+   * element by element, what the swarm did not receive of the vector (all zeros for a sole
+   * trainer). Its contents are unspecified when the step fails, and the caller ignores them.
+   */
+  residual?: Float32Array;
 }
 
 /** How many recent rounds' measured-to-modelled ratios the round deadline looks at. */
@@ -78,31 +92,43 @@ export class Averager {
     return this.#bytesAggregated;
   }
 
+  /**
+   * Averages `vector` (weighted by `weight`, its samples) with the swarm for `epoch`. With
+   * `options.residual`, the first Moshpit round keeps error feedback on this peer's contribution;
+   * later rounds average group means, not this peer's own vector, and send them in the first
+   * round's result codec (`resultCompressorFor`: "sparse" after "topk"), so what the first round
+   * delivered is not compressed away again.
+   */
   average(
     epoch: number,
     vector: Float32Array,
     weight: number,
     signal?: AbortSignal,
+    options: AverageStepOptions = {},
   ): Promise<AverageOutcome> {
     if (this.#options.swarmSize() <= 1 && this.#options.mode() !== "aux") {
       // Alone in the swarm: the average of one is its own vector, so a lone volunteer still trains.
+      options.residual?.fill(0);
       return Promise.resolve({
         vector: vector.slice(),
         groupSize: 1,
         totalWeight: weight,
         rounds: 0,
         soleTrainer: true,
+        bytesSent: 0,
+        bytesReceived: 0,
       });
     }
     // A retry uses the same keys: matchmaking gives a peer that asks again a new group.
-    return this.#average(epoch, vector, weight, signal);
+    return this.#average(epoch, vector, weight, signal, options.residual);
   }
 
   async #average(
     epoch: number,
     vector: Float32Array,
     weight: number,
-    signal?: AbortSignal,
+    signal: AbortSignal | undefined,
+    residual: Float32Array | undefined,
   ): Promise<AverageOutcome> {
     const { averaging, compression, link } = this.#options;
     const mode = this.#options.mode();
@@ -113,9 +139,25 @@ export class Averager {
     if (this.#gridIndex?.length !== dimensions - 1) {
       this.#gridIndex = initialGridIndex(dimensions, m, this.#options.random ?? Math.random);
     }
+    const firstCompression = {
+      method: compression.method,
+      adaptiveThreshold: compression.adaptiveThreshold,
+      topkDensity: compression.topkDensity,
+    };
+    const firstCodec = compressorFor(
+      compression.method,
+      vector.length,
+      compression.adaptiveThreshold,
+      compression.topkDensity,
+    );
+    const resultCodec = resultCompressorFor(firstCodec);
+    const laterCompression =
+      resultCodec === firstCodec ? firstCompression : { ...firstCompression, method: resultCodec.name };
     let current = vector;
     let currentWeight = weight;
     let groupSize = 1;
+    let bytesSent = 0;
+    let bytesReceived = 0;
     for (let round = 0; round < dimensions; round += 1) {
       const key = groupKey(epoch, round, this.#gridIndex, this.#options.generation?.() ?? 0);
       const { uploadBytesPerSecond, downloadBytesPerSecond } = link.current();
@@ -149,7 +191,8 @@ export class Averager {
         partCounts: partElementCounts(current.length, fractions),
         vector: current,
         weight: currentWeight,
-        compression: { method: compression.method, adaptiveThreshold: compression.adaptiveThreshold },
+        compression: round === 0 ? firstCompression : laterCompression,
+        ...(round === 0 && residual !== undefined ? { residual } : {}),
         chunkSizeBytes: averaging.chunkSizeBytes,
         chunksInFlight: averaging.chunksInFlight,
         maxChunksInFlight: averaging.maxChunksInFlight,
@@ -167,6 +210,8 @@ export class Averager {
       });
       const seconds = (now() - started) / 1000;
       link.observed({ bytesSent: result.bytesSent, bytesReceived: result.bytesReceived, seconds });
+      bytesSent += result.bytesSent;
+      bytesReceived += result.bytesReceived;
       if (predictedSeconds > 0 && result.excluded.length === 0) {
         this.#roundRatios.push(seconds / predictedSeconds);
         if (this.#roundRatios.length > ROUND_HISTORY) this.#roundRatios.shift();
@@ -184,6 +229,13 @@ export class Averager {
         );
       }
     }
-    return { vector: current, groupSize, totalWeight: currentWeight, rounds: dimensions };
+    return {
+      vector: current,
+      groupSize,
+      totalWeight: currentWeight,
+      rounds: dimensions,
+      bytesSent,
+      bytesReceived,
+    };
   }
 }

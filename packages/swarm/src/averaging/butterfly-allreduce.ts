@@ -1,5 +1,5 @@
 import { pino, type Logger } from "pino";
-import { compressorFor, type CompressionMethodName } from "../compression/index.ts";
+import { compressorFor, type CodecName, type CompressionMethodName } from "../compression/index.ts";
 import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
 import type { Rpc, RpcIncoming } from "../rpc/rpc.ts";
 import {
@@ -27,7 +27,26 @@ export interface AllReduceRunOptions {
   vector: Float32Array;
   /** The local weight (samples); positive exactly when the group lists a positive weight for this member. */
   weight: number;
-  compression: { method: CompressionMethodName; adaptiveThreshold?: number };
+  /**
+   * The round's codec: a config method, or a codec by name (e.g. "sparse" for rounds that average
+   * results of a topk round). Every member of the group must pass the same.
+   */
+  compression: {
+    method: CompressionMethodName | CodecName;
+    adaptiveThreshold?: number;
+    topkDensity?: number;
+  };
+  /**
+   * Error feedback: as long as `vector` and not overlapping it. When given, this member's own part
+   * goes through the codec too (compressed and decoded locally, per chunk, before it is summed),
+   * so its contribution is as sparse as everyone else's, and on success `residual[i]` is
+   * `vector[i]` minus what the group received of it (see `compressWithFeedback`): element by
+   * element, what this member's contribution lost to the codec. A member that contributes nothing
+   * (weight 0, aux) gets its vector back as the residual. Its contents are unspecified when the
+   * round fails. Without it every part but the own one is compressed, and the own part is summed
+   * exactly.
+   */
+  residual?: Float32Array;
   /** Encoded payload bytes per streamed chunk (see `chunkElementsFor`). */
   chunkSizeBytes: number;
   /** Chunks a sender writes ahead of the results it has read back; default 6 (the experiment config's default). */
@@ -149,6 +168,7 @@ export class AllReduceService {
       options.compression.method,
       vector.length,
       options.compression.adaptiveThreshold,
+      options.compression.topkDensity,
     );
     const chunkElements = chunkElementsFor(options.chunkSizeBytes, compressor);
     if (options.signal?.aborted === true) {
@@ -169,6 +189,10 @@ export class AllReduceService {
     options.signal?.addEventListener("abort", onAbort, { once: true });
 
     const participant = plan.participants.has(self);
+    const contributes = plan.contributors.has(self);
+    // Nothing of a member that contributes nothing reaches the group: all of it is left over.
+    if (!contributes) options.residual?.set(vector);
+    const residual = contributes ? options.residual : undefined;
     const result = new Float32Array(participant ? vector.length : 0);
     const ownPart = plan.parts[self] ?? { start: 0, end: 0 };
     const reducer =
@@ -177,9 +201,10 @@ export class AllReduceService {
             plan,
             chunkElements,
             compressor,
-            localValues: plan.contributors.has(self)
-              ? vector.subarray(ownPart.start, ownPart.end)
-              : undefined,
+            localValues: contributes ? vector.subarray(ownPart.start, ownPart.end) : undefined,
+            ...(residual === undefined
+              ? {}
+              : { localResidual: residual.subarray(ownPart.start, ownPart.end) }),
             localWeight: weight,
             onResult: (chunk, values) => {
               if (participant) result.set(values, ownPart.start + chunk.start);
@@ -209,8 +234,9 @@ export class AllReduceService {
                     rpc: this.#rpc,
                     plan,
                     partIndex: j,
-                    weight: plan.contributors.has(self) ? weight : 0,
+                    weight: contributes ? weight : 0,
                     values: vector.subarray(part.start, part.end),
+                    ...(residual === undefined ? {} : { residual: residual.subarray(part.start, part.end) }),
                     output: result.subarray(part.start, part.end),
                     chunkElements,
                     chunksInFlight: options.chunksInFlight ?? DEFAULT_CHUNKS_IN_FLIGHT,
@@ -329,6 +355,19 @@ function checkLocalInput(plan: RoundPlan, options: AllReduceRunOptions): void {
     !(Number.isInteger(options.maxChunksInFlight) && options.maxChunksInFlight >= 1)
   ) {
     throw invalid(`at most ${options.maxChunksInFlight} chunks in flight`);
+  }
+  const { residual } = options;
+  if (residual !== undefined) {
+    if (residual.length !== vector.length) {
+      throw invalid(`the residual has ${residual.length} elements, the vector ${vector.length}`);
+    }
+    if (
+      residual.buffer === vector.buffer &&
+      residual.byteOffset < vector.byteOffset + vector.byteLength &&
+      vector.byteOffset < residual.byteOffset + residual.byteLength
+    ) {
+      throw invalid("the residual overlaps the vector");
+    }
   }
   if (plan.contributors.has(plan.selfIndex)) {
     for (let i = 0; i < vector.length; i++) {

@@ -1,4 +1,4 @@
-import { decompress, type Compressor } from "../compression/index.ts";
+import { compressWithFeedback, decompress, type Compressor } from "../compression/index.ts";
 import { SwarmError, SwarmErrorCode } from "../errors.ts";
 import type { Rpc, RpcFrameStream } from "../rpc/rpc.ts";
 import { allReduceMethod, assertFinite, decodeResultFrame, encodeChunkFrame } from "./allreduce-messages.ts";
@@ -14,6 +14,11 @@ export interface PartExchangeOptions {
   weight: number;
   /** The local values of this part (never modified). */
   values: Float32Array;
+  /**
+   * Error feedback: receives, as each chunk is sent, `values` minus what the reducer decodes of it
+   * (see `compressWithFeedback`). As long as `values`; untouched when nothing is sent (weight 0).
+   */
+  residual?: Float32Array;
   /** Where the averaged part goes. */
   output: Float32Array;
   chunkElements: number;
@@ -256,10 +261,13 @@ async function sendChunks(
       }
       await window.wake.wait();
     }
-    const frame = encodeChunkFrame(
-      k,
-      options.compressor.compress(options.values.subarray(chunk.start, chunk.end)),
-    );
+    const values = options.values.subarray(chunk.start, chunk.end);
+    const payload =
+      options.residual === undefined
+        ? options.compressor.compress(values)
+        : compressWithFeedback(options.compressor, values, options.residual.subarray(chunk.start, chunk.end))
+            .bytes;
+    const frame = encodeChunkFrame(k, payload);
     await stream.write(frame, { signal: options.signal });
     outcome.bytesSent += frame.length;
   }

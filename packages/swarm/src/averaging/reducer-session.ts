@@ -1,5 +1,10 @@
 import type { Logger } from "pino";
-import { decompress, type Compressor } from "../compression/index.ts";
+import {
+  compressWithFeedback,
+  decompress,
+  resultCompressorFor,
+  type Compressor,
+} from "../compression/index.ts";
 import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
 import type { RpcFrameStream, RpcIncoming } from "../rpc/rpc.ts";
 import {
@@ -20,10 +25,19 @@ const READ_AHEAD_CHUNKS = 2;
 export interface ReducerSessionOptions {
   plan: RoundPlan;
   chunkElements: number;
-  /** Compresses each averaged chunk once for every receiver. */
+  /**
+   * The round's codec. Each averaged chunk is compressed once for every receiver in its result
+   * codec (`resultCompressorFor`: "sparse" for "topk", the same codec otherwise).
+   */
   compressor: Compressor;
   /** The local member's own values for this part, or undefined when it contributes nothing. */
   localValues: Float32Array | undefined;
+  /**
+   * Error feedback on the own part: when given (as long as `localValues`), each chunk of the own
+   * values goes through `compressor` like every sender's before it is summed, and this receives
+   * what that left out (see `compressWithFeedback`). Absent: the own values are summed exactly.
+   */
+  localResidual?: Float32Array;
   localWeight: number;
   /** Receives each averaged chunk as decoded from the bytes sent to everyone (offsets within the part). */
   onResult: (chunk: ElementRange, values: Float32Array) => void;
@@ -207,7 +221,7 @@ export class ReducerSession {
   }
 
   #reduce(k: number): void {
-    const { plan, localValues, localWeight, compressor } = this.#options;
+    const { plan, localValues, localResidual, localWeight, compressor } = this.#options;
     const chunk = this.#chunks[k] ?? { start: 0, end: 0 };
     const length = chunk.end - chunk.start;
     const sum = new Float64Array(length);
@@ -220,7 +234,15 @@ export class ReducerSession {
     };
     for (let index = 0; index < plan.group.members.length; index++) {
       if (index === plan.selfIndex) {
-        if (localValues !== undefined) add(index, localValues.subarray(chunk.start, chunk.end), localWeight);
+        if (localValues === undefined) continue;
+        const own = localValues.subarray(chunk.start, chunk.end);
+        add(
+          index,
+          localResidual === undefined
+            ? own
+            : compressWithFeedback(compressor, own, localResidual.subarray(chunk.start, chunk.end)).sent,
+          localWeight,
+        );
         continue;
       }
       const sender = this.#remotes.get(index);
@@ -239,7 +261,7 @@ export class ReducerSession {
     }
     const mean = new Float32Array(length);
     for (let i = 0; i < length; i++) mean[i] = (sum[i] ?? 0) / totalWeight;
-    const payload = compressor.compress(mean);
+    const payload = resultCompressorFor(compressor).compress(mean);
     this.#options.onResult(chunk, decompress(payload, length));
     this.#frames.push(encodeResultFrame(k, { totalWeight, contributors, payload }));
     this.#outcome.chunkWeights.push(totalWeight);

@@ -1,7 +1,12 @@
 import type { CompressionMethod } from "@barnraise/protocol";
 
-/** A concrete wire codec; "adaptive" picks one of these per vector (see `chooseCompressor`). */
-export type CodecName = Exclude<(typeof CompressionMethod)[keyof typeof CompressionMethod], "adaptive">;
+/**
+ * A concrete wire codec: every config method but "adaptive" (which picks one of these per vector,
+ * see `adaptiveCompressor`), and "sparse", which only carries a topk round's averaged results
+ * (see `resultCompressorFor`).
+ */
+export type CodecName =
+  Exclude<(typeof CompressionMethod)[keyof typeof CompressionMethod], "adaptive"> | "sparse";
 
 /**
  * One small interface for every codec (hivemind's compress / extract / estimate_ratio). The
@@ -11,7 +16,10 @@ export type CodecName = Exclude<(typeof CompressionMethod)[keyof typeof Compress
  */
 export interface Compressor {
   readonly name: CodecName;
-  /** Payload bits per element, not counting the codec's parameters (scales, codebook) or header. */
+  /**
+   * Payload bits per element, not counting the codec's parameters (scales, codebook) or header;
+   * for topk, every byte of a full block (its levels and index are most of what it sends).
+   */
   readonly bitsPerElement: number;
   /** Encodes `values`. Never modifies its input. */
   compress(values: Float32Array): Uint8Array;

@@ -45,7 +45,8 @@ export function halfBitsFromFloatBits(bits: number): number {
 /** The float value of every half bit pattern, built on first decode (256 KiB). */
 let halfTable: Float32Array | undefined;
 
-function halfToFloatTable(): Float32Array {
+/** The float value of every half bit pattern (index = the 16 bits), built on first use. */
+export function halfToFloatTable(): Float32Array {
   if (halfTable !== undefined) return halfTable;
   const table = new Float32Array(0x1_0000);
   for (let bits = 0; bits < 0x1_0000; bits++) {

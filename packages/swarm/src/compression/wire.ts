@@ -27,6 +27,8 @@ export const CODEC_IDS: Readonly<Record<CodecName, number>> = Object.freeze({
   uniform8: 2,
   quantile8: 3,
   blockwise8: 4,
+  topk: 5,
+  sparse: 6,
 });
 
 /** True when this machine stores typed-array elements little-endian (every mainstream platform). */

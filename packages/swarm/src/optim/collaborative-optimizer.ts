@@ -1,14 +1,16 @@
 import type { ExperimentConfig } from "@barnraise/protocol";
 import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
-import { createFlatOptimizer, type FlatOptimizer } from "./flat-optimizer.ts";
-import { GradientAccumulator } from "./gradient-accumulator.ts";
-import { warmupLearningRate } from "./learning-rate.ts";
 import type { ParameterLayout } from "./parameter-layout.ts";
 import type { AveragedVector, AveragerPort, EpochState, ProgressPort, StatePort } from "./ports.ts";
+import { createTrainingStrategy, type StrategyRound, type TrainingStrategy } from "./training-strategy.ts";
 
 export interface CollaborativeOptimizerOptions {
-  /** Only `optimizer`, `training` and `averaging` are read. */
-  readonly config: Pick<ExperimentConfig, "optimizer" | "training" | "averaging">;
+  /**
+   * Only `optimizer`, `training`, `averaging` and `compression` are read; without `compression`, no
+   * error feedback is kept.
+   */
+  readonly config: Pick<ExperimentConfig, "optimizer" | "training" | "averaging"> &
+    Partial<Pick<ExperimentConfig, "compression">>;
   readonly layout: ParameterLayout;
   /** Initial parameters; copied. Every peer must start from the same bits (seeded initialization). */
   readonly parameters: Float32Array;
@@ -42,8 +44,10 @@ export type CollaborativeOptimizerEvent =
        */
       readonly shared: boolean;
       readonly learningRate: number;
-      /** L2 norm of the averaged gradient before clipping. */
+      /** L2 norm of the averaged vector (gradient, or DiLoCo's pseudo-gradient) before clipping. */
       readonly gradientNorm: number;
+      /** Bytes this peer wrote on the wire in the step's all-reduce; absent when unknown. */
+      readonly bytesSent?: number;
     }
   | {
       readonly type: "round-failed";
@@ -71,10 +75,15 @@ const RATE_SMOOTHING = 0.2;
 const DEFAULT_NO_DONOR_RETRY_MS = 30_000;
 
 /**
- * The collaborative optimizer of DeDLOC §3.1: the peer accumulates minibatch gradients at its own pace;
- * once the swarm has the target batch for the epoch, every peer averages its mean gradient weighted by
- * its samples, and all apply the same optimizer step to the same bits, so the swarm trains exactly like
- * one large-batch optimizer. Stale or new peers catch up by downloading state from donors.
+ * The collaborative optimizer of DeDLOC §3.1: the peer trains at its own pace; once the swarm has the
+ * target batch (the round's sample target) for the epoch, every peer averages its contribution
+ * weighted by its samples, and all apply the same step to the same bits. What a minibatch does and
+ * what a round averages is the experiment's strategy (`TrainingStrategy`): DeDLOC's accumulated
+ * gradients and one large-batch optimizer step, or DiLoCo's local steps and an outer step on the
+ * averaged pseudo-gradient. Stale or new peers catch up by downloading state from donors.
+ *
+ * With the "topk" codec it keeps error feedback: what the all-reduce did not carry of this peer's
+ * contribution (weighted by its samples) is added to the next round's, so nothing is lost over rounds.
  *
  * With `delayedParameterUpdates`, the round runs in the background: `maybeStep` returns at once, the
  * peer moves to the next epoch and keeps training with the current parameters, and the averaged update
@@ -92,24 +101,20 @@ const DEFAULT_NO_DONOR_RETRY_MS = 30_000;
  */
 export class CollaborativeOptimizer {
   readonly #layout: ParameterLayout;
-  readonly #optimizer: FlatOptimizer;
-  readonly #parameters: Float32Array;
-  /** The averaged gradient of the round being applied (our own copy: clipping writes to it). */
-  readonly #gradient: Float32Array;
+  readonly #strategy: TrainingStrategy;
+  /**
+   * Error feedback (with "topk"): Σ weight × (contribution − what the group received of it) over
+   * past rounds, added back into the next round's contribution; undefined when the codec keeps all.
+   */
+  readonly #residual: Float32Array | undefined;
   readonly #progress: ProgressPort;
   readonly #averager: AveragerPort;
   readonly #state: StatePort;
   readonly #now: () => number;
-  readonly #baseRate: number;
-  readonly #warmupSteps: number;
-  readonly #clipNorm: number | undefined;
   readonly #delayed: boolean;
   readonly #noDonorRetryMs: number;
   readonly #configVersion: number | undefined;
   readonly #listeners = new Set<CollaborativeOptimizerListener>();
-  /** Gradients for the epoch being accumulated; `#spare` holds a round's gradients while it runs. */
-  #accumulator: GradientAccumulator;
-  #spare: GradientAccumulator;
   /** The epoch being accumulated; with a delayed round in flight, one ahead of `#stateEpoch`. */
   #epoch = 0;
   /** The epoch the parameters belong to (updates applied). */
@@ -135,18 +140,12 @@ export class CollaborativeOptimizer {
     const { config, layout } = options;
     layout.check(options.parameters, "initial parameter vector");
     this.#layout = layout;
-    this.#optimizer = createFlatOptimizer(config.optimizer, layout);
-    this.#parameters = options.parameters.slice();
-    this.#gradient = new Float32Array(layout.size);
-    this.#accumulator = new GradientAccumulator(layout.size);
-    this.#spare = new GradientAccumulator(layout.size);
+    this.#strategy = createTrainingStrategy(config, layout, options.parameters);
+    this.#residual = config.compression?.method === "topk" ? new Float32Array(layout.size) : undefined;
     this.#progress = options.progress;
     this.#averager = options.averager;
     this.#state = options.state;
     this.#now = options.now ?? Date.now;
-    this.#baseRate = config.optimizer.learningRate;
-    this.#warmupSteps = config.training.warmupSteps;
-    this.#clipNorm = config.training.gradientClipNorm;
     this.#delayed = config.averaging.delayedParameterUpdates;
     this.#noDonorRetryMs = options.noDonorRetryMs ?? DEFAULT_NO_DONOR_RETRY_MS;
     if (!(this.#noDonorRetryMs >= 0)) {
@@ -159,9 +158,30 @@ export class CollaborativeOptimizer {
     this.#configVersion = options.configVersion;
   }
 
-  /** The live parameter vector, updated in place by each step and state load. */
+  /**
+   * The swarm's parameters θ, updated in place by each step and state load: the same bits on every
+   * peer after each step. Evaluate and checkpoint these.
+   */
   get parameters(): Float32Array {
-    return this.#parameters;
+    return this.#strategy.parameters;
+  }
+
+  /**
+   * The parameters to compute the next gradients at, updated in place: θ itself with `dedloc`, this
+   * peer's local copy with `diloco` (it moves with every minibatch).
+   */
+  get workingParameters(): Float32Array {
+    return this.#strategy.workingParameters;
+  }
+
+  /** Changes whenever `workingParameters` change: the model reloads them when it does. */
+  get workingVersion(): number {
+    return this.#strategy.workingVersion;
+  }
+
+  /** The experiment's strategy: "dedloc" or "diloco". */
+  get strategy(): TrainingStrategy["name"] {
+    return this.#strategy.name;
   }
 
   /** The epoch this peer accumulates gradients for. */
@@ -181,7 +201,7 @@ export class CollaborativeOptimizer {
 
   /** Samples accumulated toward the current epoch. */
   get samplesAccumulated(): number {
-    return this.#accumulator.samples;
+    return this.#strategy.samples;
   }
 
   /** Smoothed local throughput, from the intervals between `accumulate` calls. */
@@ -195,9 +215,12 @@ export class CollaborativeOptimizer {
     return () => this.#listeners.delete(listener);
   }
 
-  /** Adds one local minibatch (its mean gradient and size) and publishes the new progress. */
+  /**
+   * Adds one local minibatch (its mean gradient and size) and publishes the new progress. With
+   * `diloco` this is an inner optimizer step on `workingParameters`.
+   */
   accumulate(gradientMean: Float32Array, samples: number): void {
-    this.#accumulator.add(gradientMean, samples);
+    this.#strategy.accumulate(gradientMean, samples);
     const now = this.#now();
     if (this.#lastAccumulateAt !== undefined && now > this.#lastAccumulateAt) {
       const rate = (samples * 1000) / (now - this.#lastAccumulateAt);
@@ -269,8 +292,8 @@ export class CollaborativeOptimizer {
   exportState(): EpochState {
     return {
       epoch: this.#stateEpoch,
-      parameters: this.#parameters.slice(),
-      optimizer: this.#optimizer.exportState(),
+      parameters: this.#strategy.parameters.slice(),
+      optimizer: this.#strategy.exportOptimizer(),
       generation: this.#generation,
       samples: this.#runSamples,
       ...(this.#configVersion === undefined ? {} : { configVersion: this.#configVersion }),
@@ -279,7 +302,8 @@ export class CollaborativeOptimizer {
 
   /**
    * Adopts `state` (copied), with its generation (absent: 0) and sample counter (absent: 0), and
-   * drops the accumulated gradients, which belong to another epoch. The epoch may go backwards (a
+   * drops the accumulated gradients (or local progress), which belong to another epoch, and the
+   * error feedback. The epoch may go backwards (a
    * rollback or a resume from a checkpoint). Everything is checked before anything changes; a
    * delayed round still in flight is discarded.
    */
@@ -300,8 +324,8 @@ export class CollaborativeOptimizer {
         `state parameter ${bad} is ${state.parameters[bad]}`,
       );
     }
-    this.#optimizer.importState(state.optimizer);
-    this.#parameters.set(state.parameters);
+    this.#strategy.importState(state.parameters, state.optimizer);
+    this.#residual?.fill(0);
     this.#epoch = state.epoch;
     this.#stateEpoch = state.epoch;
     this.#averagingEpoch = undefined;
@@ -310,8 +334,6 @@ export class CollaborativeOptimizer {
     this.#runSamples = state.samples ?? 0;
     this.#noDonor = null;
     this.#joined = true;
-    this.#accumulator.reset();
-    this.#spare.reset();
     this.#lastAccumulateAt = undefined;
     this.#report();
   }
@@ -361,19 +383,17 @@ export class CollaborativeOptimizer {
     const view = this.#progress.at(this.#epoch);
     if (view.samplesAccumulated < view.targetBatchSize) return false;
     const alone = view.peersAtEpoch <= 1;
-    if (alone && this.#accumulator.samples <= 0) return false;
+    if (alone && this.#strategy.samples <= 0) return false;
     return this.#startRound(signal, alone);
   }
 
   /**
-   * Hands the accumulated gradients to a round (or, `alone`, applies their own mean); with delayed
+   * Hands what the strategy took in to a round (or, `alone`, applies it as it is); with delayed
    * updates, moves on to the next epoch at once.
    */
   #startRound(signal: AbortSignal | undefined, alone: boolean): Promise<boolean> {
     const epoch = this.#epoch;
-    const round = this.#accumulator;
-    this.#accumulator = this.#spare;
-    this.#spare = round;
+    const round = this.#strategy.take();
     if (!this.#delayed) return this.#runRound(epoch, round, alone, signal);
     this.#epoch = epoch + 1;
     this.#averagingEpoch = epoch;
@@ -391,53 +411,61 @@ export class CollaborativeOptimizer {
   }
 
   /**
-   * Averages `round`'s gradients for `epoch` (or, `alone`, takes their own mean) and applies the
+   * Averages `round`'s contribution for `epoch` (or, `alone`, takes it as it is) and applies the
    * result; undoes the round if it fails.
    */
   async #runRound(
     epoch: number,
-    round: GradientAccumulator,
+    round: StrategyRound,
     alone: boolean,
     signal: AbortSignal | undefined,
   ): Promise<boolean> {
     const revision = this.#revision;
     const localSamples = round.samples;
+    const feedback = this.#residual === undefined ? undefined : withFeedback(round, this.#residual);
     let result: AveragedVector;
     try {
+      const input = feedback?.input ?? round.vector;
       result = alone
-        ? { vector: round.mean(), groupSize: 1, totalWeight: localSamples }
-        : await this.#averager.average(epoch, round.mean(), localSamples, signal);
+        ? { vector: input, groupSize: 1, totalWeight: localSamples }
+        : await this.#averager.average(
+            epoch,
+            input,
+            localSamples,
+            signal,
+            feedback === undefined ? undefined : { residual: feedback.unsent },
+          );
       this.#checkAveraged(result);
     } catch (error) {
       if (revision === this.#revision) {
-        this.#accumulator.absorb(round);
+        round.restore();
         this.#epoch = epoch;
         this.#averagingEpoch = undefined;
         this.#report();
         this.#emit({ type: "round-failed", epoch, localSamples, error });
+      } else {
+        round.discard();
       }
-      round.reset();
       throwIfAborted(signal, error);
       return false;
     }
-    round.reset();
-    if (revision !== this.#revision) return false;
-    const gradient = this.#gradient;
-    gradient.set(result.vector);
-    const gradientNorm = l2Norm(gradient);
-    if (this.#clipNorm !== undefined && gradientNorm > this.#clipNorm) {
-      const scale = this.#clipNorm / gradientNorm;
-      for (let i = 0; i < gradient.length; i++) gradient[i] = (gradient[i] ?? 0) * scale;
+    if (revision !== this.#revision) {
+      round.discard();
+      return false;
     }
-    const learningRate = warmupLearningRate(this.#baseRate, this.#warmupSteps, epoch);
-    this.#optimizer.step(this.#parameters, gradient, learningRate);
+    // Alone, everything was applied: nothing is left over. Otherwise keep what was not sent.
+    if (feedback !== undefined && this.#residual !== undefined) {
+      feedback.keep(this.#residual, alone || result.soleTrainer === true);
+    }
+    const { learningRate, norm } = round.apply(result.vector, epoch);
     this.#runSamples += result.totalWeight;
     this.#stateEpoch = epoch + 1;
     this.#epoch = epoch + 1;
     this.#averagingEpoch = undefined;
     if (!this.#delayed) this.#lastAccumulateAt = undefined; // the averaging time is not training time
-    this.#report();
     const { groupSize, totalWeight } = result;
+    // Told before the new epoch is published, so that the first record of the next epoch already
+    // carries what listeners add about this one (the bytes the round sent).
     this.#emit({
       type: "step",
       epoch: epoch + 1,
@@ -446,8 +474,10 @@ export class CollaborativeOptimizer {
       localSamples,
       shared: !alone && (totalWeight > localSamples || result.soleTrainer === true),
       learningRate,
-      gradientNorm,
+      gradientNorm: norm,
+      ...(result.bytesSent === undefined ? {} : { bytesSent: result.bytesSent }),
     });
+    this.#report();
     return true;
   }
 
@@ -471,7 +501,7 @@ export class CollaborativeOptimizer {
   #report(): void {
     this.#progress.report({
       epoch: this.#epoch,
-      samplesAccumulated: this.#accumulator.samples,
+      samplesAccumulated: this.#strategy.samples,
       samplesPerSecond: this.#samplesPerSecond,
       ...(this.#averagingEpoch === undefined ? {} : { averagingEpoch: this.#averagingEpoch }),
       generation: this.#generation,
@@ -489,11 +519,34 @@ export class CollaborativeOptimizer {
   }
 }
 
-/** L2 norm summed in float64 in index order, the same bits on every peer. */
-function l2Norm(vector: Float32Array): number {
-  let sum = 0;
-  for (const value of vector) sum += value * value;
-  return Math.sqrt(sum);
+/**
+ * Error feedback for one round: the input is the contribution plus the residual carried over, per
+ * sample (the residual is kept weighted, so a round with more or fewer samples than the last still
+ * adds back exactly what was left out); `unsent` receives, from the all-reduce, what the group did
+ * not receive of the input; `keep` stores it weighted for the next round.
+ */
+function withFeedback(
+  round: StrategyRound,
+  residual: Float32Array,
+): { input: Float32Array; unsent: Float32Array; keep: (into: Float32Array, allApplied: boolean) => void } {
+  const weight = round.samples;
+  const input = round.vector.slice();
+  if (weight > 0) {
+    for (let i = 0; i < input.length; i++) input[i] = (input[i] ?? 0) + (residual[i] ?? 0) / weight;
+  }
+  const unsent = new Float32Array(input.length);
+  return {
+    input,
+    unsent,
+    keep: (into, allApplied) => {
+      if (weight <= 0) return; // nothing of ours was in the round
+      if (allApplied) {
+        into.fill(0);
+        return;
+      }
+      for (let i = 0; i < into.length; i++) into[i] = (unsent[i] ?? 0) * weight;
+    },
+  };
 }
 
 function checkCount(value: number, what: string): void {

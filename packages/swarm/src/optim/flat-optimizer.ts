@@ -20,7 +20,7 @@ export interface OptimizerState {
  * learning rate and state give the same bits on every peer, which keeps the swarm's replicas identical.
  */
 export interface FlatOptimizer {
-  readonly name: "adam" | "lamb";
+  readonly name: "adam" | "lamb" | "sgd";
   /** Steps taken so far (drives bias correction). */
   readonly stepCount: number;
   /** Updates `parameters` in place from `gradient`; throws LENGTH_MISMATCH when a length is wrong. */

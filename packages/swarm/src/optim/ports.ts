@@ -57,12 +57,28 @@ export interface AveragedVector {
    * swarm's step (a lone volunteer trains the run's model).
    */
   readonly soleTrainer?: boolean;
+  /** Bytes this peer wrote on the wire for the round; absent when unknown. */
+  readonly bytesSent?: number;
+}
+
+export interface AverageOptions {
+  /**
+   * Error feedback: receives, element by element, what the group did not receive of `vector` (the
+   * codec's loss on this peer's contribution). Its contents are unspecified when the round fails.
+   */
+  readonly residual?: Float32Array;
 }
 
 export interface AveragerPort {
   /** Weighted all-reduce of `vector` with this peer's `weight` (its samples); resolves with the group's
    *  weighted mean. Rejects with a SwarmError when the round fails; the input is left untouched. */
-  average(epoch: number, vector: Float32Array, weight: number, signal?: AbortSignal): Promise<AveragedVector>;
+  average(
+    epoch: number,
+    vector: Float32Array,
+    weight: number,
+    signal?: AbortSignal,
+    options?: AverageOptions,
+  ): Promise<AveragedVector>;
 }
 
 /** Parameters and optimizer state at an epoch, as state sharing hands them over. */

@@ -77,6 +77,21 @@ export const progressRecordSchema = z.strictObject({
       epoch: count,
       lossSum: z.number().min(0).max(MAX_LOSS_SUM),
       minibatches: count,
+      /** Seconds this peer spent computing gradients in that epoch. */
+      computeSeconds: z.number().min(0).max(MAX_COMPUTE_SECONDS).optional(),
+      /** Wall seconds this peer spent in that epoch (from reaching it to reaching the next). */
+      wallSeconds: z.number().min(0).max(MAX_COMPUTE_SECONDS).optional(),
+    })
+    .optional(),
+  /**
+   * This peer's latest finished all-reduce: the epoch it averaged and the bytes this peer wrote on
+   * the wire for it. Kept until the next one ends, so it reaches the aux monitor even when the round
+   * ends long after its epoch (delayed updates).
+   */
+  round: z
+    .strictObject({
+      epoch: count,
+      bytesSent: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
     })
     .optional(),
   /**

@@ -97,6 +97,8 @@ describe("every codec", () => {
       uniform8: "a2a0809535d607bb",
       quantile8: "27eb4b91e14eebe3",
       blockwise8: "a2862ac0b83c615b",
+      topk: "55f7821687cca665",
+      sparse: "da9de0889a353272",
     });
   });
 

@@ -7,120 +7,14 @@ import {
 } from "../../src/optim/collaborative-optimizer.ts";
 import { createFlatOptimizer } from "../../src/optim/flat-optimizer.ts";
 import { ParameterLayout } from "../../src/optim/parameter-layout.ts";
-import type {
-  AveragedVector,
-  AveragerPort,
-  EpochProgressView,
-  EpochState,
-  GlobalProgressView,
-  LocalProgressReport,
-  ProgressPort,
-  StatePort,
-} from "../../src/optim/ports.ts";
 import { at } from "../support/at.ts";
+import { FakeState, FakeSwarm } from "../support/fake-swarm.ts";
 import { seededRandom } from "../support/seeded-random.ts";
 
 /** Deterministic integers in [0, 2^32). */
 function random(seed: number): () => number {
   const next = seededRandom(seed);
   return () => next() * 4294967296;
-}
-
-// ---- Fakes: one in-process "swarm" that all peers share.
-
-interface Contribution {
-  readonly peer: number;
-  readonly vector: Float32Array;
-  readonly weight: number;
-  readonly resolve: (result: AveragedVector) => void;
-  readonly reject: (error: unknown) => void;
-}
-
-/**
- * Progress: global() is the highest reported epoch and the samples reported for it. Averaging: a
- * barrier that, once `groupSize` peers contributed for an epoch, computes the exact weighted mean in
- * float64 in peer order — at once, or when the test calls `release()` if `manual` is set.
- */
-class FakeSwarm {
-  readonly reports = new Map<number, LocalProgressReport>();
-  readonly rounds = new Map<number, Contribution[]>();
-  /** Rounds to fail before averaging succeeds again. */
-  failures = 0;
-  manual = false;
-  readonly groupSize: number;
-  readonly targetBatchSize: number;
-  constructor(groupSize: number, targetBatchSize: number) {
-    this.groupSize = groupSize;
-    this.targetBatchSize = targetBatchSize;
-  }
-
-  progress(peer: number): ProgressPort {
-    return {
-      report: (progress) => this.reports.set(peer, progress),
-      global: (): GlobalProgressView => {
-        const epochs = [...this.reports.values()].map((report) => report.epoch);
-        return this.#view(Math.max(0, ...epochs));
-      },
-      at: (epoch) => this.#view(epoch),
-    };
-  }
-
-  #view(epoch: number): EpochProgressView {
-    const at = [...this.reports.values()].filter((report) => report.epoch === epoch);
-    const samplesAccumulated = at.reduce((sum, report) => sum + report.samplesAccumulated, 0);
-    return {
-      epoch,
-      samplesAccumulated,
-      targetBatchSize: this.targetBatchSize,
-      etaSeconds: 0,
-      peersAtEpoch: at.length,
-    };
-  }
-
-  averager(peer: number): AveragerPort {
-    return {
-      average: (epoch, vector, weight) =>
-        new Promise((resolve, reject) => {
-          const round = this.rounds.get(epoch) ?? [];
-          this.rounds.set(epoch, round);
-          round.push({ peer, vector: vector.slice(), weight, resolve, reject });
-          if (!this.manual && round.length === this.groupSize) this.release(epoch);
-        }),
-    };
-  }
-
-  release(epoch: number): void {
-    const round = (this.rounds.get(epoch) ?? []).sort((a, b) => a.peer - b.peer);
-    this.rounds.delete(epoch);
-    if (this.failures > 0) {
-      this.failures -= 1;
-      for (const c of round) c.reject(new SwarmError(SwarmErrorCode.ALLREDUCE_FAILED, "a reducer left"));
-      return;
-    }
-    const totalWeight = round.reduce((sum, c) => sum + c.weight, 0);
-    const size = round[0]?.vector.length ?? 0;
-    const mean = new Float32Array(size);
-    for (let i = 0; i < size; i++) {
-      let sum = 0;
-      for (const c of round) sum += (c.vector[i] ?? 0) * c.weight;
-      mean[i] = sum / totalWeight;
-    }
-    for (const c of round) c.resolve({ vector: mean.slice(), groupSize: round.length, totalWeight });
-  }
-}
-
-class FakeState implements StatePort {
-  donor: EpochState | null = null;
-  /** Hand the donor's state over even when it is not ahead (a confused or lying donor). */
-  careless = false;
-  readonly calls: number[] = [];
-  readonly generations: number[] = [];
-  loadNewer(epoch: number, generation: number): Promise<EpochState | null> {
-    this.calls.push(epoch);
-    this.generations.push(generation);
-    const ahead = this.donor !== null && (this.careless || this.donor.epoch > epoch);
-    return Promise.resolve(ahead ? this.donor : null);
-  }
 }
 
 // ---- Helpers.

@@ -16,13 +16,19 @@ export interface ChartPoint {
   readonly loss: number;
   readonly samplesPerSecond: number;
   readonly alivePeers: number;
+  /** Mean bytes each trainer sent in the step's averaging round; null when the aux did not report it. */
+  readonly bytesPerPeer: number | null;
+  /** The share of the trainers' wall time spent computing (0 to 1); null when the aux did not report it. */
+  readonly utilization: number | null;
   readonly timeline: number;
   /** A later timeline restarted from an earlier step: the run no longer builds on this point. */
   readonly discarded: boolean;
 }
 
 export type ChartAxis = "step" | "time";
-export type ChartMetric = "loss" | "samplesPerSecond" | "alivePeers";
+/** The metrics an older aux program does not report: some steps have no value. */
+export type ReportedMetric = "bytesPerPeer" | "utilization";
+export type ChartMetric = "loss" | "samplesPerSecond" | "alivePeers" | ReportedMetric;
 
 /**
  * Chart rows for `points`. A point whose time cannot be read or whose loss is not a finite number is
@@ -39,6 +45,8 @@ export function toChartPoints(points: readonly MetricPoint[]): ChartPoint[] {
         loss: point.loss,
         samplesPerSecond: point.samplesPerSecond,
         alivePeers: point.alivePeers,
+        bytesPerPeer: point.bytesPerPeer,
+        utilization: point.utilization,
         timeline: point.timeline,
         discarded: point.discarded,
       },
@@ -76,7 +84,8 @@ export interface ChartSeries {
 }
 
 /**
- * The rows one chart draws: metric `y` over axis `x`. With `splitDiscarded` the discarded points go
+ * The rows one chart draws: metric `y` over axis `x`, from the points that have a value of `y` (a
+ * step an older aux reported without it is left out). With `splitDiscarded` the discarded points go
  * to their timeline's own series and `live` carries the rest; without it every point is live (the
  * swarm's throughput and peers were real whatever became of the steps).
  */
@@ -89,14 +98,16 @@ export function buildSeries(
   const sorted = [...points].sort((a, b) => a[x] - b[x] || a.timeline - b.timeline);
   const segments = new Map<number, number>();
   let livePoints = 0;
-  const rows = sorted.map((point): ChartRow => {
+  const rows = sorted.flatMap((point): ChartRow[] => {
+    const value = point[y];
+    if (value === null) return [];
     const place = { step: point.step, time: point.time };
     if (!splitDiscarded || !point.discarded) {
       livePoints++;
-      return { ...place, live: point[y] };
+      return [{ ...place, live: value }];
     }
     segments.set(point.timeline, (segments.get(point.timeline) ?? 0) + 1);
-    return { ...place, [discardedKey(point.timeline)]: point[y] };
+    return [{ ...place, [discardedKey(point.timeline)]: value }];
   });
   const discarded = [...segments]
     .sort(([a], [b]) => a - b)
@@ -127,6 +138,21 @@ export function latestLivePoint<P extends { step: number; timeline: number; disc
     }
   }
   return latest;
+}
+
+/**
+ * The latest live point that has a value of `metric`, with that value; undefined when none has one
+ * (no step yet, or only steps from an aux program that does not report it).
+ */
+export function latestReported(
+  points: readonly ChartPoint[],
+  metric: ReportedMetric,
+): { readonly step: number; readonly value: number } | undefined {
+  const latest = latestLivePoint(points.filter((point) => point[metric] !== null));
+  const value = latest?.[metric];
+  return latest === undefined || value === null || value === undefined
+    ? undefined
+    : { step: latest.step, value };
 }
 
 /**

@@ -1,9 +1,17 @@
 "use client";
 
+import type { ExperimentConfig } from "@barnraise/protocol";
 import { useMemo } from "react";
 import type { CheckpointList, Leaderboard, MetricSeries } from "../../../src/api/schemas/public.ts";
-import { formatCount, formatDecimal } from "../format.ts";
-import { buildSeries, latestLivePoint, stepMarkers, toChartPoints, type ChartPoint } from "./chart-series.ts";
+import { formatBytes, formatCount, formatDecimal, formatPercent } from "../format.ts";
+import {
+  buildSeries,
+  latestLivePoint,
+  latestReported,
+  stepMarkers,
+  toChartPoints,
+  type ChartPoint,
+} from "./chart-series.ts";
 import { CheckpointTable } from "./checkpoint-table.tsx";
 import { formatClock, formatInstant } from "./dashboard-format.ts";
 import { LeaderboardTable } from "./leaderboard-table.tsx";
@@ -21,6 +29,7 @@ export interface ExperimentDashboardProps {
   readonly checkpoints: CheckpointList;
   readonly targetBatchSize: number;
   readonly everySteps: number;
+  readonly strategy: ExperimentConfig["averaging"]["strategy"];
   /** Whether the run is paused, and the live swarm, from the experiment's public view. */
   readonly run: RunState;
   /** Unix milliseconds when the server rendered the page. */
@@ -32,7 +41,7 @@ export interface ExperimentDashboardProps {
  * refreshed from the public API every few seconds while the page is visible.
  */
 export function ExperimentDashboard(props: ExperimentDashboardProps) {
-  const { experimentId, targetBatchSize, everySteps, renderedAt } = props;
+  const { experimentId, targetBatchSize, everySteps, strategy, renderedAt } = props;
   const { data, failing, updatedAt } = useLiveDashboard(
     experimentId,
     {
@@ -52,10 +61,19 @@ export function ExperimentDashboard(props: ExperimentDashboardProps) {
       lossByTime: buildSeries(chartPoints, "time", "loss", { splitDiscarded: true }),
       throughput: buildSeries(chartPoints, "time", "samplesPerSecond", { splitDiscarded: false }),
       peers: buildSeries(chartPoints, "time", "alivePeers", { splitDiscarded: false }),
+      bytesPerPeer: buildSeries(chartPoints, "step", "bytesPerPeer", { splitDiscarded: true }),
+      latestBytesPerPeer: latestReported(chartPoints, "bytesPerPeer"),
+      utilization: buildSeries(chartPoints, "step", "utilization", { splitDiscarded: true }),
+      latestUtilization: latestReported(chartPoints, "utilization"),
     };
   }, [points]);
   const markers = useMemo(() => stepMarkers(events), [events]);
-  const { latest } = charts;
+  const { latest, latestBytesPerPeer, latestUtilization } = charts;
+  /** Why a chart of a metric that older aux programs leave out is empty although steps are recorded. */
+  const notReported = (what: string) =>
+    points.length === 0
+      ? undefined
+      : `The aux peer reports no ${what} for the recorded steps (older versions do not).`;
 
   return (
     <div className="dashboard" data-testid="experiment-dashboard">
@@ -73,6 +91,7 @@ export function ExperimentDashboard(props: ExperimentDashboardProps) {
         points={points}
         targetBatchSize={targetBatchSize}
         everySteps={everySteps}
+        strategy={strategy}
         run={data.run}
         renderedAt={renderedAt}
       />
@@ -126,6 +145,39 @@ export function ExperimentDashboard(props: ExperimentDashboardProps) {
             yName="Peers alive"
             formatY={formatCount}
             counts
+          />
+          <MetricChart
+            testId="chart-bytes-per-peer"
+            title="Bytes sent per peer per step"
+            summary={
+              latestBytesPerPeer === undefined
+                ? null
+                : `${formatBytes(latestBytesPerPeer.value)} at step ${formatCount(latestBytesPerPeer.step)}`
+            }
+            series={charts.bytesPerPeer}
+            x="step"
+            yName="Sent per peer"
+            formatY={formatBytes}
+            fromZero
+            markers={markers}
+            empty={notReported("bytes sent")}
+          />
+          <MetricChart
+            testId="chart-utilization"
+            title="Compute utilization"
+            summary={
+              latestUtilization === undefined
+                ? null
+                : `${formatPercent(latestUtilization.value)} at step ${formatCount(latestUtilization.step)}`
+            }
+            series={charts.utilization}
+            x="step"
+            yName="Utilization"
+            formatY={formatPercent}
+            fromZero
+            maxY={1}
+            markers={markers}
+            empty={notReported("utilization")}
           />
         </div>
         {total > points.length ? (

@@ -35,6 +35,10 @@ export interface MetricChartProps {
   readonly counts?: boolean;
   /** Start the value axis at zero (a rate); counts always do. */
   readonly fromZero?: boolean;
+  /** End the value axis here (a share: 1) instead of at the largest value. */
+  readonly maxY?: number;
+  /** What the figure says while it has no point to draw. */
+  readonly empty?: string;
   /** Where the run restarted from an earlier step; only on a step axis. */
   readonly markers?: readonly StepMarker[];
 }
@@ -54,6 +58,8 @@ export function MetricChart({
   formatY,
   counts = false,
   fromZero = counts,
+  maxY,
+  empty = "No steps yet. The chart starts with the swarm’s first step.",
   markers = [],
 }: MetricChartProps) {
   const { rows, livePoints, discarded } = series;
@@ -73,7 +79,7 @@ export function MetricChart({
         {summary === null ? null : <span className="dashboard-chart-summary">{summary}</span>}
       </figcaption>
       {rows.length === 0 ? (
-        <p className="dashboard-empty">No steps yet. The chart starts with the swarm’s first step.</p>
+        <p className="dashboard-empty">{empty}</p>
       ) : (
         <div className="dashboard-chart-plot">
           <ResponsiveContainer width="100%" height={CHART_HEIGHT}>
@@ -89,7 +95,7 @@ export function MetricChart({
               />
               <YAxis
                 width={56}
-                domain={fromZero ? [0, "auto"] : ["auto", "auto"]}
+                domain={[fromZero ? 0 : "auto", maxY ?? "auto"]}
                 allowDecimals={!counts}
                 tickFormatter={(value: number) => formatY(value)}
               />

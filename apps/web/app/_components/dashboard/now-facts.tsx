@@ -1,4 +1,6 @@
+import { AveragingStrategy, type ExperimentConfig } from "@barnraise/protocol";
 import type { MetricPoint } from "../../../src/api/schemas/public.ts";
+import { strategyNames } from "../config-names.ts";
 import { formatCount, formatDecimal, formatTime } from "../format.ts";
 import { latestLivePoint, livePointsByStep } from "./chart-series.ts";
 import { describeNextStep, nextStepState } from "./eta.ts";
@@ -12,6 +14,7 @@ export interface NowFactsProps {
   readonly run: RunState;
   readonly targetBatchSize: number;
   readonly everySteps: number;
+  readonly strategy: ExperimentConfig["averaging"]["strategy"];
   /** Unix milliseconds when the server rendered the page: the clock's first value. */
   readonly renderedAt: number;
 }
@@ -21,7 +24,7 @@ export interface NowFactsProps {
  * to the next step (ticking every second), or why no step is coming: the organizer paused the run, or
  * no volunteer is training.
  */
-export function NowFacts({ points, run, targetBatchSize, everySteps, renderedAt }: NowFactsProps) {
+export function NowFacts({ points, run, targetBatchSize, everySteps, strategy, renderedAt }: NowFactsProps) {
   const now = useNow(renderedAt);
   const latest = latestLivePoint(points);
   const nextStep = describeNextStep(nextStepState(run, livePointsByStep(points), now));
@@ -55,6 +58,10 @@ export function NowFacts({ points, run, targetBatchSize, everySteps, renderedAt 
           <dd data-testid="now-peers">{formatCount(run.swarm.alivePeers)}</dd>
         </div>
         <div>
+          <dt>Averaging</dt>
+          <dd data-testid="now-strategy">{strategyNames[strategy]}</dd>
+        </div>
+        <div>
           <dt>Next step</dt>
           <dd data-testid="now-eta">{nextStep}</dd>
         </div>
@@ -68,9 +75,17 @@ export function NowFacts({ points, run, targetBatchSize, everySteps, renderedAt 
         )}
       </dl>
       <p className="hint">
-        A step completes when the swarm has processed {formatCount(targetBatchSize)} samples; a checkpoint is
-        saved every {formatCount(everySteps)} steps.
+        {stepSentence(strategy, targetBatchSize)}; a checkpoint is saved every {formatCount(everySteps)}{" "}
+        steps.
       </p>
     </section>
   );
+}
+
+/** What one step of the run is, under its averaging strategy. */
+function stepSentence(strategy: NowFactsProps["strategy"], targetBatchSize: number): string {
+  const samples = formatCount(targetBatchSize);
+  return strategy === AveragingStrategy.diloco
+    ? `A step is one round: the peers take local steps until the swarm has trained on ${samples} samples, then average and all take one outer step`
+    : `A step completes when the swarm has processed ${samples} samples`;
 }

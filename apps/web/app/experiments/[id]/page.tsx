@@ -71,6 +71,7 @@ export default async function ExperimentPage({ params }: Props) {
         checkpoints={checkpoints}
         targetBatchSize={experiment.config.training.targetBatchSize}
         everySteps={experiment.config.checkpoints.everySteps}
+        strategy={experiment.config.averaging.strategy}
         run={{ status: experiment.status, swarm: experiment.swarm }}
         renderedAt={ctx.now()}
       />

@@ -31,7 +31,8 @@ const notFound = {
 
 export const readMetricsOperation: ZodOpenApiOperationObject = {
   tags: ["public"],
-  summary: "The loss curve of every timeline, downsampled for long runs, with the run's restarts",
+  summary:
+    "Each step's loss, throughput, peers, bytes sent per peer and utilization, on every timeline, downsampled for long runs, with the run's restarts",
   description:
     "Metric rows are never overwritten. A rollback, or a resume from a state behind the last " +
     "recorded step, starts a new timeline (listed in `events`); the points of an older timeline " +

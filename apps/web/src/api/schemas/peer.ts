@@ -113,6 +113,14 @@ export const metricsReportSchema = z
     generation: count.default(0).meta({
       description: "The rollback generation the step was trained in; an older one than the run's is refused",
     }),
+    bytesPerPeer: nonNegative.optional().meta({
+      description:
+        "Mean bytes each trainer sent on the wire in this step's averaging round (all-reduce); older aux programs leave it out",
+    }),
+    utilization: z.number().min(0).max(1).optional().meta({
+      description:
+        "The share of the trainers' wall time spent computing during this step, 0 to 1; older aux programs leave it out",
+    }),
     peers: z.array(peerContributionReportSchema).max(MAX_REPORTED_PEERS),
   })
   .meta({ id: "MetricsReport", description: "One aggregated collaborative step" });

@@ -45,6 +45,14 @@ export const metricPointSchema = z
     loss: z.number(),
     samplesPerSecond: z.number().nonnegative(),
     alivePeers: count,
+    bytesPerPeer: z.number().nonnegative().nullable().meta({
+      description:
+        "Mean bytes each trainer sent in the step's averaging round (all-reduce); null when the aux did not report it",
+    }),
+    utilization: z.number().min(0).max(1).nullable().meta({
+      description:
+        "The share of the trainers' wall time spent computing during the step, 0 to 1; null when the aux did not report it",
+    }),
     recordedAt: isoDate,
     timeline: count.meta({
       description:

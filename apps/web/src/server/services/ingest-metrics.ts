@@ -10,10 +10,11 @@ import { lastStepOf } from "./run-timelines.ts";
  * An aux monitor posts one aggregated collaborative step with each peer's cumulative contribution.
  *
  * - A report of an older rollback generation than the run's is refused (STALE_GENERATION).
- * - The step's metric is inserted into the run's current timeline if that timeline has no row for
- *   the step yet, and never updated: steps only move forward, and a repeated step (a restarted
- *   monitor, a swarm that resumed from an older state) leaves the recorded one as it was. The
- *   response says whether it was stored, the timeline, and the timeline's last recorded step.
+ * - The step's metric (its bytes per peer and utilization null when an older aux leaves them out)
+ *   is inserted into the run's current timeline if that timeline has no row for the step yet, and
+ *   never updated: steps only move forward, and a repeated step (a restarted monitor, a swarm that
+ *   resumed from an older state) leaves the recorded one as it was. The response says whether it
+ *   was stored, the timeline, and the timeline's last recorded step.
  * - For each reported peer session this experiment knows, its Contribution row (per peer and
  *   session, so a restarted node keeps every session's credit) takes the maximum of the stored and
  *   the reported counters, so cumulative counters never go backwards (a restarted or lagging monitor
@@ -96,10 +97,12 @@ function insertMetricIfAbsent(
     report.loss,
     report.samplesPerSecond,
     report.alivePeers,
+    report.bytesPerPeer ?? null,
+    report.utilization ?? null,
     new Date(report.time),
   ]);
   return ctx.db
-    .$executeRaw`INSERT INTO "Metric" ("experimentId", "timeline", "step", "generation", "loss", "samplesPerSecond", "alivePeers", "recordedAt") VALUES (${values}) ON CONFLICT ("experimentId", "timeline", "step") DO NOTHING`;
+    .$executeRaw`INSERT INTO "Metric" ("experimentId", "timeline", "step", "generation", "loss", "samplesPerSecond", "alivePeers", "bytesPerPeer", "utilization", "recordedAt") VALUES (${values}) ON CONFLICT ("experimentId", "timeline", "step") DO NOTHING`;
 }
 
 /** Each node's reported `averaging` flag (true if any of its sessions averages), by Peer row id. */

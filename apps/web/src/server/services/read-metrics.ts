@@ -10,8 +10,9 @@ import { findExperiment } from "./experiment-access.ts";
 import { discardedBy } from "./run-timelines.ts";
 
 /**
- * The loss curve for the dashboard: every recorded step of every timeline, each marked discarded
- * when a later timeline restarted from an earlier step, with the restarts themselves (RunEvents).
+ * The metric series for the dashboard (each step's loss, throughput, peers, bytes sent per peer and
+ * utilization): every recorded step of every timeline, each marked discarded when a later timeline
+ * restarted from an earlier step, with the restarts themselves (RunEvents).
  * A long run is downsampled to at most `maxPoints`: each timeline gets a share proportional to its
  * length, chosen by Largest-Triangle-Three-Buckets on loss against step, which keeps its first and
  * last steps and the curve's visible shape. Each kept step keeps all of its fields.
@@ -47,6 +48,8 @@ export async function readMetrics(
         loss: true,
         samplesPerSecond: true,
         alivePeers: true,
+        bytesPerPeer: true,
+        utilization: true,
         recordedAt: true,
       },
     }),
@@ -62,6 +65,8 @@ export async function readMetrics(
       loss: point.loss,
       samplesPerSecond: point.samplesPerSecond,
       alivePeers: point.alivePeers,
+      bytesPerPeer: point.bytesPerPeer,
+      utilization: point.utilization,
       recordedAt: point.recordedAt.toISOString(),
       timeline: point.timeline,
       discarded: discarded(point.timeline, point.step),

@@ -1,0 +1,4 @@
+-- Each step's mean bytes sent per trainer in its averaging round, and the trainers' compute utilization;
+-- null for steps from aux programs that do not report them.
+ALTER TABLE "Metric" ADD COLUMN "bytesPerPeer" REAL;
+ALTER TABLE "Metric" ADD COLUMN "utilization" REAL;
