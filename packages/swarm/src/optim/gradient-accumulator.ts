@@ -39,26 +39,7 @@ export class GradientAccumulator {
    * a rejected minibatch leaves the accumulator unchanged.
    */
   add(gradientMean: Float32Array, samples: number): void {
-    if (gradientMean.length !== this.#sum.length) {
-      throw new SwarmError(
-        SwarmErrorCode.LENGTH_MISMATCH,
-        `gradient has ${gradientMean.length} elements, the accumulator holds ${this.#sum.length}`,
-      );
-    }
-    if (!Number.isSafeInteger(samples) || samples <= 0) {
-      throw new SwarmError(
-        SwarmErrorCode.MALFORMED_MESSAGE,
-        `a minibatch has ${samples} samples; expected an integer ≥ 1`,
-      );
-    }
-    for (let i = 0; i < gradientMean.length; i++) {
-      if (!Number.isFinite(gradientMean[i] ?? 0)) {
-        throw new SwarmError(
-          SwarmErrorCode.MALFORMED_MESSAGE,
-          `gradient element ${i} is ${gradientMean[i]}; the minibatch is rejected`,
-        );
-      }
-    }
+    checkMinibatch(gradientMean, samples, this.#sum.length);
     const sum = this.#sum;
     for (let i = 0; i < sum.length; i++) sum[i] = (sum[i] ?? 0) + (gradientMean[i] ?? 0) * samples;
     this.#samples += samples;
@@ -96,5 +77,32 @@ export class GradientAccumulator {
     this.#sum.fill(0);
     this.#samples = 0;
     this.#minibatches = 0;
+  }
+}
+
+/**
+ * Refuses a minibatch whose mean gradient is not `size` long (LENGTH_MISMATCH), has a non-finite
+ * element, or whose sample count is not an integer ≥ 1 (MALFORMED_MESSAGE).
+ */
+export function checkMinibatch(gradientMean: Float32Array, samples: number, size: number): void {
+  if (gradientMean.length !== size) {
+    throw new SwarmError(
+      SwarmErrorCode.LENGTH_MISMATCH,
+      `gradient has ${gradientMean.length} elements, the accumulator holds ${size}`,
+    );
+  }
+  if (!Number.isSafeInteger(samples) || samples <= 0) {
+    throw new SwarmError(
+      SwarmErrorCode.MALFORMED_MESSAGE,
+      `a minibatch has ${samples} samples; expected an integer ≥ 1`,
+    );
+  }
+  for (let i = 0; i < gradientMean.length; i++) {
+    if (!Number.isFinite(gradientMean[i] ?? 0)) {
+      throw new SwarmError(
+        SwarmErrorCode.MALFORMED_MESSAGE,
+        `gradient element ${i} is ${gradientMean[i]}; the minibatch is rejected`,
+      );
+    }
   }
 }

@@ -1,7 +1,6 @@
 import type { ExperimentConfig } from "@barnraise/protocol";
-import { SwarmError, SwarmErrorCode } from "../errors.ts";
 import { createFlatOptimizer, type FlatOptimizer, type OptimizerState } from "./flat-optimizer.ts";
-import { GradientAccumulator } from "./gradient-accumulator.ts";
+import { checkMinibatch, GradientAccumulator } from "./gradient-accumulator.ts";
 import { warmupLearningRate } from "./learning-rate.ts";
 import type { ParameterLayout } from "./parameter-layout.ts";
 import { SgdOptimizer } from "./sgd.ts";
@@ -224,20 +223,7 @@ class LocalUpdates implements TrainingStrategy {
   }
 
   accumulate(gradientMean: Float32Array, samples: number): void {
-    this.#layout.check(gradientMean, "gradient vector");
-    if (!Number.isSafeInteger(samples) || samples <= 0) {
-      throw new SwarmError(
-        SwarmErrorCode.MALFORMED_MESSAGE,
-        `a minibatch has ${samples} samples; expected an integer ≥ 1`,
-      );
-    }
-    const bad = gradientMean.findIndex((value) => !Number.isFinite(value));
-    if (bad !== -1) {
-      throw new SwarmError(
-        SwarmErrorCode.MALFORMED_MESSAGE,
-        `gradient element ${bad} is ${gradientMean[bad]}; the minibatch is rejected`,
-      );
-    }
+    checkMinibatch(gradientMean, samples, this.#layout.size);
     const gradient = this.#gradient;
     gradient.set(gradientMean);
     const norm = l2Norm(gradient);
