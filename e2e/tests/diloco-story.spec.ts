@@ -79,6 +79,9 @@ test("an organizer publishes a DiLoCo run with top-k, and the dashboard charts b
     ).not.toBeChecked();
     await organizer.getByLabel("Compression").selectOption("topk");
     await expect(organizer.getByLabel("Top-k density")).toHaveValue("0.015");
+    // With top-k, error feedback plays the momentum's part: the form suggests SparseLoCo's outer SGD.
+    await expect(organizer.getByLabel("Outer learning rate")).toHaveValue("1");
+    await expect(outerMomentum).toHaveValue("0");
 
     await targetBatch.fill(String(SAMPLES_PER_ROUND));
     await organizer.getByRole("checkbox", { name: /^Automatic/ }).uncheck();
@@ -94,14 +97,14 @@ test("an organizer publishes a DiLoCo run with top-k, and the dashboard charts b
     await expect(outerMomentum).toHaveAccessibleDescription(/Must be less than 1\./);
     await expect(organizer).toHaveURL(/\/experiments\/new$/);
     await screenshots(organizer, testInfo, "new-diloco-experiment-invalid");
-    await outerMomentum.fill("0.9");
+    await outerMomentum.fill("0");
     await organizer.getByRole("button", { name: "Create experiment" }).click();
     await organizer.waitForURL(`${baseURL}/experiments/${experimentId}/manage`);
 
     const { config } = await getJson<ExperimentView>(request, `/api/v1/experiments/${experimentId}`);
     expect(config.averaging).toMatchObject({
       strategy: "diloco",
-      outerOptimizer: { name: "sgd", learningRate: 0.7, momentum: 0.9, nesterov: true },
+      outerOptimizer: { name: "sgd", learningRate: 1, momentum: 0, nesterov: true },
       delayedParameterUpdates: false,
     });
     expect(config.compression).toMatchObject({ method: "topk", topkDensity: 0.015 });
@@ -140,7 +143,7 @@ test("an organizer publishes a DiLoCo run with top-k, and the dashboard charts b
     await visitor.goto(`/experiments/${experimentId}`);
     await expect(visitor.getByTestId("now-strategy")).toHaveText("DiLoCo");
     await expect(visitor.getByTestId("config-strategy")).toHaveText(
-      "DiLoCo: local steps, outer Nesterov SGD (learning rate 0.7, momentum 0.9)",
+      "DiLoCo: local steps, outer SGD (learning rate 1, momentum 0)",
     );
     await expect(visitor.getByTestId("config-compression")).toHaveText("Top-k 1.5 % + error feedback");
 

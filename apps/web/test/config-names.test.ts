@@ -20,6 +20,9 @@ describe("strategyDescription", () => {
     expect(strategyDescription(averaging({ learningRate: 0.5, momentum: 0, nesterov: false }))).toBe(
       "DiLoCo: local steps, outer SGD (learning rate 0.5, momentum 0)",
     );
+    expect(strategyDescription(averaging({ learningRate: 1, momentum: 0 }))).toBe(
+      "DiLoCo: local steps, outer SGD (learning rate 1, momentum 0)",
+    );
   });
 });
 

@@ -8,6 +8,7 @@ import {
   formValuesOf,
   humanMessage,
   placeIssues,
+  withCompression,
   withStrategy,
   type FormValues,
 } from "../app/_components/experiment-form-model.ts";
@@ -305,5 +306,28 @@ describe("humanMessage", () => {
     ["must contain only letters", "Must contain only letters."],
   ])("%s → %s", (message, expected) => {
     expect(humanMessage(message)).toBe(expected);
+  });
+});
+
+describe("withCompression", () => {
+  it("suggests outer SGD of rate 1 without momentum with top-k, and DiLoCo's Nesterov back without it", () => {
+    const diloco = withStrategy(valuesFor(defaultConfig()), "diloco");
+    expect(diloco).toMatchObject({ outerLearningRate: "0.7", outerMomentum: "0.9" });
+    const topk = withCompression(diloco, "topk");
+    expect(topk).toMatchObject({ compression: "topk", outerLearningRate: "1", outerMomentum: "0" });
+    expect(withCompression(topk, "blockwise8")).toMatchObject({
+      compression: "blockwise8",
+      outerLearningRate: "0.7",
+      outerMomentum: "0.9",
+    });
+  });
+
+  it("keeps an outer optimizer the organizer chose", () => {
+    const chosen = { ...withStrategy(valuesFor(defaultConfig()), "diloco"), outerMomentum: "0.5" };
+    expect(withCompression(chosen, "topk")).toMatchObject({
+      compression: "topk",
+      outerLearningRate: "0.7",
+      outerMomentum: "0.5",
+    });
   });
 });

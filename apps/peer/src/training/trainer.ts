@@ -164,17 +164,19 @@ export class Trainer {
       const next = await raceStop(batches.next(), stopped, signal);
       if (next === STOPPED) return await this.#finish("stopped");
       if (next.done === true) throw new Error("the training data stream ended");
+      // Compute time is the minibatch's whole local work: loading the weights, the gradients, and
+      // the optimizer's share (diloco's inner step), not the wait for data or for the swarm.
+      const computeStart = performance.now();
       if (this.#loadedVersion !== optimizer.workingVersion) {
         model.setParameters(optimizer.workingParameters);
         this.#loadedVersion = optimizer.workingVersion;
       }
       const epoch = optimizer.epoch;
-      const computeStart = performance.now();
       const result = await model.computeGradients(next.value, mixSeed(this.#options.seed, this.#minibatches));
       this.#minibatches += 1;
       progress.addLoss(epoch, result.loss);
-      progress.addWork((performance.now() - computeStart) / 1000, epoch);
       optimizer.accumulate(result.gradient, result.samples);
+      progress.addWork((performance.now() - computeStart) / 1000, epoch);
       if (!this.#contributed) {
         this.#contributed = true;
         this.#options.onFirstContribution?.(result.samples);

@@ -38,6 +38,7 @@ export function strategyDescription(averaging: Averaging): string {
     return `${strategyNames.dedloc}: gradients averaged to the target batch, one shared step`;
   }
   const outer = averaging.outerOptimizer;
-  const sgd = outer.nesterov ? "Nesterov SGD" : "SGD";
+  // Without momentum, Nesterov's look-ahead changes nothing: it is plain SGD.
+  const sgd = outer.nesterov && outer.momentum > 0 ? "Nesterov SGD" : "SGD";
   return `${strategyNames.diloco}: local steps, outer ${sgd} (learning rate ${outer.learningRate}, momentum ${outer.momentum})`;
 }

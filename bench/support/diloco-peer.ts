@@ -1,0 +1,287 @@
+/**
+ * One training peer of bench/diloco-utilization.ts, run in its own netlab namespace:
+ * `node bench/support/diloco-peer.ts '<DilocoPeerSpec JSON>'`. It starts a `Swarm`, a
+ * `CollaborativeOptimizer`, the real model and the real `Trainer` on the prepared shards, prints
+ * JSON lines on stdout and takes JSON commands on stdin:
+ *   → {"type":"ready", peerId, multiaddrs}   once listening (bootstrap peers dialled)
+ *   → {"type":"meshed"}                      once connected to every other peer
+ *   ← {"cmd":"train", startAt}               sleep until `startAt` (Unix ms), then train until the
+ *   → {"type":"report", …}                     epoch reaches warm-up + measured rounds
+ *   → {"type":"failed", message}             training threw
+ *   ← {"cmd":"stop"}                         stop the swarm and exit 0 (stdin ending does the same)
+ *
+ * The report covers the measured window: from the moment this peer first reports epoch
+ * `warmupRounds` (or a later one, after loading newer state) to the moment it first reports epoch
+ * `warmupRounds + rounds` or later (with delayed updates the epoch moves on when a round starts,
+ * otherwise when it ends; either way the window holds `rounds` whole cycles). `computeSeconds` is the time inside `model.computeGradients` within it;
+ * `innerStepSeconds` the time inside `optimizer.accumulate` (DiLoCo's inner optimizer step, DeDLOC's
+ * gradient sum, and the progress report each makes), `loadSeconds` the time inside
+ * `model.setParameters` (the trainer reloads the working parameters whenever they changed: before
+ * every minibatch with DiLoCo, after every step with DeDLOC), `dataSeconds` the time waiting for the
+ * next minibatch from the shard stream.
+ * After reporting, the peer stays in the swarm until told to stop, so that a slower peer can still
+ * finish its last round or load the state from it.
+ */
+import { createInterface } from "node:readline";
+import { keyPairFromSecretKey, parseExperimentConfig, type ModelConfig } from "@barnraise/protocol";
+import { CollaborativeOptimizer, Swarm } from "@barnraise/swarm";
+import { pino } from "pino";
+import { z } from "zod";
+import { createBatchStream } from "../../apps/peer/src/data/batch-stream.ts";
+import type { Batch } from "../../apps/peer/src/models/batch.ts";
+import { createModel } from "../../apps/peer/src/models/create-model.ts";
+import { parseBackendChoice, selectBackend } from "../../apps/peer/src/tf/backend.ts";
+import {
+  LossReportingProgress,
+  type ProgressSink,
+} from "../../apps/peer/src/training/loss-reporting-progress.ts";
+import { Trainer } from "../../apps/peer/src/training/trainer.ts";
+import { prepareBenchDataset, secondsWithin, timedModel, type ComputeClock } from "./diloco-setup.ts";
+
+const specSchema = z.strictObject({
+  index: z.number().int().min(0),
+  experimentId: z.string(),
+  secretKey: z.string(),
+  authorityPublicKey: z.string(),
+  pass: z.string(),
+  listen: z.array(z.string()),
+  bootstrap: z.array(z.string()),
+  bandwidth: z.strictObject({
+    uploadBytesPerSecond: z.number().positive(),
+    downloadBytesPerSecond: z.number().positive(),
+  }),
+  /** An `ExperimentConfigInput`. */
+  config: z.record(z.string(), z.unknown()),
+  peers: z.number().int().min(2),
+  dataDir: z.string(),
+  backend: z.string(),
+  initSeed: z.number().int(),
+  dataSeed: z.number().int(),
+  warmupRounds: z.number().int().min(0),
+  rounds: z.number().int().min(1),
+});
+/** What the parent tells one peer process (argv[2], JSON). */
+export type DilocoPeerSpec = z.infer<typeof specSchema>;
+
+const commandSchema = z.discriminatedUnion("cmd", [
+  z.strictObject({ cmd: z.literal("train"), startAt: z.number() }),
+  z.strictObject({ cmd: z.literal("stop") }),
+]);
+export type DilocoPeerCommand = z.infer<typeof commandSchema>;
+
+export const readySchema = z.object({
+  type: z.literal("ready"),
+  peerId: z.string(),
+  multiaddrs: z.array(z.string()),
+});
+export const meshedSchema = z.object({ type: z.literal("meshed") });
+export const reportSchema = z.object({
+  type: z.literal("report"),
+  /** The measured window, Unix ms. */
+  windowStart: z.number(),
+  windowEnd: z.number(),
+  computeSeconds: z.number(),
+  innerStepSeconds: z.number(),
+  loadSeconds: z.number(),
+  dataSeconds: z.number(),
+  /** CPU seconds (user + system) this process used in the window. */
+  cpuSeconds: z.number(),
+  /** Minibatches whose computation ended within the window, and their samples. */
+  minibatches: z.number(),
+  samples: z.number(),
+  /** Step events in the window: bytes this peer sent in their all-reduces, and their count. */
+  bytesSent: z.number(),
+  steps: z.number(),
+  /** Rounds that failed on this peer during the whole run. */
+  failedRounds: z.number(),
+  /** The whole run: from `startAt` to the last epoch's first report. */
+  runSeconds: z.number(),
+});
+export type DilocoPeerReport = z.infer<typeof reportSchema>;
+export const failedSchema = z.object({ type: z.literal("failed"), message: z.string() });
+
+const now = (): number => performance.timeOrigin + performance.now();
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+
+function print(value: object): void {
+  process.stdout.write(`${JSON.stringify(value)}\n`);
+}
+
+async function until(condition: () => boolean, what: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
+    await sleep(20);
+  }
+}
+
+/** The optimizer whose state this peer serves to others, once training has begun. */
+interface Served {
+  optimizer?: CollaborativeOptimizer;
+}
+
+async function train(
+  spec: DilocoPeerSpec,
+  swarm: Swarm,
+  served: Served,
+  startAt: number,
+): Promise<DilocoPeerReport> {
+  const config = parseExperimentConfig(spec.config);
+  const preset: ModelConfig["preset"] = config.model.preset;
+  const dataset = await prepareBenchDataset(spec.dataDir, preset);
+  const clock: ComputeClock = { intervals: [] };
+  const loadClock: ComputeClock = { intervals: [] };
+  const model = timedModel(createModel(config.model), clock, loadClock);
+  // The first time this peer reports each epoch or a later one (Unix ms, and CPU µs so far): the
+  // window's edges.
+  const epochSeen = new Map<number, number>();
+  const cpuAt = new Map<number, number>();
+  const sink: ProgressSink = {
+    report: (progress) => {
+      // An epoch skipped by loading newer state counts as reached when the later one is.
+      for (let epoch = progress.epoch; epoch >= 0 && !epochSeen.has(epoch); epoch--) {
+        epochSeen.set(epoch, now());
+        const cpu = process.cpuUsage();
+        cpuAt.set(epoch, cpu.user + cpu.system);
+      }
+      swarm.progress.report(progress);
+    },
+    global: () => swarm.progress.global(),
+    at: (epoch) => swarm.progress.at(epoch),
+  };
+  const progress = new LossReportingProgress(sink);
+  const optimizer = new CollaborativeOptimizer({
+    config,
+    layout: model.layout,
+    parameters: model.initialParameters(spec.initSeed),
+    progress,
+    averager: swarm.averagerPort(),
+    state: swarm.statePort(),
+  });
+  served.optimizer = optimizer;
+  const stepClock: ComputeClock = { intervals: [] };
+  const accumulate = optimizer.accumulate.bind(optimizer);
+  optimizer.accumulate = (gradient, samples) => {
+    const start = performance.now();
+    try {
+      accumulate(gradient, samples);
+    } finally {
+      stepClock.intervals.push([start, performance.now()]);
+    }
+  };
+  const steps: Array<{ at: number; bytesSent: number }> = [];
+  let failedRounds = 0;
+  optimizer.on((event) => {
+    if (event.type === "step") steps.push({ at: now(), bytesSent: event.bytesSent ?? 0 });
+    if (event.type === "round-failed") failedRounds += 1;
+  });
+  const batchSize = config.training.localBatchSize === "auto" ? 32 : config.training.localBatchSize;
+  const dataClock: ComputeClock = { intervals: [] };
+  const trainer = new Trainer({
+    model,
+    optimizer,
+    progress,
+    batches: timedBatches(
+      createBatchStream({
+        source: dataset.source,
+        manifest: dataset.manifest,
+        split: "train",
+        batchSize,
+        seed: spec.dataSeed + spec.index,
+        config,
+      }),
+      dataClock,
+    ),
+    swarm: { global: () => swarm.progress.global(), peersOnline: () => spec.peers },
+    seed: spec.dataSeed + spec.index,
+    maxSteps: spec.warmupRounds + spec.rounds,
+  });
+  await sleep(startAt - Date.now());
+  progress.report({ epoch: optimizer.epoch, samplesAccumulated: 0, samplesPerSecond: 0 });
+  await trainer.run();
+  model.dispose();
+  const windowStart = epochSeen.get(spec.warmupRounds);
+  const windowEnd = epochSeen.get(spec.warmupRounds + spec.rounds);
+  if (windowStart === undefined || windowEnd === undefined) {
+    throw new Error(`never reported epochs ${spec.warmupRounds} and ${spec.warmupRounds + spec.rounds}`);
+  }
+  // The clock is performance.now(); the window is in Unix ms.
+  const from = windowStart - performance.timeOrigin;
+  const to = windowEnd - performance.timeOrigin;
+  const minibatches = clock.intervals.filter(([, end]) => end > from && end <= to).length;
+  const inWindow = steps.filter((step) => step.at > windowStart && step.at <= windowEnd);
+  return {
+    type: "report",
+    windowStart,
+    windowEnd,
+    computeSeconds: secondsWithin(clock, from, to),
+    innerStepSeconds: secondsWithin(stepClock, from, to),
+    loadSeconds: secondsWithin(loadClock, from, to),
+    dataSeconds: secondsWithin(dataClock, from, to),
+    cpuSeconds:
+      ((cpuAt.get(spec.warmupRounds + spec.rounds) ?? NaN) - (cpuAt.get(spec.warmupRounds) ?? NaN)) / 1e6,
+    minibatches,
+    samples: minibatches * batchSize,
+    bytesSent: inWindow.reduce((sum, step) => sum + step.bytesSent, 0),
+    steps: inWindow.length,
+    failedRounds,
+    runSeconds: (windowEnd - startAt) / 1000,
+  };
+}
+
+/** `batches`, with the time each `next()` takes added to `clock`. */
+function timedBatches(batches: AsyncIterator<Batch>, clock: ComputeClock): AsyncIterator<Batch> {
+  return {
+    next: async () => {
+      const start = performance.now();
+      try {
+        return await batches.next();
+      } finally {
+        clock.intervals.push([start, performance.now()]);
+      }
+    },
+  };
+}
+
+async function runPeer(spec: DilocoPeerSpec): Promise<void> {
+  await selectBackend(parseBackendChoice(spec.backend));
+  const config = parseExperimentConfig(spec.config);
+  const served: Served = {};
+  const swarm = await Swarm.create({
+    experimentId: spec.experimentId,
+    identity: keyPairFromSecretKey(Buffer.from(spec.secretKey, "base64url")),
+    authorityPublicKey: Buffer.from(spec.authorityPublicKey, "base64url"),
+    pass: spec.pass,
+    refreshPass: () => Promise.resolve(spec.pass),
+    mode: "node",
+    listen: spec.listen,
+    bootstrap: spec.bootstrap,
+    logger: pino({ level: process.env.BENCH_LOG ?? "warn" }, pino.destination(2)),
+    config,
+    getState: () => served.optimizer?.exportState() ?? null,
+    bandwidth: spec.bandwidth,
+  });
+  const stop = (): void => {
+    void swarm.stop().finally(() => process.exit(0));
+  };
+  await swarm.start();
+  print({ type: "ready", peerId: swarm.peerId, multiaddrs: swarm.node.multiaddrs() });
+  await until(() => swarm.node.members().length >= spec.peers - 1, "connected to every peer", 120_000);
+  print({ type: "meshed" });
+  createInterface({ input: process.stdin }).on("line", (line) => {
+    const command = commandSchema.parse(JSON.parse(line));
+    if (command.cmd === "stop") {
+      stop();
+      return;
+    }
+    train(spec, swarm, served, command.startAt).then(print, (error: unknown) => {
+      process.stderr.write(`peer ${spec.index}: ${error instanceof Error ? error.stack : String(error)}\n`);
+      print({ type: "failed", message: error instanceof Error ? error.message : String(error) });
+    });
+  });
+  process.stdin.on("end", stop);
+}
+
+if (import.meta.main) {
+  await runPeer(specSchema.parse(JSON.parse(process.argv[2] ?? "null")));
+}

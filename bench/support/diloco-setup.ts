@@ -1,0 +1,201 @@
+/**
+ * What the DiLoCo benchmarks (bench/diloco-quality.ts, bench/diloco-utilization.ts) share: the
+ * models they train, the experiment config of each averaging variant, the prepared datasets, and a
+ * model wrapper that times `computeGradients`.
+ */
+import { readFileSync } from "node:fs";
+import { availableParallelism, tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  presetDataset,
+  type DatasetManifest,
+  type ExperimentConfigInput,
+  type ModelConfig,
+} from "@barnraise/protocol";
+import { DirectoryDatasetSource } from "../../apps/peer/test/support/directory-dataset-source.ts";
+import type { Batch } from "../../apps/peer/src/models/batch.ts";
+import type { GradientResult, TrainableModel } from "../../apps/peer/src/models/trainable-model.ts";
+import { datasetsDir, prepareDatasets } from "../../apps/web/src/server/datasets/prepare-datasets.ts";
+
+/** Where the benches keep prepared shards between runs (prepared once, then found up to date). */
+export const DEFAULT_DATA_DIR = join(tmpdir(), "barnraise-bench-data");
+
+/** The models the benches train, by preset name, with their bench defaults. */
+export interface BenchModel {
+  /** The `model` of the experiment config. */
+  readonly model: ExperimentConfigInput["model"] & { preset: ModelConfig["preset"] };
+  /** DeDLOC's target batch (the swarm's samples per collaborative step). */
+  readonly targetBatchSize: number;
+  readonly localBatchSize: number;
+  /** DiLoCo's round target is H × the DeDLOC target. */
+  readonly h: number;
+  /** Samples every variant trains. */
+  readonly samples: number;
+}
+
+export const BENCH_MODELS: Readonly<Record<ModelConfig["preset"], BenchModel>> = {
+  // The preset as it ships: 784 → 128 → 64 → 10, 109,386 parameters.
+  "mnist-mlp": {
+    model: { preset: "mnist-mlp" },
+    targetBatchSize: 256,
+    localBatchSize: 32,
+    h: 100,
+    samples: 4 * 100 * 256,
+  },
+  // A small ALBERT (146,976 parameters, most of them the 4,096 × 32 embedding) so that a CPU with
+  // the wasm backend trains it at a few hundred samples a second; H is 16, not 100, so that the run
+  // still holds several DiLoCo rounds.
+  "albert-mlm": {
+    model: {
+      preset: "albert-mlm",
+      embeddingSize: 32,
+      hiddenSize: 32,
+      numLayers: 2,
+      numHeads: 2,
+      intermediateSize: 64,
+      maxSequenceLength: 32,
+    },
+    targetBatchSize: 64,
+    localBatchSize: 16,
+    h: 16,
+    samples: 12 * 16 * 64,
+  },
+};
+
+export function isBenchModel(name: string): name is ModelConfig["preset"] {
+  return Object.hasOwn(BENCH_MODELS, name);
+}
+
+/** The averaging variants the benches compare. */
+export const VARIANTS = ["dedloc", "diloco-int8", "diloco-topk"] as const;
+export type VariantName = (typeof VARIANTS)[number];
+
+export interface VariantOptions {
+  readonly bench: BenchModel;
+  readonly h: number;
+  /** The inner (DiLoCo) or only (DeDLOC) optimizer's Adam learning rate. */
+  readonly learningRate: number;
+  /** Default: DiLoCo's Nesterov SGD (0.7, 0.9), or with top-k SparseLoCo's SGD (1, no momentum), as the form suggests. */
+  readonly outerLearningRate?: number | undefined;
+  readonly outerMomentum?: number | undefined;
+  readonly topkDensity?: number;
+  /** With DiLoCo: overlap the outer all-reduce with the next round's inner steps. */
+  readonly overlap?: boolean;
+  readonly averaging?: NonNullable<ExperimentConfigInput["averaging"]>;
+}
+
+/**
+ * The experiment config of one variant: `dedloc` with the default adaptive compression and the
+ * model's target batch; `diloco-*` with a round target of H × that, int8 (blockwise8) or top-k
+ * with error feedback. Everything else is the same.
+ */
+export function variantConfig(variant: VariantName, options: VariantOptions): ExperimentConfigInput {
+  const { bench } = options;
+  const diloco = variant !== "dedloc";
+  return {
+    model: bench.model,
+    training: {
+      targetBatchSize: diloco ? options.h * bench.targetBatchSize : bench.targetBatchSize,
+      localBatchSize: bench.localBatchSize,
+    },
+    optimizer: { name: "adam", learningRate: options.learningRate },
+    compression:
+      variant === "dedloc"
+        ? { method: "adaptive" }
+        : variant === "diloco-int8"
+          ? { method: "blockwise8" }
+          : {
+              method: "topk",
+              ...(options.topkDensity === undefined ? {} : { topkDensity: options.topkDensity }),
+            },
+    averaging: {
+      ...options.averaging,
+      strategy: diloco ? "diloco" : "dedloc",
+      outerOptimizer: {
+        learningRate: options.outerLearningRate ?? (variant === "diloco-topk" ? 1 : 0.7),
+        momentum: options.outerMomentum ?? (variant === "diloco-topk" ? 0 : 0.9),
+      },
+      delayedParameterUpdates: diloco && options.overlap === true,
+    },
+  };
+}
+
+/** The prepared dataset a preset trains on, read from disk as a peer reads it from the platform. */
+export interface BenchDataset {
+  readonly source: DirectoryDatasetSource;
+  readonly manifest: DatasetManifest;
+}
+
+/** Prepares (or finds up to date) the dataset of `preset` under `dataDir`. */
+export async function prepareBenchDataset(
+  dataDir: string,
+  preset: ModelConfig["preset"],
+): Promise<BenchDataset> {
+  const dataset = presetDataset[preset];
+  await prepareDatasets({ dataDir, datasets: [dataset] });
+  const source = new DirectoryDatasetSource({ dir: join(datasetsDir(dataDir), dataset), dataset });
+  return { source, manifest: await source.manifest() };
+}
+
+/** Opens and closes intervals of `computeGradients`, in `performance.now()` ms. */
+export interface ComputeClock {
+  readonly intervals: Array<readonly [number, number]>;
+}
+
+/**
+ * `model`, with every `computeGradients` call's start and end added to `clock`, and every
+ * `setParameters` call's to `loadClock` when given.
+ */
+export function timedModel(
+  model: TrainableModel,
+  clock: ComputeClock,
+  loadClock?: ComputeClock,
+): TrainableModel {
+  return {
+    config: model.config,
+    layout: model.layout,
+    initialParameters: (seed) => model.initialParameters(seed),
+    setParameters: (parameters) => {
+      const start = performance.now();
+      model.setParameters(parameters);
+      loadClock?.intervals.push([start, performance.now()]);
+    },
+    computeGradients: async (batch: Batch, seed: number): Promise<GradientResult> => {
+      const start = performance.now();
+      try {
+        return await model.computeGradients(batch, seed);
+      } finally {
+        clock.intervals.push([start, performance.now()]);
+      }
+    },
+    evaluate: (batch) => model.evaluate(batch),
+    dispose: () => {
+      model.dispose();
+    },
+  };
+}
+
+/** Seconds of `clock`'s intervals that fall within [from, to] (ms). */
+export function secondsWithin(clock: ComputeClock, from: number, to: number): number {
+  let total = 0;
+  for (const [start, end] of clock.intervals) total += Math.max(0, Math.min(end, to) - Math.max(start, from));
+  return total / 1000;
+}
+
+/** The machine's busy and total CPU time so far, in jiffies, from /proc/stat ([NaN, NaN] without it). */
+export function machineJiffies(): readonly [number, number] {
+  try {
+    const line = readFileSync("/proc/stat", "utf8").split("\n")[0] ?? "";
+    const fields = line.trim().split(/\s+/).slice(1).map(Number);
+    const total = fields.reduce((sum, value) => sum + value, 0);
+    const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
+    return [total - idle, total];
+  } catch {
+    return [NaN, NaN];
+  }
+}
+
+/** Cores the whole machine kept busy between two `machineJiffies` readings (other processes too). */
+export function busyCores(before: readonly [number, number], after: readonly [number, number]): number {
+  return ((after[0] - before[0]) / Math.max(1, after[1] - before[1])) * availableParallelism();
+}
