@@ -89,6 +89,8 @@ export async function launchWebServer(options: WebServerOptions): Promise<Runnin
       BARNRAISE_DATA_DIR: dataDir,
       BARNRAISE_PUBLIC_URL: baseURL,
       BARNRAISE_SIGNUP: "open",
+      // Every spec registers its own users from this one address.
+      BARNRAISE_SIGNUP_LIMIT: "100",
       BARNRAISE_PASS_TTL_SECONDS: String(PASS_TTL_SECONDS),
       DATABASE_URL: databaseUrl,
       BARNRAISE_OIDC_PROVIDERS: JSON.stringify([

@@ -115,6 +115,20 @@ describe.each(testDatabaseProviders())("accounts on %s", (provider) => {
     );
     expect(other.status).toBe(201);
   });
+
+  it("takes the sign-up limit from BARNRAISE_SIGNUP_LIMIT", async () => {
+    installAppContext({ ...app.ctx, env: { ...app.ctx.env, signupLimitPerHour: 2 } });
+    try {
+      const from = { "x-forwarded-for": "203.0.113.9" };
+      for (let i = 0; i < 2; i++) {
+        expect((await register({ username: "bad name", password: "x" }, from)).status).toBe(400);
+      }
+      const limited = await register({ username: uniqueName("heidi"), password: "long enough" }, from);
+      expect(limited.status).toBe(429);
+    } finally {
+      installAppContext(app.ctx);
+    }
+  });
 });
 
 describe.each(testDatabaseProviders())("seed factories on %s", (provider) => {

@@ -62,6 +62,8 @@ const envSchema = z.object({
   BARNRAISE_PUBLIC_URL: z.url().optional(),
   /** Whether anyone may create an account with a username and password. */
   BARNRAISE_SIGNUP: z.enum(["open", "closed"]).default("open"),
+  /** Accounts one client address may create per hour (abuse protection). */
+  BARNRAISE_SIGNUP_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(10),
   /** How long an access pass is valid; peers refresh it before it expires. */
   BARNRAISE_PASS_TTL_SECONDS: z.coerce
     .number()
@@ -92,6 +94,8 @@ export interface ServerEnv {
   readonly programsDir: string;
   readonly publicUrl: string | undefined;
   readonly signup: "open" | "closed";
+  /** Accounts one client address may create per hour. */
+  readonly signupLimitPerHour: number;
   readonly passTtlMs: number;
   readonly maxCheckpointBytes: number;
   readonly oidcProviders: readonly OidcProviderConfig[];
@@ -136,6 +140,7 @@ export function loadServerEnv(source: Record<string, string | undefined> = proce
     programsDir: resolve(env.BARNRAISE_PROGRAMS_DIR),
     publicUrl: env.BARNRAISE_PUBLIC_URL?.replace(/\/+$/, ""),
     signup: env.BARNRAISE_SIGNUP,
+    signupLimitPerHour: env.BARNRAISE_SIGNUP_LIMIT,
     passTtlMs: env.BARNRAISE_PASS_TTL_SECONDS * 1000,
     maxCheckpointBytes: env.BARNRAISE_MAX_CHECKPOINT_BYTES,
     oidcProviders: env.BARNRAISE_OIDC_PROVIDERS ?? [],

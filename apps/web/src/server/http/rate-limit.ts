@@ -10,7 +10,7 @@ import { AppError, AppErrorCode } from "../app-error.ts";
  */
 
 export const rateLimits = {
-  /** Self-service account creation, per client address. */
+  /** Self-service account creation, per client address (BARNRAISE_SIGNUP_LIMIT sets the points). */
   register: { points: 10, durationSeconds: 3600, what: "sign-ups" },
   /** Peer joins and pass refreshes, per client address (a peer refreshes its pass every few hours). */
   join: { points: 60, durationSeconds: 60, what: "join requests" },
@@ -28,21 +28,28 @@ const holder = globalThis as typeof globalThis & {
   __barnraiseRateLimiters?: Map<RateLimiterName, RateLimiterMemory>;
 };
 
-function limiter(name: RateLimiterName): RateLimiterMemory {
+function limiter(name: RateLimiterName, points: number): RateLimiterMemory {
   holder.__barnraiseRateLimiters ??= new Map();
   let found = holder.__barnraiseRateLimiters.get(name);
-  if (found === undefined) {
-    const { points, durationSeconds } = rateLimits[name];
-    found = new RateLimiterMemory({ keyPrefix: name, points, duration: durationSeconds });
+  if (found?.points !== points) {
+    found = new RateLimiterMemory({ keyPrefix: name, points, duration: rateLimits[name].durationSeconds });
     holder.__barnraiseRateLimiters.set(name, found);
   }
   return found;
 }
 
-/** Counts one request of `key` against limiter `name`; throws RATE_LIMITED (with Retry-After) past the limit. */
-export async function consumeRateLimit(name: RateLimiterName, key: string): Promise<void> {
+/**
+ * Counts one request of `key` against limiter `name` (with `points` per window instead of the
+ * limit's default, when the platform's configuration says so); throws RATE_LIMITED (with
+ * Retry-After) past the limit.
+ */
+export async function consumeRateLimit(
+  name: RateLimiterName,
+  key: string,
+  points: number = rateLimits[name].points,
+): Promise<void> {
   try {
-    await limiter(name).consume(key);
+    await limiter(name, points).consume(key);
   } catch (error) {
     if (!(error instanceof RateLimiterRes)) throw error;
     const seconds = Math.max(1, Math.ceil(error.msBeforeNext / 1000));

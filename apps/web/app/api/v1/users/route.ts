@@ -12,7 +12,7 @@ import {
 export const POST = route(async ({ req, ctx }) => {
   assertSameOrigin(req, ctx);
   assertSignupOpen(ctx);
-  await consumeRateLimit("register", clientIp(req));
+  await consumeRateLimit("register", clientIp(req), ctx.env.signupLimitPerHour);
   const input = await readJson(req, registerUserInputSchema);
   return json(await registerUser(ctx, input), { status: 201 });
 });
