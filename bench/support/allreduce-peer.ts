@@ -46,22 +46,12 @@ import type { AllReduceRunOptions } from "../../packages/swarm/src/averaging/but
 import type { CompressionMethodName } from "../../packages/swarm/src/compression/index.ts";
 import { Swarm } from "../../packages/swarm/src/swarm.ts";
 import { TestAuthority } from "../../packages/swarm/test/support/swarm-fixtures.ts";
+import { bandwidthSchema, peerIdentityFields } from "./peer-spec.ts";
 
 // ---------------------------------------------------------------- the protocol
 
-const bandwidthSchema = z.strictObject({
-  uploadBytesPerSecond: z.number().positive(),
-  downloadBytesPerSecond: z.number().positive(),
-});
-
 const peerSpecSchema = z.strictObject({
-  index: z.number().int().min(0),
-  experimentId: z.string(),
-  secretKey: z.string(),
-  authorityPublicKey: z.string(),
-  pass: z.string(),
-  listen: z.array(z.string()),
-  bootstrap: z.array(z.string()),
+  ...peerIdentityFields,
   /** A fixed link capacity for the load balancer; absent: measured by a speed test against `probe`. */
   bandwidth: bandwidthSchema.optional(),
   /** The probe server's addresses: the peer measures its link against it before meshing. */

@@ -37,19 +37,11 @@ import {
 } from "../../apps/peer/src/training/loss-reporting-progress.ts";
 import { Trainer } from "../../apps/peer/src/training/trainer.ts";
 import { prepareBenchDataset, secondsWithin, timedModel, type ComputeClock } from "./diloco-setup.ts";
+import { bandwidthSchema, peerIdentityFields } from "./peer-spec.ts";
 
 const specSchema = z.strictObject({
-  index: z.number().int().min(0),
-  experimentId: z.string(),
-  secretKey: z.string(),
-  authorityPublicKey: z.string(),
-  pass: z.string(),
-  listen: z.array(z.string()),
-  bootstrap: z.array(z.string()),
-  bandwidth: z.strictObject({
-    uploadBytesPerSecond: z.number().positive(),
-    downloadBytesPerSecond: z.number().positive(),
-  }),
+  ...peerIdentityFields,
+  bandwidth: bandwidthSchema,
   /** An `ExperimentConfigInput`. */
   config: z.record(z.string(), z.unknown()),
   peers: z.number().int().min(2),

@@ -4,7 +4,7 @@ import { ParameterLayout } from "../src/optim/parameter-layout.ts";
 import type { Swarm } from "../src/swarm.ts";
 import { at } from "./support/at.ts";
 import { eventually, TestAuthority } from "./support/swarm-fixtures.ts";
-import { seededRandom, startSwarm } from "./support/swarm-harness.ts";
+import { seededRandom, startSwarm, type TestSwarmOptions } from "./support/swarm-harness.ts";
 
 /** A linear regression y = w·x + noise that every peer samples from its own seeded stream. */
 const DIMENSION = 16;
@@ -41,7 +41,33 @@ function optimizerOn(swarm: Swarm): CollaborativeOptimizer {
   });
 }
 
+/** Euclidean distance from `weights` to the true ones. */
+function distanceToTruth(weights: Float32Array): number {
+  return Math.hypot(...weights.map((value, i) => value - at(TRUE_WEIGHTS, i)));
+}
+
 const swarms: Swarm[] = [];
+
+/**
+ * A peer that joins the first three swarms (at `epochs`) once they pushed their progress, and what
+ * it downloads from them.
+ */
+async function lateJoinerDownload(
+  authority: TestAuthority,
+  config: TestSwarmOptions["config"],
+  bootstrap: TestSwarmOptions["bootstrap"],
+  epochs: number,
+) {
+  const late = await startSwarm(authority, { config, bootstrap });
+  swarms.push(late);
+  await Promise.all(swarms.slice(0, 3).map((swarm) => swarm.progress.pushNow()));
+  await eventually(
+    () => late.progress.records().filter((entry) => entry.record.epoch === epochs).length === 3,
+    "the late peer sees the others",
+  );
+  return late.statePort().loadNewer(0, 0);
+}
+
 afterEach(async () => {
   await Promise.all(swarms.splice(0).map((swarm) => swarm.stop().catch(() => undefined)));
 });
@@ -88,21 +114,14 @@ describe("collaborative training over a real swarm", () => {
       expect(optimizer.parameters).toEqual(at(optimizers, 0).parameters);
     }
     // Training moved the shared weights toward the true ones.
-    const distance = (weights: Float32Array) =>
-      Math.hypot(...weights.map((value, i) => value - at(TRUE_WEIGHTS, i)));
-    expect(distance(at(optimizers, 0).parameters)).toBeLessThan(0.9 * distance(new Float32Array(DIMENSION)));
+    expect(distanceToTruth(at(optimizers, 0).parameters)).toBeLessThan(
+      0.9 * distanceToTruth(new Float32Array(DIMENSION)),
+    );
 
     // A peer joining now catches up from its peers before it contributes.
-    const late = await startSwarm(authority, { config, bootstrap });
-    swarms.push(late);
     for (const swarm of swarms.slice(0, 3))
       swarm.progress.report({ epoch: epochs, samplesAccumulated: 0, samplesPerSecond: 1 });
-    await Promise.all(swarms.slice(0, 3).map((swarm) => swarm.progress.pushNow()));
-    await eventually(
-      () => late.progress.records().filter((entry) => entry.record.epoch === epochs).length === 3,
-      "the late peer sees the others",
-    );
-    const downloaded = await late.statePort().loadNewer(0, 0);
+    const downloaded = await lateJoinerDownload(authority, config, bootstrap, epochs);
     expect(downloaded?.epoch).toBe(epochs);
     expect(downloaded?.parameters).toEqual(at(optimizers, 0).parameters);
     expect(downloaded?.optimizer).toEqual(at(optimizers, 0).exportState().optimizer);
@@ -216,19 +235,12 @@ describe("collaborative training over a real swarm", () => {
     // Every step says what this peer wrote on the wire for it.
     expect(sent).toHaveLength(3 * epochs);
     expect(sent.every((bytes) => bytes > 0)).toBe(true);
-    const distance = (weights: Float32Array) =>
-      Math.hypot(...weights.map((value, i) => value - at(TRUE_WEIGHTS, i)));
-    expect(distance(at(optimizers, 0).parameters)).toBeLessThan(0.9 * distance(new Float32Array(DIMENSION)));
+    expect(distanceToTruth(at(optimizers, 0).parameters)).toBeLessThan(
+      0.9 * distanceToTruth(new Float32Array(DIMENSION)),
+    );
 
     // A late joiner downloads θ and the outer optimizer's state.
-    const late = await startSwarm(authority, { config, bootstrap });
-    swarms.push(late);
-    await Promise.all(swarms.slice(0, 3).map((swarm) => swarm.progress.pushNow()));
-    await eventually(
-      () => late.progress.records().filter((entry) => entry.record.epoch === epochs).length === 3,
-      "the late peer sees the others",
-    );
-    const downloaded = await late.statePort().loadNewer(0, 0);
+    const downloaded = await lateJoinerDownload(authority, config, bootstrap, epochs);
     expect(downloaded?.epoch).toBe(epochs);
     expect(downloaded?.parameters).toEqual(at(optimizers, 0).parameters);
     expect(downloaded?.optimizer).toEqual(at(optimizers, 0).exportState().optimizer);

@@ -287,7 +287,7 @@ class LocalUpdates implements TrainingStrategy {
 }
 
 /** L2 norm summed in float64 in index order, the same bits on every peer. */
-export function l2Norm(vector: Float32Array): number {
+function l2Norm(vector: Float32Array): number {
   let sum = 0;
   for (const value of vector) sum += value * value;
   return Math.sqrt(sum);

@@ -246,6 +246,44 @@ const base: Common = {
  * An all-reduce service per member on one memory network; the victim's incoming calls go through
  * `handleAs` (a frozen process: it takes calls and never answers, or stops mid-stream).
  */
+/**
+ * One round of four members with parts of 1,000 elements, 64-byte chunks and a 300 ms sender
+ * deadline, in which `victim` is frozen: the others' outcomes once they settle. Then the victim's
+ * own run is cancelled and `thaw` rejected, so that it settles too.
+ */
+async function roundWithFrozenVictim(
+  services: readonly AllReduceService[],
+  members: readonly GroupMember[],
+  victim: string,
+  groupName: string,
+  seed: number,
+  thaw: PromiseWithResolvers<never>,
+): Promise<PromiseSettledResult<AllReduceResult>[]> {
+  const group = makeGroup(groupName, members);
+  const vectors = vectorsFor(members, 4000, seed);
+  const stopVictim = new AbortController();
+  const runs = members.map((member, k) =>
+    must(services[k]).run({
+      ...base,
+      chunkSizeBytes: 64,
+      partCounts: [1000, 1000, 1000, 1000],
+      timeoutMs: 60_000,
+      senderTimeoutMs: 300,
+      group,
+      vector: must(vectors.get(member.peerId)),
+      weight: member.weight,
+      ...(member.peerId === victim ? { signal: stopVictim.signal } : {}),
+    }),
+  );
+  const victimIndex = members.findIndex((member) => member.peerId === victim);
+  const victimRun = runs.splice(victimIndex, 1)[0]?.catch(() => undefined);
+  const outcomes = await Promise.allSettled(runs);
+  stopVictim.abort();
+  thaw.reject(new Error("thawed"));
+  await victimRun;
+  return outcomes;
+}
+
 function servicesWithVictim(
   members: readonly GroupMember[],
   victim: string,
@@ -453,28 +491,7 @@ describe("butterfly all-reduce", () => {
     const services = servicesWithVictim(members, victim, (incoming, handler) =>
       handler({ ...incoming, respond: async (head) => freezing(await incoming.respond(head)) }),
     );
-    const group = makeGroup("frozen-reducer", members);
-    const length = 4000;
-    const vectors = vectorsFor(members, length, 21);
-    const stopVictim = new AbortController();
-    const runs = members.map((member, k) =>
-      must(services[k]).run({
-        ...base,
-        chunkSizeBytes: 64,
-        partCounts: [1000, 1000, 1000, 1000],
-        timeoutMs: 60_000,
-        senderTimeoutMs: 300,
-        group,
-        vector: must(vectors.get(member.peerId)),
-        weight: member.weight,
-        ...(member.peerId === victim ? { signal: stopVictim.signal } : {}),
-      }),
-    );
-    const victimRun = runs.pop()?.catch(() => undefined);
-    const outcomes = await Promise.allSettled(runs);
-    stopVictim.abort();
-    thaw.reject(new Error("thawed"));
-    await victimRun;
+    const outcomes = await roundWithFrozenVictim(services, members, victim, "frozen-reducer", 21, thaw);
     // Every other member misses the frozen reducer's part: each fails with the result deadline's
     // reason, long before the round's 60 s deadline would have ended it.
     for (const outcome of outcomes) {
@@ -498,27 +515,14 @@ describe("butterfly all-reduce", () => {
     const thaw = Promise.withResolvers<never>();
     thaw.promise.catch(() => undefined);
     const services = servicesWithVictim(members, victim, () => thaw.promise);
-    const group = makeGroup("frozen-before-answering", members);
-    const vectors = vectorsFor(members, 4000, 22);
-    const stopVictim = new AbortController();
-    const runs = members.map((member, k) =>
-      must(services[k]).run({
-        ...base,
-        chunkSizeBytes: 64,
-        partCounts: [1000, 1000, 1000, 1000],
-        timeoutMs: 60_000,
-        senderTimeoutMs: 300,
-        group,
-        vector: must(vectors.get(member.peerId)),
-        weight: member.weight,
-        ...(member.peerId === victim ? { signal: stopVictim.signal } : {}),
-      }),
+    const outcomes = await roundWithFrozenVictim(
+      services,
+      members,
+      victim,
+      "frozen-before-answering",
+      22,
+      thaw,
     );
-    const victimRun = runs.splice(2, 1)[0]?.catch(() => undefined);
-    const outcomes = await Promise.allSettled(runs);
-    stopVictim.abort();
-    thaw.reject(new Error("thawed"));
-    await victimRun;
     for (const outcome of outcomes) {
       expect(outcome.status).toBe("rejected");
       const error = outcome.status === "rejected" ? (outcome.reason as Error) : undefined;
