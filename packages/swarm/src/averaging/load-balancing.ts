@@ -194,6 +194,11 @@ function toExactFractions(raw: readonly number[]): number[] {
   return units.map((u) => u / FRACTION_GRID);
 }
 
+// A swarm with steady links forms the same groups round after round: the latest solutions, by the
+// canonical member list (the result is a pure function of it), oldest first.
+const SOLVED_CACHE_SIZE = 32;
+const solvedFractions = new Map<string, readonly number[]>();
+
 /**
  * Optimal butterfly all-reduce part sizes for `members` (DeDLOC §3.2 and Appendix B; Moshpit
  * eq. 5 with separate links and roles), as fractions of the vector in member order. Clients get
@@ -207,10 +212,19 @@ export async function optimalPartFractions(members: readonly MemberCapacity[]): 
   if (!members.some((m) => m.sends)) throw fail("no member of the group sends a vector");
   const order = canonicalOrder(members);
   const sorted = order.map((i) => members[i]).filter((m) => m !== undefined);
-  const highs = await loadHighs();
-  const fastest = primal(solve(highs, buildLp(sorted, undefined), "minimum-time"), "T");
-  const balanced = solve(highs, buildLp(sorted, fastest * (1 + OPTIMUM_SLACK)), "balanced-parts");
-  const fractions = toExactFractions(sorted.map((m, k) => (m.canReduce ? primal(balanced, `w${k}`) : 0)));
+  const key = JSON.stringify(sorted);
+  let fractions = solvedFractions.get(key);
+  if (fractions === undefined) {
+    const highs = await loadHighs();
+    const fastest = primal(solve(highs, buildLp(sorted, undefined), "minimum-time"), "T");
+    const balanced = solve(highs, buildLp(sorted, fastest * (1 + OPTIMUM_SLACK)), "balanced-parts");
+    fractions = toExactFractions(sorted.map((m, k) => (m.canReduce ? primal(balanced, `w${k}`) : 0)));
+    solvedFractions.set(key, fractions);
+    for (const oldest of solvedFractions.keys()) {
+      if (solvedFractions.size <= SOLVED_CACHE_SIZE) break;
+      solvedFractions.delete(oldest);
+    }
+  }
   const result = new Array<number>(members.length).fill(0);
   order.forEach((memberIndex, k) => {
     result[memberIndex] = fractions[k] ?? 0;

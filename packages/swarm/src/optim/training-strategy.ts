@@ -289,7 +289,11 @@ class LocalUpdates implements TrainingStrategy {
 /** L2 norm summed in float64 in index order, the same bits on every peer. */
 function l2Norm(vector: Float32Array): number {
   let sum = 0;
-  for (const value of vector) sum += value * value;
+  // An index loop: iterating a typed array with for…of is several times slower here.
+  for (let i = 0; i < vector.length; i++) {
+    const value = vector[i] ?? 0;
+    sum += value * value;
+  }
   return Math.sqrt(sum);
 }
 
