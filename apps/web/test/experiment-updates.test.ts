@@ -94,6 +94,53 @@ describe.each(testDatabaseProviders())("experiment updates on %s", (provider) =>
     expect(await app.db.experiment.findUniqueOrThrow({ where: { id } })).toEqual(before);
   });
 
+  it("refuses a model, strategy or shared-optimizer change once the run has trained, and nothing else", async () => {
+    const id = await newExperiment();
+    // Before anything is trained, the organizer may still change everything.
+    const untrained = await patch(id, { config: { averaging: { strategy: "diloco" } } });
+    expect(untrained.response.status).toBe(200);
+    expect(experimentSchema.parse(untrained.body).configVersion).toBe(2);
+
+    await app.db.metric.create({
+      data: {
+        experimentId: id,
+        step: 1,
+        loss: 2.3,
+        samplesPerSecond: 100,
+        alivePeers: 2,
+        recordedAt: new Date(),
+      },
+    });
+    const before = await app.db.experiment.findUniqueOrThrow({ where: { id } });
+    const refused = await patch(id, {
+      name: "Renamed too",
+      config: { model: { preset: "mnist-mlp", hiddenUnits: [32] }, averaging: { strategy: "dedloc" } },
+    });
+    expect(refused.response.status).toBe(409);
+    expect(refused.body).toMatchObject({
+      error: {
+        code: "CONFLICT",
+        issues: [{ path: "config.model" }, { path: "config.averaging.strategy" }],
+      },
+    });
+    expect(JSON.stringify(refused.body)).toContain("create a new experiment");
+    expect(await app.db.experiment.findUniqueOrThrow({ where: { id } })).toEqual(before);
+
+    // Hyperparameters still change on the running run; so does the inner optimizer under diloco.
+    const tuned = await patch(id, {
+      config: {
+        averaging: { strategy: "diloco", outerOptimizer: { learningRate: 0.5 } },
+        optimizer: { name: "lamb" },
+        training: { targetBatchSize: 8192 },
+      },
+    });
+    expect(tuned.response.status).toBe(200);
+    expect(experimentSchema.parse(tuned.body)).toMatchObject({
+      configVersion: 3,
+      config: { optimizer: { name: "lamb" }, training: { targetBatchSize: 8192 } },
+    });
+  });
+
   it("pauses and resumes the run", async () => {
     const id = await newExperiment();
     const setStatus = (status: unknown) =>

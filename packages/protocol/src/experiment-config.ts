@@ -222,6 +222,61 @@ export function parseExperimentConfig(input: unknown): ExperimentConfig {
   throw new ProtocolError(ProtocolErrorCode.CONFIG_INVALID, `invalid experiment config: ${lines.join("; ")}`);
 }
 
+/**
+ * Model fields that only shape training (masking, dropout), not the weights: a run may change them.
+ * Every other model field fixes the parameter layout or what the weights mean.
+ */
+const TRAINING_ONLY_MODEL_FIELDS: ReadonlySet<string> = new Set(["maskProbability", "dropout"]);
+
+function architectureOf(model: ModelConfig): string {
+  const entries = Object.entries(model).filter(([key]) => !TRAINING_ONLY_MODEL_FIELDS.has(key));
+  return JSON.stringify(entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+/** The optimizer whose state the swarm shares (and checkpoints store) under a config's strategy. */
+export function sharedOptimizerOf(config: ExperimentConfig): { path: string; name: string } {
+  return config.averaging.strategy === AveragingStrategy.diloco
+    ? { path: "averaging.outerOptimizer.name", name: config.averaging.outerOptimizer.name }
+    : { path: "optimizer.name", name: config.optimizer.name };
+}
+
+/**
+ * Why the state a run has trained under `before` cannot go on under `after`: a different model
+ * architecture (other parameters), another strategy, or another shared optimizer (another state).
+ * Empty when the trained parameters and optimizer state carry over; hyperparameters (learning rates,
+ * batch sizes, compression, …) may change on a running run.
+ */
+export function trainedStateConflicts(before: ExperimentConfig, after: ExperimentConfig): ConfigIssue[] {
+  const conflicts: ConfigIssue[] = [];
+  if (before.model.preset !== after.model.preset) {
+    conflicts.push({
+      path: "model.preset",
+      message: `the run has trained a ${before.model.preset} model; it cannot become a ${after.model.preset}`,
+    });
+  } else if (architectureOf(before.model) !== architectureOf(after.model)) {
+    conflicts.push({
+      path: "model",
+      message: `the run has trained weights of this ${before.model.preset} architecture; only maskProbability and dropout may change`,
+    });
+  }
+  if (before.averaging.strategy !== after.averaging.strategy) {
+    conflicts.push({
+      path: "averaging.strategy",
+      message: `the run shares ${before.averaging.strategy} state; it cannot switch to ${after.averaging.strategy}`,
+    });
+  } else {
+    const was = sharedOptimizerOf(before);
+    const now = sharedOptimizerOf(after);
+    if (was.name !== now.name) {
+      conflicts.push({
+        path: now.path,
+        message: `the run's shared optimizer state is ${was.name}; it cannot become ${now.name}`,
+      });
+    }
+  }
+  return conflicts;
+}
+
 function presetAndDatasetAreValid(value: unknown): boolean {
   const config = value as { model?: { preset?: unknown }; dataset?: { name?: unknown } } | undefined;
   const preset = config?.model?.preset;

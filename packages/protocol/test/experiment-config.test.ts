@@ -4,6 +4,7 @@ import {
   parseExperimentConfig,
   ProtocolErrorCode,
   safeParseExperimentConfig,
+  trainedStateConflicts,
 } from "../src/index.ts";
 
 describe("experiment config", () => {
@@ -78,5 +79,42 @@ describe("experiment config", () => {
 
   it("exposes the schema for forms and documents", () => {
     expect(experimentConfigSchema.safeParse({}).success).toBe(true);
+  });
+});
+
+describe("trained state conflicts", () => {
+  const conflicts = (before: object, after: object) =>
+    trainedStateConflicts(parseExperimentConfig(before), parseExperimentConfig(after)).map((c) => c.path);
+  const albert = { preset: "albert-mlm" };
+
+  it("lets hyperparameters, compression and training-only model fields change", () => {
+    expect(
+      conflicts(
+        { model: albert },
+        {
+          model: { ...albert, dropout: 0, maskProbability: 0.2 },
+          optimizer: { name: "adam", learningRate: 0.01, weightDecay: 0.1 },
+          training: { targetBatchSize: 9999, localBatchSize: 8 },
+          compression: { method: "fp16" },
+          averaging: { maxGroupSize: 4, delayedParameterUpdates: true },
+        },
+      ),
+    ).toEqual([]);
+  });
+
+  it("refuses another preset or architecture, with the field that changed", () => {
+    expect(conflicts({}, { model: albert })).toEqual(["model.preset"]);
+    expect(conflicts({}, { model: { preset: "mnist-mlp", hiddenUnits: [256, 64] } })).toEqual(["model"]);
+    expect(conflicts({}, { model: { preset: "mnist-mlp", activation: "tanh" } })).toEqual(["model"]);
+    expect(conflicts({ model: albert }, { model: { ...albert, numLayers: 2 } })).toEqual(["model"]);
+  });
+
+  it("refuses another strategy, and under dedloc another optimizer, whose state differs", () => {
+    expect(conflicts({}, { averaging: { strategy: "diloco" } })).toEqual(["averaging.strategy"]);
+    expect(conflicts({ averaging: { strategy: "diloco" } }, {})).toEqual(["averaging.strategy"]);
+    expect(conflicts({}, { optimizer: { name: "lamb" } })).toEqual(["optimizer.name"]);
+    // Under diloco the inner optimizer's state stays on each peer: it may change.
+    const diloco = { averaging: { strategy: "diloco" } };
+    expect(conflicts(diloco, { ...diloco, optimizer: { name: "lamb" } })).toEqual([]);
   });
 });

@@ -71,12 +71,16 @@ export const experimentPaths: ZodOpenApiPathsObject = {
     patch: {
       tags: ["experiments"],
       summary: "Edit an experiment",
-      description: `${organizerOnly} A config change (of the complete config) bumps configVersion.`,
+      description:
+        `${organizerOnly} A config change (of the complete config) bumps configVersion. Once the run has ` +
+        "trained (a checkpoint, step or contribution is recorded), a config that changes the model " +
+        "architecture, the averaging strategy or the shared optimizer is refused (CONFLICT, with the " +
+        "fields in issues): the trained state cannot go on under it.",
       requestParams: { path: experimentParams },
       requestBody: body(updateExperimentRequestSchema),
       responses: {
         "200": ok("The experiment", experimentSchema),
-        ...mutationErrors("FORBIDDEN", "NOT_FOUND"),
+        ...mutationErrors("FORBIDDEN", "NOT_FOUND", "CONFLICT"),
       },
     },
   },

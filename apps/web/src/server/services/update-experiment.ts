@@ -1,5 +1,11 @@
-import { experimentConfigSchema } from "@barnraise/protocol";
+import {
+  experimentConfigSchema,
+  parseExperimentConfig,
+  trainedStateConflicts,
+  type ExperimentConfig,
+} from "@barnraise/protocol";
 import { z } from "zod";
+import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import type { SessionUser } from "../http/session.ts";
 import {
@@ -13,7 +19,9 @@ import { experimentViewOf, type ExperimentView } from "./read-experiment.ts";
 /**
  * The organizer edits an experiment. A config replaces the whole config (omitted fields take their
  * defaults) and bumps `configVersion` only when the complete config actually changed, so peers
- * re-fetch a signed config only when there is something new in it.
+ * re-fetch a signed config only when there is something new in it. Once the run has trained (a
+ * checkpoint, a step or a contribution is recorded), a config under which its state cannot go on
+ * (another model architecture, strategy or shared optimizer) is refused: that is a new experiment.
  */
 
 export const updateExperimentInputSchema = z.strictObject({
@@ -38,6 +46,12 @@ export async function updateExperiment(
   if (input.config !== undefined) {
     const text = canonicalConfigText(input.config);
     if (text !== experiment.config) {
+      await refuseStateConflicts(
+        ctx,
+        experiment.id,
+        parseExperimentConfig(JSON.parse(experiment.config)),
+        input.config,
+      );
       data.config = text;
       data.configVersion = { increment: 1 };
     }
@@ -49,4 +63,28 @@ export async function updateExperiment(
     "experiment updated",
   );
   return experimentViewOf(ctx, updated);
+}
+
+async function refuseStateConflicts(
+  ctx: AppContext,
+  id: string,
+  before: ExperimentConfig,
+  after: ExperimentConfig,
+): Promise<void> {
+  const conflicts = trainedStateConflicts(before, after);
+  if (conflicts.length === 0) return;
+  const where = { experimentId: id };
+  const [checkpoint, metric, contribution] = await Promise.all([
+    ctx.db.checkpoint.findFirst({ where, select: { id: true } }),
+    ctx.db.metric.findFirst({ where, select: { id: true } }),
+    ctx.db.contribution.findFirst({ where, select: { id: true } }),
+  ]);
+  if (checkpoint === null && metric === null && contribution === null) return;
+  throw new AppError(
+    AppErrorCode.CONFLICT,
+    `the run has already trained, and its state cannot go on under this config (${conflicts
+      .map((conflict) => conflict.path)
+      .join(", ")}); create a new experiment to train another model or strategy`,
+    { issues: conflicts.map((conflict) => ({ path: `config.${conflict.path}`, message: conflict.message })) },
+  );
 }
