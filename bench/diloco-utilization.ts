@@ -2,14 +2,17 @@
  * Share of wall time spent computing, for DeDLOC and for DiLoCo, with peers on slow links.
  *
  *   node bench/diloco-utilization.ts [--variants dedloc,diloco,diloco-overlap] [--peers 4] [--mbit 10]
- *       [--rtt-ms 0] [--h 100] [--target-batch-size 256] [--local-batch-size 32] [--rounds 4]
- *       [--dedloc-rounds 40] [--backend wasm] [--data-dir DIR]
+ *       [--rtt-ms 0] [--model mnist-mlp] [--h 100] [--target-batch-size 256] [--local-batch-size 32]
+ *       [--rounds 4] [--dedloc-rounds 40] [--backend wasm] [--data-dir DIR]
  *
  * Needs root (netlab); without it the bench says why and exits 0. For each variant: one lab with
  * --peers hosts, every link shaped to --mbit Mbit/s up and down (tbf; --rtt-ms adds latency, a
  * quarter of it on each link each way), one peer process per host (bench/support/diloco-peer.ts):
- * a `Swarm`, a `CollaborativeOptimizer`, the real mnist-mlp model (784 → 128 → 64 → 10) and the
- * real `Trainer` reading its own shuffle of the MNIST shards, all from the same initial parameters.
+ * a `Swarm`, a `CollaborativeOptimizer`, the real model and the real `Trainer` reading its own
+ * shuffle of the prepared shards, all from the same initial parameters: --model mnist-mlp (784 → 128
+ * → 64 → 10 on MNIST) or albert-mlm (the small ALBERT of the quality bench on the Brown corpus,
+ * whose minibatches are heavier). --h, --target-batch-size and --local-batch-size default to the
+ * model's bench settings (bench/support/diloco-setup.ts), except H = 100 for both.
  * The variants:
  *   dedloc          target batch T, compression "adaptive" (blockwise8 at this size);
  *   diloco          rounds of H × T samples, blockwise8, the outer all-reduce blocking training;
@@ -27,7 +30,9 @@
  * progress report each makes), "+ load" in `model.setParameters` (with DiLoCo the trainer reloads
  * the working parameters before every minibatch), "+ data" waiting for the next minibatch, and
  * "local work", all four with computeGradients (the rest is averaging in the foreground, waiting
- * for a group, and the trainer's loop and event loop); then the seconds per round,
+ * for a group, and the trainer's loop and event loop); "swarm wait", the share inside
+ * `optimizer.maybeStep`, where the training loop waits on a round in the foreground, on matchmaking
+ * or on a state load (what overlapping is meant to remove); then the seconds per round,
  * the swarm's samples per second in the windows (Σ over peers of the samples each computed in its
  * window ÷ the mean window), bytes each peer sent per round, the rounds that failed, the cores the
  * peer processes used in their windows and the cores the whole machine kept busy meanwhile (a
@@ -62,6 +67,7 @@ import {
   BENCH_MODELS,
   busyCores,
   DEFAULT_DATA_DIR,
+  isBenchModel,
   machineJiffies,
   prepareBenchDataset,
   variantConfig,
@@ -83,11 +89,12 @@ const { values: flags } = parseArgs({
     peers: { type: "string", default: "4" },
     mbit: { type: "string", default: "10" },
     "rtt-ms": { type: "string", default: "0" },
-    h: { type: "string", default: String(BENCH_MODELS["mnist-mlp"].h) },
-    "target-batch-size": { type: "string", default: String(BENCH_MODELS["mnist-mlp"].targetBatchSize) },
+    model: { type: "string", default: "mnist-mlp" },
+    h: { type: "string", default: "100" },
+    "target-batch-size": { type: "string" },
     rounds: { type: "string", default: "4" },
     "dedloc-rounds": { type: "string", default: "40" },
-    "local-batch-size": { type: "string", default: String(BENCH_MODELS["mnist-mlp"].localBatchSize) },
+    "local-batch-size": { type: "string" },
     backend: { type: "string", default: "wasm" },
     "data-dir": { type: "string", default: DEFAULT_DATA_DIR },
   },
@@ -109,10 +116,20 @@ const peerCount = positive("peers", flags.peers, 2);
 const mbit = positive("mbit", flags.mbit, 0.1);
 const rttMs = positive("rtt-ms", flags["rtt-ms"], 0);
 const h = positive("h", flags.h);
+if (!isBenchModel(flags.model)) {
+  throw new RangeError(`--model: unknown model ${flags.model} (${Object.keys(BENCH_MODELS).join(", ")})`);
+}
+const model = flags.model;
 const bench = {
-  ...BENCH_MODELS["mnist-mlp"],
-  targetBatchSize: positive("target-batch-size", flags["target-batch-size"]),
-  localBatchSize: positive("local-batch-size", flags["local-batch-size"]),
+  ...BENCH_MODELS[model],
+  targetBatchSize: positive(
+    "target-batch-size",
+    flags["target-batch-size"] ?? String(BENCH_MODELS[model].targetBatchSize),
+  ),
+  localBatchSize: positive(
+    "local-batch-size",
+    flags["local-batch-size"] ?? String(BENCH_MODELS[model].localBatchSize),
+  ),
 };
 const dilocoRounds = positive("rounds", flags.rounds);
 const dedlocRounds = positive("dedloc-rounds", flags["dedloc-rounds"]);
@@ -249,16 +266,16 @@ if (!available.ok) {
 }
 log(
   `DiLoCo utilization: ${peerCount} peers on ${mbit} Mbit/s links${rttMs > 0 ? `, ${rttMs} ms round trip` : ""}, ` +
-    `mnist-mlp, T = ${bench.targetBatchSize}, H = ${h}, local batch ${bench.localBatchSize}, backend ${flags.backend}, ${availableParallelism()} cores`,
+    `${model}, T = ${bench.targetBatchSize}, H = ${h}, local batch ${bench.localBatchSize}, backend ${flags.backend}, ${availableParallelism()} cores`,
 );
-log(`preparing MNIST in ${flags["data-dir"]}`);
-await prepareBenchDataset(flags["data-dir"], "mnist-mlp");
+log(`preparing ${model}'s dataset in ${flags["data-dir"]}`);
+await prepareBenchDataset(flags["data-dir"], model);
 const rows: Row[] = [];
 for (const variant of variants) rows.push(await measure(variant));
 
 const mean = (values: readonly number[]): number => values.reduce((sum, v) => sum + v, 0) / values.length;
 const table = rows.map(({ variant, reports, machineCores }) => {
-  if (reports.length === 0) return [variant, ...Array.from({ length: 14 }, () => "-")];
+  if (reports.length === 0) return [variant, ...Array.from({ length: 15 }, () => "-")];
   const windows = reports.map((r) => (r.windowEnd - r.windowStart) / 1000);
   const share = (seconds: (r: DilocoPeerReport) => number): number[] =>
     reports.map((r, k) => seconds(r) / (windows[k] ?? NaN));
@@ -275,6 +292,7 @@ const table = rows.map(({ variant, reports, machineCores }) => {
     percent(share((r) => r.loadSeconds)),
     percent(share((r) => r.dataSeconds)),
     percent(share((r) => r.computeSeconds + r.innerStepSeconds + r.loadSeconds + r.dataSeconds)),
+    percent(share((r) => r.swarmSeconds)),
     (mean(windows) / rounds).toFixed(2),
     formatCount(reports.reduce((sum, r) => sum + r.samples, 0) / mean(windows)),
     formatCount(mean(reports.map((r) => r.bytesSent / Math.max(1, r.steps)))),
@@ -295,6 +313,7 @@ const header = [
   "+ load",
   "+ data",
   "local work",
+  "swarm wait",
   "s/round",
   "samples/s",
   "B sent/round",
@@ -305,10 +324,25 @@ const header = [
 ];
 for (const line of formatTable(header, table)) console.log(line);
 for (const row of rows) if (row.stopped !== undefined) console.log(`${row.variant}: stopped: ${row.stopped}`);
+for (const { variant, reports } of rows) {
+  const reasons = new Map<string, number>();
+  for (const report of reports) {
+    for (const [reason, count] of Object.entries(report.failureReasons)) {
+      reasons.set(reason, (reasons.get(reason) ?? 0) + count);
+    }
+  }
+  if (reasons.size > 0) {
+    console.log(
+      `${variant}: failed rounds by reason: ${[...reasons].map(([r, n]) => `${r} × ${n}`).join(", ")}`,
+    );
+  }
+}
 console.log(
   `utilization: s in computeGradients ÷ wall s over each peer's measured window, mean over ${peerCount} peers ` +
     `(target ≥ ${UTILIZATION_TARGET * 100} % for diloco-overlap). + step: share in optimizer.accumulate (inner step or ` +
-    `gradient sum); + load: in model.setParameters; + data: waiting for the next minibatch; local work: the four together. ` +
+    `gradient sum); + load: in model.setParameters; + data: waiting for the next minibatch (the event loop runs ` +
+    `background rounds and RPCs meanwhile); local work: the four together; swarm wait: in optimizer.maybeStep, the ` +
+    `training loop waiting on rounds, matchmaking or state loads. ` +
     `samples/s: the swarm's, in the windows. B sent/round: per peer. peers CPU: cores the peer processes used in their ` +
     `windows; machine: cores the whole machine kept busy while they trained (more: other processes ran too). ` +
     `run s: from the start to the window's end. ` +

@@ -14,6 +14,8 @@
  * `warmupRounds` (or a later one, after loading newer state) to the moment it first reports epoch
  * `warmupRounds + rounds` or later (with delayed updates the epoch moves on when a round starts,
  * otherwise when it ends; either way the window holds `rounds` whole cycles). `computeSeconds` is the time inside `model.computeGradients` within it;
+ * `swarmSeconds` the time inside `optimizer.maybeStep` (a round in the foreground, matchmaking, a state
+ * load: the training loop waiting on the swarm; with delayed updates a round only starts there),
  * `innerStepSeconds` the time inside `optimizer.accumulate` (DiLoCo's inner optimizer step, DeDLOC's
  * gradient sum, and the progress report each makes), `loadSeconds` the time inside
  * `model.setParameters` (the trainer reloads the working parameters whenever they changed: before
@@ -24,7 +26,7 @@
  */
 import { createInterface } from "node:readline";
 import { keyPairFromSecretKey, parseExperimentConfig, type ModelConfig } from "@barnraise/protocol";
-import { CollaborativeOptimizer, Swarm } from "@barnraise/swarm";
+import { CollaborativeOptimizer, isSwarmError, Swarm } from "@barnraise/swarm";
 import { pino } from "pino";
 import { z } from "zod";
 import { createBatchStream } from "../../apps/peer/src/data/batch-stream.ts";
@@ -74,6 +76,8 @@ export const reportSchema = z.object({
   windowEnd: z.number(),
   computeSeconds: z.number(),
   innerStepSeconds: z.number(),
+  /** Time inside `optimizer.maybeStep`: the training loop waiting on the swarm (rounds, state loads). */
+  swarmSeconds: z.number(),
   loadSeconds: z.number(),
   dataSeconds: z.number(),
   /** CPU seconds (user + system) this process used in the window. */
@@ -86,6 +90,8 @@ export const reportSchema = z.object({
   steps: z.number(),
   /** Rounds that failed on this peer during the whole run. */
   failedRounds: z.number(),
+  /** Why they failed: the swarm error's code (or the message), and how often. */
+  failureReasons: z.record(z.string(), z.number()),
   /** The whole run: from `startAt` to the last epoch's first report. */
   runSeconds: z.number(),
 });
@@ -161,11 +167,30 @@ async function train(
       stepClock.intervals.push([start, performance.now()]);
     }
   };
+  const swarmClock: ComputeClock = { intervals: [] };
+  const maybeStep = optimizer.maybeStep.bind(optimizer);
+  optimizer.maybeStep = async (signal) => {
+    const start = performance.now();
+    try {
+      return await maybeStep(signal);
+    } finally {
+      swarmClock.intervals.push([start, performance.now()]);
+    }
+  };
   const steps: Array<{ at: number; bytesSent: number }> = [];
   let failedRounds = 0;
+  const failureReasons: Record<string, number> = {};
   optimizer.on((event) => {
     if (event.type === "step") steps.push({ at: now(), bytesSent: event.bytesSent ?? 0 });
-    if (event.type === "round-failed") failedRounds += 1;
+    if (event.type === "round-failed") {
+      failedRounds += 1;
+      const reason = isSwarmError(event.error)
+        ? event.error.code
+        : event.error instanceof Error
+          ? event.error.message
+          : String(event.error);
+      failureReasons[reason] = (failureReasons[reason] ?? 0) + 1;
+    }
   });
   const batchSize = config.training.localBatchSize === "auto" ? 32 : config.training.localBatchSize;
   const dataClock: ComputeClock = { intervals: [] };
@@ -208,6 +233,7 @@ async function train(
     windowEnd,
     computeSeconds: secondsWithin(clock, from, to),
     innerStepSeconds: secondsWithin(stepClock, from, to),
+    swarmSeconds: secondsWithin(swarmClock, from, to),
     loadSeconds: secondsWithin(loadClock, from, to),
     dataSeconds: secondsWithin(dataClock, from, to),
     cpuSeconds:
@@ -217,6 +243,7 @@ async function train(
     bytesSent: inWindow.reduce((sum, step) => sum + step.bytesSent, 0),
     steps: inWindow.length,
     failedRounds,
+    failureReasons,
     runSeconds: (windowEnd - startAt) / 1000,
   };
 }
