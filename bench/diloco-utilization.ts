@@ -5,7 +5,9 @@
  *       [--rtt-ms 0] [--model mnist-mlp] [--h 100] [--target-batch-size 256] [--local-batch-size 32]
  *       [--rounds 4] [--dedloc-rounds 40] [--backend wasm] [--data-dir DIR]
  *
- * Needs root (netlab); without it the bench says why and exits 0. For each variant: one lab with
+ * Needs root (netlab); without it the bench says why and exits 0. BENCH_DEBUG=1 prints each variant's
+ * raw reports and writes each peer's stderr (its log at BENCH_LOG's level, default warn, and every
+ * optimizer event as a JSON line) to $TMPDIR/diloco-util-<variant>-p<k>.log. For each variant: one lab with
  * --peers hosts, every link shaped to --mbit Mbit/s up and down (tbf; --rtt-ms adds latency, a
  * quarter of it on each link each way), one peer process per host (bench/support/diloco-peer.ts):
  * a `Swarm`, a `CollaborativeOptimizer`, the real model and the real `Trainer` reading its own
@@ -41,7 +43,9 @@
  * time than on a peer of its own; computing still counts as computing, and the share of wall time
  * spent waiting on the network is what the table is about.
  */
-import { availableParallelism } from "node:os";
+import { writeFileSync } from "node:fs";
+import { availableParallelism, tmpdir } from "node:os";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { generateKeyPair, parseExperimentConfig, type ExperimentConfigInput } from "@barnraise/protocol";
 import { z } from "zod";
@@ -252,6 +256,11 @@ async function run(variant: Variant, row: Row): Promise<void> {
         Promise.all(peers.map((peer) => peer.watch.exited)),
         new Promise((resolve) => setTimeout(resolve, 10_000)),
       ]);
+      if (process.env.BENCH_DEBUG !== undefined) {
+        peers.forEach((peer, k) =>
+          writeFileSync(join(tmpdir(), `diloco-util-${variant}-p${k}.log`), peer.watch.stderr),
+        );
+      }
     }
   });
 }

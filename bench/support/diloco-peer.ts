@@ -181,6 +181,11 @@ async function train(
   let failedRounds = 0;
   const failureReasons: Record<string, number> = {};
   optimizer.on((event) => {
+    if (process.env.BENCH_DEBUG !== undefined) {
+      const { error, ...rest } = event as { error?: unknown };
+      const reason = error instanceof Error ? { reason: error.message } : {};
+      process.stderr.write(`${JSON.stringify({ event: rest, at: now(), ...reason })}\n`);
+    }
     if (event.type === "step") steps.push({ at: now(), bytesSent: event.bytesSent ?? 0 });
     if (event.type === "round-failed") {
       failedRounds += 1;

@@ -308,8 +308,9 @@ export class Swarm {
 
   /**
    * Members the leader waits for, of the key's run generation: trainers whose latest progress is
-   * at the key's epoch, or past it with that epoch's delayed round in flight, and aux peers whose
-   * record names the key's epoch as the round they are about to help (`averagingEpoch`).
+   * at the key's epoch, or past it with that epoch's delayed round in flight, or still one epoch
+   * before it after finishing that round in this peer's group; and aux peers whose record names the
+   * key's epoch as the round they are about to help (`averagingEpoch`).
    */
   #expectedMembers(key: string): string[] {
     // Only a whole-swarm group (one Moshpit dimension: key "e<epoch>/r0/") has a known member list;
@@ -318,15 +319,22 @@ export class Swarm {
     if (parsed?.wholeSwarm !== true) return [];
     const { epoch, generation } = parsed;
     const connected = new Set(this.node.members());
-    const expected = (record: ProgressRecord) =>
+    // Those who finished the previous round with this peer start this epoch at the same moment; a
+    // record they push on the way may arrive after a fast peer has already reached the target and
+    // opened this gathering, which must not close without them.
+    const last = this.averager.lastWholeSwarmGroup;
+    const finishedWithUs = new Set(last?.epoch === epoch - 1 ? last.members : []);
+    const expected = (record: ProgressRecord, peerId: string) =>
       record.mode === "aux"
         ? record.averagingEpoch === epoch
-        : record.epoch === epoch || record.averagingEpoch === epoch;
+        : record.epoch === epoch ||
+          record.averagingEpoch === epoch ||
+          (record.epoch === epoch - 1 && finishedWithUs.has(peerId));
     return this.progress
       .records()
       .filter(
         ({ record, peerId }) =>
-          connected.has(peerId) && generationOf(record) === generation && expected(record),
+          connected.has(peerId) && generationOf(record) === generation && expected(record, peerId),
       )
       .map((entry) => entry.peerId);
   }

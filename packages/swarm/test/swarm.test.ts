@@ -122,6 +122,49 @@ describe("Swarm (in-process, real libp2p on loopback)", () => {
     }
   }, 120_000);
 
+  it("waits for the peers it just averaged with, even before their next epoch's record arrives", async () => {
+    const authority = new TestAuthority();
+    const first = await start(authority);
+    const bootstrap = first.node.multiaddrs();
+    const members = [first, await start(authority, { bootstrap }), await start(authority, { bootstrap })];
+    await eventually(
+      () => members.every((swarm) => swarm.node.members().length === members.length - 1),
+      "meshed",
+      45_000,
+    );
+    const weights = [3, 5, 7];
+    const random = seededRandom(11);
+    await reportAndSync(members, 0, weights);
+    const first0 = members.map(() => randomVector(500, random));
+    await Promise.all(members.map((swarm, k) => swarm.averager.average(0, at(first0, k), at(weights, k))));
+
+    // The leader of the next round (the lowest peer id) is fast: it moves to epoch 1 and asks for
+    // its group at once. The others are slow to move: every record it holds of them still says
+    // epoch 0 when they arrive, 400 ms later. It must not close the group alone meanwhile.
+    const sorted = [...members].sort((a, b) => (a.peerId < b.peerId ? -1 : 1));
+    const leader = at(sorted, 0);
+    leader.progress.report({ epoch: 1, samplesAccumulated: 50, samplesPerSecond: 10 });
+    const vectors = sorted.map(() => randomVector(500, random));
+    const leading = leader.averager.average(1, at(vectors, 0), at(weights, 0));
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(
+      sorted
+        .slice(1)
+        .map(
+          (swarm) => leader.progress.records().find((entry) => entry.peerId === swarm.peerId)?.record.epoch,
+        ),
+    ).toEqual([0, 0]);
+    const results = await Promise.all([
+      leading,
+      ...sorted.slice(1).map((swarm, k) => swarm.averager.average(1, at(vectors, k + 1), at(weights, k + 1))),
+    ]);
+    const expected = weightedMean(vectors, weights);
+    for (const result of results) {
+      expect(result.groupSize).toBe(3);
+      expect(maxAbsDifference(result.vector, expected)).toBeLessThan(1e-6);
+    }
+  }, 90_000);
+
   it("survives a peer killed in the middle of an all-reduce: the others finish or retry, inputs intact", async () => {
     const authority = new TestAuthority();
     const first = await start(authority);

@@ -82,9 +82,19 @@ export class Averager {
   #bytesAggregated = 0;
   /** Measured ÷ modelled time of the last successful rounds, newest last. */
   readonly #roundRatios: number[] = [];
+  #lastWholeSwarmGroup: { epoch: number; members: readonly string[] } | undefined;
 
   constructor(options: AveragerOptions) {
     this.#options = options;
+  }
+
+  /**
+   * The members of the latest whole-swarm group (one Moshpit dimension) whose round this peer
+   * finished, and its epoch: the peers that finished that round along with it (those excluded from
+   * it left out), so that they are about to start the next epoch too.
+   */
+  get lastWholeSwarmGroup(): { readonly epoch: number; readonly members: readonly string[] } | undefined {
+    return this.#lastWholeSwarmGroup;
   }
 
   /** Raw bytes this peer reduced for others so far (the leaderboard's "bytes aggregated"). */
@@ -220,6 +230,13 @@ export class Averager {
       current = result.vector;
       currentWeight = result.totalWeight;
       groupSize = group.members.length;
+      if (dimensions === 1) {
+        const excluded = new Set<string>(result.excluded);
+        this.#lastWholeSwarmGroup = {
+          epoch,
+          members: group.members.map((member) => member.peerId).filter((peer) => !excluded.has(peer)),
+        };
+      }
       const position = group.members.findIndex((member) => member.peerId === this.#options.self);
       this.#gridIndex = nextGridIndex(this.#gridIndex, position % m);
       if (result.excluded.length > 0) {
