@@ -257,9 +257,9 @@ async function run(variant: Variant, row: Row): Promise<void> {
         new Promise((resolve) => setTimeout(resolve, 10_000)),
       ]);
       if (process.env.BENCH_DEBUG !== undefined) {
-        peers.forEach((peer, k) =>
-          writeFileSync(join(tmpdir(), `diloco-util-${variant}-p${k}.log`), peer.watch.stderr),
-        );
+        peers.forEach((peer, k) => {
+          writeFileSync(join(tmpdir(), `diloco-util-${variant}-p${k}.log`), peer.watch.stderr);
+        });
       }
     }
   });
