@@ -323,7 +323,9 @@ export class Swarm {
     // record they push on the way may arrive after a fast peer has already reached the target and
     // opened this gathering, which must not close without them.
     const last = this.averager.lastWholeSwarmGroup;
-    const finishedWithUs = new Set(last?.epoch === epoch - 1 ? last.members : []);
+    const finishedWithUs = new Set(
+      last?.generation === generation && last.epoch === epoch - 1 ? last.members : [],
+    );
     const expected = (record: ProgressRecord, peerId: string) =>
       record.mode === "aux"
         ? record.averagingEpoch === epoch

@@ -82,7 +82,7 @@ export class Averager {
   #bytesAggregated = 0;
   /** Measured ÷ modelled time of the last successful rounds, newest last. */
   readonly #roundRatios: number[] = [];
-  #lastWholeSwarmGroup: { epoch: number; members: readonly string[] } | undefined;
+  #lastWholeSwarmGroup: { generation: number; epoch: number; members: readonly string[] } | undefined;
 
   constructor(options: AveragerOptions) {
     this.#options = options;
@@ -90,10 +90,11 @@ export class Averager {
 
   /**
    * The members of the latest whole-swarm group (one Moshpit dimension) whose round this peer
-   * finished, and its epoch: the peers that finished that round along with it (those excluded from
-   * it left out), so that they are about to start the next epoch too.
+   * finished, with the round's run generation and epoch: the peers that finished that round along
+   * with it (those excluded from it left out), so that they are about to start the next epoch too.
    */
-  get lastWholeSwarmGroup(): { readonly epoch: number; readonly members: readonly string[] } | undefined {
+  get lastWholeSwarmGroup():
+    { readonly generation: number; readonly epoch: number; readonly members: readonly string[] } | undefined {
     return this.#lastWholeSwarmGroup;
   }
 
@@ -233,6 +234,7 @@ export class Averager {
       if (dimensions === 1) {
         const excluded = new Set<string>(result.excluded);
         this.#lastWholeSwarmGroup = {
+          generation: this.#options.generation?.() ?? 0,
           epoch,
           members: group.members.map((member) => member.peerId).filter((peer) => !excluded.has(peer)),
         };
