@@ -10,6 +10,11 @@ command -v nft >/dev/null || [[ -x /usr/sbin/nft ]] || install_debian_package nf
 for package in libegl1 libegl-mesa0 libgles2; do
   dpkg -s "$package" >/dev/null 2>&1 || install_debian_package "$package" "the WebGPU tests (Mesa's EGL)" || exit 1
 done
+# An independent safetensors reader in the checkpoint export tests: Python with numpy.
+if ! python3 -c 'import numpy' >/dev/null 2>&1; then
+  /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || install_debian_package python3-numpy "the safetensors reader in the tests" || exit 1
+  export BARNRAISE_TEST_PYTHON=/usr/bin/python3
+fi
 echo "[barnraise] unit and integration tests (SQLite and PostgreSQL)"
 BARNRAISE_TEST_POSTGRES_URL="$(bash scripts/postgres.sh start)"
 export BARNRAISE_TEST_POSTGRES_URL

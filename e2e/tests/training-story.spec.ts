@@ -221,6 +221,31 @@ test("volunteers train a run together, anyone watches it, and a ban stops their 
     expect(bytes.byteLength).toBe(checkpoint.sizeBytes);
     expect(createHash("sha256").update(bytes).digest("hex")).toBe(checkpoint.sha256);
 
+    // The weights alone, as safetensors: named float32 tensors that fill the file exactly.
+    const [weights] = await Promise.all([
+      visitor.waitForEvent("download"),
+      row.getByRole("link", { name: /^safetensors/ }).click(),
+    ]);
+    expect(weights.suggestedFilename()).toBe(`${experimentId}-step-${checkpoint.step}.safetensors`);
+    const file = await readFile(await weights.path());
+    const headerLength = Number(file.readBigUInt64LE(0));
+    const header = JSON.parse(file.subarray(8, 8 + headerLength).toString("utf8")) as Record<
+      string,
+      { dtype: string; shape: number[]; data_offsets: [number, number] }
+    > & { __metadata__: Record<string, string> };
+    const { __metadata__: metadata, ...tensors } = header;
+    expect(metadata).toMatchObject({
+      barnraise_experiment: experimentId,
+      barnraise_step: String(checkpoint.step),
+    });
+    expect(Object.keys(tensors)).toContain("hidden0.kernel");
+    const dataBytes = Object.values(tensors).reduce((sum, tensor) => {
+      expect(tensor.dtype).toBe("F32");
+      return sum + (tensor.data_offsets[1] - tensor.data_offsets[0]);
+    }, 0);
+    expect(file.byteLength).toBe(8 + headerLength + dataBytes);
+    await expect(visitor.getByTestId("checkpoint-load-snippet")).toContainText("load_file");
+
     await screenshots(visitor, testInfo, "dashboard");
   });
 

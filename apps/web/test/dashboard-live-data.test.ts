@@ -54,6 +54,7 @@ const checkpoints: CheckpointList = {
       timeline: 0,
       createdAt: "2026-11-21T10:00:00.000Z",
       downloadUrl: "/api/v1/experiments/demo/checkpoints/c1",
+      safetensorsUrl: "/api/v1/experiments/demo/checkpoints/c1/safetensors",
     },
   ],
 };

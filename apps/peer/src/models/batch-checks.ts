@@ -1,3 +1,4 @@
+import { MNIST_DIGIT_CLASSES, MNIST_IMAGE_PIXELS } from "@barnraise/protocol";
 import type { Batch, ImageBatch, MaskedTokenBatch } from "./batch.ts";
 import { ModelError, ModelErrorCode } from "./model-error.ts";
 
@@ -8,10 +9,10 @@ import { ModelError, ModelErrorCode } from "./model-error.ts";
  * bad one must fail here, with a message that names the field.
  */
 
-/** Pixels per MNIST image (28 × 28). */
-export const IMAGE_PIXELS = 784;
+/** Pixels per MNIST image (28 × 28), as the protocol's mnist-mlp layout has them. */
+export const IMAGE_PIXELS = MNIST_IMAGE_PIXELS;
 /** Digit classes. */
-export const DIGIT_CLASSES = 10;
+export const DIGIT_CLASSES = MNIST_DIGIT_CLASSES;
 
 /** Returns `batch` as an ImageBatch, or throws WRONG_BATCH_KIND / MALFORMED_BATCH. */
 export function checkImageBatch(batch: Batch): ImageBatch {

@@ -1,8 +1,8 @@
 import * as tf from "@tensorflow/tfjs-core";
-import type { ModelConfig } from "@barnraise/protocol";
+import { modelTensors, type ModelConfig } from "@barnraise/protocol";
 import type { ParameterLayout } from "@barnraise/swarm";
 import type { Batch } from "./batch.ts";
-import { DIGIT_CLASSES, IMAGE_PIXELS, checkImageBatch } from "./batch-checks.ts";
+import { IMAGE_PIXELS, checkImageBatch } from "./batch-checks.ts";
 import { activate, dense, lossAndAccuracy, softmaxCrossEntropy } from "./layer-ops.ts";
 import { checkSeed } from "./model-error.ts";
 import type { EvaluationResult, GradientResult, TrainableModel } from "./trainable-model.ts";
@@ -12,31 +12,25 @@ import { type ParameterSpec, VariableSet } from "./variable-set.ts";
 export type MnistMlpConfig = Extract<ModelConfig, { preset: "mnist-mlp" }>;
 
 /**
- * The parameters of the MNIST multilayer perceptron 784 → hiddenUnits… → 10, in layout order:
- * `hidden0.kernel` [784, h0], `hidden0.bias` [h0], `hidden1.kernel` …, then `output.kernel`
- * [h_last, 10], `output.bias` [10]. Kernels before ReLU/GELU use He initialization
+ * The parameters of the MNIST multilayer perceptron 784 → hiddenUnits… → 10, in the protocol's
+ * layout order (`modelTensors`): `hidden0.kernel` [784, h0], `hidden0.bias` [h0], …, then
+ * `output.kernel` [h_last, 10], `output.bias` [10]. Kernels before ReLU/GELU use He initialization
  * (normal, std √(2/fanIn)); before tanh and at the output, Glorot uniform (±√(6/(fanIn+fanOut)));
  * biases start at zero.
  */
 export function mnistMlpParameterSpecs(config: MnistMlpConfig): ParameterSpec[] {
-  const widths = [IMAGE_PIXELS, ...config.hiddenUnits, DIGIT_CLASSES];
-  const specs: ParameterSpec[] = [];
-  for (let i = 0; i + 1 < widths.length; i++) {
-    const fanIn = widths[i] ?? 0;
-    const fanOut = widths[i + 1] ?? 0;
-    const isOutput = i + 2 === widths.length;
-    const prefix = isOutput ? "output" : `hidden${i}`;
-    const glorot = isOutput || config.activation === "tanh";
-    specs.push({
-      name: `${prefix}.kernel`,
-      shape: [fanIn, fanOut],
+  return modelTensors(config).map(({ name, shape }): ParameterSpec => {
+    const [fanIn = 0, fanOut = 0] = shape;
+    if (shape.length === 1) return { name, shape, init: { kind: "zeros" } };
+    const glorot = name.startsWith("output.") || config.activation === "tanh";
+    return {
+      name,
+      shape,
       init: glorot
         ? { kind: "uniform", limit: Math.sqrt(6 / (fanIn + fanOut)) }
         : { kind: "normal", std: Math.sqrt(2 / fanIn) },
-    });
-    specs.push({ name: `${prefix}.bias`, shape: [fanOut], init: { kind: "zeros" } });
-  }
-  return specs;
+    };
+  });
 }
 
 /**

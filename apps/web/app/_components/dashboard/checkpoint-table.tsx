@@ -61,14 +61,48 @@ export function CheckpointTable({
                     <a href={checkpoint.downloadUrl} download>
                       Download
                       <span className="visually-hidden"> the checkpoint of step {checkpoint.step}</span>
+                    </a>{" "}
+                    ·{" "}
+                    <a href={checkpoint.safetensorsUrl} download data-testid="checkpoint-safetensors">
+                      safetensors
+                      <span className="visually-hidden"> weights of step {checkpoint.step}</span>
                     </a>
                   </td>
                 </tr>
               ))}
             </tbody>
           </table>
+          <LoadSnippet checkpoint={checkpoints[0]} />
         </div>
       )}
     </section>
   );
+}
+
+/** How to use the newest checkpoint's weights elsewhere: its safetensors file, read in Python. */
+function LoadSnippet({ checkpoint }: { readonly checkpoint: CheckpointView | undefined }) {
+  if (checkpoint === undefined) return null;
+  return (
+    <div data-testid="checkpoint-load-snippet">
+      <p className="muted">
+        To use the latest weights elsewhere,{" "}
+        <a href={checkpoint.safetensorsUrl} download>
+          download step {formatCount(checkpoint.step)} as safetensors
+        </a>{" "}
+        (one named float32 tensor per weight, kernels as [inputs, outputs]) and load it, e.g. in Python:
+      </p>
+      <pre>
+        <code>{`from safetensors.numpy import load_file
+weights = load_file("${safetensorsFilename(checkpoint)}")
+print({name: w.shape for name, w in weights.items()})`}</code>
+      </pre>
+    </div>
+  );
+}
+
+/** The name the download gets (the server's Content-Disposition): `<experiment>-step-<step>.safetensors`. */
+function safetensorsFilename(checkpoint: CheckpointView): string {
+  // …/experiments/{id}/checkpoints/{checkpointId}/safetensors
+  const experiment = decodeURIComponent(checkpoint.safetensorsUrl.split("/").at(-4) ?? "");
+  return `${experiment}-step-${checkpoint.step}.safetensors`;
 }

@@ -124,4 +124,25 @@ export const publicPaths: ZodOpenApiPathsObject = {
       },
     },
   },
+  "/api/v1/experiments/{id}/checkpoints/{checkpointId}/safetensors": {
+    get: {
+      tags: ["public"],
+      summary: "Download a checkpoint's weights as safetensors",
+      description:
+        "The model weights of the checkpoint in the safetensors format (Hugging Face's; `safetensors` " +
+        "in Python reads it): one float32 tensor per parameter tensor of the experiment's model, named " +
+        "as the swarm names them (e.g. `hidden0.kernel` [784, 128], kernels as [inputs, outputs]), with " +
+        "the experiment, step, checkpoint SHA-256 and model config under `__metadata__`. The optimizer " +
+        "state is left out (the checkpoint file itself keeps it, for resuming).",
+      requestParams: { path: experimentIdParamSchema.extend({ checkpointId: z.string() }) },
+      responses: {
+        "200": {
+          description: "The safetensors file",
+          content: { "application/octet-stream": { schema: z.string().meta({ format: "binary" }) } },
+        },
+        "404": errorResponse("NOT_FOUND: no such experiment or checkpoint"),
+        "409": errorResponse("CONFLICT: the checkpoint does not hold this experiment's model"),
+      },
+    },
+  },
 };

@@ -154,6 +154,10 @@ export const checkpointSchema = z
     timeline: count.meta({ description: "The metric timeline current when it was uploaded" }),
     createdAt: isoDate,
     downloadUrl: z.string().meta({ examples: ["/api/v1/experiments/demo/checkpoints/cm0abc"] }),
+    safetensorsUrl: z.string().meta({
+      description: "The model weights alone, as safetensors",
+      examples: ["/api/v1/experiments/demo/checkpoints/cm0abc/safetensors"],
+    }),
   })
   .meta({ id: "Checkpoint" });
 export type CheckpointView = z.infer<typeof checkpointSchema>;

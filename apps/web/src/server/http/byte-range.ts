@@ -120,6 +120,51 @@ function fileStream(handle: FileHandle, start: number, end: number): ReadableStr
   );
 }
 
+/**
+ * A whole file made here: `prefix` (built in memory, e.g. an export's header), then bytes
+ * `start…end` (inclusive) of the file at `path`, streamed. No range support: 200, or NOT_FOUND
+ * (thrown) when the file is gone.
+ */
+export async function prefixedFileResponse(file: {
+  path: string;
+  prefix: Uint8Array;
+  start: number;
+  end: number;
+  contentType: string;
+  etag: string;
+  filename: string;
+  cacheControl: string;
+}): Promise<Response> {
+  const handle = await openFile(file.path);
+  const rest = fileStream(handle, file.start, file.end).getReader();
+  const body = new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        controller.enqueue(file.prefix);
+      },
+      async pull(controller) {
+        const { done, value } = await rest.read();
+        if (done) controller.close();
+        else controller.enqueue(value);
+      },
+      async cancel(reason) {
+        await rest.cancel(reason);
+      },
+    },
+    { highWaterMark: 1 },
+  );
+  return new Response(body, {
+    status: 200,
+    headers: {
+      "content-type": file.contentType,
+      "content-length": String(file.prefix.length + file.end + 1 - file.start),
+      etag: quoteEtag(file.etag),
+      "cache-control": file.cacheControl,
+      "content-disposition": contentDisposition(file.filename),
+    },
+  });
+}
+
 /** What `fileResponse` serves. */
 export type ServedFile = Parameters<typeof fileResponse>[1];
 

@@ -35,6 +35,7 @@ export function toCheckpointView(row: CheckpointRow): CheckpointView {
     timeline: row.timeline,
     createdAt: row.createdAt.toISOString(),
     downloadUrl: checkpointDownloadPath(row.experimentId, row.id),
+    safetensorsUrl: `${checkpointDownloadPath(row.experimentId, row.id)}/safetensors`,
   };
 }
 
