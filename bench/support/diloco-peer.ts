@@ -38,7 +38,7 @@ import {
   type ProgressSink,
 } from "../../apps/peer/src/training/loss-reporting-progress.ts";
 import { Trainer } from "../../apps/peer/src/training/trainer.ts";
-import { prepareBenchDataset, secondsWithin, timedModel, type ComputeClock } from "./diloco-setup.ts";
+import { prepareBenchDataset, secondsWithin, timed, timedModel, type ComputeClock } from "./diloco-setup.ts";
 import { bandwidthSchema, peerIdentityFields } from "./peer-spec.ts";
 
 const specSchema = z.strictObject({
@@ -158,25 +158,9 @@ async function train(
   });
   served.optimizer = optimizer;
   const stepClock: ComputeClock = { intervals: [] };
-  const accumulate = optimizer.accumulate.bind(optimizer);
-  optimizer.accumulate = (gradient, samples) => {
-    const start = performance.now();
-    try {
-      accumulate(gradient, samples);
-    } finally {
-      stepClock.intervals.push([start, performance.now()]);
-    }
-  };
+  optimizer.accumulate = timed(stepClock, optimizer.accumulate.bind(optimizer));
   const swarmClock: ComputeClock = { intervals: [] };
-  const maybeStep = optimizer.maybeStep.bind(optimizer);
-  optimizer.maybeStep = async (signal) => {
-    const start = performance.now();
-    try {
-      return await maybeStep(signal);
-    } finally {
-      swarmClock.intervals.push([start, performance.now()]);
-    }
-  };
+  optimizer.maybeStep = timed(swarmClock, optimizer.maybeStep.bind(optimizer));
   const steps: Array<{ at: number; bytesSent: number }> = [];
   let failedRounds = 0;
   const failureReasons: Record<string, number> = {};
@@ -255,16 +239,7 @@ async function train(
 
 /** `batches`, with the time each `next()` takes added to `clock`. */
 function timedBatches(batches: AsyncIterator<Batch>, clock: ComputeClock): AsyncIterator<Batch> {
-  return {
-    next: async () => {
-      const start = performance.now();
-      try {
-        return await batches.next();
-      } finally {
-        clock.intervals.push([start, performance.now()]);
-      }
-    },
-  };
+  return { next: timed(clock, () => batches.next()) };
 }
 
 async function runPeer(spec: DilocoPeerSpec): Promise<void> {

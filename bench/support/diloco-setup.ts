@@ -14,7 +14,7 @@ import {
 } from "@barnraise/protocol";
 import { DirectoryDatasetSource } from "../../apps/peer/test/support/directory-dataset-source.ts";
 import type { Batch } from "../../apps/peer/src/models/batch.ts";
-import type { GradientResult, TrainableModel } from "../../apps/peer/src/models/trainable-model.ts";
+import type { TrainableModel } from "../../apps/peer/src/models/trainable-model.ts";
 import { datasetsDir, prepareDatasets } from "../../apps/web/src/server/datasets/prepare-datasets.ts";
 
 /** Where the benches keep prepared shards between runs (prepared once, then found up to date). */
@@ -143,6 +143,29 @@ export interface ComputeClock {
 }
 
 /**
+ * `fn`, with the start and end of every call added to `clock` (for a promise, its settling), also
+ * when it throws.
+ */
+export function timed<A extends unknown[], R>(clock: ComputeClock, fn: (...args: A) => R): (...args: A) => R {
+  return (...args) => {
+    const start = performance.now();
+    const done = (): void => {
+      clock.intervals.push([start, performance.now()]);
+    };
+    let result: R;
+    try {
+      result = fn(...args);
+    } catch (error) {
+      done();
+      throw error;
+    }
+    if (result instanceof Promise) return result.finally(done) as R;
+    done();
+    return result;
+  };
+}
+
+/**
  * `model`, with every `computeGradients` call's start and end added to `clock`, and every
  * `setParameters` call's to `loadClock` when given.
  */
@@ -151,23 +174,15 @@ export function timedModel(
   clock: ComputeClock,
   loadClock?: ComputeClock,
 ): TrainableModel {
+  const setParameters = (parameters: Float32Array): void => {
+    model.setParameters(parameters);
+  };
   return {
     config: model.config,
     layout: model.layout,
     initialParameters: (seed) => model.initialParameters(seed),
-    setParameters: (parameters) => {
-      const start = performance.now();
-      model.setParameters(parameters);
-      loadClock?.intervals.push([start, performance.now()]);
-    },
-    computeGradients: async (batch: Batch, seed: number): Promise<GradientResult> => {
-      const start = performance.now();
-      try {
-        return await model.computeGradients(batch, seed);
-      } finally {
-        clock.intervals.push([start, performance.now()]);
-      }
-    },
+    setParameters: loadClock === undefined ? setParameters : timed(loadClock, setParameters),
+    computeGradients: timed(clock, (batch: Batch, seed: number) => model.computeGradients(batch, seed)),
     evaluate: (batch) => model.evaluate(batch),
     dispose: () => {
       model.dispose();

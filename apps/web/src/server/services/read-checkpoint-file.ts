@@ -1,13 +1,17 @@
 import type { ServedFile } from "../http/byte-range.ts";
+import type { StoredCheckpoint } from "../storage/checkpoint-store.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 
-/** Where a checkpoint's file is, to download it: 404 for an unknown id, or a file that is gone. */
-export async function readCheckpointFile(
+/**
+ * A checkpoint's row and its stored file: NOT_FOUND for an unknown id (or one of another
+ * experiment), or a file that is gone from the store.
+ */
+export async function findCheckpointFile(
   ctx: AppContext,
   experimentId: string,
   checkpointId: string,
-): Promise<ServedFile> {
+): Promise<{ row: { step: number; sha256: string; storageKey: string }; stored: StoredCheckpoint }> {
   const row = await ctx.db.checkpoint.findUnique({ where: { id: checkpointId } });
   if (row?.experimentId !== experimentId) {
     throw new AppError(
@@ -23,6 +27,16 @@ export async function readCheckpointFile(
     );
     throw new AppError(AppErrorCode.NOT_FOUND, `the file of checkpoint ${checkpointId} is not available`);
   }
+  return { row, stored };
+}
+
+/** Where a checkpoint's file is, to download it: 404 for an unknown id, or a file that is gone. */
+export async function readCheckpointFile(
+  ctx: AppContext,
+  experimentId: string,
+  checkpointId: string,
+): Promise<ServedFile> {
+  const { row, stored } = await findCheckpointFile(ctx, experimentId, checkpointId);
   return {
     path: stored.path,
     size: stored.size,

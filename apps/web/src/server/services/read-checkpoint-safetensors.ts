@@ -2,7 +2,7 @@ import { open } from "node:fs/promises";
 import { elementCount, modelTensors, parseExperimentConfig, safetensorsHeader } from "@barnraise/protocol";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import { readCheckpointFile } from "./read-checkpoint-file.ts";
+import { findCheckpointFile } from "./read-checkpoint-file.ts";
 
 /** The most a stored state blob's header may take (it is a few hundred bytes of CBOR). */
 const MAX_BLOB_HEADER_BYTES = 1 << 20;
@@ -34,14 +34,11 @@ export async function readCheckpointSafetensors(
   experimentId: string,
   checkpointId: string,
 ): Promise<SafetensorsExport> {
-  const file = await readCheckpointFile(ctx, experimentId, checkpointId);
-  const [checkpoint, experiment] = await Promise.all([
-    ctx.db.checkpoint.findUniqueOrThrow({
-      where: { id: checkpointId },
-      select: { step: true, sha256: true },
-    }),
-    ctx.db.experiment.findUniqueOrThrow({ where: { id: experimentId }, select: { config: true } }),
-  ]);
+  const { row: checkpoint, stored: file } = await findCheckpointFile(ctx, experimentId, checkpointId);
+  const experiment = await ctx.db.experiment.findUniqueOrThrow({
+    where: { id: experimentId },
+    select: { config: true },
+  });
   const config = parseExperimentConfig(JSON.parse(experiment.config));
   const tensors = modelTensors(config.model);
   const parameterBytes = tensors.reduce((sum, tensor) => sum + elementCount(tensor.shape), 0) * 4;
