@@ -25,7 +25,7 @@
  * finish its last round or load the state from it.
  */
 import { createInterface } from "node:readline";
-import { keyPairFromSecretKey, parseExperimentConfig, type ModelConfig } from "@barnraise/protocol";
+import { keyPairFromSecretKey, parseExperimentConfig } from "@barnraise/protocol";
 import { CollaborativeOptimizer, isSwarmError, Swarm } from "@barnraise/swarm";
 import { pino } from "pino";
 import { z } from "zod";
@@ -38,7 +38,14 @@ import {
   type ProgressSink,
 } from "../../apps/peer/src/training/loss-reporting-progress.ts";
 import { Trainer } from "../../apps/peer/src/training/trainer.ts";
-import { prepareBenchDataset, secondsWithin, timed, timedModel, type ComputeClock } from "./diloco-setup.ts";
+import {
+  isBenchModel,
+  prepareBenchDataset,
+  secondsWithin,
+  timed,
+  timedModel,
+  type ComputeClock,
+} from "./diloco-setup.ts";
 import { bandwidthSchema, peerIdentityFields } from "./peer-spec.ts";
 
 const specSchema = z.strictObject({
@@ -125,7 +132,8 @@ async function train(
   startAt: number,
 ): Promise<DilocoPeerReport> {
   const config = parseExperimentConfig(spec.config);
-  const preset: ModelConfig["preset"] = config.model.preset;
+  const preset = config.model.preset;
+  if (!isBenchModel(preset)) throw new Error(`the DiLoCo benches train the presets only, not ${preset}`);
   const dataset = await prepareBenchDataset(spec.dataDir, preset);
   const clock: ComputeClock = { intervals: [] };
   const loadClock: ComputeClock = { intervals: [] };

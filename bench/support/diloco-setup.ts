@@ -10,7 +10,7 @@ import {
   presetDataset,
   type DatasetManifest,
   type ExperimentConfigInput,
-  type ModelConfig,
+  type PresetModelConfig,
 } from "@barnraise/protocol";
 import { DirectoryDatasetSource } from "../../apps/peer/test/support/directory-dataset-source.ts";
 import type { Batch } from "../../apps/peer/src/models/batch.ts";
@@ -20,10 +20,13 @@ import { datasetsDir, prepareDatasets } from "../../apps/web/src/server/datasets
 /** Where the benches keep prepared shards between runs (prepared once, then found up to date). */
 export const DEFAULT_DATA_DIR = join(tmpdir(), "barnraise-bench-data");
 
+/** A preset the benches train; an uploaded model needs a platform to download it from, so none is benched. */
+export type BenchPreset = PresetModelConfig["preset"];
+
 /** The models the benches train, by preset name, with their bench defaults. */
 export interface BenchModel {
   /** The `model` of the experiment config. */
-  readonly model: ExperimentConfigInput["model"] & { preset: ModelConfig["preset"] };
+  readonly model: ExperimentConfigInput["model"] & { preset: BenchPreset };
   /** DeDLOC's target batch (the swarm's samples per collaborative step). */
   readonly targetBatchSize: number;
   readonly localBatchSize: number;
@@ -33,7 +36,7 @@ export interface BenchModel {
   readonly samples: number;
 }
 
-export const BENCH_MODELS: Readonly<Record<ModelConfig["preset"], BenchModel>> = {
+export const BENCH_MODELS: Readonly<Record<BenchPreset, BenchModel>> = {
   // The preset as it ships: 784 → 128 → 64 → 10, 109,386 parameters.
   "mnist-mlp": {
     model: { preset: "mnist-mlp" },
@@ -62,7 +65,7 @@ export const BENCH_MODELS: Readonly<Record<ModelConfig["preset"], BenchModel>> =
   },
 };
 
-export function isBenchModel(name: string): name is ModelConfig["preset"] {
+export function isBenchModel(name: string): name is BenchPreset {
   return Object.hasOwn(BENCH_MODELS, name);
 }
 
@@ -127,10 +130,7 @@ export interface BenchDataset {
 }
 
 /** Prepares (or finds up to date) the dataset of `preset` under `dataDir`. */
-export async function prepareBenchDataset(
-  dataDir: string,
-  preset: ModelConfig["preset"],
-): Promise<BenchDataset> {
+export async function prepareBenchDataset(dataDir: string, preset: BenchPreset): Promise<BenchDataset> {
   const dataset = presetDataset[preset];
   await prepareDatasets({ dataDir, datasets: [dataset] });
   const source = new DirectoryDatasetSource({ dir: join(datasetsDir(dataDir), dataset), dataset });

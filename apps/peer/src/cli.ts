@@ -18,6 +18,7 @@ import * as tf from "@tensorflow/tfjs-core";
 import { pino } from "pino";
 import { isDatasetError } from "./data/dataset-error.ts";
 import { DoctorExitCode, runDoctor } from "./doctor/doctor.ts";
+import { isModelError, ModelErrorCode } from "./models/model-error.ts";
 import { runPeer } from "./run-peer.ts";
 import { BackendUnavailableError, parseBackendChoice, type BackendChoice } from "./tf/backend.ts";
 import { TrainingAbortedError } from "./training/trainer.ts";
@@ -50,6 +51,8 @@ export const PeerExitCode = {
   ...JoinExitCode,
   backendUnavailable: 14,
   dataset: 15,
+  /** The experiment's uploaded model could not be downloaded, or cannot be trained. */
+  model: 16,
   interrupted: 130,
 } as const;
 
@@ -65,8 +68,8 @@ Options:
                         which keeps it out of the process list)
   --backend NAME        auto (default), gpu, webgpu, node, wasm or cpu
   --batch-size N|auto   per-step minibatch on this machine (default: the experiment's setting)
-  --data-dir DIR        where verified dataset shards and a fetched WebGPU binding are kept
-                        (default: ${defaultDataDir})
+  --data-dir DIR        where verified dataset shards, uploaded models and a fetched WebGPU
+                        binding are kept (default: ${defaultDataDir})
   --identity FILE       this node's key (default: ${defaultIdentityPath})
   --client              behind NAT: only dial out, never accept connections
   --listen MULTIADDR    listen address (repeatable; default: TCP on a free port)
@@ -84,8 +87,8 @@ the machine can contribute; otherwise 10-13 (token), 14 (backend), 20 (platform 
 Ctrl-C finishes the averaging round in flight and leaves the swarm; press it twice to quit at once.
 
 Exit codes: 0 done or stopped, 1 failure, 10 bad or revoked token, 11 not on the allowlist,
-12 banned, 13 pass or config failed verification, 14 backend unavailable, 15 dataset unusable,
-64 bad usage, 130 interrupted.`;
+12 banned, 13 pass, config or model failed verification, 14 backend unavailable, 15 dataset
+unusable, 16 model unavailable or untrainable, 64 bad usage, 130 interrupted.`;
 
 export interface PeerCliEnvironment {
   readonly env: Readonly<Record<string, string | undefined>>;
@@ -273,7 +276,7 @@ function usageError(io: CommandIo, message: string): number {
 }
 
 /** Says what went wrong in the volunteer's terms and picks the exit code. */
-function reportFailure(
+export function reportFailure(
   reporter: Reporter,
   error: unknown,
   signals: Pick<PeerCliEnvironment, "stopSignal" | "abortSignal">,
@@ -298,6 +301,15 @@ function reportFailure(
   if (isDatasetError(error)) {
     reporter.log("error", error.message, { code: error.code });
     return PeerExitCode.dataset;
+  }
+  if (
+    isModelError(error, ModelErrorCode.MODEL_TAMPERED) ||
+    isModelError(error, ModelErrorCode.MODEL_UNAVAILABLE) ||
+    isModelError(error, ModelErrorCode.MODEL_INVALID)
+  ) {
+    reporter.log("error", error.message, { code: error.code });
+    // Other bytes than the signed ones are the same failure as a tampered config: the answer was not the platform's.
+    return error.code === ModelErrorCode.MODEL_TAMPERED ? PeerExitCode.tampered : PeerExitCode.model;
   }
   if (error instanceof IdentityFileError || error instanceof PrivateFileError) {
     // The identity or the authority pin next to it: the message says how to repair the file.

@@ -23,7 +23,7 @@ import {
 import { createBatchStream } from "./data/batch-stream.ts";
 import { CachedDatasetSource } from "./data/cached-dataset-source.ts";
 import { HttpDatasetSource } from "./data/http-dataset-source.ts";
-import { createModel } from "./models/create-model.ts";
+import { loadModel } from "./models/create-model.ts";
 import type { TrainableModel } from "./models/trainable-model.ts";
 import { deriveSeed, hashName } from "./seeded-random.ts";
 import { selectPeerBackend, type BackendChoice } from "./tf/backend.ts";
@@ -39,7 +39,7 @@ export interface PeerRunOptions {
   readonly server: URL;
   readonly token: string;
   readonly identityPath: string;
-  /** Verified shards are cached here, per dataset. */
+  /** Verified shards are cached here, per dataset, and uploaded models under `models/`. */
   readonly dataDir: string;
   readonly backend: BackendChoice;
   /** Overrides the experiment's `training.localBatchSize`. */
@@ -83,9 +83,10 @@ const MAX_ACTIVATION_BYTES = 1 << 30;
 
 /**
  * The volunteer's whole run (DESIGN §1): identity → join (pass and config verified, authority
- * pinned) → backend → model → data → swarm → training until the run's last step or a stop. Throws
- * JoinError, BackendUnavailableError, IdentityFileError, DatasetError … for the CLI to turn into
- * messages and exit codes; cleans up the swarm and the model whatever happens.
+ * pinned) → backend → model (an uploaded one downloaded and verified) → data → swarm → training
+ * until the run's last step or a stop. Throws JoinError, BackendUnavailableError, IdentityFileError,
+ * DatasetError, ModelError … for the CLI to turn into messages and exit codes; cleans up the swarm
+ * and the model whatever happens.
  */
 export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
   const { reporter, abortSignal } = options;
@@ -97,7 +98,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
   });
 
   // Until training starts, a stop (first Ctrl-C) cancels whatever is waiting: the join's retries,
-  // the manifest download, the wait for the swarm.
+  // the model and manifest downloads, the wait for the swarm.
   const startUp = AbortSignal.any([options.stopSignal, abortSignal]);
   const joined = await joinAsVolunteer(options, identity.keyPair, startUp);
   const { config } = joined;
@@ -120,7 +121,17 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
   });
   reporter.log("info", describeBackend(selected, benchmark));
 
-  const model = createModel(config.model);
+  const model = await loadModel(config.model, {
+    server: options.server,
+    dataDir: options.dataDir,
+    signal: startUp,
+    log: (line) => {
+      reporter.log("info", line);
+    },
+    warn: (message, error) => {
+      reporter.log("warn", message, { err: error });
+    },
+  });
   const cleanups: (() => Promise<void> | void)[] = [
     () => {
       model.dispose();
@@ -144,6 +155,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       seed: dataSeed,
       config,
       manifest,
+      uploaded: model.uploaded,
       signal: abortSignal,
     });
     cleanups.push(async () => {
@@ -277,6 +289,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
         seed: dataSeed,
         config,
         manifest,
+        uploaded: model.uploaded,
         signal: abortSignal,
       });
     const trainer = new Trainer({

@@ -68,6 +68,7 @@ describe("barnraise-peer exit codes", () => {
       tampered: 13,
       backendUnavailable: 14,
       dataset: 15,
+      model: 16,
       interrupted: 130,
     });
   });

@@ -3,7 +3,13 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { elementCount, modelTensors, parseExperimentConfig } from "@barnraise/protocol";
+import {
+  elementCount,
+  layersModelTensors,
+  modelTensors,
+  parseExperimentConfig,
+  type ModelTensor,
+} from "@barnraise/protocol";
 import { testDatabaseProviders } from "@barnraise/prisma/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serializeTrainingState } from "../../../packages/swarm/src/state/state-snapshot.ts";
@@ -11,12 +17,20 @@ import { GET as safetensorsRoute } from "../app/api/v1/experiments/[id]/checkpoi
 import type { CheckpointView } from "../src/api/schemas/public.ts";
 import { resetRateLimits } from "../src/server/http/rate-limit.ts";
 import { upload } from "./support/checkpoint-upload.ts";
+import {
+  buildLayersModel,
+  checkpointBlob,
+  parameterValues,
+  setExperimentConfig,
+  storeUploadedModel,
+} from "./support/layers-model-fixture.ts";
 import { setUpAux, type AuxSetup } from "./support/peer-fixtures.ts";
 import { callRoute, createTestApp, type TestApp } from "./support/test-app.ts";
 
 /**
  * A checkpoint's weights as safetensors, read back by an independent reader that follows the
- * published format (a few lines of Python with numpy, not our encoder), and refused for a file that
+ * published format (a few lines of Python with numpy, not our encoder), for a preset and for an
+ * uploaded TF.js model (its trainable weights under their TF.js names), and refused for a file that
  * does not hold the experiment's model.
  */
 
@@ -65,21 +79,60 @@ describe.each(testDatabaseProviders())("checkpoint as safetensors (%s)", (provid
     await rm(dir, { recursive: true, force: true });
   });
 
-  async function uploaded(step: number, body: Uint8Array): Promise<CheckpointView> {
-    const response = await upload({ node: setup.aux, experimentId: setup.experimentId, step, body });
+  async function uploaded(step: number, body: Uint8Array, to: AuxSetup = setup): Promise<CheckpointView> {
+    const response = await upload({ node: to.aux, experimentId: to.experimentId, step, body });
     const view = (await response.json()) as CheckpointView;
     expect(response.status, JSON.stringify(view)).toBe(201);
     return view;
   }
 
-  function download(view: CheckpointView): Promise<Response> {
+  function download(view: CheckpointView, from: AuxSetup = setup): Promise<Response> {
     return callRoute(safetensorsRoute, view.safetensorsUrl, {
-      params: { id: setup.experimentId, checkpointId: view.id },
+      params: { id: from.experimentId, checkpointId: view.id },
     });
+  }
+
+  /** Writes a downloaded file and reads it with the Python reader. */
+  async function readWithPython(response: Response, name: string): Promise<PythonSummary> {
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    expect(bytes.length).toBe(Number(response.headers.get("content-length")));
+    const path = join(dir, name);
+    await writeFile(path, bytes);
+    // scripts/test.sh names a Python with numpy when the first on PATH has none.
+    const python = process.env.BARNRAISE_TEST_PYTHON ?? "python3";
+    const { stdout } = await run(python, ["-c", PYTHON_READER, path]);
+    return JSON.parse(stdout) as PythonSummary;
+  }
+
+  /** Each tensor as read is the slice of `parameters` that its place in `tensors` says. */
+  function expectTensors(
+    read: PythonSummary,
+    tensors: readonly ModelTensor[],
+    parameters: Float32Array,
+  ): void {
+    expect(Object.keys(read.tensors).sort()).toEqual(tensors.map((tensor) => tensor.name).sort());
+    let offset = 0;
+    for (const { name, shape } of tensors) {
+      const values = parameters.subarray(offset, offset + elementCount(shape));
+      const seen = read.tensors[name];
+      expect(seen, name).toMatchObject({
+        shape: [...shape],
+        begin: offset * 4,
+        first: values[0],
+        last: values[values.length - 1],
+      });
+      expect(seen?.sum ?? NaN).toBeCloseTo(
+        values.reduce((sum, value) => sum + value, 0),
+        6,
+      );
+      offset += values.length;
+    }
+    expect(read.bodyBytes).toBe(offset * 4); // the weights only, no optimizer state
   }
 
   it("holds every named tensor of the model with the checkpoint's numbers, as Python's reader sees them", async () => {
     const config = parseExperimentConfig({});
+    if (config.model.preset !== "mnist-mlp") throw new Error("the default model is mnist-mlp");
     const tensors = modelTensors(config.model);
     const size = tensors.reduce((sum, tensor) => sum + elementCount(tensor.shape), 0);
     const parameters = Float32Array.from({ length: size }, (_, i) => Math.sin(i) * (1 + (i % 7)));
@@ -99,39 +152,45 @@ describe.each(testDatabaseProviders())("checkpoint as safetensors (%s)", (provid
     expect(response.headers.get("content-disposition")).toContain(
       `${setup.experimentId}-step-42.safetensors`,
     );
-    const bytes = new Uint8Array(await response.arrayBuffer());
-    expect(bytes.length).toBe(Number(response.headers.get("content-length")));
-    const path = join(dir, "weights.safetensors");
-    await writeFile(path, bytes);
-    // scripts/test.sh names a Python with numpy when the first on PATH has none.
-    const python = process.env.BARNRAISE_TEST_PYTHON ?? "python3";
-    const { stdout } = await run(python, ["-c", PYTHON_READER, path]);
-    const read = JSON.parse(stdout) as PythonSummary;
-
-    expect(read.bodyBytes).toBe(size * 4); // the weights only, no optimizer state
+    const read = await readWithPython(response, "weights.safetensors");
     expect(read.metadata).toMatchObject({
       barnraise_experiment: setup.experimentId,
       barnraise_step: "42",
       barnraise_checkpoint_sha256: view.sha256,
     });
     expect(JSON.parse(read.metadata.barnraise_model ?? "null")).toEqual(config.model);
-    expect(Object.keys(read.tensors).sort()).toEqual(tensors.map((tensor) => tensor.name).sort());
-    let offset = 0;
-    for (const { name, shape } of tensors) {
-      const values = parameters.subarray(offset, offset + elementCount(shape));
-      const seen = read.tensors[name];
-      expect(seen, name).toMatchObject({
-        shape: [...shape],
-        begin: offset * 4,
-        first: values[0],
-        last: values[values.length - 1],
-      });
-      expect(seen?.sum ?? NaN).toBeCloseTo(
-        values.reduce((sum, value) => sum + value, 0),
-        6,
-      );
-      offset += values.length;
-    }
+    expectTensors(read, tensors, parameters);
+  });
+
+  it("holds an uploaded model's trainable weights under their TF.js names, and not its frozen ones", async () => {
+    const stored = await storeUploadedModel(app, buildLayersModel());
+    const layers = await setUpAux(app);
+    const input = {
+      model: { preset: "layers" as const, sha256: stored.sha256 },
+      dataset: { name: "sensors" },
+    };
+    await setExperimentConfig(app, layers.experimentId, input);
+    const tensors = layersModelTensors(stored.model);
+    expect(tensors.map((tensor) => tensor.name)).toEqual([
+      "hidden/kernel",
+      "hidden/bias",
+      "head/kernel",
+      "head/bias",
+    ]);
+    const parameters = parameterValues(tensors, 0.5);
+    const view = await uploaded(9, checkpointBlob(parameters, 9), layers);
+
+    const response = await download(view, layers);
+    expect(response.status).toBe(200);
+    const read = await readWithPython(response, "layers.safetensors");
+    expect(read.metadata).toMatchObject({ barnraise_experiment: layers.experimentId, barnraise_step: "9" });
+    expect(JSON.parse(read.metadata.barnraise_model ?? "null")).toEqual(parseExperimentConfig(input).model);
+    expectTensors(read, tensors, parameters);
+
+    // A checkpoint of the whole model (frozen weights too) is not this run's.
+    const whole = parameterValues(stored.model.weights, 0.5);
+    const refused = await download(await uploaded(10, checkpointBlob(whole, 10), layers), layers);
+    expect(refused.status).toBe(409);
   });
 
   it("refuses a checkpoint that does not hold this experiment's model", async () => {

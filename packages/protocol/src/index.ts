@@ -8,6 +8,7 @@ export * from "./errors.ts";
 export * from "./experiment-config.ts";
 export { experimentIdSchema, NONCE_BYTES, scopeSchema, usernameSchema } from "./fields.ts";
 export * from "./keys.ts";
+export * from "./layers-model.ts";
 export * from "./model-tensors.ts";
 export * from "./replay-guard.ts";
 export * from "./run-control.ts";

@@ -1,4 +1,4 @@
-import { ModelPreset, type ModelConfig } from "./experiment-config.ts";
+import { ModelPreset, type PresetModelConfig } from "./experiment-config.ts";
 
 /** One named parameter tensor of a model preset: what the swarm's flat vector holds, in order. */
 export interface ModelTensor {
@@ -13,7 +13,7 @@ export const MNIST_IMAGE_PIXELS = 784;
 export const MNIST_DIGIT_CLASSES = 10;
 
 /**
- * The parameter tensors of a model preset, in the order of the flat parameter vector every peer
+ * The parameter tensors of a model preset (an uploaded model's are `layersModelTensors`), in the order of the flat parameter vector every peer
  * averages and every checkpoint stores (each row-major, float32). Peers, checkpoints and exports
  * (safetensors) all name and shape the weights by this one list.
  *
@@ -30,7 +30,7 @@ export const MNIST_DIGIT_CLASSES = 10;
  *    `mlm.output.bias` [V] (the output projection itself is `embeddings.word`ᵀ, tied).
  * numLayers does not appear: depth reuses the shared layer.
  */
-export function modelTensors(model: ModelConfig): ModelTensor[] {
+export function modelTensors(model: PresetModelConfig): ModelTensor[] {
   const tensors: ModelTensor[] = [];
   const dense = (prefix: string, rows: number, columns: number): void => {
     tensors.push({ name: `${prefix}.kernel`, shape: [rows, columns] });

@@ -1,13 +1,22 @@
-import type { DatasetManifest, DatasetSplit, ExperimentConfig } from "@barnraise/protocol";
-import type { Batch } from "../models/batch.ts";
+import type {
+  DatasetManifest,
+  DatasetSplit,
+  ExperimentConfig,
+  LayersModelConfig,
+  TabularManifest,
+} from "@barnraise/protocol";
+import type { Batch, TabularBatch } from "../models/batch.ts";
+import type { UploadedModelShape } from "../models/trainable-model.ts";
 import { DatasetError, DatasetErrorCode } from "./dataset-error.ts";
 import type { DatasetSource } from "./dataset-source.ts";
 import { toImageBatch } from "./image-batcher.ts";
 import { MaskedTokenBatcher } from "./masked-token-batcher.ts";
 import { decodeMnistShard } from "./mnist-decoder.ts";
-import { ShardStream } from "./shard-stream.ts";
+import { ShardStream, type ShardStreamOptions } from "./shard-stream.ts";
 import { ShuffleBuffer, shuffled } from "./shuffle-buffer.ts";
 import { deriveSeed, SeededRandom } from "../seeded-random.ts";
+import { toTabularBatch } from "./tabular-batcher.ts";
+import { decodeTabularShard } from "./tabular-decoder.ts";
 import { decodeTokenShard } from "./token-decoder.ts";
 
 /** Shards downloaded ahead of the one being read, unless the caller says otherwise. */
@@ -28,6 +37,8 @@ export interface BatchStreamOptions {
   readonly signal?: AbortSignal;
   /** A manifest already fetched from `source`; fetched on the first `next()` otherwise. */
   readonly manifest?: DatasetManifest;
+  /** The loaded model's `uploaded` shape; needed (and checked against the dataset) for an uploaded model. */
+  readonly uploaded?: UploadedModelShape | undefined;
 }
 
 /** Seed streams, so shard order, shuffling and masking draw independent numbers from one seed. */
@@ -38,7 +49,8 @@ const Stream = { shardOrder: 1, shuffle: 2, masking: 3 } as const;
  * in this peer's order, mixed through a shuffle buffer of `config.dataset.shuffleBufferSize`),
  * "test" is one ordered pass. Shards download in the background while batches are consumed;
  * `return()` or aborting `signal` releases the pending downloads. Fails with a DatasetError when
- * the dataset does not fit the model (wrong format, vocabulary larger than the model's).
+ * the dataset does not fit the model (wrong format, vocabulary larger than the model's, features
+ * or classes other than an uploaded model's input and output take).
  */
 export function createBatchStream(options: BatchStreamOptions): AsyncGenerator<Batch, void, undefined> {
   if (!Number.isInteger(options.batchSize) || options.batchSize < 1) {
@@ -74,6 +86,10 @@ async function* batches(options: BatchStreamOptions): AsyncGenerator<Batch, void
     for await (const rows of inBatches(mix(stream, options), options)) yield toImageBatch(rows);
     return;
   }
+  if (model.preset === "layers") {
+    yield* tabularBatches(model, manifest, common, options);
+    return;
+  }
   if (manifest.format !== "tokens-u16le")
     throw incompatible(`${model.preset} needs tokens-u16le records, not ${manifest.format}`);
   const { size: vocabSize, specialTokens } = manifest.vocabulary;
@@ -96,6 +112,68 @@ async function* batches(options: BatchStreamOptions): AsyncGenerator<Batch, void
     random: new SeededRandom(deriveSeed(seed, Stream.masking)),
   });
   for await (const rows of inBatches(mix(stream, options), options)) yield batcher.batch(rows);
+}
+
+/**
+ * Rows for an uploaded model, once the dataset is known to fit it: as many features as its input
+ * takes, and labels of its task (as many classes as its output has units).
+ */
+async function* tabularBatches(
+  model: LayersModelConfig,
+  manifest: DatasetManifest,
+  common: Omit<ShardStreamOptions<never>, "decode">,
+  options: BatchStreamOptions,
+): AsyncGenerator<TabularBatch> {
+  const shape = options.uploaded;
+  if (shape === undefined) {
+    throw new RangeError("an uploaded model's batches need its shape: pass the loaded model's `uploaded`");
+  }
+  if (manifest.format !== "tabular-f32") {
+    throw incompatible(`an uploaded model trains on tabular-f32 records, not ${manifest.format}`);
+  }
+  const classes = tabularClasses(model, manifest, shape);
+  const { features } = shape;
+  const stream = new ShardStream({
+    ...common,
+    decode: (bytes, shard) =>
+      decodeTabularShard(bytes, shard.file, { features, classes, expectedRecords: shard.records }),
+  });
+  for await (const rows of inBatches(mix(stream, options), options)) yield toTabularBatch(rows, features);
+}
+
+/** The classes of a classifier's labels (undefined for a regression), once they fit the model. */
+function tabularClasses(
+  model: LayersModelConfig,
+  manifest: TabularManifest,
+  shape: UploadedModelShape,
+): number | undefined {
+  const { features, label } = manifest.record;
+  if (features.count !== shape.features) {
+    throw incompatible(
+      `its records have ${features.count} features, but the model's input [${shape.inputShape.join(", ")}] ` +
+        `takes ${shape.features}; upload a dataset with the model's columns, or a model for this dataset`,
+    );
+  }
+  if (model.task === "regression") {
+    if (label.kind !== "value") {
+      throw incompatible(
+        `the model is a regression, but the label ${label.name} is a class; train a classifier on it`,
+      );
+    }
+    return undefined;
+  }
+  if (label.kind !== "class") {
+    throw incompatible(
+      `the model is a classifier, but the label ${label.name} is a value; train a regression on it`,
+    );
+  }
+  const classes = label.classes?.length ?? 0;
+  if (classes !== shape.outputUnits) {
+    throw incompatible(
+      `the label ${label.name} has ${classes} classes, but the model's output layer has ${shape.outputUnits} units`,
+    );
+  }
+  return classes;
 }
 
 /** Train records go through the shuffle buffer; test records keep their order. */

@@ -2,6 +2,7 @@ import type { DatasetManifest, DatasetShard } from "@barnraise/protocol";
 import { DatasetError, DatasetErrorCode } from "./dataset-error.ts";
 import type { DatasetSource } from "./dataset-source.ts";
 import { parseManifest } from "./parse-manifest.ts";
+import { isTransientStatus, readBody, TransientStatus } from "./read-body.ts";
 import { sha256Hex } from "./sha256.ts";
 import { DEFAULT_RETRY_POLICY, describe, RetriesExhausted, type RetryPolicy, withRetry } from "./retry.ts";
 
@@ -17,11 +18,6 @@ export interface HttpDatasetSourceOptions {
   /** Injected for tests; defaults to the global `fetch`. */
   readonly fetch?: typeof fetch;
   readonly retry?: RetryPolicy;
-}
-
-/** An HTTP status worth retrying (5xx, 408, 429): the server may recover. */
-class TransientStatus extends Error {
-  override readonly name = "TransientStatus";
 }
 
 /**
@@ -93,7 +89,7 @@ export class HttpDatasetSource implements DatasetSource {
           const response = await this.#fetch(url, { signal: signal ?? null });
           if (response.ok) return await readBody(response, limit, () => this.#tooLong(what, limit));
           await response.body?.cancel();
-          if (response.status >= 500 || response.status === 408 || response.status === 429) {
+          if (isTransientStatus(response.status)) {
             throw new TransientStatus(`HTTP ${response.status} from ${url}`);
           }
           if (response.status === 404) {
@@ -129,39 +125,4 @@ export class HttpDatasetSource implements DatasetSource {
       `dataset ${this.#dataset}: ${what} is longer than the ${limit} bytes expected; refusing the rest`,
     );
   }
-}
-
-/**
- * Reads a response body into one buffer, refusing more than `limit` bytes. Sizes come from the
- * manifest, not Content-Length (Next.js drops that header). The result starts at byte offset 0,
- * so it can back aligned typed-array views.
- */
-async function readBody(
-  response: Response,
-  limit: number,
-  tooLong: () => Error,
-): Promise<Uint8Array<ArrayBuffer>> {
-  const body = response.body;
-  if (body === null) return new Uint8Array(0);
-  const reader = body.getReader();
-  let buffer = new Uint8Array(Math.min(limit, 1 << 20));
-  let length = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    if (length + value.byteLength > limit) {
-      await reader.cancel();
-      throw tooLong();
-    }
-    if (length + value.byteLength > buffer.byteLength) {
-      const grown = new Uint8Array(
-        Math.min(limit, Math.max(buffer.byteLength * 2, length + value.byteLength)),
-      );
-      grown.set(buffer.subarray(0, length));
-      buffer = grown;
-    }
-    buffer.set(value, length);
-    length += value.byteLength;
-  }
-  return length === buffer.byteLength ? buffer : buffer.slice(0, length);
 }

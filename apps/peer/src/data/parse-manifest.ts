@@ -54,6 +54,19 @@ export function parseManifest(json: unknown, expectedName: string): DatasetManif
       throw invalid(expectedName, `shard ${shard.file} is listed under split ${shard.split}`);
     }
   }
+  if (manifest.format === "tabular-f32") {
+    const { features, label } = manifest.record;
+    if (manifest.record.bytes !== 4 * (features.count + 1)) {
+      throw invalid(
+        expectedName,
+        `a record of ${features.count} float32 features and a label is ${4 * (features.count + 1)} bytes, ` +
+          `not the ${manifest.record.bytes} it says`,
+      );
+    }
+    if (label.kind === "class" && (label.classes === null || label.classes.length === 0)) {
+      throw invalid(expectedName, `the class label ${label.name} lists no classes`);
+    }
+  }
   return manifest;
 }
 

@@ -1,5 +1,5 @@
 import { MNIST_DIGIT_CLASSES, MNIST_IMAGE_PIXELS } from "@barnraise/protocol";
-import type { Batch, ImageBatch, MaskedTokenBatch } from "./batch.ts";
+import type { Batch, ImageBatch, MaskedTokenBatch, TabularBatch } from "./batch.ts";
 import { ModelError, ModelErrorCode } from "./model-error.ts";
 
 /**
@@ -67,6 +67,47 @@ export function checkMaskedTokenBatch(
     const mask = batch.attentionMask[i];
     if (mask !== 0 && mask !== 1) {
       throw malformed(`attentionMask[${i}] is ${mask}; it must be 1 for tokens and 0 for padding`);
+    }
+  }
+  return batch;
+}
+
+/**
+ * Returns `batch` as a TabularBatch that fits an uploaded model with `features` inputs, or throws
+ * WRONG_BATCH_KIND / MALFORMED_BATCH. `classes` bounds a classifier's labels (whole ids below it);
+ * a regression's labels (`classes` undefined) need only be finite. Features must be finite too:
+ * one NaN would turn the whole averaged gradient into NaN.
+ */
+export function checkTabularBatch(batch: Batch, features: number, classes: number | undefined): TabularBatch {
+  if (batch.kind !== "tabular") {
+    throw new ModelError(
+      ModelErrorCode.WRONG_BATCH_KIND,
+      `an uploaded model trains on tabular batches, got a "${batch.kind}" batch: check the dataset in the config`,
+    );
+  }
+  checkSize(batch.size);
+  checkArray(batch.features, Float32Array, batch.size * features, "features");
+  checkArray(batch.labels, Float32Array, batch.size, "labels");
+  for (let i = 0; i < batch.features.length; i++) {
+    const value = batch.features[i] ?? NaN;
+    if (!Number.isFinite(value)) {
+      throw malformed(
+        `features[${i}] (row ${Math.floor(i / features)}) is ${value}; features must be finite numbers`,
+      );
+    }
+  }
+  for (let i = 0; i < batch.labels.length; i++) {
+    const label = batch.labels[i] ?? NaN;
+    if (
+      classes === undefined
+        ? !Number.isFinite(label)
+        : !Number.isInteger(label) || label < 0 || label >= classes
+    ) {
+      throw malformed(
+        classes === undefined
+          ? `labels[${i}] is ${label}; regression labels must be finite numbers`
+          : `labels[${i}] is ${label}; class labels must be whole numbers 0…${classes - 1}`,
+      );
     }
   }
   return batch;

@@ -1,6 +1,6 @@
 /**
- * The minibatches the data pipeline hands to a model preset. Both are flat, row-major typed arrays,
- * so a batch crosses from the data code to TF.js without per-sample objects.
+ * The minibatches the data pipeline hands to a model. All are flat, row-major typed arrays, so a
+ * batch crosses from the data code to TF.js without per-sample objects.
  */
 
 /** MNIST digits: `size` images of 28×28 pixels scaled to [0, 1], row-major, and one label 0…9 each. */
@@ -30,4 +30,17 @@ export interface MaskedTokenBatch {
   readonly attentionMask: Float32Array;
 }
 
-export type Batch = ImageBatch | MaskedTokenBatch;
+/**
+ * Rows of a `tabular-f32` dataset for an uploaded model: each row's features fill the model's input
+ * shape row-major, and its label is a class id (classification) or the value to predict (regression).
+ */
+export interface TabularBatch {
+  readonly kind: "tabular";
+  readonly size: number;
+  /** `size · features` values, a row after the other. */
+  readonly features: Float32Array;
+  /** `size` labels: whole class ids 0 … classes − 1, or real values. */
+  readonly labels: Float32Array;
+}
+
+export type Batch = ImageBatch | MaskedTokenBatch | TabularBatch;

@@ -1,6 +1,7 @@
 /**
- * Every failure a model preset reports carries one of these stable codes, so the training loop can
- * tell a bad minibatch (skip it, report the data bug) from a misuse of the model (a programming error).
+ * Every failure a model reports carries one of these stable codes, so the training loop can tell a
+ * bad minibatch (skip it, report the data bug) from a misuse of the model (a programming error), and
+ * the CLI can tell an uploaded model that failed verification from one it could not download.
  * A parameter vector of the wrong length is the swarm's `SwarmError` LENGTH_MISMATCH, raised by
  * `ParameterLayout.check`, because the same vector crosses into the engine.
  */
@@ -17,11 +18,20 @@ export const ModelErrorCode = {
   UNSUPPORTED_OPERATION: "UNSUPPORTED_OPERATION",
   /** The model was used after `dispose()`. */
   DISPOSED: "DISPOSED",
+  /**
+   * An uploaded model's files differ from the SHA-256 the signed config names (altered on the
+   * platform, a proxy or the way): the peer refuses to train them.
+   */
+  MODEL_TAMPERED: "MODEL_TAMPERED",
+  /** An uploaded model could not be downloaded: not on the platform, or unreachable after every retry. */
+  MODEL_UNAVAILABLE: "MODEL_UNAVAILABLE",
+  /** An uploaded model's files are the signed ones, but they do not make a model this peer can train. */
+  MODEL_INVALID: "MODEL_INVALID",
 } as const;
 
 export type ModelErrorCode = (typeof ModelErrorCode)[keyof typeof ModelErrorCode];
 
-/** A model preset refused its input; `code` says why, the message says what to fix. */
+/** A model refused its input or could not be loaded; `code` says why, the message says what to fix. */
 export class ModelError extends Error {
   override readonly name = "ModelError";
   readonly code: ModelErrorCode;

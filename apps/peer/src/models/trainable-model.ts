@@ -1,4 +1,4 @@
-import type { ModelConfig } from "@barnraise/protocol";
+import type { MetricName, ModelConfig } from "@barnraise/protocol";
 import type { ParameterLayout } from "@barnraise/swarm";
 import type { Batch } from "./batch.ts";
 
@@ -14,24 +14,47 @@ export interface GradientResult {
 
 export interface EvaluationResult {
   readonly loss: number;
-  /** Share of correct predictions: digits, or masked tokens for the masked LM. */
+  /**
+   * Share of correct predictions: digits, masked tokens for the masked LM, rows for an uploaded
+   * classifier. NaN for a regression model, which has nothing to be right or wrong about.
+   */
   readonly accuracy: number;
-  /** Predictions scored: images, or masked tokens. */
+  /** Predictions scored: images, masked tokens, or rows. */
   readonly predictions: number;
+  /** An uploaded model's metrics (`model.metrics` of its config), each a mean over the predictions. */
+  readonly metrics?: Readonly<Partial<Record<MetricName, number>>>;
 }
 
 /**
- * A model preset as the training loop sees it: parameters live in TF.js variables, and cross to
- * the swarm engine as one flat Float32Array in `layout` order (parameters, gradients and optimizer
- * moments all use that layout). The collaborative optimizer owns the parameter values; the model
+ * What an uploaded model's minibatches look like, read from the built model: a preset's config
+ * fixes these, an uploaded model's config only names its files.
+ */
+export interface UploadedModelShape {
+  /** The input shape without the batch dimension; a row's features fill it row-major. */
+  readonly inputShape: readonly number[];
+  /** Features per row: the product of `inputShape`. */
+  readonly features: number;
+  /** Width of the output layer: the classes of a classifier, 1 for a regression on one value. */
+  readonly outputUnits: number;
+  /** Floats every layer's output holds for one row, summed: what the activations scale with. */
+  readonly activationFloats: number;
+}
+
+/**
+ * A model (a preset or an uploaded one) as the training loop sees it: parameters live in TF.js
+ * variables, and cross to the swarm engine as one flat Float32Array in `layout` order (parameters,
+ * gradients and optimizer moments all use that layout). The collaborative optimizer owns the parameter values; the model
  * only computes with them.
  */
 export interface TrainableModel {
   readonly config: ModelConfig;
   readonly layout: ParameterLayout;
+  /** An uploaded model's input and output widths; absent for the presets. */
+  readonly uploaded?: UploadedModelShape;
   /**
    * Deterministic initial parameters: the same bits for the same config and seed on every machine
-   * and backend (drawn in JavaScript from a seeded generator, not by TF.js).
+   * and backend (drawn in JavaScript from a seeded generator, not by TF.js; an uploaded model's own
+   * weights, whatever the seed).
    */
   initialParameters(seed: number): Float32Array;
   /** Copies a flat vector (length `layout.size`) into the model's variables. */

@@ -71,41 +71,16 @@ export class VariableSet {
   /** Copies `parameters` (length `layout.size`) into the variables; the caller keeps its array. */
   assign(parameters: Float32Array): void {
     this.checkAlive();
-    this.layout.check(parameters, "parameters");
-    this.#variables.forEach((variable, index) => {
-      const slot = this.layout.slots[index];
-      if (slot === undefined) return;
-      // slice, not subarray: the CPU backend keeps the array it is given, so it must be our own copy.
-      const values = parameters.slice(slot.offset, slot.offset + slot.length);
-      tf.tidy(() => {
-        variable.assign(tf.tensor(values, variable.shape, "float32"));
-      });
-    });
+    assignFlat(this.#variables, this.layout, parameters);
   }
 
   /**
    * Runs `loss` under `tf.variableGrads` and returns its value and the gradient of every variable,
-   * concatenated in layout order (zeros for tensors the loss does not depend on). The values are
-   * read back asynchronously: a GPU backend (WebGPU) cannot read synchronously in Node.
+   * concatenated in layout order (zeros for tensors the loss does not depend on).
    */
   async lossAndGradient(loss: () => tf.Scalar): Promise<{ loss: number; gradient: Float32Array }> {
     this.checkAlive();
-    const { value, flat } = tf.tidy(() => {
-      const result = tf.variableGrads(loss, this.#variables);
-      const parts = this.#variables.map((variable) => {
-        const grad = result.grads[variable.name];
-        return grad === undefined ? tf.zeros([variable.size]) : tf.reshape(grad, [-1]);
-      });
-      return { value: result.value, flat: tf.concat(parts) };
-    });
-    try {
-      // One read-back for the whole vector (one GPU sync instead of one per tensor), then a copy we own.
-      const [gradient, lossValue] = await Promise.all([flat.data(), value.data()]);
-      return { loss: lossValue[0] ?? NaN, gradient: new Float32Array(gradient) };
-    } finally {
-      value.dispose();
-      flat.dispose();
-    }
+    return await flatLossAndGradient(this.#variables, loss);
   }
 
   /** Disposes every variable; later calls throw DISPOSED. Idempotent. */
@@ -124,6 +99,55 @@ export class VariableSet {
         "the model was disposed; create a new one with createModel",
       );
     }
+  }
+}
+
+/**
+ * Copies `parameters` (length `layout.size`) into `variables`, which are the layout's tensors in
+ * its order; the caller keeps its array.
+ */
+export function assignFlat(
+  variables: readonly tf.Variable[],
+  layout: ParameterLayout,
+  parameters: Float32Array,
+): void {
+  layout.check(parameters, "parameters");
+  variables.forEach((variable, index) => {
+    const slot = layout.slots[index];
+    if (slot === undefined) return;
+    // slice, not subarray: the CPU backend keeps the array it is given, so it must be our own copy.
+    const values = parameters.slice(slot.offset, slot.offset + slot.length);
+    tf.tidy(() => {
+      variable.assign(tf.tensor(values, variable.shape, "float32"));
+    });
+  });
+}
+
+/**
+ * Runs `loss` under `tf.variableGrads` and returns its value and the gradient of each of
+ * `variables`, flattened and concatenated in their order (zeros for those the loss does not
+ * depend on). The values are read back asynchronously: a GPU backend (WebGPU) cannot read
+ * synchronously in Node.
+ */
+export async function flatLossAndGradient(
+  variables: readonly tf.Variable[],
+  loss: () => tf.Scalar,
+): Promise<{ loss: number; gradient: Float32Array }> {
+  const { value, flat } = tf.tidy(() => {
+    const result = tf.variableGrads(loss, [...variables]);
+    const parts = variables.map((variable) => {
+      const grad = result.grads[variable.name];
+      return grad === undefined ? tf.zeros([variable.size]) : tf.reshape(grad, [-1]);
+    });
+    return { value: result.value, flat: tf.concat(parts) };
+  });
+  try {
+    // One read-back for the whole vector (one GPU sync instead of one per tensor), then a copy we own.
+    const [gradient, lossValue] = await Promise.all([flat.data(), value.data()]);
+    return { loss: lossValue[0] ?? NaN, gradient: new Float32Array(gradient) };
+  } finally {
+    value.dispose();
+    flat.dispose();
   }
 }
 

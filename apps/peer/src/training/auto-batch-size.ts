@@ -1,7 +1,7 @@
 import type { ExperimentConfig, ModelConfig } from "@barnraise/protocol";
 import type { Batch } from "../models/batch.ts";
 import { IMAGE_PIXELS, DIGIT_CLASSES } from "../models/batch-checks.ts";
-import type { TrainableModel } from "../models/trainable-model.ts";
+import type { TrainableModel, UploadedModelShape } from "../models/trainable-model.ts";
 import { syntheticBatch } from "./synthetic-batch.ts";
 
 /**
@@ -34,8 +34,11 @@ const FLOAT_BYTES = 4;
  *   activations) 96·T·H for the projections, residuals and two layer norms, 32·T·I for the GELU
  *   feed-forward and 16·heads·T² for the attention scores, softmax and dropout; and 16·V for each
  *   masked cell the head scores (logits, log-softmax, one-hot targets), about maskProbability·T + 1.
+ * - an uploaded model (`uploaded`, its shape, is required): mnist-mlp's counts applied to what the
+ *   built model says: its input 3 times, every layer's output 8 times (a layer with a composite
+ *   activation keeps more, which the 25 % memory share leaves room for), its output 12 times.
  */
-export function estimateBytesPerSample(model: ModelConfig): number {
+export function estimateBytesPerSample(model: ModelConfig, uploaded?: UploadedModelShape): number {
   switch (model.preset) {
     case "mnist-mlp": {
       const perHiddenUnit = model.activation === "gelu" ? 32 : 8;
@@ -50,6 +53,16 @@ export function estimateBytesPerSample(model: ModelConfig): number {
       const floats =
         48 * T * model.embeddingSize + model.numLayers * perLayer + 16 * maskedCells * model.vocabSize;
       return FLOAT_BYTES * floats;
+    }
+    case "layers": {
+      if (uploaded === undefined) {
+        throw new RangeError(
+          "an uploaded model's activation memory needs its shape: pass the loaded model's `uploaded`",
+        );
+      }
+      return (
+        FLOAT_BYTES * (3 * uploaded.features + 8 * uploaded.activationFloats + 12 * uploaded.outputUnits)
+      );
     }
   }
 }
@@ -97,7 +110,7 @@ export interface ChooseBatchSizeOptions {
   readonly maxBatchSize?: number;
   /** Clock in milliseconds (default `performance.now`); tests inject a fake one. */
   readonly now?: () => number;
-  /** Builds a batch of `size` samples (default: a synthetic batch of the model's preset). */
+  /** Builds a batch of `size` samples (default: a synthetic batch shaped for the model). */
   readonly makeBatch?: (size: number) => Batch;
   /** Aborts the search between steps (e.g. on SIGINT); the promise rejects with the reason. */
   readonly signal?: AbortSignal;
@@ -134,7 +147,8 @@ export async function chooseBatchSize(options: ChooseBatchSizeOptions): Promise<
   const cap = batchSizeCap(options);
   const { model, signal } = options;
   const now = options.now ?? (() => performance.now());
-  const makeBatch = options.makeBatch ?? ((size: number) => syntheticBatch(model.config, size, size));
+  const makeBatch =
+    options.makeBatch ?? ((size: number) => syntheticBatch(model.config, size, size, model.uploaded));
 
   const trials: BatchSizeTrial[] = [];
   let size = Math.min(FIRST_TRIAL_SIZE, cap.size);
@@ -212,7 +226,10 @@ function batchSizeCap(options: ChooseBatchSizeOptions): { size: number; limitedB
     throw new RangeError(`memoryBytes must be a non-negative number of bytes, got ${memoryBytes}`);
   }
   const limits: { size: number; limitedBy: BatchSizeLimit }[] = [
-    { size: Math.floor(memoryBytes / estimateBytesPerSample(options.model.config)), limitedBy: "memory" },
+    {
+      size: Math.floor(memoryBytes / estimateBytesPerSample(options.model.config, options.model.uploaded)),
+      limitedBy: "memory",
+    },
     { size: Math.floor(targetBatchSize / 4), limitedBy: "target" },
     { size: maxBatchSize, limitedBy: "max" },
   ];

@@ -1,10 +1,11 @@
 import { type ModelConfig, SPECIAL_TOKENS } from "@barnraise/protocol";
-import type { Batch, ImageBatch, MaskedTokenBatch } from "../models/batch.ts";
+import type { Batch, ImageBatch, MaskedTokenBatch, TabularBatch } from "../models/batch.ts";
 import { DIGIT_CLASSES, IMAGE_PIXELS } from "../models/batch-checks.ts";
+import type { UploadedModelShape } from "../models/trainable-model.ts";
 import { SeededRandom } from "../seeded-random.ts";
 
 /**
- * Stand-in minibatches of a preset's exact shape, filled from a seeded generator. The peer times a
+ * Stand-in minibatches of a model's exact shape, filled from a seeded generator. The peer times a
  * few training steps on them to pick its batch size before the first shard has downloaded; what
  * they contain does not matter, only that they cost what a real batch of that size costs.
  */
@@ -19,13 +20,20 @@ const FIRST_ORDINARY = SPECIAL_TOKENS.length;
 const SYNTHETIC_STREAM = 0x5b7a7c4;
 
 /**
- * `size` samples shaped for the preset `model` names: images of uniform random pixels with random digit labels,
- * or full-length sentences `[CLS] tokens… [SEP]` (no padding: the most expensive row) in which
- * each token becomes [MASK] with the model's `maskProbability`, at least one per sentence, as the
- * real batcher chooses them, so the MLM head scores about as many cells as in training.
- * Throws RangeError unless `size` is a positive integer and `seed` a safe integer.
+ * `size` samples shaped for the model `model` names: images of uniform random pixels with random
+ * digit labels; full-length sentences `[CLS] tokens… [SEP]` (no padding: the most expensive row)
+ * in which each token becomes [MASK] with the model's `maskProbability`, at least one per
+ * sentence, as the real batcher chooses them, so the MLM head scores about as many cells as in
+ * training; or, for an uploaded model (whose shape `uploaded` must then give), rows of uniform
+ * random features with random class ids or values. Throws RangeError unless `size` is a positive
+ * integer and `seed` a safe integer.
  */
-export function syntheticBatch(model: ModelConfig, size: number, seed: number): Batch {
+export function syntheticBatch(
+  model: ModelConfig,
+  size: number,
+  seed: number,
+  uploaded?: UploadedModelShape,
+): Batch {
   if (!Number.isSafeInteger(size) || size < 1) {
     throw new RangeError(`synthetic batch size must be a positive integer, got ${size}`);
   }
@@ -41,7 +49,34 @@ export function syntheticBatch(model: ModelConfig, size: number, seed: number): 
         model.maskProbability,
         random,
       );
+    case "layers":
+      if (uploaded === undefined) {
+        throw new RangeError(
+          "a synthetic batch of an uploaded model needs its shape: pass the loaded model's `uploaded`",
+        );
+      }
+      return syntheticRows(
+        size,
+        uploaded.features,
+        model.task === "classification" ? uploaded.outputUnits : undefined,
+        random,
+      );
   }
+}
+
+/** Rows of uniform features; class ids below `classes`, or values in [-1, 1) for a regression. */
+function syntheticRows(
+  size: number,
+  features: number,
+  classes: number | undefined,
+  random: SeededRandom,
+): TabularBatch {
+  const values = new Float32Array(size * features);
+  for (let i = 0; i < values.length; i++) values[i] = random.nextFloat();
+  const labels = new Float32Array(size);
+  for (let i = 0; i < size; i++)
+    labels[i] = classes === undefined ? 2 * random.nextFloat() - 1 : random.int(classes);
+  return { kind: "tabular", size, features: values, labels };
 }
 
 function syntheticImages(size: number, random: SeededRandom): ImageBatch {

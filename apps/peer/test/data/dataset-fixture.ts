@@ -87,6 +87,61 @@ export function tokenRecord(ids: readonly number[]): Uint8Array {
   return bytes;
 }
 
+/** One row of a tabular dataset: its features and its label (a class id or a value). */
+export interface TabularRow {
+  readonly features: readonly number[];
+  readonly label: number;
+}
+
+/**
+ * A `tabular-f32` dataset named `name` whose record `i` of a split is `row(i, split)`; `classes`
+ * names the classes of a class label, or is null for a value label.
+ */
+export function tabularDataset(options: {
+  readonly name?: string;
+  readonly train: number;
+  readonly test: number;
+  readonly recordsPerShard: number;
+  readonly features: number;
+  readonly classes: readonly string[] | null;
+  readonly row: (i: number, split: DatasetSplit) => TabularRow;
+}): Dataset {
+  const { features } = options;
+  const base = {
+    name: options.name ?? "tabular-test",
+    format: "tabular-f32",
+    description: "test rows",
+    createdFrom: { upload: "rows.csv", bytes: 100, sha256: "0".repeat(64) },
+    options: { recordsPerShard: options.recordsPerShard, testEvery: 5 },
+    record: {
+      bytes: 4 * (features + 1),
+      features: {
+        count: features,
+        names: Array.from({ length: features }, (_, i) => `x${i}`),
+        dtype: "float32",
+      },
+      label: {
+        name: "y",
+        dtype: "float32",
+        kind: options.classes === null ? "value" : "class",
+        classes: options.classes === null ? null : [...options.classes],
+      },
+    },
+  } as const;
+  const counts = { train: options.train, test: options.test };
+  return build(base, counts, options.recordsPerShard, (i, split) => tabularRecord(options.row(i, split)));
+}
+
+/** One `tabular-f32` record: the features, then the label, float32 little-endian. */
+export function tabularRecord(row: TabularRow): Uint8Array {
+  const bytes = new Uint8Array(4 * (row.features.length + 1));
+  const view = new DataView(bytes.buffer);
+  [...row.features, row.label].forEach((value, k) => {
+    view.setFloat32(4 * k, value, true);
+  });
+  return bytes;
+}
+
 export function sha256(bytes: Uint8Array): string {
   return createHash("sha256").update(bytes).digest("hex");
 }
@@ -95,7 +150,7 @@ function build(
   base: object,
   counts: Record<DatasetSplit, number>,
   perShard: number,
-  record: (i: number) => Uint8Array,
+  record: (i: number, split: DatasetSplit) => Uint8Array,
 ): Dataset {
   const files = new Map<string, Uint8Array>();
   const shards: DatasetShard[] = [];
@@ -104,7 +159,7 @@ function build(
     for (let start = 0, index = 0; start < counts[split]; start += perShard, index++) {
       const end = Math.min(counts[split], start + perShard);
       const parts: Uint8Array[] = [];
-      for (let i = start; i < end; i++) parts.push(record(i));
+      for (let i = start; i < end; i++) parts.push(record(i, split));
       const bytes = new Uint8Array(Buffer.concat(parts));
       const file = `${split}-${String(index).padStart(5, "0")}.bin`;
       files.set(file, bytes);

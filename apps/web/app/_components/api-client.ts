@@ -31,11 +31,13 @@ export async function callApi<T>(
 ): Promise<ApiResult<T>> {
   let response: Response;
   try {
+    // A FormData body goes as multipart/form-data (the browser sets the boundary); anything else as JSON.
+    const form = body instanceof FormData;
     response = await fetch(path, {
       method,
       credentials: "same-origin",
-      headers: body === undefined ? {} : { "content-type": "application/json" },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      headers: body === undefined || form ? {} : { "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: form ? body : JSON.stringify(body) }),
     });
   } catch {
     return {

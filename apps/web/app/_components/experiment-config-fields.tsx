@@ -1,16 +1,21 @@
 import { AveragingStrategy } from "@barnraise/protocol";
+import { LAYERS_MODEL } from "@barnraise/protocol";
+import { DatasetUpload } from "./dataset-upload.tsx";
 import { AveragingFields } from "./experiment-averaging-fields.tsx";
 import {
   albertSizes,
   DILOCO_TARGET_BATCH_SIZE,
   Field,
+  lossOptions,
   presetOptions,
+  taskOptions,
   type FieldErrors,
   type FormValues,
 } from "./experiment-form-model.ts";
 import { FieldError } from "./field-error.tsx";
 import { formatCount } from "./format.ts";
 import { fieldProps, inputId, Labelled } from "./labelled-field.tsx";
+import { ModelUpload } from "./model-upload.tsx";
 
 export interface ConfigFieldsProps {
   readonly values: FormValues;
@@ -60,6 +65,8 @@ export function ConfigFields({ values, errors, set, changeOptimizer, changeStrat
                 inputMode="numeric"
               />
             </Labelled>
+          ) : values.preset === LAYERS_MODEL ? (
+            <OwnModelFields values={values} errors={errors} set={set} />
           ) : (
             <div className="field-row">
               {albertSizes.map(({ key, label, hint }) => (
@@ -176,5 +183,82 @@ export function ConfigFields({ values, errors, set, changeOptimizer, changeStrat
         changeStrategy={changeStrategy}
       />
     </>
+  );
+}
+
+/** An uploaded model: its files, what it learns and with which loss, and the dataset it trains on. */
+function OwnModelFields({ values, errors, set }: Pick<ConfigFieldsProps, "values" | "errors" | "set">) {
+  const field = (path: Field) => fieldProps(path, errors);
+  return (
+    <div className="stack">
+      <ModelUpload
+        sha256={values.modelSha256}
+        onUploaded={(model) => {
+          set("modelSha256", model.sha256);
+        }}
+      />
+      <Labelled
+        path={Field.modelSha256}
+        label="Model SHA-256"
+        hint="Filled in when the platform accepts the upload; peers train exactly the model with this hash."
+        error={errors[Field.modelSha256]}
+      >
+        <input {...field(Field.modelSha256)} value={values.modelSha256} readOnly spellCheck={false} />
+      </Labelled>
+      <div className="field-row">
+        <Labelled path={Field.task} label="Task" error={errors[Field.task]}>
+          <select
+            {...field(Field.task)}
+            value={values.task}
+            onChange={(event) => {
+              set("task", event.target.value as FormValues["task"]);
+              set("loss", "");
+            }}
+          >
+            {taskOptions.map((option) => (
+              <option key={option.value} value={option.value}>
+                {option.label}
+              </option>
+            ))}
+          </select>
+        </Labelled>
+        <Labelled path={Field.loss} label="Loss" error={errors[Field.loss]}>
+          <select
+            {...field(Field.loss)}
+            value={values.loss === "" ? (lossOptions(values.task)[0] ?? "") : values.loss}
+            onChange={(event) => {
+              set("loss", event.target.value);
+            }}
+          >
+            {lossOptions(values.task).map((loss) => (
+              <option key={loss} value={loss}>
+                {loss}
+              </option>
+            ))}
+          </select>
+        </Labelled>
+      </div>
+      <DatasetUpload
+        onReady={(name) => {
+          set("datasetName", name);
+        }}
+      />
+      <Labelled
+        path={Field.datasetName}
+        label="Training dataset"
+        hint="The uploaded dataset the model trains on; filled in when an upload is converted."
+        error={errors[Field.datasetName]}
+      >
+        <input
+          {...field(Field.datasetName)}
+          value={values.datasetName}
+          onChange={(event) => {
+            set("datasetName", event.target.value);
+          }}
+          autoCapitalize="none"
+          spellCheck={false}
+        />
+      </Labelled>
+    </div>
   );
 }

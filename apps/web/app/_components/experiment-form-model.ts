@@ -1,7 +1,10 @@
 import {
   AveragingStrategy,
   CompressionMethod,
+  LAYERS_MODEL,
   ModelPreset,
+  ModelTask,
+  taskChoices,
   safeParseExperimentConfig,
   type ExperimentConfig,
   type ExperimentConfigInput,
@@ -20,6 +23,10 @@ export const Field = {
   description: "description",
   preset: "config.model.preset",
   hiddenUnits: "config.model.hiddenUnits",
+  modelSha256: "config.model.sha256",
+  task: "config.model.task",
+  loss: "config.model.loss",
+  datasetName: "config.dataset.name",
   vocabSize: "config.model.vocabSize",
   embeddingSize: "config.model.embeddingSize",
   hiddenSize: "config.model.hiddenSize",
@@ -74,6 +81,13 @@ export interface FormValues {
   description: string;
   preset: ExperimentConfig["model"]["preset"];
   hiddenUnits: string;
+  /** An uploaded model's SHA-256 (preset "layers"). */
+  modelSha256: string;
+  task: ModelTask;
+  /** "" for the task's default loss. */
+  loss: string;
+  /** The uploaded dataset an uploaded model trains on. */
+  datasetName: string;
   albert: Record<AlbertSize, string>;
   targetBatchSize: string;
   localBatchAuto: boolean;
@@ -119,7 +133,18 @@ export const compressionOptions: readonly { value: FormValues["compression"]; la
 export const presetOptions: readonly { value: FormValues["preset"]; label: string }[] = [
   { value: ModelPreset.mnistMlp, label: "MNIST MLP: handwritten digits, fast" },
   { value: ModelPreset.albertMlm, label: "ALBERT masked language model on the Brown corpus" },
+  { value: LAYERS_MODEL, label: "Your own model (TensorFlow.js Layers) on your own data" },
 ];
+
+export const taskOptions: readonly { value: ModelTask; label: string }[] = [
+  { value: ModelTask.classification, label: "Classification (a class per row)" },
+  { value: ModelTask.regression, label: "Regression (a number per row)" },
+];
+
+/** The losses that fit a task, for the form's select. */
+export function lossOptions(task: ModelTask): readonly string[] {
+  return taskChoices[task].losses;
+}
 
 /** The complete config with every default applied: what a new experiment starts from. */
 export function defaultConfig(): ExperimentConfig {
@@ -197,6 +222,10 @@ export function formValuesOf(
     description: experiment.description,
     preset: model.preset,
     hiddenUnits: model.preset === ModelPreset.mnistMlp ? model.hiddenUnits.join(", ") : "128, 64",
+    modelSha256: model.preset === LAYERS_MODEL ? model.sha256 : "",
+    task: model.preset === LAYERS_MODEL ? model.task : ModelTask.classification,
+    loss: model.preset === LAYERS_MODEL ? model.loss : "",
+    datasetName: model.preset === LAYERS_MODEL ? config.dataset.name : "",
     albert: {
       vocabSize: String(albert.vocabSize),
       embeddingSize: String(albert.embeddingSize),
@@ -259,6 +288,17 @@ export function buildConfig(values: FormValues, base: ExperimentConfig): BuildRe
       preset: values.preset,
       hiddenUnits: units,
     };
+  } else if (values.preset === LAYERS_MODEL) {
+    if (values.modelSha256 === "") errors[Field.modelSha256] = "Upload the model’s files first.";
+    if (values.datasetName.trim() === "")
+      errors[Field.datasetName] = "Upload a dataset, or name one already uploaded.";
+    const loss = lossOptions(values.task).includes(values.loss) ? values.loss : undefined;
+    model = {
+      preset: values.preset,
+      sha256: values.modelSha256,
+      task: values.task,
+      ...(loss === undefined ? {} : { loss }),
+    };
   } else {
     model = { ...(base.model.preset === values.preset ? base.model : {}), preset: values.preset };
     for (const { key } of albertSizes) model[key] = number(Field[key], values.albert[key]);
@@ -305,8 +345,8 @@ export function buildConfig(values: FormValues, base: ExperimentConfig): BuildRe
       loadBalancing: values.loadBalancing,
       delayedParameterUpdates: values.delayedParameterUpdates,
     },
-    // The dataset follows from the model preset; leaving it out lets the schema choose it.
-    dataset,
+    // A preset's dataset follows from it (the schema fills it in); an uploaded model names its own.
+    dataset: values.preset === LAYERS_MODEL ? { ...dataset, name: values.datasetName.trim() } : dataset,
     checkpoints: { ...base.checkpoints, everySteps: number(Field.checkpointEvery, values.checkpointEvery) },
   };
   if (Object.keys(errors).length > 0) return { ok: false, errors, other: [] };

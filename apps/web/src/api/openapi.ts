@@ -3,6 +3,7 @@ import packageJson from "../../package.json" with { type: "json" };
 import { accountPaths } from "./paths/accounts.ts";
 import { datasetPaths } from "./paths/datasets.ts";
 import { experimentPaths } from "./paths/experiments.ts";
+import { modelPaths } from "./paths/models.ts";
 import { peerPaths } from "./paths/peer.ts";
 import { programPaths } from "./paths/programs.ts";
 import { publicPaths } from "./paths/public.ts";
@@ -26,6 +27,7 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
       ...experimentPaths,
       ...peerPaths,
       ...datasetPaths,
+      ...modelPaths,
       ...programPaths,
     },
   });

@@ -76,6 +76,13 @@ const envSchema = z.object({
     .int()
     .min(1024)
     .default(2 ** 30),
+  /** The largest file an organizer may upload (a dataset CSV), in bytes; 4 GiB by default. */
+  BARNRAISE_MAX_UPLOAD_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(Number.MAX_SAFE_INTEGER)
+    .default(4 * 2 ** 30),
   /** OIDC issuers: [{"id","name","issuer","clientId","clientSecret"}]. */
   BARNRAISE_OIDC_PROVIDERS: jsonList(oidcProviderSchema).optional(),
   AUTH_GITHUB_ID: z.string().min(1).optional(),
@@ -98,6 +105,8 @@ export interface ServerEnv {
   readonly signupLimitPerHour: number;
   readonly passTtlMs: number;
   readonly maxCheckpointBytes: number;
+  /** The largest upload (tus, `/api/v1/uploads`) accepted, in bytes. */
+  readonly maxUploadBytes: number;
   readonly oidcProviders: readonly OidcProviderConfig[];
   readonly github: { readonly clientId: string; readonly clientSecret: string } | undefined;
   readonly huggingFace: { readonly clientId: string; readonly clientSecret: string } | undefined;
@@ -143,6 +152,7 @@ export function loadServerEnv(source: Record<string, string | undefined> = proce
     signupLimitPerHour: env.BARNRAISE_SIGNUP_LIMIT,
     passTtlMs: env.BARNRAISE_PASS_TTL_SECONDS * 1000,
     maxCheckpointBytes: env.BARNRAISE_MAX_CHECKPOINT_BYTES,
+    maxUploadBytes: env.BARNRAISE_MAX_UPLOAD_BYTES,
     oidcProviders: env.BARNRAISE_OIDC_PROVIDERS ?? [],
     github: pair(env.AUTH_GITHUB_ID, env.AUTH_GITHUB_SECRET, "AUTH_GITHUB_ID and AUTH_GITHUB_SECRET"),
     huggingFace: pair(

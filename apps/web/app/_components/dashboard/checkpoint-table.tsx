@@ -1,7 +1,13 @@
+"use client";
+
+import { useSyncExternalStore } from "react";
 import type { CheckpointView } from "../../../src/api/schemas/public.ts";
 import { formatBytes, formatCount, formatDecimal, formatTime } from "../format.ts";
 
-/** The saved checkpoints, newest first, each with its full SHA-256 and a download link. */
+/**
+ * The saved checkpoints, newest first, each with its full SHA-256, a download link, its weights as
+ * safetensors and (for every model but ALBERT's) as a TF.js Layers model.
+ */
 export function CheckpointTable({
   checkpoints,
   everySteps,
@@ -67,6 +73,16 @@ export function CheckpointTable({
                       safetensors
                       <span className="visually-hidden"> weights of step {checkpoint.step}</span>
                     </a>
+                    {checkpoint.tfjsUrl === null ? null : (
+                      <>
+                        {" "}
+                        ·{" "}
+                        <a href={checkpoint.tfjsUrl} data-testid="checkpoint-tfjs">
+                          TF.js
+                          <span className="visually-hidden"> model of step {checkpoint.step}</span>
+                        </a>
+                      </>
+                    )}
                   </td>
                 </tr>
               ))}
@@ -79,8 +95,12 @@ export function CheckpointTable({
   );
 }
 
-/** How to use the newest checkpoint's weights elsewhere: its safetensors file, read in Python. */
+/**
+ * How to use the newest checkpoint's weights elsewhere: its safetensors file, read in Python, and
+ * (where the model has one) its TF.js model, loaded in JavaScript.
+ */
 function LoadSnippet({ checkpoint }: { readonly checkpoint: CheckpointView | undefined }) {
+  const origin = usePageOrigin();
   if (checkpoint === undefined) return null;
   return (
     <div data-testid="checkpoint-load-snippet">
@@ -96,8 +116,38 @@ function LoadSnippet({ checkpoint }: { readonly checkpoint: CheckpointView | und
 weights = load_file("${safetensorsFilename(checkpoint)}")
 print({name: w.shape for name, w in weights.items()})`}</code>
       </pre>
+      {checkpoint.tfjsUrl === null ? null : (
+        <div data-testid="checkpoint-tfjs-snippet">
+          <p className="muted">
+            Or load{" "}
+            <a href={checkpoint.tfjsUrl}>step {formatCount(checkpoint.step)} as a TensorFlow.js model</a> (its
+            model.json; the weights, weights.bin, lie beside it) in JavaScript, in the browser or Node.js:
+          </p>
+          <pre>
+            <code>{`import * as tf from "@tensorflow/tfjs";
+const model = await tf.loadLayersModel("${origin}${checkpoint.tfjsUrl}");`}</code>
+          </pre>
+        </div>
+      )}
     </div>
   );
+}
+
+/**
+ * The origin the page was loaded from, so the snippet names an absolute URL that works where the
+ * reader is (behind whatever proxy). Empty while rendering on the server and hydrating (a relative
+ * URL), then the browser's.
+ */
+function usePageOrigin(): string {
+  return useSyncExternalStore(
+    subscribeToNothing,
+    () => window.location.origin,
+    () => "",
+  );
+}
+
+function subscribeToNothing(): () => void {
+  return () => {};
 }
 
 /** The name the download gets (the server's Content-Disposition): `<experiment>-step-<step>.safetensors`. */

@@ -131,7 +131,8 @@ export const publicPaths: ZodOpenApiPathsObject = {
       description:
         "The model weights of the checkpoint in the safetensors format (Hugging Face's; `safetensors` " +
         "in Python reads it): one float32 tensor per parameter tensor of the experiment's model, named " +
-        "as the swarm names them (e.g. `hidden0.kernel` [784, 128], kernels as [inputs, outputs]), with " +
+        "as the swarm names them (e.g. `hidden0.kernel` [784, 128], kernels as [inputs, outputs]; an " +
+        "uploaded model's trainable weights under their TF.js names, e.g. `dense_Dense1/kernel`), with " +
         "the experiment, step, checkpoint SHA-256 and model config under `__metadata__`. The optimizer " +
         "state is left out (the checkpoint file itself keeps it, for resuming).",
       requestParams: { path: experimentIdParamSchema.extend({ checkpointId: z.string() }) },
@@ -142,6 +143,67 @@ export const publicPaths: ZodOpenApiPathsObject = {
         },
         "404": errorResponse("NOT_FOUND: no such experiment or checkpoint"),
         "409": errorResponse("CONFLICT: the checkpoint does not hold this experiment's model"),
+      },
+    },
+  },
+  "/api/v1/experiments/{id}/checkpoints/{checkpointId}/tfjs/model.json": {
+    get: {
+      tags: ["public"],
+      summary: "A checkpoint as a TensorFlow.js Layers model (model.json)",
+      description:
+        'The model.json of the checkpoint as a TF.js Layers model: `tf.loadLayersModel("<this URL>")` ' +
+        "loads it and fetches its weights from `weights.bin` beside it. For an uploaded model, its " +
+        "topology, with the checkpoint's trainable weights and the uploaded frozen ones; for mnist-mlp, " +
+        "Dense layers `hidden0`, …, `output` (weights `hidden0/kernel`, …) with the config's activation " +
+        "and a linear output (logits): a Sequential, or with GELU a functional model that spells out the " +
+        "peers' tanh approximation with weightless layers. albert-mlm has no TF.js form. Public and " +
+        "immutable, with an `ETag` and `Access-Control-Allow-Origin: *`.",
+      requestParams: { path: experimentIdParamSchema.extend({ checkpointId: z.string() }) },
+      responses: {
+        "200": {
+          description: "The model.json (format layers-model, one weights group naming weights.bin)",
+          content: { "application/json": { schema: z.record(z.string(), z.unknown()) } },
+        },
+        "304": { description: "Not modified (If-None-Match matched the ETag)" },
+        "404": errorResponse("NOT_FOUND: no such experiment or checkpoint"),
+        "409": errorResponse(
+          "CONFLICT: the model has no TF.js Layers form (albert-mlm: use the safetensors export), or the " +
+            "checkpoint does not hold this experiment's model",
+        ),
+      },
+    },
+  },
+  "/api/v1/experiments/{id}/checkpoints/{checkpointId}/tfjs/weights.bin": {
+    get: {
+      tags: ["public"],
+      summary: "A checkpoint as a TensorFlow.js Layers model (weights.bin)",
+      description:
+        "The weights the checkpoint's TF.js model.json lists, float32 little-endian in manifest order, " +
+        "with `ETag` and single-range support (`Range: bytes=a-b`, `a-` or `-n`).",
+      requestParams: {
+        path: experimentIdParamSchema.extend({ checkpointId: z.string() }),
+        header: z.object({
+          range: z
+            .string()
+            .optional()
+            .meta({ examples: ["bytes=0-1023"] }),
+        }),
+      },
+      responses: {
+        "200": {
+          description: "The whole weights file",
+          content: { "application/octet-stream": { schema: z.string().meta({ format: "binary" }) } },
+        },
+        "206": {
+          description: "The requested range",
+          content: { "application/octet-stream": { schema: z.string().meta({ format: "binary" }) } },
+        },
+        "304": { description: "Not modified (If-None-Match matched the ETag)" },
+        "404": errorResponse("NOT_FOUND: no such experiment or checkpoint"),
+        "409": errorResponse(
+          "CONFLICT: the model has no TF.js Layers form (albert-mlm), or the checkpoint does not hold this experiment's model",
+        ),
+        "416": errorResponse("RANGE_NOT_SATISFIABLE: the range starts beyond the end of the file"),
       },
     },
   },

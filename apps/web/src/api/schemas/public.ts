@@ -158,6 +158,15 @@ export const checkpointSchema = z
       description: "The model weights alone, as safetensors",
       examples: ["/api/v1/experiments/demo/checkpoints/cm0abc/safetensors"],
     }),
+    tfjsUrl: z
+      .string()
+      .nullable()
+      .meta({
+        description:
+          "The checkpoint as a TensorFlow.js Layers model: the model.json that `tf.loadLayersModel` opens " +
+          "(its weights, `weights.bin`, lie beside it); null for a model with no TF.js form (albert-mlm)",
+        examples: ["/api/v1/experiments/demo/checkpoints/cm0abc/tfjs/model.json"],
+      }),
   })
   .meta({ id: "Checkpoint" });
 export type CheckpointView = z.infer<typeof checkpointSchema>;

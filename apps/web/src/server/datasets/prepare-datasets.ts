@@ -1,8 +1,9 @@
 import { isDeepStrictEqual } from "node:util";
-import { mkdir, rename, rm, stat } from "node:fs/promises";
+import { mkdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { DatasetManifest, DatasetShard } from "../../api/schemas/datasets.ts";
 import { brownCorpusSource } from "./brown-corpus-source.ts";
+import { datasetDirs, installDataset, recoverDatasetDirs } from "./dataset-dir.ts";
 import type { DatasetSource, RequestedOptions } from "./dataset-source.ts";
 import { manifestFiles, readManifestFile, writeManifestFile } from "./manifest.ts";
 import { mnistSource } from "./mnist-source.ts";
@@ -68,22 +69,21 @@ async function prepareOne(
   options: PrepareOptions,
 ): Promise<PrepareResult> {
   const emit = options.onProgress ?? (() => undefined);
-  const final = join(root, source.name);
-  const temp = join(root, `${source.name}.tmp`);
-  const previous = join(root, `${source.name}.old`);
-
-  // A run killed between the two renames below leaves only `<name>.old`: put it back first.
-  if (!(await exists(final)) && (await exists(previous))) await rename(previous, final);
-  await rm(previous, { recursive: true, force: true });
-  await rm(temp, { recursive: true, force: true });
+  const dirs = datasetDirs(root, source.name);
+  const { final, temp } = dirs;
+  // A run killed between the two renames of the swap leaves only `<name>.old`: it is put back first.
+  await recoverDatasetDirs(dirs);
 
   const pkg = await locatePackage(source.packageName);
   const current = await readManifestFile(final);
   let reason = "not prepared yet";
   if (current.status === "ok") {
     const manifest = current.manifest;
-    if (manifest.createdFrom.version !== pkg.version) {
-      reason = `${pkg.name} ${manifest.createdFrom.version} was replaced by ${pkg.version}`;
+    const version = "version" in manifest.createdFrom ? manifest.createdFrom.version : undefined;
+    if (version === undefined) {
+      reason = "it was imported from an uploaded file";
+    } else if (version !== pkg.version) {
+      reason = `${pkg.name} ${version} was replaced by ${pkg.version}`;
     } else if (!isDeepStrictEqual(manifest.options, wanted)) {
       reason = "the options changed";
     } else if (!(await filesIntact(final, manifest))) {
@@ -115,20 +115,9 @@ async function prepareOne(
     await rm(temp, { recursive: true, force: true });
     throw error;
   }
-  if (await exists(final)) await rename(final, previous);
-  await rename(temp, final);
-  await rm(previous, { recursive: true, force: true });
+  await installDataset(dirs, source.name, { replace: true });
   emit({ type: "done", dataset: source.name, manifest });
   return { name: source.name, status: "prepared", manifest };
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Whether every file the manifest lists exists with its listed size (a cheap check; --force rehashes). */

@@ -61,6 +61,36 @@ export class ShardWriter {
     if (shard.records === this.recordsPerShard) await this.closeCurrent();
   }
 
+  /**
+   * Writes whole fixed-size records packed one after another in `records` (its length a multiple of
+   * `recordBytes`), splitting them between shards where a shard fills up: the same files as writing
+   * them one by one, with one call per batch instead of per record. The writer keeps `records` (not
+   * a copy) until it flushes them, so the caller must not change it afterwards.
+   */
+  async writeRecords(records: Uint8Array, recordBytes: number): Promise<void> {
+    if (this.finished) throw new Error("the shard writer is finished");
+    if (!Number.isSafeInteger(recordBytes) || recordBytes < 1 || records.byteLength % recordBytes !== 0) {
+      throw new RangeError(`${records.byteLength} bytes are not whole records of ${recordBytes} bytes`);
+    }
+    let offset = 0;
+    while (offset < records.byteLength) {
+      const shard = this.current ?? (await this.openNext());
+      const count = Math.min(
+        this.recordsPerShard - shard.records,
+        (records.byteLength - offset) / recordBytes,
+      );
+      const part = records.subarray(offset, offset + count * recordBytes);
+      offset += part.byteLength;
+      shard.pending.push(part);
+      shard.pendingBytes += part.byteLength;
+      shard.hash.update(part);
+      shard.records += count;
+      shard.bytes += part.byteLength;
+      if (shard.pendingBytes >= FLUSH_BYTES) await flush(shard);
+      if (shard.records === this.recordsPerShard) await this.closeCurrent();
+    }
+  }
+
   /** Closes the last shard and returns every shard written, in order. */
   async finish(): Promise<DatasetShard[]> {
     if (!this.finished) {

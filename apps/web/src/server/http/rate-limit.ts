@@ -19,6 +19,8 @@ export const rateLimits = {
    * polls three routes every 5 s (36 a minute), so this serves a dozen viewers behind one address.
    */
   publicRead: { points: 600, durationSeconds: 60, what: "dashboard requests" },
+  /** Model uploads, per signed-in user: each is validated, hashed and written whole. */
+  modelUpload: { points: 60, durationSeconds: 3600, what: "model uploads" },
 } as const;
 
 export type RateLimiterName = keyof typeof rateLimits;

@@ -11,6 +11,7 @@ import { isUniqueViolation } from "@barnraise/prisma";
 import { newAuthorityKey } from "../authority-keys.ts";
 import type { AppContext } from "../context.ts";
 import type { SessionUser } from "../http/session.ts";
+import { checkModelFitsDataset } from "./check-model-fit.ts";
 import { ExperimentStatus } from "./experiment-access.ts";
 import { toExperimentView, type ExperimentView } from "./read-experiment.ts";
 
@@ -46,6 +47,7 @@ export async function createExperiment(
   input: CreateExperimentInput,
 ): Promise<ExperimentView> {
   const config = input.config ?? parseExperimentConfig({});
+  await checkModelFitsDataset(ctx, config);
   const key = newAuthorityKey(ctx.env.sealingSecrets, { experimentId: input.id, keyVersion: 1 });
   try {
     const experiment = await ctx.db.experiment.create({

@@ -1,6 +1,7 @@
 import type { CheckpointList, CheckpointView } from "../../api/schemas/public.ts";
 import type { AppContext } from "../context.ts";
-import { findExperiment } from "./experiment-access.ts";
+import { findExperiment, type ExperimentRecord } from "./experiment-access.ts";
+import { hasTfjsExport } from "./read-checkpoint-tfjs.ts";
 
 /** The experiment's checkpoints for the public page and for peers, newest step first. */
 export async function listCheckpoints(ctx: AppContext, experimentId: string): Promise<CheckpointList> {
@@ -9,7 +10,8 @@ export async function listCheckpoints(ctx: AppContext, experimentId: string): Pr
     where: { experimentId: experiment.id },
     orderBy: [{ step: "desc" }, { createdAt: "desc" }],
   });
-  return { checkpoints: rows.map(toCheckpointView) };
+  const tfjs = tfjsExportOf(experiment);
+  return { checkpoints: rows.map((row) => checkpointView(row, tfjs)) };
 }
 
 export interface CheckpointRow {
@@ -24,7 +26,22 @@ export interface CheckpointRow {
   readonly createdAt: Date;
 }
 
-export function toCheckpointView(row: CheckpointRow): CheckpointView {
+/** A checkpoint as the API shows it; `experiment` (its config) decides which exports it has. */
+export function toCheckpointView(
+  row: CheckpointRow,
+  experiment: Pick<ExperimentRecord, "config">,
+): CheckpointView {
+  return checkpointView(row, tfjsExportOf(experiment));
+}
+
+/** Whether the experiment's checkpoints have a TF.js export (every model but ALBERT's). */
+function tfjsExportOf(experiment: Pick<ExperimentRecord, "config">): boolean {
+  const config = JSON.parse(experiment.config) as { model?: { preset?: unknown } };
+  return hasTfjsExport({ preset: String(config.model?.preset) });
+}
+
+function checkpointView(row: CheckpointRow, tfjs: boolean): CheckpointView {
+  const download = checkpointDownloadPath(row.experimentId, row.id);
   return {
     id: row.id,
     step: row.step,
@@ -34,8 +51,9 @@ export function toCheckpointView(row: CheckpointRow): CheckpointView {
     generation: row.generation,
     timeline: row.timeline,
     createdAt: row.createdAt.toISOString(),
-    downloadUrl: checkpointDownloadPath(row.experimentId, row.id),
-    safetensorsUrl: `${checkpointDownloadPath(row.experimentId, row.id)}/safetensors`,
+    downloadUrl: download,
+    safetensorsUrl: `${download}/safetensors`,
+    tfjsUrl: tfjs ? `${download}/tfjs/model.json` : null,
   };
 }
 

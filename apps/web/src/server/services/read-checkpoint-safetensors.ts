@@ -1,7 +1,17 @@
 import { open } from "node:fs/promises";
-import { elementCount, modelTensors, parseExperimentConfig, safetensorsHeader } from "@barnraise/protocol";
+import {
+  elementCount,
+  LAYERS_MODEL,
+  layersModelTensors,
+  modelTensors,
+  parseExperimentConfig,
+  safetensorsHeader,
+  type ModelConfig,
+  type ModelTensor,
+} from "@barnraise/protocol";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
+import { readStoredModel, type StoredModel } from "../models/model-store.ts";
 import { findCheckpointFile } from "./read-checkpoint-file.ts";
 
 /** The most a stored state blob's header may take (it is a few hundred bytes of CBOR). */
@@ -19,50 +29,113 @@ export interface SafetensorsExport {
 }
 
 /**
- * The model weights of a checkpoint as a safetensors file: one named float32 tensor per parameter
- * tensor of the experiment's model (`modelTensors`), with the run, step and model config in
- * `__metadata__`. The optimizer state stays out: it is for resuming, in the Barnraise blob.
+ * Where a checkpoint's model parameters lie in its stored file, and what they are: the flat float32
+ * vector every peer averages, `tensors` in order, bytes `start…start + parameterBytes − 1` of `path`.
+ */
+export interface CheckpointParameters {
+  readonly checkpoint: { readonly step: number; readonly sha256: string };
+  readonly model: ModelConfig;
+  /** The uploaded model, for an experiment that trains one (`model.preset` "layers"). */
+  readonly stored: StoredModel | null;
+  /** The named tensors of the flat vector, in order. */
+  readonly tensors: readonly ModelTensor[];
+  /** The stored checkpoint file. */
+  readonly path: string;
+  /** Offset of the first parameter byte in it. */
+  readonly start: number;
+  readonly parameterBytes: number;
+}
+
+/**
+ * Finds a checkpoint of an experiment and checks that it holds the experiment's model. The stored
+ * blob (see the swarm's state-snapshot format) is a u32 little-endian header length, the CBOR
+ * header, then the float32 parameters and after them the optimizer slots, each as long as the
+ * parameters. The payload must be exactly the model's parameters plus whole slots (0 to 3), so a
+ * checkpoint that does not hold this model (or is not a state blob) is refused with CONFLICT rather
+ * than mislabelled. The tensors are the preset's (`modelTensors`) or, for an uploaded model, its
+ * trainable weights (`layersModelTensors`); frozen weights are not in checkpoints.
  *
- * The stored blob (see the swarm's state-snapshot format) is a u32 little-endian header length, the
- * CBOR header, then the float32 parameters and after them the optimizer slots, each as long as the
- * parameters. The parameters are streamed straight from it; the platform checks that the payload
- * is exactly the model's parameters plus whole slots (0 to 3) before serving, so a checkpoint that
- * does not hold this model (or is not a state blob) is refused with CONFLICT rather than mislabelled.
+ * NOT_FOUND for an unknown checkpoint (or one of another experiment), a file gone from the store,
+ * or an uploaded model gone from the model store. `accept` may refuse the model before the file is
+ * read (an export the model has no form in).
+ */
+export async function readCheckpointParameters(
+  ctx: AppContext,
+  experimentId: string,
+  checkpointId: string,
+  accept: (model: ModelConfig) => void = () => {},
+): Promise<CheckpointParameters> {
+  const { row: checkpoint, stored: file } = await findCheckpointFile(ctx, experimentId, checkpointId);
+  const experiment = await ctx.db.experiment.findUniqueOrThrow({
+    where: { id: experimentId },
+    select: { config: true },
+  });
+  const { model } = parseExperimentConfig(JSON.parse(experiment.config));
+  accept(model);
+  let stored: StoredModel | null = null;
+  let tensors: ModelTensor[];
+  if (model.preset === LAYERS_MODEL) {
+    stored = await readStoredModel(ctx.env.dataDir, model.sha256);
+    tensors = layersModelTensors(stored.model);
+  } else {
+    tensors = modelTensors(model);
+  }
+  const parameterBytes = tensors.reduce((sum, tensor) => sum + elementCount(tensor.shape), 0) * 4;
+  const start = 4 + (await blobHeaderLength(file.path));
+  const slots = (file.size - start) / parameterBytes;
+  if (start > file.size || !Number.isInteger(slots) || slots < 1 || slots > 4) {
+    throw new AppError(
+      AppErrorCode.CONFLICT,
+      `checkpoint ${checkpointId} does not hold the parameters of this experiment's ${model.preset} model ` +
+        `(${parameterBytes} bytes of float32 and its optimizer state)`,
+    );
+  }
+  return {
+    checkpoint: { step: checkpoint.step, sha256: checkpoint.sha256 },
+    model,
+    stored,
+    tensors,
+    path: file.path,
+    start,
+    parameterBytes,
+  };
+}
+
+/**
+ * The model weights of a checkpoint as a safetensors file: one named float32 tensor per tensor of
+ * the checkpoint's flat parameter vector (`readCheckpointParameters`: a preset's `modelTensors`,
+ * or an uploaded model's trainable weights under their TF.js names, e.g. `dense_Dense1/kernel`),
+ * with the run, step and model config in `__metadata__`. The optimizer state stays out: it is for
+ * resuming, in the Barnraise blob. The parameters are streamed straight from the stored blob.
  */
 export async function readCheckpointSafetensors(
   ctx: AppContext,
   experimentId: string,
   checkpointId: string,
 ): Promise<SafetensorsExport> {
-  const { row: checkpoint, stored: file } = await findCheckpointFile(ctx, experimentId, checkpointId);
-  const experiment = await ctx.db.experiment.findUniqueOrThrow({
-    where: { id: experimentId },
-    select: { config: true },
-  });
-  const config = parseExperimentConfig(JSON.parse(experiment.config));
-  const tensors = modelTensors(config.model);
-  const parameterBytes = tensors.reduce((sum, tensor) => sum + elementCount(tensor.shape), 0) * 4;
-  const payloadStart = 4 + (await blobHeaderLength(file.path));
-  const payload = file.size - payloadStart;
-  const slots = payload / parameterBytes;
-  if (payloadStart > file.size || !Number.isInteger(slots) || slots < 1 || slots > 4) {
-    throw new AppError(
-      AppErrorCode.CONFLICT,
-      `checkpoint ${checkpointId} does not hold the parameters of this experiment's ${config.model.preset} model ` +
-        `(${parameterBytes} bytes of float32 and its optimizer state)`,
-    );
+  const { checkpoint, model, tensors, path, start } = await readCheckpointParameters(
+    ctx,
+    experimentId,
+    checkpointId,
+  );
+  let header: ReturnType<typeof safetensorsHeader>;
+  try {
+    header = safetensorsHeader(tensors, {
+      barnraise_experiment: experimentId,
+      barnraise_step: String(checkpoint.step),
+      barnraise_checkpoint_sha256: checkpoint.sha256,
+      barnraise_model: JSON.stringify(model),
+    });
+  } catch (error) {
+    // An uploaded model may name a weight "__metadata__", which safetensors reserves.
+    if (error instanceof RangeError) throw new AppError(AppErrorCode.CONFLICT, error.message);
+    throw error;
   }
-  const header = safetensorsHeader(tensors, {
-    barnraise_experiment: experimentId,
-    barnraise_step: String(checkpoint.step),
-    barnraise_checkpoint_sha256: checkpoint.sha256,
-    barnraise_model: JSON.stringify(config.model),
-  });
   return {
-    path: file.path,
+    path,
     prefix: header.bytes,
-    start: payloadStart,
-    end: payloadStart + header.dataBytes - 1,
+    start,
+    end: start + header.dataBytes - 1,
     filename: `${experimentId}-step-${checkpoint.step}.safetensors`,
     // The export of one immutable checkpoint under one config never changes.
     etag: `${checkpoint.sha256}-safetensors`,

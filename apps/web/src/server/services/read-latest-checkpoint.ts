@@ -46,5 +46,5 @@ export async function readLatestCheckpoint(ctx: AppContext, experimentId: string
       createdAt: row.createdAt.getTime(),
     },
   );
-  return { checkpoint: toCheckpointView(row), attestation };
+  return { checkpoint: toCheckpointView(row, experiment), attestation };
 }

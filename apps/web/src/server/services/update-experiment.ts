@@ -13,6 +13,7 @@ import {
   experimentDescriptionSchema,
   experimentNameSchema,
 } from "./create-experiment.ts";
+import { checkModelFitsDataset } from "./check-model-fit.ts";
 import { requireOrganizer } from "./experiment-access.ts";
 import { experimentViewOf, type ExperimentView } from "./read-experiment.ts";
 
@@ -52,6 +53,7 @@ export async function updateExperiment(
         parseExperimentConfig(JSON.parse(experiment.config)),
         input.config,
       );
+      await checkModelFitsDataset(ctx, input.config);
       data.config = text;
       data.configVersion = { increment: 1 };
     }

@@ -94,7 +94,7 @@ export async function uploadCheckpoint(
         },
         "checkpoint uploaded",
       );
-      return toCheckpointView(row);
+      return toCheckpointView(row, caller.experiment);
     } catch (error) {
       await ctx.checkpoints.remove(storageKey);
       // Two uploads of one step can pass the check at once; the database's unique key keeps one.

@@ -1,0 +1,307 @@
+import * as tf from "@tensorflow/tfjs-core";
+// The union package: tfjs-layers builds the model; it shares tfjs-core's one engine (and backend).
+import { io, loadLayersModel, type LayersModel, type LayerVariable } from "@tensorflow/tfjs";
+import {
+  layersModelTensors,
+  MetricName,
+  type LayersModelConfig,
+  type ModelTensor,
+} from "@barnraise/protocol";
+import { ParameterLayout } from "@barnraise/swarm";
+import { deriveSeed } from "../seeded-random.ts";
+import type { Batch, TabularBatch } from "./batch.ts";
+import { checkTabularBatch } from "./batch-checks.ts";
+import type { LayersArtifact } from "./layers-artifact.ts";
+import { outputLoss, outputMetrics, outputReading, type OutputReading } from "./layers-loss.ts";
+import { checkSeed, ModelError, ModelErrorCode } from "./model-error.ts";
+import type {
+  EvaluationResult,
+  GradientResult,
+  TrainableModel,
+  UploadedModelShape,
+} from "./trainable-model.ts";
+import { assignFlat, flatLossAndGradient } from "./variable-set.ts";
+
+/**
+ * An organizer's uploaded TF.js Layers model (`model.preset: "layers"`), built by tfjs-layers from
+ * its verified files. The flat vector is the trainable weights in the manifest's order (the
+ * protocol's `layersModelTensors`), which is how every peer, checkpoint and export names them;
+ * each maps to the built model's variable of the same original name. Every peer starts from the
+ * uploaded weights, so `initialParameters` ignores its seed.
+ *
+ * The loss is the config's, computed on the model's output as `fit` would (plus the layers'
+ * regularization terms), but under `tf.variableGrads` so that the swarm's optimizer, not TF.js's,
+ * applies the step. Dropout layers draw from the step's seed; the recurrent layers' own dropout
+ * masks come from TF.js's generator, which takes no seed.
+ */
+export class UploadedLayersModel implements TrainableModel {
+  readonly config: LayersModelConfig;
+  readonly layout: ParameterLayout;
+  readonly uploaded: UploadedModelShape;
+  readonly #model: LayersModel;
+  readonly #variables: readonly tf.Variable[];
+  readonly #reading: OutputReading;
+  readonly #initial: Float32Array;
+  #disposed = false;
+
+  private constructor(
+    config: LayersModelConfig,
+    model: LayersModel,
+    tensors: readonly ModelTensor[],
+    variables: readonly tf.Variable[],
+    reading: OutputReading,
+    initial: Float32Array,
+  ) {
+    this.config = config;
+    this.#model = model;
+    this.#variables = variables;
+    this.#reading = reading;
+    this.#initial = initial;
+    this.layout = ParameterLayout.fromShapes(tensors);
+    this.uploaded = shapeOf(model);
+  }
+
+  /**
+   * Builds the model `artifact` holds (checked against `config.sha256`) on the active backend.
+   * Throws MODEL_INVALID when TF.js cannot build it, when its trainable weights are not the
+   * manifest's, or when its output does not fit the config's task and loss.
+   */
+  static async load(config: LayersModelConfig, artifact: LayersArtifact): Promise<UploadedLayersModel> {
+    if (artifact.sha256 !== config.sha256) {
+      throw new ModelError(
+        ModelErrorCode.INVALID_CONFIG,
+        `the files are model ${artifact.sha256}, the config names ${config.sha256}`,
+      );
+    }
+    const parsed = artifact.model;
+    const reading = outputReading(config.task, config.loss, parsed.outputActivation, parsed.outputUnits);
+    let model: LayersModel;
+    try {
+      model = await loadLayersModel(
+        io.fromMemory({
+          modelTopology: parsed.modelTopology,
+          weightSpecs: parsed.weights.map(({ name, shape }) => ({
+            name,
+            shape: [...shape],
+            dtype: "float32",
+          })),
+          weightData: artifact.weights.buffer.slice(
+            artifact.weights.byteOffset,
+            artifact.weights.byteOffset + artifact.weights.byteLength,
+          ),
+        }),
+      );
+    } catch (error) {
+      throw invalid(
+        `TF.js cannot build it (${error instanceof Error ? error.message : String(error)})`,
+        error,
+      );
+    }
+    try {
+      checkInputAndOutput(model, parsed.inputShape);
+      const tensors = layersModelTensors(parsed);
+      const variables = matchVariables(model, tensors);
+      const initial = new Float32Array(ParameterLayout.fromShapes(tensors).size);
+      let offset = 0;
+      for (const weight of parsed.weights) {
+        if (!weight.trainable) continue;
+        const length = weight.shape.reduce((product, size) => product * size, 1);
+        // A copy, whatever the alignment of the downloaded bytes: float32 little-endian as stored.
+        const bytes = artifact.weights.slice(weight.byteOffset, weight.byteOffset + length * 4);
+        initial.set(new Float32Array(bytes.buffer), offset);
+        offset += length;
+      }
+      return new UploadedLayersModel(config, model, tensors, variables, reading, initial);
+    } catch (error) {
+      model.dispose();
+      throw error;
+    }
+  }
+
+  initialParameters(seed: number): Float32Array {
+    checkSeed(seed, "initialization seed");
+    return this.#initial.slice();
+  }
+
+  setParameters(parameters: Float32Array): void {
+    this.#checkAlive();
+    assignFlat(this.#variables, this.layout, parameters);
+  }
+
+  computeGradients(batch: Batch, seed: number): Promise<GradientResult> {
+    // Bad input throws here, before any promise: only the computation is asynchronous.
+    this.#checkAlive();
+    checkSeed(seed, "dropout seed");
+    const rows = this.#check(batch);
+    this.#seedDropout(seed);
+    return flatLossAndGradient(this.#variables, () =>
+      this.#loss(this.#forward(rows, true), rows.labels),
+    ).then(({ loss, gradient }) => ({ loss, samples: rows.size, gradient }));
+  }
+
+  evaluate(batch: Batch): Promise<EvaluationResult> {
+    this.#checkAlive();
+    return this.#score(this.#check(batch));
+  }
+
+  async #score(rows: TabularBatch): Promise<EvaluationResult> {
+    const names: string[] = [];
+    const stacked = tf.tidy(() => {
+      const outputs = this.#forward(rows, false);
+      const scalars = {
+        loss: this.#loss(outputs, rows.labels),
+        ...outputMetrics(this.#reading, outputs, rows.labels),
+      };
+      names.push(...Object.keys(scalars));
+      return tf.stack(Object.values(scalars).map((scalar) => tf.cast(scalar, "float32")));
+    });
+    let values: Float32Array;
+    try {
+      // One read-back for every figure: a GPU backend syncs once.
+      values = (await stacked.data()) as Float32Array;
+    } finally {
+      stacked.dispose();
+    }
+    const read = (name: string): number | undefined => {
+      const index = names.indexOf(name);
+      return index < 0 ? undefined : values[index];
+    };
+    const correct = read("correct");
+    const accuracy = correct === undefined ? NaN : correct / rows.size;
+    const metrics: Partial<Record<MetricName, number>> = {};
+    for (const metric of this.config.metrics) {
+      metrics[metric] = metric === MetricName.accuracy ? accuracy : (read(metric) ?? NaN);
+    }
+    return { loss: read("loss") ?? NaN, accuracy, predictions: rows.size, metrics };
+  }
+
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    this.#model.dispose();
+  }
+
+  #check(batch: Batch): TabularBatch {
+    const classes = this.#reading.task === "classification" ? this.#reading.classes : undefined;
+    return checkTabularBatch(batch, this.uploaded.features, classes);
+  }
+
+  /** The model's outputs [rows, units]; allocates tensors, so call inside a tidy scope. */
+  #forward(rows: TabularBatch, training: boolean): tf.Tensor2D {
+    const x = tf.tensor(rows.features, [rows.size, ...this.uploaded.inputShape], "float32");
+    return this.#model.apply(x, { training }) as tf.Tensor2D;
+  }
+
+  /** The config's loss, plus the regularization terms of the layers that have them (as `fit` adds). */
+  #loss(outputs: tf.Tensor2D, labels: Float32Array): tf.Scalar {
+    const loss = outputLoss(this.#reading, outputs, labels);
+    const regularization = this.#model.calculateLosses();
+    return regularization.length === 0 ? loss : tf.add(loss, tf.addN(regularization));
+  }
+
+  /**
+   * Gives every Dropout layer its own seed derived from the step's. tfjs-layers passes a Dropout
+   * layer's configured `seed` to `tf.dropout` on every call, so setting it before the forward pass
+   * is what makes the masks reproducible; the field is only read-only in TypeScript.
+   */
+  #seedDropout(seed: number): void {
+    this.#model.layers.forEach((layer, index) => {
+      if (layer.getClassName() !== "Dropout") return;
+      (layer as unknown as { seed?: number }).seed = deriveSeed(seed, index);
+    });
+  }
+
+  #checkAlive(): void {
+    if (this.#disposed) {
+      throw new ModelError(ModelErrorCode.DISPOSED, "the model was disposed; load it again with loadModel");
+    }
+  }
+}
+
+/** The built model takes one input of the manifest's shape and gives one output [rows, units]. */
+function checkInputAndOutput(model: LayersModel, inputShape: readonly number[]): void {
+  const [input, ...moreInputs] = model.inputs;
+  const [output, ...moreOutputs] = model.outputs;
+  if (input === undefined || output === undefined || moreInputs.length > 0 || moreOutputs.length > 0) {
+    throw invalid(
+      `it has ${model.inputs.length} inputs and ${model.outputs.length} outputs; it needs one of each`,
+    );
+  }
+  const builtInput = input.shape.slice(1);
+  if (builtInput.length !== inputShape.length || builtInput.some((size, i) => size !== inputShape[i])) {
+    throw invalid(
+      `TF.js builds its input as [${builtInput.join(", ")}], its model.json says [${inputShape.join(", ")}]`,
+    );
+  }
+  if (output.shape.length !== 2) {
+    throw invalid(
+      `its output has shape [${output.shape.map(String).join(", ")}]; it must be [batch, units] ` +
+        "(flatten or pool before the output layer)",
+    );
+  }
+}
+
+/**
+ * The built model's variables in the manifest's trainable order, matched by the name the weights
+ * were saved under (TF.js renames a variable when another model in the process has its name).
+ */
+function matchVariables(model: LayersModel, tensors: readonly ModelTensor[]): tf.Variable[] {
+  const byName = new Map<string, LayerVariable>(
+    model.trainableWeights.map((weight) => [weight.originalName, weight]),
+  );
+  const variables = tensors.map(({ name, shape }): tf.Variable => {
+    const weight = byName.get(name);
+    byName.delete(name);
+    if (weight === undefined) {
+      throw invalid(
+        `the manifest's trainable weight ${name} is not a trainable weight of the built model ` +
+          `(it has ${model.trainableWeights.map((w) => w.originalName).join(", ")})`,
+      );
+    }
+    if (weight.shape.length !== shape.length || weight.shape.some((size, i) => size !== shape[i])) {
+      throw invalid(
+        `weight ${name} is [${shape.join(", ")}] in the manifest but [${weight.shape.join(", ")}] in the model`,
+      );
+    }
+    const variable = weight.read();
+    if (!isVariable(variable)) throw invalid(`weight ${name} is not backed by a TF.js variable`);
+    return variable;
+  });
+  if (byName.size > 0) {
+    throw invalid(
+      `the built model trains ${[...byName.keys()].join(", ")}, which the manifest does not list as trainable`,
+    );
+  }
+  return variables;
+}
+
+function isVariable(tensor: tf.Tensor): tensor is tf.Variable {
+  return tensor instanceof tf.Variable;
+}
+
+function shapeOf(model: LayersModel): UploadedModelShape {
+  const input = model.inputs[0]?.shape.slice(1) ?? [];
+  const inputShape = input.map((size) => size ?? 1);
+  let activationFloats = 0;
+  for (const layer of model.layers) {
+    const shapes = layer.outputShape;
+    // A layer with several outputs reports a list of shapes; one output, a shape.
+    const list = Array.isArray(shapes[0]) ? (shapes as (number | null)[][]) : [shapes as (number | null)[]];
+    for (const shape of list)
+      activationFloats += shape.slice(1).reduce<number>((product, size) => product * (size ?? 1), 1);
+  }
+  return {
+    inputShape,
+    features: inputShape.reduce((product, size) => product * size, 1),
+    outputUnits: model.outputs[0]?.shape[1] ?? 0,
+    activationFloats,
+  };
+}
+
+function invalid(what: string, cause?: unknown): ModelError {
+  return new ModelError(
+    ModelErrorCode.MODEL_INVALID,
+    `the uploaded model cannot be trained: ${what}`,
+    cause === undefined ? undefined : { cause },
+  );
+}

@@ -1,0 +1,299 @@
+import { createHash } from "node:crypto";
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { LAYERS_MODEL_LIMITS, type TabularManifest } from "@barnraise/protocol";
+import { testDatabaseProviders } from "@barnraise/prisma/testing";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { POST as createExperimentRoute } from "../app/api/v1/experiments/route.ts";
+import { POST as uploadRoute } from "../app/api/v1/models/route.ts";
+import { GET as summaryRoute } from "../app/api/v1/models/[sha256]/route.ts";
+import { GET as fileRoute } from "../app/api/v1/models/[sha256]/[file]/route.ts";
+import { writeManifestFile } from "../src/server/datasets/manifest.ts";
+import { resetRateLimits } from "../src/server/http/rate-limit.ts";
+import { createTestUser, type TestUser } from "./support/actors.ts";
+import { multipartOf, savedLayersModel, type SavedLayersModel } from "./support/layers-fixture.ts";
+import { callRoute, createTestApp, type TestApp } from "./support/test-app.ts";
+
+/**
+ * Organizers upload their own TF.js Layers model: it is validated (each bad file refused with its
+ * own message), stored content-addressed, served by hash for peers and `tf.loadLayersModel`, and a
+ * run over it is published only when it fits its dataset.
+ */
+
+interface ModelBody {
+  model: {
+    sha256: string;
+    inputShape: number[];
+    outputUnits: number;
+    outputActivation: string;
+    parameters: number;
+  };
+}
+interface ErrorBody {
+  error: { code: string; message: string; issues?: { path: string; message: string }[] };
+}
+
+const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
+
+describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
+  let app: TestApp;
+  let organizer: TestUser;
+  let saved: SavedLayersModel;
+
+  beforeAll(async () => {
+    app = await createTestApp(provider);
+    organizer = await createTestUser(app);
+    saved = await savedLayersModel({ inputs: 4, hidden: 8, classes: 3 });
+  });
+  afterAll(async () => {
+    await app.dispose();
+  });
+  beforeEach(() => {
+    resetRateLimits();
+  });
+
+  async function post(
+    files: readonly { name: string; bytes: Uint8Array }[],
+    as: "organizer" | "anonymous" = "organizer",
+  ) {
+    const cookie = as === "organizer" ? organizer.cookie : undefined;
+    const { body, contentType } = await multipartOf(files);
+    return callRoute(uploadRoute, "/api/v1/models", {
+      method: "POST",
+      body,
+      headers: { "content-type": contentType },
+      ...(cookie === undefined ? {} : { cookie }),
+    });
+  }
+
+  function file(name: string): Uint8Array {
+    const found = saved.files.find((entry) => entry.name === name);
+    if (found === undefined) throw new Error(`no ${name}`);
+    return found.bytes;
+  }
+
+  function withJson(edit: (json: Record<string, unknown>) => void): { name: string; bytes: Uint8Array }[] {
+    const json = JSON.parse(new TextDecoder().decode(file("model.json"))) as Record<string, unknown>;
+    edit(json);
+    return [
+      { name: "model.json", bytes: new TextEncoder().encode(JSON.stringify(json)) },
+      { name: "weights.bin", bytes: file("weights.bin") },
+    ];
+  }
+
+  it("stores a model saved by TF.js by its hash and serves both files as tf.loadLayersModel fetches them", async () => {
+    const response = await post(saved.files);
+    const body = (await response.json()) as ModelBody;
+    expect(response.status, JSON.stringify(body)).toBe(201);
+    expect(body.model).toMatchObject({
+      inputShape: [4],
+      outputUnits: 3,
+      outputActivation: "softmax",
+      parameters: 4 * 8 + 8 + 8 * 3 + 3,
+    });
+
+    const id = body.model.sha256;
+    const modelJson = await callRoute(fileRoute, `/api/v1/models/${id}/model.json`, {
+      params: { sha256: id, file: "model.json" },
+    });
+    expect(modelJson.status).toBe(200);
+    const jsonBytes = new Uint8Array(await modelJson.arrayBuffer());
+    expect(sha256(jsonBytes)).toBe(id);
+    const manifest = (
+      JSON.parse(new TextDecoder().decode(jsonBytes)) as { weightsManifest: { paths: string[] }[] }
+    ).weightsManifest;
+    const weightsName = manifest[0]?.paths[0] ?? "";
+    expect(weightsName).toBe(`weights-${sha256(file("weights.bin"))}.bin`);
+    const weights = await callRoute(fileRoute, `/api/v1/models/${id}/${weightsName}`, {
+      params: { sha256: id, file: weightsName },
+    });
+    expect(new Uint8Array(await weights.arrayBuffer())).toEqual(file("weights.bin"));
+    expect(weights.headers.get("cache-control")).toContain("immutable");
+
+    const summary = await callRoute(summaryRoute, `/api/v1/models/${id}`, { params: { sha256: id } });
+    expect(((await summary.json()) as ModelBody).model.sha256).toBe(id);
+    // The same model again is the same content: the same id.
+    expect(((await (await post(saved.files)).json()) as ModelBody).model.sha256).toBe(id);
+  });
+
+  it("serves nothing but a stored model's two files", async () => {
+    const id = ((await (await post(saved.files)).json()) as ModelBody).model.sha256;
+    for (const name of ["../model.json", "manifest.json", "weights.bin"]) {
+      const response = await callRoute(fileRoute, "/x", { params: { sha256: id, file: name } });
+      expect(response.status, name).toBe(404);
+    }
+    const unknown = "0".repeat(64);
+    expect(
+      (await callRoute(fileRoute, "/x", { params: { sha256: unknown, file: "model.json" } })).status,
+    ).toBe(404);
+    expect((await callRoute(summaryRoute, "/x", { params: { sha256: "not-a-hash" } })).status).toBe(404);
+  });
+
+  type Files = { name: string; bytes: Uint8Array }[];
+  it.each<[string, () => Files, string, RegExp]>([
+    [
+      "malformed JSON",
+      () => [{ name: "model.json", bytes: new TextEncoder().encode("{ not json") }],
+      "model.json",
+      /is not valid JSON/,
+    ],
+    [
+      "an unknown layer",
+      () =>
+        withJson((json) => {
+          const topology = json.modelTopology as { config: { layers: { class_name: string }[] } };
+          const last = topology.config.layers.at(-1);
+          if (last) last.class_name = "CapsuleLayer";
+        }),
+      "model.json",
+      /is a CapsuleLayer, which Barnraise cannot train/,
+    ],
+    [
+      "weights that do not match the manifest",
+      () => [
+        { name: "model.json", bytes: file("model.json") },
+        { name: "weights.bin", bytes: file("weights.bin").slice(0, 200) },
+      ],
+      "weights.bin",
+      /holds 200 bytes, but the weights the manifest lists for it need 268/,
+    ],
+    [
+      "a missing weights file",
+      () => [{ name: "model.json", bytes: file("model.json") }],
+      "weights.bin",
+      /was not uploaded/,
+    ],
+    [
+      "no model.json",
+      () => [{ name: "weights.bin", bytes: file("weights.bin") }],
+      "model.json",
+      /choose the model\.json/,
+    ],
+  ])("refuses %s, naming the file", async (_what, files, path, message) => {
+    const response = await post(files());
+    const body = (await response.json()) as ErrorBody;
+    expect(response.status).toBe(400);
+    expect(body.error.code).toBe("INVALID_INPUT");
+    expect(body.error.issues?.[0]?.path).toBe(path);
+    expect(body.error.issues?.[0]?.message).toMatch(message);
+  });
+
+  it("refuses an oversized upload before reading it, and anyone not signed in", async () => {
+    const oversized = await callRoute(uploadRoute, "/api/v1/models", {
+      method: "POST",
+      body: new Uint8Array(16),
+      cookie: organizer.cookie,
+      headers: {
+        "content-type": "multipart/form-data; boundary=x",
+        "content-length": String(
+          LAYERS_MODEL_LIMITS.weightBytes + LAYERS_MODEL_LIMITS.modelJsonBytes + (2 << 20),
+        ),
+      },
+    });
+    expect(oversized.status).toBe(413);
+    const anonymous = await post(saved.files, "anonymous");
+    expect(anonymous.status).toBe(401);
+    const notMultipart = await callRoute(uploadRoute, "/api/v1/models", {
+      method: "POST",
+      body: { files: [] },
+      cookie: organizer.cookie,
+    });
+    expect(notMultipart.status).toBe(415);
+  });
+
+  describe("publishing a run over an uploaded model", () => {
+    let modelSha: string;
+
+    beforeAll(async () => {
+      modelSha = ((await (await post(saved.files)).json()) as ModelBody).model.sha256;
+      await tabularDataset(app.dataDir, "flowers", { features: 4, classes: ["a", "b", "c"] });
+      await tabularDataset(app.dataDir, "wide", { features: 6, classes: ["a", "b", "c"] });
+      await tabularDataset(app.dataDir, "pairs", { features: 4, classes: ["yes", "no"] });
+      await tabularDataset(app.dataDir, "prices", { features: 4, classes: null });
+    });
+
+    async function create(id: string, model: Record<string, unknown>, dataset: string) {
+      const response = await callRoute(createExperimentRoute, "/api/v1/experiments", {
+        method: "POST",
+        cookie: organizer.cookie,
+        body: { id, name: id, config: { model: { preset: "layers", ...model }, dataset: { name: dataset } } },
+      });
+      return { status: response.status, body: (await response.json()) as ErrorBody & { config?: unknown } };
+    }
+
+    it("publishes a run whose model fits its dataset, with the model's hash in the config", async () => {
+      const created = await create(`fits-${provider}`, { sha256: modelSha }, "flowers");
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      expect(created.body.config).toMatchObject({
+        model: { preset: "layers", sha256: modelSha, loss: "sparse-categorical-crossentropy" },
+        dataset: { name: "flowers" },
+      });
+    });
+
+    it.each([
+      [
+        "an unknown model",
+        { sha256: "f".repeat(64) },
+        "flowers",
+        "config.model.sha256",
+        /no uploaded model has this SHA-256/,
+      ],
+      ["an unknown dataset", {}, "nowhere", "config.dataset.name", /does not exist/],
+      ["a preset's dataset", {}, "mnist", "config.dataset.name", /does not exist|tabular/],
+      ["too many features", {}, "wide", "config.model.sha256", /takes 4 inputs .*wide has 6 feature columns/],
+      ["too few classes", {}, "pairs", "config.model.sha256", /has 3 units; pairs has 2 classes/],
+      ["a regression label", {}, "prices", "config.model.task", /is a number to regress on/],
+      [
+        "regression on a softmax",
+        { task: "regression" },
+        "prices",
+        "config.model.sha256",
+        /needs one output unit/,
+      ],
+    ])("refuses %s with the field named", async (what, model, dataset, path, message) => {
+      const created = await create(
+        `misfit-${what.replace(/\W+/g, "-")}-${provider}`.slice(0, 60),
+        { sha256: modelSha, ...model },
+        dataset,
+      );
+      expect(created.status, JSON.stringify(created.body)).toBe(400);
+      const issue = created.body.error.issues?.find((entry) => entry.path === path);
+      expect(issue?.message, JSON.stringify(created.body.error.issues)).toMatch(message);
+    });
+  });
+});
+
+/** A tabular dataset's manifest (no shards: publishing reads only the manifest). */
+async function tabularDataset(
+  dataDir: string,
+  name: string,
+  shape: { features: number; classes: string[] | null },
+): Promise<void> {
+  const dir = join(dataDir, "datasets", name);
+  await mkdir(dir, { recursive: true });
+  const manifest: TabularManifest = {
+    name,
+    formatVersion: 1,
+    format: "tabular-f32",
+    description: `${name} for the fit checks`,
+    createdFrom: { upload: `${name}.csv`, bytes: 0, sha256: "0".repeat(64) },
+    splits: { train: { records: 0, bytes: 0, shards: 0 }, test: { records: 0, bytes: 0, shards: 0 } },
+    shards: [],
+    options: { recordsPerShard: 1000, testEvery: 10 },
+    record: {
+      bytes: 4 * (shape.features + 1),
+      features: {
+        count: shape.features,
+        names: Array.from({ length: shape.features }, (_, i) => `f${i}`),
+        dtype: "float32",
+      },
+      label: {
+        name: "label",
+        dtype: "float32",
+        kind: shape.classes === null ? "value" : "class",
+        classes: shape.classes,
+      },
+    },
+  };
+  await writeManifestFile(dir, manifest);
+}
