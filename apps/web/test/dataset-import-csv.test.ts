@@ -9,6 +9,7 @@ import {
   importCsvDataset,
   type CsvConversionOptions,
   type CsvProgress,
+  MAX_RECORD_BYTES,
 } from "../src/server/datasets/csv-import.ts";
 import { DatasetExistsError } from "../src/server/datasets/dataset-dir.ts";
 import { listDatasets } from "../src/server/datasets/dataset-store.ts";
@@ -394,6 +395,13 @@ describe("CSV refusals name the line and column", () => {
   it("an empty class name, and lines counted across quoted line breaks", async () => {
     const error = await refusal('x,label\n1,"two\nlines"\n2,""\n');
     expect(error.message).toBe('line 4, column "label": the label is empty');
+  });
+
+  it("a record longer than the limit, such as an unclosed quote swallowing the file", async () => {
+    const error = await refusal(`x,label\n1,0\n2,"${"y".repeat(MAX_RECORD_BYTES + 10)}\n`);
+    expect(error.message).toBe(
+      `line 3: a record runs past ${MAX_RECORD_BYTES} characters; look for a quote that is never closed`,
+    );
   });
 
   it("a file that is not CSV", async () => {

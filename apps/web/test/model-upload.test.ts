@@ -210,6 +210,7 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
       await tabularDataset(app.dataDir, "wide", { features: 6, classes: ["a", "b", "c"] });
       await tabularDataset(app.dataDir, "pairs", { features: 4, classes: ["yes", "no"] });
       await tabularDataset(app.dataDir, "prices", { features: 4, classes: null });
+      await tabularDataset(app.dataDir, "single", { features: 4, classes: ["only"] });
     });
 
     async function create(id: string, model: Record<string, unknown>, dataset: string) {
@@ -242,6 +243,7 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
       ["a preset's dataset", {}, "mnist", "config.dataset.name", /does not exist|tabular/],
       ["too many features", {}, "wide", "config.model.sha256", /takes 4 inputs .*wide has 6 feature columns/],
       ["too few classes", {}, "pairs", "config.model.sha256", /has 3 units; pairs has 2 classes/],
+      ["a single class", {}, "single", "config.dataset.name", /has 1 class; classification needs at least 2/],
       ["a regression label", {}, "prices", "config.model.task", /is a number to regress on/],
       [
         "regression on a softmax",

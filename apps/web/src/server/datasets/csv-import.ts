@@ -24,6 +24,8 @@ import { ShardWriter } from "./shard-writer.ts";
 
 /** Every this-many-th data row (rows 10, 20, …) goes to the test split. */
 export const CSV_TEST_EVERY = 10;
+/** The longest CSV record accepted, in characters. */
+export const MAX_RECORD_BYTES = 1 << 20;
 /** Shards hold about this many bytes (whole records only). */
 export const CSV_TARGET_SHARD_BYTES = 4 * 1024 * 1024;
 /** The most classes (and the most features) a `tabular-f32` manifest may have. */
@@ -96,7 +98,14 @@ export async function convertCsv(
     hash.update(chunk as Buffer);
     bytesRead += chunk.length;
   });
-  const parser = parse({ info: true, relax_column_count: true, bom: true });
+  // A record (a row, or an unclosed quote swallowing the rest of the file) is held whole in memory
+  // until it ends: bound it, so a malformed file cannot take the process's memory.
+  const parser = parse({
+    info: true,
+    relax_column_count: true,
+    bom: true,
+    max_record_size: MAX_RECORD_BYTES,
+  });
   input.on("error", (error) => parser.destroy(error));
   input.pipe(parser);
   const stop = () => {
@@ -169,6 +178,13 @@ export async function convertCsv(
     await test?.writer.abort();
     input.destroy();
     if (signal?.aborted === true) throw signal.reason;
+    if (error instanceof CsvError && error.code === "CSV_MAX_RECORD_SIZE") {
+      const line = typeof error.lines === "number" ? error.lines : undefined;
+      throw new CsvImportError(
+        `${line === undefined ? "" : `line ${line}: `}a record runs past ${MAX_RECORD_BYTES} characters; look for a quote that is never closed`,
+        line,
+      );
+    }
     if (error instanceof CsvError) {
       const line = typeof error.lines === "number" ? error.lines : undefined;
       const where = line === undefined ? "" : `line ${line}: `;

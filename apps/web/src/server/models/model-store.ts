@@ -173,24 +173,34 @@ export async function readStoredModelSummary(dataDir: string, sha256: string): P
   return summarize(sha256, (await readStoredModel(dataDir, sha256)).model);
 }
 
-/** A file of a stored model by name (model.json or its weights), for the public download route. */
+/**
+ * A file of a stored model by name (model.json or its weights), for the public download route. The
+ * stored files were checked when stored and are named by their content, so this only looks them up.
+ */
 export async function getStoredModelFile(
   dataDir: string,
   sha256: string,
   file: string,
 ): Promise<{ path: string; size: number; contentType: string; etag: string }> {
-  const stored = await readStoredModel(dataDir, sha256);
-  if (file !== MODEL_JSON && file !== stored.weightsFile) {
+  const weights = LAYERS_WEIGHTS_FILE.exec(file);
+  if (!SHA256.test(sha256) || (file !== MODEL_JSON && weights === null)) {
     throw new AppError(AppErrorCode.NOT_FOUND, `model ${sha256} has no file "${file}"`);
   }
-  const path = join(stored.dir, file);
-  const size = (await stat(path)).size;
-  const etag = file === MODEL_JSON ? sha256 : (LAYERS_WEIGHTS_FILE.exec(file)?.[1] ?? sha256);
+  const path = join(modelsRoot(dataDir), sha256, file);
+  let size: number;
+  try {
+    size = (await stat(path)).size;
+  } catch (error) {
+    if (error instanceof Error && "code" in error && error.code === "ENOENT") {
+      throw new AppError(AppErrorCode.NOT_FOUND, `model ${sha256} has no file "${file}"`);
+    }
+    throw error;
+  }
   return {
     path,
     size,
     contentType: file === MODEL_JSON ? "application/json" : "application/octet-stream",
-    etag,
+    etag: weights?.[1] ?? sha256,
   };
 }
 

@@ -43,6 +43,11 @@ export async function checkModelFitsDataset(ctx: AppContext, config: ExperimentC
           "model.task",
           `${manifest.name}'s label "${label.name}" is a number to regress on, not a class`,
         );
+      } else if (label.classes.length < 2) {
+        refuse(
+          "dataset.name",
+          `${manifest.name} has ${label.classes.length} class; classification needs at least 2`,
+        );
       } else if (stored.outputUnits !== label.classes.length) {
         refuse(
           "model.sha256",

@@ -71,8 +71,14 @@ function hasControlCharacters(text: string): boolean {
   return false;
 }
 
+/** An upload not finished within a week is deleted (tus's `Upload-Expires` tells the client). */
+const UPLOAD_EXPIRY_MS = 7 * 24 * 60 * 60 * 1000;
+
 function createUploadService(ctx: AppContext): UploadService {
-  const store = new FileStore({ directory: uploadsDir(ctx.env.dataDir) });
+  const store = new FileStore({
+    directory: uploadsDir(ctx.env.dataDir),
+    expirationPeriodInMilliseconds: UPLOAD_EXPIRY_MS,
+  });
   const maxBytes = ctx.env.maxUploadBytes;
   const server = new Server({
     path: UPLOADS_PATH,
@@ -125,6 +131,19 @@ function createUploadService(ctx: AppContext): UploadService {
       return Promise.resolve(undefined);
     },
   });
+  // Unfinished uploads a week old are deleted: now, and every hour while the platform runs.
+  const cleanUp = () => {
+    server.cleanUpExpiredUploads().then(
+      (removed) => {
+        if (removed > 0) ctx.logger.info({ removed }, "deleted expired unfinished uploads");
+      },
+      (error: unknown) => {
+        ctx.logger.warn({ err: error }, "could not delete expired uploads");
+      },
+    );
+  };
+  cleanUp();
+  setInterval(cleanUp, 60 * 60 * 1000).unref();
   return { server, store };
 }
 
