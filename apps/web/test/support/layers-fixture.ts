@@ -5,10 +5,34 @@ export interface SavedLayersModel {
   readonly files: { name: string; bytes: Uint8Array }[];
 }
 
-/**
- * Saves a real TF.js Sequential model (inputs → hidden relu → classes softmax) the way the browser
- * download handler does: `model.json` whose manifest names `weights.bin`.
- */
+/** `model` as `tf.LayersModel.save()` writes it for a download: `model.json` naming `weights.bin`. */
+export async function saveModelFiles(model: tf.LayersModel): Promise<SavedLayersModel> {
+  let artifacts: tf.io.ModelArtifacts | undefined;
+  await model.save(
+    tf.io.withSaveHandler((saved) => {
+      artifacts = saved;
+      return Promise.resolve({ modelArtifactsInfo: { dateSaved: new Date(), modelTopologyType: "JSON" } });
+    }),
+  );
+  if (artifacts?.weightData === undefined || artifacts.weightSpecs === undefined) {
+    throw new Error("TF.js saved no weights");
+  }
+  const json = {
+    modelTopology: artifacts.modelTopology,
+    format: artifacts.format,
+    generatedBy: artifacts.generatedBy,
+    convertedBy: artifacts.convertedBy,
+    weightsManifest: [{ paths: ["./weights.bin"], weights: artifacts.weightSpecs }],
+  };
+  return {
+    files: [
+      { name: "model.json", bytes: new TextEncoder().encode(JSON.stringify(json)) },
+      { name: "weights.bin", bytes: new Uint8Array(tf.io.CompositeArrayBuffer.join(artifacts.weightData)) },
+    ],
+  };
+}
+
+/** A real TF.js Sequential model (inputs → hidden relu → classes softmax), saved by TF.js. */
 export async function savedLayersModel(options: {
   inputs: number;
   hidden: number;
@@ -18,30 +42,11 @@ export async function savedLayersModel(options: {
   const model = tf.sequential();
   model.add(tf.layers.dense({ inputShape: [options.inputs], units: options.hidden, activation: "relu" }));
   model.add(tf.layers.dense({ units: options.classes, activation: "softmax" }));
-  let files: { name: string; bytes: Uint8Array }[] = [];
-  await model.save(
-    tf.io.withSaveHandler(async (artifacts) => {
-      const data = artifacts.weightData;
-      const weights =
-        data instanceof ArrayBuffer
-          ? new Uint8Array(data)
-          : new Uint8Array(await new Blob(data).arrayBuffer());
-      const json = {
-        modelTopology: artifacts.modelTopology,
-        format: artifacts.format,
-        generatedBy: artifacts.generatedBy,
-        convertedBy: artifacts.convertedBy,
-        weightsManifest: [{ paths: ["./weights.bin"], weights: artifacts.weightSpecs }],
-      };
-      files = [
-        { name: "model.json", bytes: new TextEncoder().encode(JSON.stringify(json)) },
-        { name: "weights.bin", bytes: weights },
-      ];
-      return { modelArtifactsInfo: { dateSaved: new Date(), modelTopologyType: "JSON" } };
-    }),
-  );
-  model.dispose();
-  return { files };
+  try {
+    return await saveModelFiles(model);
+  } finally {
+    model.dispose();
+  }
 }
 
 /** A multipart body of `files` parts, as the form's upload sends it. */

@@ -8,6 +8,7 @@ import {
 } from "@barnraise/protocol";
 import { serializeTrainingState } from "../../../../packages/swarm/src/state/state-snapshot.ts";
 import { readStoredModel, storeLayersModel, type StoredModel } from "../../src/server/models/model-store.ts";
+import { saveModelFiles } from "./layers-fixture.ts";
 import type { TestApp } from "./test-app.ts";
 
 /**
@@ -39,27 +40,7 @@ export function buildLayersModel(): tf.Sequential {
 
 /** Saves `model` as tf.LayersModel.save() does and stores it as an upload: the stored model. */
 export async function storeUploadedModel(app: TestApp, model: tf.LayersModel): Promise<StoredModel> {
-  let artifacts: tf.io.ModelArtifacts | undefined;
-  await model.save(
-    tf.io.withSaveHandler((saved) => {
-      artifacts = saved;
-      return Promise.resolve({ modelArtifactsInfo: { dateSaved: new Date(), modelTopologyType: "JSON" } });
-    }),
-  );
-  if (artifacts?.weightData === undefined || artifacts.weightSpecs === undefined)
-    throw new Error("nothing saved");
-  const weights = new Uint8Array(tf.io.CompositeArrayBuffer.join(artifacts.weightData));
-  const modelJson = {
-    format: "layers-model",
-    generatedBy: "TensorFlow.js tfjs-layers v4.22.0",
-    convertedBy: null,
-    modelTopology: artifacts.modelTopology,
-    weightsManifest: [{ paths: ["group1-shard1of1.bin"], weights: artifacts.weightSpecs }],
-  };
-  const summary = await storeLayersModel(app.dataDir, [
-    { name: "model.json", bytes: new TextEncoder().encode(JSON.stringify(modelJson)) },
-    { name: "group1-shard1of1.bin", bytes: weights },
-  ]);
+  const summary = await storeLayersModel(app.dataDir, (await saveModelFiles(model)).files);
   return readStoredModel(app.dataDir, summary.sha256);
 }
 

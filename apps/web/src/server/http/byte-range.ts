@@ -77,7 +77,8 @@ export async function fileResponse(
   }
 }
 
-const CHUNK_BYTES = 64 * 1024;
+/** The most bytes a file stream reads per pull. */
+export const CHUNK_BYTES = 64 * 1024;
 
 /**
  * Bytes `start…end` (inclusive) of an open file as a web stream, read on demand (one chunk per pull,
@@ -215,7 +216,8 @@ export function parseRange(header: string, size: number): ByteRange | "unsatisfi
   return { start, end: Math.min(end, size - 1) };
 }
 
-async function openFile(path: string): Promise<FileHandle> {
+/** Opens a file to serve; a missing one is NOT_FOUND. */
+export async function openFile(path: string): Promise<FileHandle> {
   try {
     return await open(path, "r");
   } catch (error) {
@@ -240,7 +242,7 @@ function opaque(tag: string): string {
 }
 
 /** If-None-Match uses the weak comparison: `W/"x"` matches `"x"`. */
-function etagListMatches(header: string | null, etag: string): boolean {
+export function etagListMatches(header: string | null, etag: string): boolean {
   if (header === null) return false;
   if (header.trim() === "*") return true;
   return header

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { open, stat, type FileHandle } from "node:fs/promises";
+import { stat, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import {
   elementCount,
@@ -12,7 +12,7 @@ import {
 } from "@barnraise/protocol";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import { selectRange } from "../http/byte-range.ts";
+import { CHUNK_BYTES, etagListMatches, openFile, selectRange } from "../http/byte-range.ts";
 import { errorResponse } from "../http/route.ts";
 import { readCheckpointParameters, type CheckpointParameters } from "./read-checkpoint-safetensors.ts";
 
@@ -301,8 +301,6 @@ export async function tfjsWeightsResponse(req: Request, exported: TfjsExport): P
   return new Response(body, { status, headers });
 }
 
-const CHUNK_BYTES = 64 * 1024;
-
 /**
  * Bytes `start…end` (inclusive) of the concatenated segments as a web stream, one chunk (at most
  * 64 KiB, never across segments) per pull. Every file is opened first; all are closed at the end,
@@ -374,26 +372,4 @@ async function segmentStream(
     },
     { highWaterMark: 1 },
   );
-}
-
-async function openFile(path: string): Promise<FileHandle> {
-  try {
-    return await open(path, "r");
-  } catch (error) {
-    if (error instanceof Error && "code" in error && (error.code === "ENOENT" || error.code === "EISDIR")) {
-      throw new AppError(AppErrorCode.NOT_FOUND, "the file is not available");
-    }
-    throw error;
-  }
-}
-
-/** If-None-Match, compared weakly (`W/"x"` matches `"x"`). */
-function etagListMatches(header: string | null, etag: string): boolean {
-  if (header === null) return false;
-  if (header.trim() === "*") return true;
-  const opaque = (tag: string): string => (tag.startsWith("W/") ? tag.slice(2) : tag);
-  return header
-    .split(",")
-    .map((tag) => tag.trim())
-    .some((tag) => tag.length > 0 && opaque(tag) === opaque(etag));
 }
