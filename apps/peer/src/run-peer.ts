@@ -29,6 +29,7 @@ import { deriveSeed, hashName } from "./seeded-random.ts";
 import { selectPeerBackend, type BackendChoice } from "./tf/backend.ts";
 import { describeBackend } from "./tf/benchmark-backend.ts";
 import { resolveBatchSize } from "./training/auto-batch-size.ts";
+import { ensureBackendTrains } from "./tf/backend-kernels.ts";
 import { evaluateModel, type Evaluation } from "./training/evaluate.ts";
 import { LossReportingProgress } from "./training/loss-reporting-progress.ts";
 import { Trainer, type TrainResult } from "./training/trainer.ts";
@@ -138,6 +139,12 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     },
   ];
   try {
+    // An uploaded model may need a gradient kernel the chosen backend lacks (presets never do).
+    if (model.uploaded !== undefined) {
+      await ensureBackendTrains(model, config.model, (message) => {
+        reporter.log("warn", message);
+      });
+    }
     const batchSize = await chooseBatchSize(options, config, model);
     const source = new CachedDatasetSource(
       new HttpDatasetSource({ serverUrl: options.server.href, dataset: config.dataset.name }),

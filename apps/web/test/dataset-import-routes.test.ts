@@ -10,6 +10,7 @@ import {
   waitForDatasetImports,
 } from "../src/server/datasets/dataset-imports.ts";
 import { uploadsDir } from "../src/server/uploads/upload-server.ts";
+import { solidImage, writeZip } from "./support/image-archive.ts";
 import { createUser, type FixtureUser } from "./support/peer-fixtures.ts";
 import { startPlatformServer, type PlatformServer } from "./support/platform-server.ts";
 import { sessionCookie } from "./support/test-app.ts";
@@ -385,6 +386,133 @@ describe.each(testDatabaseProviders())("dataset uploads and imports (%s)", (prov
       expect(((await again.json()) as ErrorJson).error.message).toBe(
         'a dataset named "iris-upload" already exists',
       );
+    });
+
+    it("converts a zip archive of class folders and a plain text over the same routes", async () => {
+      const files: [string, Buffer][] = [];
+      for (let i = 0; i < 12; i++)
+        files.push([`shapes/circle/${i}.png`, await solidImage(12, 12, [250, 0, 0])]);
+      for (let i = 0; i < 12; i++)
+        files.push([`shapes/square/${i}.jpg`, await solidImage(9, 15, [0, 0, 250], "jpeg")]);
+      const zipPath = join(platform.app.dataDir, "shapes.zip");
+      await writeZip(zipPath, files);
+      const zip = await readFile(zipPath);
+      const imagesId = uploadIdOf(
+        await upload(zip, alice, { metadata: { filename: "shapes.zip", filetype: "application/zip" } }),
+      );
+      const images = await postImport(alice, {
+        name: "shapes",
+        uploadId: imagesId,
+        format: "images",
+        width: 6,
+        height: 6,
+        channels: 1,
+      });
+      expect(images.status).toBe(202);
+      expect(await settled(((await images.json()) as DatasetImportView).id)).toMatchObject({
+        status: "ready",
+        records: 24,
+        bytesDone: zip.byteLength,
+        bytesTotal: zip.byteLength,
+      });
+      const imageManifest = (await (await fetch(url("/api/v1/datasets/shapes"))).json()) as DatasetManifest;
+      expect(imageManifest).toMatchObject({
+        format: "image-u8",
+        createdFrom: { upload: "shapes.zip", bytes: zip.byteLength },
+        splits: { train: { records: 22 }, test: { records: 2 } },
+        record: { bytes: 38, label: { classes: ["circle", "square"] } },
+      });
+
+      const text = Buffer.from("The first line.\nA second line, with more words.\n".repeat(30));
+      const textId = uploadIdOf(
+        await upload(text, alice, { metadata: { filename: "lines.txt", filetype: "text/plain" } }),
+      );
+      const lines = await postImport(alice, {
+        name: "lines",
+        uploadId: textId,
+        format: "text",
+        vocabSize: 64,
+      });
+      expect(lines.status).toBe(202);
+      const created = (await lines.json()) as DatasetImportView;
+      expect(created.bytesTotal).toBe(2 * text.byteLength);
+      expect(await settled(created.id)).toMatchObject({ status: "ready", records: 60 });
+      const textManifest = (await (await fetch(url("/api/v1/datasets/lines"))).json()) as DatasetManifest;
+      expect(textManifest).toMatchObject({
+        format: "tokens-u16le",
+        splits: { train: { records: 57 }, test: { records: 3 } },
+        vocabulary: { size: 5 + 10 },
+      });
+      const vocab = await fetch(url("/api/v1/datasets/lines/shards/vocab.txt"));
+      expect(vocab.status).toBe(200);
+      expect((await vocab.text()).split("\n").slice(5, 7)).toEqual([".", "line"]);
+    });
+
+    it("reports an image archive without class folders, and a bad image by its path", async () => {
+      const flatPath = join(platform.app.dataDir, "flat.zip");
+      await writeZip(flatPath, [
+        ["1.png", await solidImage(4, 4, [1, 2, 3])],
+        ["2.png", await solidImage(4, 4, [1, 2, 3])],
+      ]);
+      const flatId = uploadIdOf(await upload(await readFile(flatPath), alice));
+      const flat = await postImport(alice, {
+        name: "flat",
+        uploadId: flatId,
+        format: "images",
+        width: 8,
+        height: 8,
+        channels: 3,
+      });
+      expect(await settled(((await flat.json()) as DatasetImportView).id)).toMatchObject({
+        status: "failed",
+        error:
+          "the archive has no class folders: put each class's images in a folder named after the class " +
+          "(cats/001.jpg, dogs/001.jpg, …)",
+      });
+      const brokenPath = join(platform.app.dataDir, "broken.zip");
+      await writeZip(brokenPath, [
+        ["a/1.png", await solidImage(4, 4, [1, 2, 3])],
+        ["b/oops.png", Buffer.from("not a png")],
+      ]);
+      const brokenId = uploadIdOf(await upload(await readFile(brokenPath), alice));
+      const broken = await postImport(alice, {
+        name: "broken",
+        uploadId: brokenId,
+        format: "images",
+        width: 8,
+        height: 8,
+        channels: 3,
+      });
+      const done = await settled(((await broken.json()) as DatasetImportView).id);
+      expect(done.error).toMatch(/^b\/oops\.png: not an image that can be decoded/);
+      // Sizes the manifest cannot hold are refused before anything runs.
+      expect(
+        (
+          await postImport(alice, {
+            name: "huge",
+            uploadId: brokenId,
+            format: "images",
+            width: 4096,
+            height: 8,
+            channels: 3,
+          })
+        ).status,
+      ).toBe(400);
+      expect(
+        (
+          await postImport(alice, {
+            name: "bad-c",
+            uploadId: brokenId,
+            format: "images",
+            width: 8,
+            height: 8,
+            channels: 4,
+          })
+        ).status,
+      ).toBe(400);
+      expect(
+        (await postImport(alice, { name: "t", uploadId: brokenId, format: "text", vocabSize: 3 })).status,
+      ).toBe(400);
     });
 
     it("reports a bad file with its line and column", async () => {

@@ -1,7 +1,12 @@
 import { createHash } from "node:crypto";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { LAYERS_MODEL_LIMITS, type TabularManifest } from "@barnraise/protocol";
+import {
+  LAYERS_MODEL_LIMITS,
+  type ImageManifest,
+  type TabularManifest,
+  type TokenManifest,
+} from "@barnraise/protocol";
 import { testDatabaseProviders } from "@barnraise/prisma/testing";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { POST as createExperimentRoute } from "../app/api/v1/experiments/route.ts";
@@ -211,6 +216,14 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
       await tabularDataset(app.dataDir, "pairs", { features: 4, classes: ["yes", "no"] });
       await tabularDataset(app.dataDir, "prices", { features: 4, classes: null });
       await tabularDataset(app.dataDir, "single", { features: 4, classes: ["only"] });
+      await imageDataset(app.dataDir, "photos", {
+        width: 4,
+        height: 4,
+        channels: 3,
+        classes: ["a", "b", "c"],
+      });
+      await textDataset(app.dataDir, "stories", 100);
+      await textDataset(app.dataDir, "big-vocab", 5000);
     });
 
     async function create(id: string, model: Record<string, unknown>, dataset: string) {
@@ -252,11 +265,68 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
         "config.model.sha256",
         /needs one output unit/,
       ],
+      [
+        "images of another size than the input",
+        {},
+        "photos",
+        "config.model.sha256",
+        /takes 4 inputs .*photos's images are 4×4×3 \(48 values\)/,
+      ],
+      ["a regression on images", { task: "regression" }, "photos", "config.model.task", /labels are classes/],
+      ["a text dataset", {}, "stories", "config.dataset.name", /not tokens-u16le/],
     ])("refuses %s with the field named", async (what, model, dataset, path, message) => {
       const created = await create(
         `misfit-${what.replace(/\W+/g, "-")}-${provider}`.slice(0, 60),
         { sha256: modelSha, ...model },
         dataset,
+      );
+      expect(created.status, JSON.stringify(created.body)).toBe(400);
+      const issue = created.body.error.issues?.find((entry) => entry.path === path);
+      expect(issue?.message, JSON.stringify(created.body.error.issues)).toMatch(message);
+    });
+  });
+
+  describe("the masked LM on an imported text", () => {
+    async function createLm(id: string, dataset: string, vocabSize?: number) {
+      const response = await callRoute(createExperimentRoute, "/api/v1/experiments", {
+        method: "POST",
+        cookie: organizer.cookie,
+        body: {
+          id,
+          name: id,
+          config: {
+            model: { preset: "albert-mlm", ...(vocabSize ? { vocabSize } : {}) },
+            dataset: { name: dataset },
+          },
+        },
+      });
+      return { status: response.status, body: (await response.json()) as ErrorBody & { config?: unknown } };
+    }
+
+    it("publishes a run over a text dataset the model's vocabulary holds", async () => {
+      const created = await createLm(`lm-text-${provider}`, "stories");
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      expect(created.body.config).toMatchObject({
+        model: { preset: "albert-mlm" },
+        dataset: { name: "stories" },
+      });
+    });
+
+    it.each([
+      ["a table", "flowers", undefined, "config.dataset.name", /trains on a text dataset, not tabular-f32/],
+      ["a missing dataset", "nowhere", undefined, "config.dataset.name", /does not exist/],
+      [
+        "a vocabulary larger than the model's",
+        "big-vocab",
+        4096,
+        "config.model.vocabSize",
+        /vocabulary has 5000 tokens; the model embeds 4096/,
+      ],
+    ])("refuses %s", async (what, dataset, vocabSize, path, message) => {
+      const created = await createLm(
+        `lm-${what.replace(/\W+/g, "-")}-${provider}`.slice(0, 60),
+        dataset,
+        vocabSize,
       );
       expect(created.status, JSON.stringify(created.body)).toBe(400);
       const issue = created.body.error.issues?.find((entry) => entry.path === path);
@@ -295,6 +365,66 @@ async function tabularDataset(
         kind: shape.classes === null ? "value" : "class",
         classes: shape.classes,
       },
+    },
+  };
+  await writeManifestFile(dir, manifest);
+}
+
+/** An image dataset's manifest (no shards). */
+async function imageDataset(
+  dataDir: string,
+  name: string,
+  shape: { width: number; height: number; channels: 1 | 3; classes: string[] },
+): Promise<void> {
+  const dir = join(dataDir, "datasets", name);
+  await mkdir(dir, { recursive: true });
+  const pixels = shape.width * shape.height * shape.channels;
+  const manifest: ImageManifest = {
+    name,
+    formatVersion: 1,
+    format: "image-u8",
+    description: `${name} for the fit checks`,
+    createdFrom: { upload: `${name}.zip`, bytes: 0, sha256: "0".repeat(64) },
+    splits: { train: { records: 0, bytes: 0, shards: 0 }, test: { records: 0, bytes: 0, shards: 0 } },
+    shards: [],
+    options: { recordsPerShard: 1000, testEvery: 10, fit: "cover" },
+    record: {
+      bytes: pixels + 2,
+      image: {
+        offset: 0,
+        width: shape.width,
+        height: shape.height,
+        channels: shape.channels,
+        dtype: "uint8",
+        layout: "hwc",
+      },
+      label: { offset: pixels, dtype: "uint16le", classes: shape.classes },
+    },
+  };
+  await writeManifestFile(dir, manifest);
+}
+
+/** A text dataset's manifest (no shards) with a vocabulary of `size` tokens. */
+async function textDataset(dataDir: string, name: string, size: number): Promise<void> {
+  const dir = join(dataDir, "datasets", name);
+  await mkdir(dir, { recursive: true });
+  const manifest: TokenManifest = {
+    name,
+    formatVersion: 1,
+    format: "tokens-u16le",
+    description: `${name} for the fit checks`,
+    createdFrom: { upload: `${name}.txt`, bytes: 0, sha256: "0".repeat(64) },
+    splits: { train: { records: 0, bytes: 0, shards: 0 }, test: { records: 0, bytes: 0, shards: 0 } },
+    shards: [],
+    options: { recordsPerShard: 1000, limit: null, vocabSize: size },
+    record: { length: "uint16le", token: "uint16le", maxTokens: 10 },
+    vocabulary: {
+      file: "vocab.txt",
+      size,
+      bytes: 0,
+      sha256: "0".repeat(64),
+      lowercase: true,
+      specialTokens: { pad: 0, unk: 1, cls: 2, sep: 3, mask: 4 },
     },
   };
   await writeManifestFile(dir, manifest);

@@ -179,8 +179,62 @@ export const tabularManifestSchema = z
   });
 export type TabularManifest = z.infer<typeof tabularManifestSchema>;
 
+/** The pixel sizes an image dataset may be resized to, and its channels (1: grey, 3: RGB). */
+export const IMAGE_LIMITS = { minSide: 4, maxSide: 1024, channels: [1, 3] } as const;
+
+/**
+ * `image-u8`: fixed-size records, the image's pixels (uint8, row by row, the channels of a pixel
+ * together: height × width × channels, as TF.js lays out an image tensor), then the class id as
+ * a uint16 little-endian. Images are resized to `width` × `height` when imported.
+ */
+export const imageManifestSchema = z
+  .strictObject({
+    ...common,
+    format: z.literal("image-u8"),
+    options: z.strictObject({
+      recordsPerShard: z.number().int().positive(),
+      /** Every this-many-th image of each class (the last of each run of them) goes to the test split. */
+      testEvery: z.number().int().min(2),
+      /** How an image of another shape became `width` × `height`: scaled to cover it, then centred and cropped. */
+      fit: z.literal("cover"),
+    }),
+    record: z.strictObject({
+      bytes: z.number().int().min(3),
+      image: z.strictObject({
+        offset: z.literal(0),
+        width: z.number().int().min(IMAGE_LIMITS.minSide).max(IMAGE_LIMITS.maxSide),
+        height: z.number().int().min(IMAGE_LIMITS.minSide).max(IMAGE_LIMITS.maxSide),
+        channels: z.union([z.literal(1), z.literal(3)]),
+        dtype: z.literal("uint8"),
+        layout: z.literal("hwc"),
+      }),
+      label: z.strictObject({
+        offset: z.number().int().min(1),
+        dtype: z.literal("uint16le"),
+        /** The class names (the archive's folders) by id. */
+        classes: z.array(z.string().min(1)).min(2).max(65_536),
+      }),
+    }),
+  })
+  .refine(
+    ({ record: { bytes, image, label } }) =>
+      label.offset === image.width * image.height * image.channels && bytes === label.offset + 2,
+    { message: "record.bytes must be width × height × channels + 2, with the label right after the pixels" },
+  )
+  .meta({
+    id: "ImageManifest",
+    description:
+      "Fixed-size records: height × width × channels uint8 pixels, then a uint16 little-endian class id",
+  });
+export type ImageManifest = z.infer<typeof imageManifestSchema>;
+
 /** Any dataset manifest, discriminated by `format`. */
 export const datasetManifestSchema = z
-  .discriminatedUnion("format", [mnistManifestSchema, tokenManifestSchema, tabularManifestSchema])
+  .discriminatedUnion("format", [
+    mnistManifestSchema,
+    tokenManifestSchema,
+    tabularManifestSchema,
+    imageManifestSchema,
+  ])
   .meta({ id: "DatasetManifest" });
 export type DatasetManifest = z.infer<typeof datasetManifestSchema>;

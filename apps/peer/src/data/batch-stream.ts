@@ -2,6 +2,7 @@ import type {
   DatasetManifest,
   DatasetSplit,
   ExperimentConfig,
+  ImageManifest,
   LayersModelConfig,
   TabularManifest,
 } from "@barnraise/protocol";
@@ -10,12 +11,13 @@ import type { UploadedModelShape } from "../models/trainable-model.ts";
 import { DatasetError, DatasetErrorCode } from "./dataset-error.ts";
 import type { DatasetSource } from "./dataset-source.ts";
 import { toImageBatch } from "./image-batcher.ts";
+import { decodeImageShard } from "./image-decoder.ts";
 import { MaskedTokenBatcher } from "./masked-token-batcher.ts";
 import { decodeMnistShard } from "./mnist-decoder.ts";
 import { ShardStream, type ShardStreamOptions } from "./shard-stream.ts";
 import { ShuffleBuffer, shuffled } from "./shuffle-buffer.ts";
 import { deriveSeed, SeededRandom } from "../seeded-random.ts";
-import { toTabularBatch } from "./tabular-batcher.ts";
+import { imagesToTabularBatch, toTabularBatch } from "./tabular-batcher.ts";
 import { decodeTabularShard } from "./tabular-decoder.ts";
 import { decodeTokenShard } from "./token-decoder.ts";
 
@@ -128,11 +130,22 @@ async function* tabularBatches(
   if (shape === undefined) {
     throw new RangeError("an uploaded model's batches need its shape: pass the loaded model's `uploaded`");
   }
+  const { features } = shape;
+  if (manifest.format === "image-u8") {
+    const classes = imageClasses(model, manifest, shape);
+    const stream = new ShardStream({
+      ...common,
+      decode: (bytes, shard) =>
+        decodeImageShard(bytes, shard.file, { pixels: features, classes, expectedRecords: shard.records }),
+    });
+    for await (const rows of inBatches(mix(stream, options), options))
+      yield imagesToTabularBatch(rows, features);
+    return;
+  }
   if (manifest.format !== "tabular-f32") {
-    throw incompatible(`an uploaded model trains on tabular-f32 records, not ${manifest.format}`);
+    throw incompatible(`an uploaded model trains on tabular-f32 or image-u8 records, not ${manifest.format}`);
   }
   const classes = tabularClasses(model, manifest, shape);
-  const { features } = shape;
   const stream = new ShardStream({
     ...common,
     decode: (bytes, shard) =>
@@ -174,6 +187,27 @@ function tabularClasses(
     );
   }
   return classes;
+}
+
+/** The classes of an image dataset, once its images fill the model's input and its classes its output. */
+function imageClasses(model: LayersModelConfig, manifest: ImageManifest, shape: UploadedModelShape): number {
+  const { image, label } = manifest.record;
+  const pixels = image.height * image.width * image.channels;
+  if (pixels !== shape.features) {
+    throw incompatible(
+      `its images are ${image.height}×${image.width}×${image.channels} (${pixels} values), but the model's input ` +
+        `[${shape.inputShape.join(", ")}] takes ${shape.features}; import the images at the model's input size`,
+    );
+  }
+  if (model.task !== "classification") {
+    throw incompatible("an image dataset's labels are classes; train a classifier on it");
+  }
+  if (label.classes.length !== shape.outputUnits) {
+    throw incompatible(
+      `it has ${label.classes.length} classes, but the model's output layer has ${shape.outputUnits} units`,
+    );
+  }
+  return label.classes.length;
 }
 
 /** Train records go through the shuffle buffer; test records keep their order. */

@@ -132,6 +132,48 @@ export function tabularDataset(options: {
   return build(base, counts, options.recordsPerShard, (i, split) => tabularRecord(options.row(i, split)));
 }
 
+/** An `image-u8` dataset: `height` × `width` × `channels` pixels per image from `image(i, split)`. */
+export function imageDataset(options: {
+  readonly name?: string;
+  readonly train: number;
+  readonly test: number;
+  readonly recordsPerShard: number;
+  readonly width: number;
+  readonly height: number;
+  readonly channels: 1 | 3;
+  readonly classes: readonly string[];
+  readonly image: (i: number, split: DatasetSplit) => { pixels: Uint8Array; label: number };
+}): Dataset {
+  const pixels = options.width * options.height * options.channels;
+  const base = {
+    name: options.name ?? "image-test",
+    format: "image-u8",
+    description: "test images",
+    createdFrom: { upload: "images.zip", bytes: 100, sha256: "0".repeat(64) },
+    options: { recordsPerShard: options.recordsPerShard, testEvery: 10, fit: "cover" },
+    record: {
+      bytes: pixels + 2,
+      image: {
+        offset: 0,
+        width: options.width,
+        height: options.height,
+        channels: options.channels,
+        dtype: "uint8",
+        layout: "hwc",
+      },
+      label: { offset: pixels, dtype: "uint16le", classes: [...options.classes] },
+    },
+  } as const;
+  const counts = { train: options.train, test: options.test };
+  return build(base, counts, options.recordsPerShard, (i, split) => {
+    const { pixels: values, label } = options.image(i, split);
+    const record = new Uint8Array(pixels + 2);
+    record.set(values.subarray(0, pixels));
+    new DataView(record.buffer).setUint16(pixels, label, true);
+    return record;
+  });
+}
+
 /** One `tabular-f32` record: the features, then the label, float32 little-endian. */
 export function tabularRecord(row: TabularRow): Uint8Array {
   const bytes = new Uint8Array(4 * (row.features.length + 1));

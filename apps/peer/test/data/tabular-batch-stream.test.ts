@@ -5,7 +5,13 @@ import { DatasetErrorCode, isDatasetError } from "../../src/data/dataset-error.t
 import { HttpDatasetSource } from "../../src/data/http-dataset-source.ts";
 import type { Batch, TabularBatch } from "../../src/models/batch.ts";
 import type { UploadedModelShape } from "../../src/models/trainable-model.ts";
-import { type Dataset, type DatasetServer, serveDataset, tabularDataset } from "./dataset-fixture.ts";
+import {
+  type Dataset,
+  type DatasetServer,
+  imageDataset,
+  serveDataset,
+  tabularDataset,
+} from "./dataset-fixture.ts";
 
 /** Batches for an uploaded model: tabular rows, once the dataset is known to fit the model. */
 
@@ -150,7 +156,9 @@ describe("createBatchStream for an uploaded model", () => {
       config,
       uploaded: shape,
     });
-    expect((await refusal(batches)).message).toMatch(/trains on tabular-f32 records, not mnist-u8/);
+    expect((await refusal(batches)).message).toMatch(
+      /trains on tabular-f32 or image-u8 records, not mnist-u8/,
+    );
   });
 
   it("refuses a manifest whose record size contradicts its feature count", async () => {
@@ -175,5 +183,77 @@ describe("createBatchStream for an uploaded model", () => {
     await expect((await stream(rows(), { uploaded: undefined })).next()).rejects.toThrow(
       /pass the loaded model's/,
     );
+  });
+});
+
+describe("createBatchStream for an uploaded model on images", () => {
+  const imageConfig = (task: "classification" | "regression" = "classification") =>
+    parseExperimentConfig({
+      model: { preset: "layers", sha256: SHA, task },
+      dataset: { name: "image-test", shuffleBufferSize: 8 },
+    });
+  /** 4×4 grey images (16 values): image i has every byte 10·i, class i % 3. */
+  const images = (classes = ["a", "b", "c"]): Dataset =>
+    imageDataset({
+      train: 30,
+      test: 5,
+      recordsPerShard: 8,
+      width: 4,
+      height: 4,
+      channels: 1,
+      classes,
+      image: (i) => ({ pixels: new Uint8Array(16).fill(10 * i), label: i % 3 }),
+    });
+  const imageShape: UploadedModelShape = {
+    inputShape: [4, 4, 1],
+    features: 16,
+    outputUnits: 3,
+    activationFloats: 20,
+  };
+
+  it("scales pixels to [0, 1] and keeps each image's class", async () => {
+    const batches: TabularBatch[] = [];
+    for await (const batch of await stream(images(), {
+      config: imageConfig(),
+      split: "test",
+      uploaded: imageShape,
+    })) {
+      if (batch.kind !== "tabular") throw new Error("expected tabular batches");
+      batches.push(batch);
+    }
+    expect(batches.map((b) => b.size)).toEqual([4, 1]);
+    expect([...(batches[0]?.features.subarray(16, 32) ?? [])]).toEqual(
+      new Array(16).fill(Math.fround(10 / 255)),
+    );
+    expect([...(batches[0]?.labels ?? [])]).toEqual([0, 1, 2, 0]);
+    const train = await first(await stream(images(), { config: imageConfig(), uploaded: imageShape }));
+    for (let r = 0; r < train.size; r++) {
+      const i = Math.round(((train.features[16 * r] ?? NaN) * 255) / 10);
+      expect(train.labels[r]).toBe(i % 3);
+    }
+  });
+
+  it("refuses images that do not fill the model's input, other classes, or a regression", async () => {
+    expect(
+      (
+        await refusal(
+          await stream(images(), {
+            config: imageConfig(),
+            uploaded: { ...imageShape, inputShape: [4], features: 4 },
+          }),
+        )
+      ).message,
+    ).toMatch(/its images are 4×4×1 \(16 values\), but the model's input \[4\] takes 4/);
+    expect(
+      (
+        await refusal(
+          await stream(images(["a", "b", "c", "d"]), { config: imageConfig(), uploaded: imageShape }),
+        )
+      ).message,
+    ).toMatch(/it has 4 classes, but the model's output layer has 3 units/);
+    expect(
+      (await refusal(await stream(images(), { config: imageConfig("regression"), uploaded: imageShape })))
+        .message,
+    ).toMatch(/labels are classes; train a classifier/);
   });
 });

@@ -7,10 +7,11 @@ import { FieldError } from "./field-error.tsx";
 import { formatBytes, formatCount } from "./format.ts";
 
 /**
- * An organizer's own dataset: a CSV file uploaded with the tus protocol (resumable: after a reload
- * or a dropped connection, choosing the same file again sends only what the platform lacks), then
- * converted on the platform into a `tabular-f32` dataset. Shows the upload's and then the
- * conversion's progress, and in the end the dataset's records or what was wrong with the file.
+ * An organizer's own dataset: a CSV table, a zip archive of images (one folder per class) or plain
+ * text, uploaded with the tus protocol (resumable: after a reload or a dropped connection, choosing
+ * the same file again sends only what the platform lacks), then converted on the platform into a
+ * `tabular-f32`, `image-u8` or `tokens-u16le` dataset. Shows the upload's and then the conversion's
+ * progress, and in the end the dataset's records or what was wrong with the file.
  */
 
 const UPLOADS_PATH = "/api/v1/uploads";
@@ -19,6 +20,48 @@ const NAME_PATTERN = /^[a-z0-9][a-z0-9-]{0,63}$/;
 /** Bytes per PATCH request: a retry after a dropped connection resends at most this much. */
 const CHUNK_BYTES = 32 * 1024 * 1024;
 const POLL_MS = 1000;
+
+type Format = "csv" | "images" | "text";
+
+/** What each kind of file is called, accepts, and counts its records as. */
+const FORMATS: Record<
+  Format,
+  {
+    readonly option: string;
+    readonly label: string;
+    readonly accept: string;
+    readonly hint: string;
+    readonly unit: string;
+  }
+> = {
+  csv: {
+    option: "CSV table",
+    label: "Dataset file (CSV)",
+    accept: ".csv,text/csv",
+    hint:
+      "A header row naming the columns, then one row per record; every column but the label must be a number. " +
+      "Every 10th row goes to the test split.",
+    unit: "rows",
+  },
+  images: {
+    option: "Images (a .zip with one folder per class)",
+    label: "Dataset file (zip of class folders)",
+    accept: ".zip,application/zip",
+    hint:
+      "One folder per class (cats/001.jpg, dogs/001.png, …); JPEG, PNG, WebP, GIF, TIFF or AVIF. Each image is " +
+      "resized to cover the size below and cropped to it. Every 10th image of each class goes to the test split.",
+    unit: "images",
+  },
+  text: {
+    option: "Plain text",
+    label: "Dataset file (plain text)",
+    accept: ".txt,text/plain",
+    hint:
+      "UTF-8 text, a sentence or paragraph per line, for the masked language model. Every 20th line goes to the " +
+      "test split.",
+    unit: "lines",
+  },
+};
 
 interface ImportView {
   readonly id: string;
@@ -47,6 +90,8 @@ type State =
 interface Errors {
   file?: string;
   name?: string;
+  size?: string;
+  vocabSize?: string;
 }
 
 export interface DatasetUploadProps {
@@ -55,8 +100,13 @@ export interface DatasetUploadProps {
 }
 
 export function DatasetUpload({ onReady }: DatasetUploadProps) {
+  const [format, setFormat] = useState<Format>("csv");
   const [file, setFile] = useState<File | null>(null);
   const [name, setName] = useState("");
+  const [width, setWidth] = useState("32");
+  const [height, setHeight] = useState("32");
+  const [channels, setChannels] = useState<1 | 3>(3);
+  const [vocabSize, setVocabSize] = useState("4096");
   const [labelColumn, setLabelColumn] = useState("");
   const [labelKind, setLabelKind] = useState<"class" | "value">("class");
   const [errors, setErrors] = useState<Errors>({});
@@ -81,12 +131,19 @@ export function DatasetUpload({ onReady }: DatasetUploadProps) {
 
   async function submit() {
     const found: Errors = {};
-    if (file === null) found.file = "Choose a CSV file.";
+    if (file === null) found.file = `Choose a file: ${FORMATS[format].label.toLowerCase()}.`;
     if (!NAME_PATTERN.test(name)) {
       found.name = "Use 1 to 64 lowercase letters, digits and “-”, starting with a letter or digit.";
     }
+    const side = (text: string) => (/^\d+$/.test(text) ? Number(text) : Number.NaN);
+    if (format === "images" && ![side(width), side(height)].every((value) => value >= 4 && value <= 1024)) {
+      found.size = "Width and height are whole numbers of pixels from 4 to 1024.";
+    }
+    if (format === "text" && !(side(vocabSize) >= 6 && side(vocabSize) <= 65536)) {
+      found.vocabSize = "A whole number from 6 to 65536.";
+    }
     setErrors(found);
-    if (file === null || found.name !== undefined) return;
+    if (file === null || Object.keys(found).length > 0) return;
 
     let uploadId = finished.current?.file === file ? finished.current.uploadId : undefined;
     if (uploadId === undefined) {
@@ -101,13 +158,13 @@ export function DatasetUpload({ onReady }: DatasetUploadProps) {
     if (!mounted()) return;
 
     setState({ kind: "converting", view: null });
-    const created = await callApi<ImportView>("POST", IMPORTS_PATH, {
-      name,
-      uploadId,
-      format: "csv",
-      ...(labelColumn.trim() === "" ? {} : { labelColumn: labelColumn.trim() }),
-      labelKind,
-    });
+    const options =
+      format === "csv"
+        ? { ...(labelColumn.trim() === "" ? {} : { labelColumn: labelColumn.trim() }), labelKind }
+        : format === "images"
+          ? { width: Number(width), height: Number(height), channels }
+          : { vocabSize: Number(vocabSize) };
+    const created = await callApi<ImportView>("POST", IMPORTS_PATH, { name, uploadId, format, ...options });
     if (!mounted()) return;
     if (!created.ok) {
       // The upload is gone (deleted, or imported already): the next try sends the file again.
@@ -127,7 +184,7 @@ export function DatasetUpload({ onReady }: DatasetUploadProps) {
         endpoint: new URL(UPLOADS_PATH, window.location.origin).href,
         chunkSize: CHUNK_BYTES,
         retryDelays: [0, 1000, 3000, 5000, 10000],
-        metadata: { filename: chosen.name, filetype: chosen.type || "text/csv" },
+        metadata: { filename: chosen.name, filetype: chosen.type || "application/octet-stream" },
         removeFingerprintOnSuccess: true,
         onProgress: (sent, total) => {
           if (mounted()) {
@@ -202,12 +259,32 @@ export function DatasetUpload({ onReady }: DatasetUploadProps) {
     <div className="form" data-testid="dataset-upload">
       <div className="stack">
         <div className="field">
-          <label htmlFor="dataset-file">Dataset file (CSV)</label>
+          <label htmlFor="dataset-format">Kind of data</label>
+          <select
+            id="dataset-format"
+            name="format"
+            value={format}
+            data-testid="dataset-upload-format"
+            disabled={busy}
+            onChange={(event) => {
+              const chosen = event.target.value;
+              setFormat(chosen === "images" || chosen === "text" ? chosen : "csv");
+            }}
+          >
+            {(Object.keys(FORMATS) as Format[]).map((key) => (
+              <option key={key} value={key}>
+                {FORMATS[key].option}
+              </option>
+            ))}
+          </select>
+        </div>
+        <div className="field">
+          <label htmlFor="dataset-file">{FORMATS[format].label}</label>
           <input
             id="dataset-file"
             name="file"
             type="file"
-            accept=".csv,text/csv"
+            accept={FORMATS[format].accept}
             data-testid="dataset-upload-file"
             aria-invalid={errors.file ? true : undefined}
             aria-describedby="dataset-file-hint dataset-file-error"
@@ -217,8 +294,7 @@ export function DatasetUpload({ onReady }: DatasetUploadProps) {
             }}
           />
           <p id="dataset-file-hint" className="hint">
-            A header row naming the columns, then one row per record; every column but the label must be a
-            number. Every 10th row goes to the test split.
+            {FORMATS[format].hint}
           </p>
           <FieldError id="dataset-file-error" message={errors.file} />
         </div>
@@ -244,46 +320,129 @@ export function DatasetUpload({ onReady }: DatasetUploadProps) {
           </p>
           <FieldError id="dataset-name-error" message={errors.name} />
         </div>
-        <div className="field-row">
+        {format === "csv" ? (
+          <div className="field-row">
+            <div className="field">
+              <label htmlFor="dataset-label-column">Label column</label>
+              <input
+                id="dataset-label-column"
+                name="labelColumn"
+                value={labelColumn}
+                data-testid="dataset-upload-label-column"
+                aria-describedby="dataset-label-column-hint"
+                spellCheck={false}
+                disabled={busy}
+                onChange={(event) => {
+                  setLabelColumn(event.target.value);
+                }}
+              />
+              <p id="dataset-label-column-hint" className="hint">
+                Its name in the header; empty for the last column.
+              </p>
+            </div>
+            <div className="field">
+              <label htmlFor="dataset-label-kind">Label kind</label>
+              <select
+                id="dataset-label-kind"
+                name="labelKind"
+                value={labelKind}
+                data-testid="dataset-upload-label-kind"
+                aria-describedby="dataset-label-kind-hint"
+                disabled={busy}
+                onChange={(event) => {
+                  setLabelKind(event.target.value === "value" ? "value" : "class");
+                }}
+              >
+                <option value="class">Class (classification)</option>
+                <option value="value">Value (regression)</option>
+              </select>
+              <p id="dataset-label-kind-hint" className="hint">
+                Classes are whole numbers 0, 1, … or names; values are numbers.
+              </p>
+            </div>
+          </div>
+        ) : null}
+        {format === "images" ? (
+          <div className="stack">
+            <div className="field-row">
+              <div className="field">
+                <label htmlFor="dataset-image-width">Width (pixels)</label>
+                <input
+                  id="dataset-image-width"
+                  name="width"
+                  inputMode="numeric"
+                  value={width}
+                  data-testid="dataset-upload-width"
+                  aria-invalid={errors.size ? true : undefined}
+                  aria-describedby="dataset-image-size-error"
+                  disabled={busy}
+                  onChange={(event) => {
+                    setWidth(event.target.value.trim());
+                  }}
+                />
+              </div>
+              <div className="field">
+                <label htmlFor="dataset-image-height">Height (pixels)</label>
+                <input
+                  id="dataset-image-height"
+                  name="height"
+                  inputMode="numeric"
+                  value={height}
+                  data-testid="dataset-upload-height"
+                  aria-invalid={errors.size ? true : undefined}
+                  aria-describedby="dataset-image-size-error"
+                  disabled={busy}
+                  onChange={(event) => {
+                    setHeight(event.target.value.trim());
+                  }}
+                />
+              </div>
+              <div className="field">
+                <label htmlFor="dataset-image-channels">Colour</label>
+                <select
+                  id="dataset-image-channels"
+                  name="channels"
+                  value={channels}
+                  data-testid="dataset-upload-channels"
+                  disabled={busy}
+                  onChange={(event) => {
+                    setChannels(event.target.value === "1" ? 1 : 3);
+                  }}
+                >
+                  <option value={3}>RGB (3 channels)</option>
+                  <option value={1}>Grey (1 channel)</option>
+                </select>
+              </div>
+            </div>
+            <p className="hint">
+              The model&apos;s input size: its input takes height × width × channels values.
+            </p>
+            <FieldError id="dataset-image-size-error" message={errors.size} />
+          </div>
+        ) : null}
+        {format === "text" ? (
           <div className="field">
-            <label htmlFor="dataset-label-column">Label column</label>
+            <label htmlFor="dataset-vocab-size">Dataset vocabulary size</label>
             <input
-              id="dataset-label-column"
-              name="labelColumn"
-              value={labelColumn}
-              data-testid="dataset-upload-label-column"
-              aria-describedby="dataset-label-column-hint"
-              spellCheck={false}
+              id="dataset-vocab-size"
+              name="vocabSize"
+              inputMode="numeric"
+              value={vocabSize}
+              data-testid="dataset-upload-vocab-size"
+              aria-invalid={errors.vocabSize ? true : undefined}
+              aria-describedby="dataset-vocab-size-hint dataset-vocab-size-error"
               disabled={busy}
               onChange={(event) => {
-                setLabelColumn(event.target.value);
+                setVocabSize(event.target.value.trim());
               }}
             />
-            <p id="dataset-label-column-hint" className="hint">
-              Its name in the header; empty for the last column.
+            <p id="dataset-vocab-size-hint" className="hint">
+              The most frequent words (and punctuation marks) get their own token; others become [UNK]. At
+              most the model&apos;s vocabulary size.
             </p>
+            <FieldError id="dataset-vocab-size-error" message={errors.vocabSize} />
           </div>
-          <div className="field">
-            <label htmlFor="dataset-label-kind">Label kind</label>
-            <select
-              id="dataset-label-kind"
-              name="labelKind"
-              value={labelKind}
-              data-testid="dataset-upload-label-kind"
-              aria-describedby="dataset-label-kind-hint"
-              disabled={busy}
-              onChange={(event) => {
-                setLabelKind(event.target.value === "value" ? "value" : "class");
-              }}
-            >
-              <option value="class">Class (classification)</option>
-              <option value="value">Value (regression)</option>
-            </select>
-            <p id="dataset-label-kind-hint" className="hint">
-              Classes are whole numbers 0, 1, … or names; values are numbers.
-            </p>
-          </div>
-        </div>
+        ) : null}
       </div>
 
       <div className="actions">
@@ -326,7 +485,7 @@ export function DatasetUpload({ onReady }: DatasetUploadProps) {
             <p role="status" className="notice notice-info" data-testid="dataset-upload-status">
               {state.view === null || state.view.status === "queued"
                 ? "Uploaded; waiting for the conversion to start…"
-                : `Converting: ${percent(state.view.bytesDone, state.view.bytesTotal)} % (${formatCount(state.view.records)} rows)`}
+                : `Converting: ${percent(state.view.bytesDone, state.view.bytesTotal)} % (${formatCount(state.view.records)} ${FORMATS[format].unit})`}
             </p>
           </div>
         ) : null}

@@ -68,19 +68,27 @@ export function ConfigFields({ values, errors, set, changeOptimizer, changeStrat
           ) : values.preset === LAYERS_MODEL ? (
             <OwnModelFields values={values} errors={errors} set={set} />
           ) : (
-            <div className="field-row">
-              {albertSizes.map(({ key, label, hint }) => (
-                <Labelled key={key} path={Field[key]} label={label} hint={hint} error={errors[Field[key]]}>
-                  <input
-                    {...field(Field[key])}
-                    type="number"
-                    value={values.albert[key]}
-                    onChange={(event) => {
-                      set("albert", { ...values.albert, [key]: event.target.value });
-                    }}
-                  />
-                </Labelled>
-              ))}
+            <div className="stack">
+              <div className="field-row">
+                {albertSizes.map(({ key, label, hint }) => (
+                  <Labelled key={key} path={Field[key]} label={label} hint={hint} error={errors[Field[key]]}>
+                    <input
+                      {...field(Field[key])}
+                      type="number"
+                      value={values.albert[key]}
+                      onChange={(event) => {
+                        set("albert", { ...values.albert, [key]: event.target.value });
+                      }}
+                    />
+                  </Labelled>
+                ))}
+              </div>
+              <DatasetField
+                values={values}
+                errors={errors}
+                set={set}
+                hint="Empty: the Brown corpus. Or the name of a plain-text dataset you uploaded."
+              />
             </div>
           )}
         </div>
@@ -238,6 +246,26 @@ function OwnModelFields({ values, errors, set }: Pick<ConfigFieldsProps, "values
           </select>
         </Labelled>
       </div>
+      <DatasetField
+        values={values}
+        errors={errors}
+        set={set}
+        hint="The uploaded dataset the model trains on; filled in when an upload is converted."
+      />
+    </div>
+  );
+}
+
+/** The dataset panel (upload and convert) and the name of the dataset the run trains on. */
+function DatasetField({
+  values,
+  errors,
+  set,
+  hint,
+}: Pick<ConfigFieldsProps, "values" | "errors" | "set"> & { readonly hint: string }) {
+  const field = (path: Field) => fieldProps(path, errors);
+  return (
+    <div className="stack">
       <DatasetUpload
         onReady={(name) => {
           set("datasetName", name);
@@ -246,7 +274,7 @@ function OwnModelFields({ values, errors, set }: Pick<ConfigFieldsProps, "values
       <Labelled
         path={Field.datasetName}
         label="Training dataset"
-        hint="The uploaded dataset the model trains on; filled in when an upload is converted."
+        hint={hint}
         error={errors[Field.datasetName]}
       >
         <input

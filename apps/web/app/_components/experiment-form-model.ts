@@ -4,6 +4,7 @@ import {
   LAYERS_MODEL,
   ModelPreset,
   ModelTask,
+  presetDataset,
   taskChoices,
   safeParseExperimentConfig,
   type ExperimentConfig,
@@ -86,7 +87,7 @@ export interface FormValues {
   task: ModelTask;
   /** "" for the task's default loss. */
   loss: string;
-  /** The uploaded dataset an uploaded model trains on. */
+  /** The uploaded dataset an uploaded model (or the masked LM, when not empty) trains on. */
   datasetName: string;
   albert: Record<AlbertSize, string>;
   targetBatchSize: string;
@@ -225,7 +226,11 @@ export function formValuesOf(
     modelSha256: model.preset === LAYERS_MODEL ? model.sha256 : "",
     task: model.preset === LAYERS_MODEL ? model.task : ModelTask.classification,
     loss: model.preset === LAYERS_MODEL ? model.loss : "",
-    datasetName: model.preset === LAYERS_MODEL ? config.dataset.name : "",
+    // A preset's own dataset shows as empty; an uploaded model's, or an imported text's, by name.
+    datasetName:
+      model.preset === LAYERS_MODEL || config.dataset.name !== presetDataset[model.preset]
+        ? config.dataset.name
+        : "",
     albert: {
       vocabSize: String(albert.vocabSize),
       embeddingSize: String(albert.embeddingSize),
@@ -346,7 +351,12 @@ export function buildConfig(values: FormValues, base: ExperimentConfig): BuildRe
       delayedParameterUpdates: values.delayedParameterUpdates,
     },
     // A preset's dataset follows from it (the schema fills it in); an uploaded model names its own.
-    dataset: values.preset === LAYERS_MODEL ? { ...dataset, name: values.datasetName.trim() } : dataset,
+    // The masked LM may name an imported text instead.
+    dataset:
+      values.preset === LAYERS_MODEL ||
+      (values.preset === ModelPreset.albertMlm && values.datasetName.trim() !== "")
+        ? { ...dataset, name: values.datasetName.trim() }
+        : dataset,
     checkpoints: { ...base.checkpoints, everySteps: number(Field.checkpointEvery, values.checkpointEvery) },
   };
   if (Object.keys(errors).length > 0) return { ok: false, errors, other: [] };

@@ -116,9 +116,11 @@ export const datasetPaths: ZodOpenApiPathsObject = {
       tags: ["datasets"],
       summary: "Import an uploaded file as a dataset",
       description:
-        "Who: a signed-in user, with a finished upload of their own. Converts a CSV upload into a " +
-        "`tabular-f32` dataset in the background (202); poll `GET /api/v1/datasets/imports/{id}`. The " +
-        "CSV rules (header, label column, class ids, test split) are in the platform's datasets README. " +
+        "Who: a signed-in user, with a finished upload of their own. Converts the upload in the " +
+        "background (202): a CSV into a `tabular-f32` dataset, a zip archive of class folders into an " +
+        "`image-u8` dataset (each image resized to `width` × `height`), a plain text into a " +
+        "`tokens-u16le` dataset; poll `GET /api/v1/datasets/imports/{id}`. The rules of each format " +
+        "(columns, class folders, tokens, test split) are in the platform's datasets README. " +
         "CONFLICT: a dataset or an import under way has the name (or it is one the platform prepares " +
         "itself), or the upload is not complete. FORBIDDEN: the upload is someone else's.",
       requestBody: {

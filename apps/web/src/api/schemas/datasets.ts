@@ -4,6 +4,8 @@ import {
   datasetCreatedFromSchema,
   datasetNameSchema,
   datasetSplitsSchema,
+  IMAGE_LIMITS,
+  SPECIAL_TOKENS,
 } from "@barnraise/protocol";
 
 /**
@@ -20,6 +22,8 @@ export {
   datasetShardSchema,
   datasetSplitSchema,
   datasetSplitSummarySchema,
+  IMAGE_LIMITS,
+  imageManifestSchema,
   mnistManifestSchema,
   SPECIAL_TOKENS,
   tabularManifestSchema,
@@ -30,6 +34,7 @@ export type {
   DatasetShard,
   DatasetSplit,
   DatasetSplitSummary,
+  ImageManifest,
   MnistManifest,
   TabularManifest,
   TokenManifest,
@@ -38,7 +43,7 @@ export type {
 export const datasetSummarySchema = z
   .strictObject({
     name: datasetNameSchema,
-    format: z.enum(["mnist-u8", "tokens-u16le", "tabular-f32"]),
+    format: z.enum(["mnist-u8", "tokens-u16le", "tabular-f32", "image-u8"]),
     formatVersion: z.literal(DATASET_FORMAT_VERSION),
     description: z.string(),
     createdFrom: datasetCreatedFromSchema,
@@ -60,23 +65,57 @@ export const labelKindSchema = z.enum(["class", "value"]).meta({
 });
 export type LabelKind = z.infer<typeof labelKindSchema>;
 
+const importCommon = {
+  name: datasetNameSchema.meta({ description: "The new dataset's name; refused when a dataset has it" }),
+  uploadId: z
+    .string()
+    .regex(/^[0-9a-f]{32}$/, "must be the id of an upload (the last segment of its URL)")
+    .meta({ description: "The tus upload's id: the last path segment of its `Location`" }),
+};
+
+const imageSide = z.number().int().min(IMAGE_LIMITS.minSide).max(IMAGE_LIMITS.maxSide);
+
 /** POST /api/v1/datasets/imports: convert a finished upload into a dataset. */
 export const createDatasetImportInputSchema = z
-  .strictObject({
-    name: datasetNameSchema.meta({ description: "The new dataset's name; refused when a dataset has it" }),
-    uploadId: z
-      .string()
-      .regex(/^[0-9a-f]{32}$/, "must be the id of an upload (the last segment of its URL)")
-      .meta({ description: "The tus upload's id: the last path segment of its `Location`" }),
-    format: z.literal("csv").meta({ description: "The uploaded file's format" }),
-    labelColumn: z
-      .string()
-      .min(1)
-      .max(1024)
-      .optional()
-      .meta({ description: "The label column's name in the header; the last column when left out" }),
-    labelKind: labelKindSchema,
-  })
+  .discriminatedUnion("format", [
+    z
+      .strictObject({
+        ...importCommon,
+        format: z.literal("csv").meta({ description: "A CSV table: feature columns and a label column" }),
+        labelColumn: z
+          .string()
+          .min(1)
+          .max(1024)
+          .optional()
+          .meta({ description: "The label column's name in the header; the last column when left out" }),
+        labelKind: labelKindSchema,
+      })
+      .meta({ id: "CreateCsvDatasetImport" }),
+    z
+      .strictObject({
+        ...importCommon,
+        format: z.literal("images").meta({ description: "A zip archive of images, one folder per class" }),
+        width: imageSide.meta({ description: "Every image is resized to this width, in pixels" }),
+        height: imageSide.meta({ description: "… and this height" }),
+        channels: z
+          .union([z.literal(1), z.literal(3)])
+          .meta({ description: "1: grey, 3: RGB (the model's input channels)" }),
+      })
+      .meta({ id: "CreateImageDatasetImport" }),
+    z
+      .strictObject({
+        ...importCommon,
+        format: z.literal("text").meta({ description: "Plain UTF-8 text, a sentence or paragraph per line" }),
+        vocabSize: z
+          .number()
+          .int()
+          .min(SPECIAL_TOKENS.length + 1)
+          .max(65_536)
+          .optional()
+          .meta({ description: "Tokens in the vocabulary, special tokens included; 4096 when left out" }),
+      })
+      .meta({ id: "CreateTextDatasetImport" }),
+  ])
   .meta({ id: "CreateDatasetImport" });
 export type CreateDatasetImportInput = z.infer<typeof createDatasetImportInputSchema>;
 
@@ -90,13 +129,16 @@ export const datasetImportSchema = z
     id: z.string(),
     name: datasetNameSchema,
     status: datasetImportStatusSchema,
-    bytesDone: z.number().int().nonnegative().meta({ description: "Bytes of the file read so far" }),
-    bytesTotal: z.number().int().nonnegative().meta({ description: "The file's size" }),
-    records: z
-      .number()
-      .int()
-      .nonnegative()
-      .meta({ description: "Data rows converted so far; the dataset's records (train and test) once ready" }),
+    bytesDone: z.number().int().nonnegative().meta({
+      description: "Bytes of the file read so far, out of bytesTotal",
+    }),
+    bytesTotal: z.number().int().nonnegative().meta({
+      description: "The bytes the conversion reads: the file's size (twice it for text, which is read twice)",
+    }),
+    records: z.number().int().nonnegative().meta({
+      description:
+        "Records converted so far (CSV rows, images, text lines); the dataset's records (train and test) once ready",
+    }),
     error: z
       .string()
       .nullable()

@@ -1,6 +1,5 @@
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { mkdir, rm } from "node:fs/promises";
 import { CsvError, parse, type Info } from "csv-parse";
 import {
   DATASET_FORMAT_VERSION,
@@ -8,10 +7,9 @@ import {
   type LabelKind,
   type TabularManifest,
 } from "../../api/schemas/datasets.ts";
-import { datasetDirs, DatasetExistsError, installDataset, pathExists } from "./dataset-dir.ts";
 import { summarizeSplits, writeManifestFile } from "./manifest.ts";
-import { datasetsDir } from "./prepare-datasets.ts";
 import { ShardWriter } from "./shard-writer.ts";
+import { buildUploadedDataset, type ImportProgress } from "./uploaded-dataset.ts";
 
 /**
  * Converts a CSV file into a `tabular-f32` dataset, streaming: the file is read in chunks through
@@ -49,12 +47,7 @@ export class CsvImportError extends Error {
   }
 }
 
-export interface CsvProgress {
-  /** Bytes of the file read so far. */
-  readonly bytesRead: number;
-  /** Data rows converted so far (train and test). */
-  readonly records: number;
-}
+export type CsvProgress = ImportProgress;
 
 export interface CsvConversionOptions {
   /** The CSV file. */
@@ -227,28 +220,11 @@ export async function convertCsv(
   return manifest;
 }
 
-/**
- * Converts the CSV into `<data dir>/datasets/<name>/`: built in `<name>.tmp/` and renamed into
- * place. A dataset of that name is never replaced: DatasetExistsError, before or after the work.
- * The caller makes sure no other build of this name runs at the same time.
- */
+/** Converts the CSV into `<data dir>/datasets/<name>/` (see `buildUploadedDataset`). */
 export async function importCsvDataset(
   options: CsvConversionOptions & { readonly dataDir: string },
 ): Promise<TabularManifest> {
-  const root = datasetsDir(options.dataDir);
-  await mkdir(root, { recursive: true });
-  const dirs = datasetDirs(root, options.name);
-  if (await pathExists(dirs.final)) throw new DatasetExistsError(options.name);
-  await rm(dirs.temp, { recursive: true, force: true });
-  await mkdir(dirs.temp);
-  try {
-    const manifest = await convertCsv({ ...options, dir: dirs.temp });
-    await installDataset(dirs, options.name, { replace: false });
-    return manifest;
-  } catch (error) {
-    await rm(dirs.temp, { recursive: true, force: true });
-    throw error;
-  }
+  return await buildUploadedDataset(options.dataDir, options.name, (dir) => convertCsv({ ...options, dir }));
 }
 
 /** One split's ShardWriter and the batch of encoded records waiting for it. */

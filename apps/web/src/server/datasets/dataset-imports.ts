@@ -9,7 +9,10 @@ import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import type { SessionUser } from "../http/session.ts";
 import { findOwnUpload, findUpload, removeUpload } from "../uploads/upload-server.ts";
-import { CsvImportError, importCsvDataset } from "./csv-import.ts";
+import { convertCsv, CsvImportError } from "./csv-import.ts";
+import { convertImageArchive, ImageImportError } from "./image-import.ts";
+import { convertText, TextImportError } from "./text-import.ts";
+import { buildUploadedDataset, type ImportProgress } from "./uploaded-dataset.ts";
 import { datasetDirs, DatasetExistsError, pathExists } from "./dataset-dir.ts";
 import { DATASET_NAMES, datasetsDir } from "./prepare-datasets.ts";
 
@@ -159,10 +162,10 @@ export async function createDatasetImport(
         uploadId: upload.id,
         fileName: upload.fileName,
         kind: input.format,
-        labelColumn: input.labelColumn ?? null,
-        labelKind: input.labelKind,
+        ...formatColumns(input),
         status: ImportStatus.queued,
-        bytesTotal: BigInt(upload.size),
+        // A text file is read twice (words counted, then encoded).
+        bytesTotal: BigInt(input.format === "text" ? 2 * upload.size : upload.size),
         worker: jobs.worker,
         heartbeatAt: new Date(ctx.now()),
       },
@@ -172,6 +175,18 @@ export async function createDatasetImport(
     return toDatasetImportView(row);
   } finally {
     if (!started) jobs.names.delete(name);
+  }
+}
+
+/** The row's columns for the options of the import's format. */
+function formatColumns(input: CreateDatasetImportInput) {
+  switch (input.format) {
+    case "csv":
+      return { labelColumn: input.labelColumn ?? null, labelKind: input.labelKind };
+    case "images":
+      return { imageWidth: input.width, imageHeight: input.height, imageChannels: input.channels };
+    case "text":
+      return { vocabSize: input.vocabSize ?? null };
   }
 }
 
@@ -288,27 +303,44 @@ async function runJob(job: Job): Promise<void> {
       data: { status: ImportStatus.converting, worker: state().worker, heartbeatAt: new Date(ctx.now()) },
     });
     const upload = await findUpload(ctx, row.uploadId);
-    const manifest = await importCsvDataset({
-      dataDir: ctx.env.dataDir,
+    const onProgress = ({ bytesRead, records }: ImportProgress) => {
+      latest = { bytesDone: BigInt(bytesRead), records: BigInt(records) };
+      if (performance.now() - lastWrite >= PROGRESS_WRITE_MS) writeProgress();
+    };
+    const common = {
       source: upload.path,
       name: row.name,
       fileName: row.fileName,
-      labelColumn: row.labelColumn ?? undefined,
-      labelKind: row.labelKind === "value" ? "value" : "class",
       signal: job.controller.signal,
-      onHeader: ({ labelColumn }) => {
-        if (row.labelColumn === null) {
-          writing = writing.then(async () => {
-            await ctx.db.datasetImport
-              .update({ where: { id }, data: { labelColumn } })
-              .catch(() => undefined);
-          });
-        }
-      },
-      onProgress: ({ bytesRead, records }) => {
-        latest = { bytesDone: BigInt(bytesRead), records: BigInt(records) };
-        if (performance.now() - lastWrite >= PROGRESS_WRITE_MS) writeProgress();
-      },
+      onProgress,
+    };
+    const manifest = await buildUploadedDataset(ctx.env.dataDir, row.name, async (dir) => {
+      if (row.kind === "images") {
+        return await convertImageArchive({
+          ...common,
+          dir,
+          width: row.imageWidth ?? 0,
+          height: row.imageHeight ?? 0,
+          channels: row.imageChannels === 1 ? 1 : 3,
+        });
+      }
+      if (row.kind === "text")
+        return await convertText({ ...common, dir, vocabSize: row.vocabSize ?? undefined });
+      return await convertCsv({
+        ...common,
+        dir,
+        labelColumn: row.labelColumn ?? undefined,
+        labelKind: row.labelKind === "value" ? "value" : "class",
+        onHeader: ({ labelColumn }) => {
+          if (row.labelColumn === null) {
+            writing = writing.then(async () => {
+              await ctx.db.datasetImport
+                .update({ where: { id }, data: { labelColumn } })
+                .catch(() => undefined);
+            });
+          }
+        },
+      });
     });
     await writing;
     const records = manifest.splits.train.records + manifest.splits.test.records;
@@ -316,7 +348,7 @@ async function runJob(job: Job): Promise<void> {
       where: { id },
       data: {
         status: ImportStatus.ready,
-        bytesDone: "bytes" in manifest.createdFrom ? BigInt(manifest.createdFrom.bytes) : row.bytesTotal,
+        bytesDone: row.bytesTotal,
         records: BigInt(records),
         error: null,
         heartbeatAt: new Date(ctx.now()),
@@ -330,11 +362,7 @@ async function runJob(job: Job): Promise<void> {
   } catch (error) {
     await writing;
     const message = failureMessage(error);
-    if (!(
-      error instanceof CsvImportError ||
-      error instanceof DatasetExistsError ||
-      error instanceof AppError
-    )) {
+    if (!(isFileError(error) || error instanceof AppError)) {
       ctx.logger.error({ err: error, importId: id }, "dataset import failed");
     }
     await ctx.db.datasetImport
@@ -347,9 +375,18 @@ async function runJob(job: Job): Promise<void> {
   }
 }
 
+/** A refusal of the file (or of the name), whose message is for the organizer as it is. */
+function isFileError(error: unknown): error is Error {
+  return (
+    error instanceof CsvImportError ||
+    error instanceof ImageImportError ||
+    error instanceof TextImportError ||
+    error instanceof DatasetExistsError
+  );
+}
+
 function failureMessage(error: unknown): string {
-  if (error instanceof CsvImportError || error instanceof DatasetExistsError) return error.message;
-  if (error instanceof AppError) return error.message;
+  if (isFileError(error) || error instanceof AppError) return error.message;
   const text = error instanceof Error ? error.message : String(error);
   return `the conversion failed: ${text}`;
 }

@@ -1,4 +1,11 @@
-import { elementCount, LAYERS_MODEL, type ExperimentConfig } from "@barnraise/protocol";
+import {
+  elementCount,
+  LAYERS_MODEL,
+  ModelPreset,
+  presetDataset,
+  type ExperimentConfig,
+  type LayersModelConfig,
+} from "@barnraise/protocol";
 import { AppError, AppErrorCode, type InputIssue } from "../app-error.ts";
 import { isAppError } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
@@ -7,16 +14,51 @@ import { readStoredModelSummary } from "../models/model-store.ts";
 
 /**
  * Before a run over an uploaded model is published (or its config changed): the model is stored,
- * the dataset is prepared, and they fit each other: the model's input takes one record's features,
- * and its output and the loss fit the label (classes for classification, one value for regression).
- * Peers check the same again when they build their batches; this gives the organizer the message in
- * the form instead. Presets train on their own datasets and need no check here.
+ * the dataset is prepared, and they fit each other: the model's input takes one record's features
+ * (or one image's pixels), and its output and the loss fit the label (classes for classification,
+ * one value for regression). The masked LM on an imported text: the dataset is text whose
+ * vocabulary the model embeds. Peers check the same again when they build their batches; this
+ * gives the organizer the message in the form instead.
  */
 export async function checkModelFitsDataset(ctx: AppContext, config: ExperimentConfig): Promise<void> {
   const { model } = config;
-  if (model.preset !== LAYERS_MODEL) return;
   const issues: InputIssue[] = [];
   const refuse = (path: string, message: string) => issues.push({ path: `config.${path}`, message });
+  if (model.preset === ModelPreset.albertMlm) {
+    if (config.dataset.name !== presetDataset[model.preset]) await checkTextDataset(ctx, config, refuse);
+  } else if (model.preset === LAYERS_MODEL) {
+    await checkUploadedModel(ctx, config, model, refuse);
+  }
+  if (issues.length > 0) {
+    throw new AppError(AppErrorCode.INVALID_INPUT, `${issues[0]?.path}: ${issues[0]?.message}`, { issues });
+  }
+}
+
+type Refuse = (path: string, message: string) => void;
+
+/** The masked LM on an imported text: a `tokens-u16le` dataset whose vocabulary the model embeds. */
+async function checkTextDataset(ctx: AppContext, config: ExperimentConfig, refuse: Refuse): Promise<void> {
+  const { model } = config;
+  if (model.preset !== ModelPreset.albertMlm) return;
+  const manifest = await notFoundAsUndefined(getDatasetManifest(ctx.env.dataDir, config.dataset.name));
+  if (manifest === undefined) {
+    refuse("dataset.name", `dataset ${config.dataset.name} does not exist; upload and convert it first`);
+  } else if (manifest.format !== "tokens-u16le") {
+    refuse("dataset.name", `${model.preset} trains on a text dataset, not ${manifest.format}`);
+  } else if (manifest.vocabulary.size > model.vocabSize) {
+    refuse(
+      "model.vocabSize",
+      `${manifest.name}'s vocabulary has ${manifest.vocabulary.size} tokens; the model embeds ${model.vocabSize}`,
+    );
+  }
+}
+
+async function checkUploadedModel(
+  ctx: AppContext,
+  config: ExperimentConfig,
+  model: LayersModelConfig,
+  refuse: Refuse,
+): Promise<void> {
   const [stored, manifest] = await Promise.all([
     notFoundAsUndefined(readStoredModelSummary(ctx.env.dataDir, model.sha256)),
     notFoundAsUndefined(getDatasetManifest(ctx.env.dataDir, config.dataset.name)),
@@ -25,58 +67,81 @@ export async function checkModelFitsDataset(ctx: AppContext, config: ExperimentC
     refuse("model.sha256", "no uploaded model has this SHA-256; upload the model first");
   if (manifest === undefined) {
     refuse("dataset.name", `dataset ${config.dataset.name} does not exist; upload and convert it first`);
-  } else if (manifest.format !== "tabular-f32") {
-    refuse("dataset.name", `an uploaded model trains on an uploaded tabular dataset, not ${manifest.format}`);
+    return;
   }
-  if (stored !== undefined && manifest?.format === "tabular-f32") {
-    const { features, label } = manifest.record;
-    const inputs = elementCount(stored.inputShape);
-    if (inputs !== features.count) {
+  if (manifest.format !== "tabular-f32" && manifest.format !== "image-u8") {
+    refuse(
+      "dataset.name",
+      `an uploaded model trains on an uploaded table or image archive, not ${manifest.format}`,
+    );
+    return;
+  }
+  if (stored === undefined) return;
+  const inputs = elementCount(stored.inputShape);
+  if (manifest.format === "image-u8") {
+    const { image } = manifest.record;
+    const values = image.height * image.width * image.channels;
+    if (inputs !== values) {
       refuse(
         "model.sha256",
-        `the model takes ${inputs} inputs (shape [${stored.inputShape.join(", ")}]); ${manifest.name} has ${features.count} feature columns`,
+        `the model takes ${inputs} inputs (shape [${stored.inputShape.join(", ")}]); ${manifest.name}'s images are ` +
+          `${image.height}×${image.width}×${image.channels} (${values} values)`,
       );
     }
-    if (model.task === "classification") {
-      if (label.kind !== "class" || label.classes === null) {
-        refuse(
-          "model.task",
-          `${manifest.name}'s label "${label.name}" is a number to regress on, not a class`,
-        );
-      } else if (label.classes.length < 2) {
-        refuse(
-          "dataset.name",
-          `${manifest.name} has ${label.classes.length} class; classification needs at least 2`,
-        );
-      } else if (stored.outputUnits !== label.classes.length) {
-        refuse(
-          "model.sha256",
-          `the model's output layer has ${stored.outputUnits} units; ${manifest.name} has ${label.classes.length} classes`,
-        );
-      }
-      if (stored.outputActivation !== "softmax" && stored.outputActivation !== "linear") {
-        refuse(
-          "model.loss",
-          `${model.loss} needs a softmax (probabilities) or linear (logits) output, not ${stored.outputActivation}`,
-        );
-      }
-    } else {
-      if (label.kind !== "value") {
-        refuse("model.task", `${manifest.name}'s label "${label.name}" is a class; choose classification`);
-      }
-      if (stored.outputUnits !== 1) {
-        refuse(
-          "model.sha256",
-          `a regression model needs one output unit; this one has ${stored.outputUnits}`,
-        );
-      }
-      if (stored.outputActivation === "softmax") {
-        refuse("model.sha256", "a regression model's output cannot be a softmax");
-      }
+    if (model.task !== "classification") {
+      refuse("model.task", `${manifest.name}'s labels are classes (its folders); choose classification`);
+      return;
     }
+    checkClassifierOutput(model, stored, manifest.name, manifest.record.label.classes.length, refuse);
+    return;
   }
-  if (issues.length > 0) {
-    throw new AppError(AppErrorCode.INVALID_INPUT, `${issues[0]?.path}: ${issues[0]?.message}`, { issues });
+  const { features, label } = manifest.record;
+  if (inputs !== features.count) {
+    refuse(
+      "model.sha256",
+      `the model takes ${inputs} inputs (shape [${stored.inputShape.join(", ")}]); ${manifest.name} has ${features.count} feature columns`,
+    );
+  }
+  if (model.task === "classification") {
+    if (label.kind !== "class" || label.classes === null) {
+      refuse("model.task", `${manifest.name}'s label "${label.name}" is a number to regress on, not a class`);
+    } else {
+      checkClassifierOutput(model, stored, manifest.name, label.classes.length, refuse);
+    }
+    return;
+  }
+  if (label.kind !== "value") {
+    refuse("model.task", `${manifest.name}'s label "${label.name}" is a class; choose classification`);
+  }
+  if (stored.outputUnits !== 1) {
+    refuse("model.sha256", `a regression model needs one output unit; this one has ${stored.outputUnits}`);
+  }
+  if (stored.outputActivation === "softmax") {
+    refuse("model.sha256", "a regression model's output cannot be a softmax");
+  }
+}
+
+/** A classifier: at least two classes, one output unit each, probabilities or logits out. */
+function checkClassifierOutput(
+  model: LayersModelConfig,
+  stored: { outputUnits: number; outputActivation: string },
+  dataset: string,
+  classes: number,
+  refuse: Refuse,
+): void {
+  if (classes < 2) {
+    refuse("dataset.name", `${dataset} has ${classes} class; classification needs at least 2`);
+  } else if (stored.outputUnits !== classes) {
+    refuse(
+      "model.sha256",
+      `the model's output layer has ${stored.outputUnits} units; ${dataset} has ${classes} classes`,
+    );
+  }
+  if (stored.outputActivation !== "softmax" && stored.outputActivation !== "linear") {
+    refuse(
+      "model.loss",
+      `${model.loss} needs a softmax (probabilities) or linear (logits) output, not ${stored.outputActivation}`,
+    );
   }
 }
 
