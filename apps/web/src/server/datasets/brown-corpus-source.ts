@@ -80,10 +80,34 @@ export function buildVocabulary(sentences: Iterable<readonly string[]>, size: nu
   for (const words of sentences) {
     for (const word of words) counts.set(word, (counts.get(word) ?? 0) + 1);
   }
+  return rankVocabulary(counts, size);
+}
+
+/** The special tokens, then the `size` − 5 most frequent words of `counts` (ties in code-unit order). */
+export function rankVocabulary(counts: ReadonlyMap<string, number>, size: number): string[] {
   const ranked = [...counts].sort(([a, countA], [b, countB]) =>
     countA !== countB ? countB - countA : a < b ? -1 : a > b ? 1 : 0,
   );
   return [...SPECIAL_TOKENS, ...ranked.slice(0, size - SPECIAL_TOKENS.length).map(([word]) => word)];
+}
+
+/** Writes `vocab.txt` (one token per line) into `dir`; resolves with the manifest's `vocabulary`. */
+export async function writeVocabulary(
+  dir: string,
+  vocabulary: readonly string[],
+): Promise<TokenManifest["vocabulary"]> {
+  const file = await writeSyncedFile(
+    join(dir, VOCAB_FILE),
+    new TextEncoder().encode(vocabulary.map((token) => `${token}\n`).join("")),
+  );
+  return {
+    file: VOCAB_FILE,
+    size: vocabulary.length,
+    bytes: file.bytes,
+    sha256: file.sha256,
+    lowercase: true,
+    specialTokens: { pad: 0, unk: 1, cls: 2, sep: 3, mask: 4 },
+  };
 }
 
 /** A record: uint16 LE token count, then the uint16 LE ids; unknown words become [UNK]. */
@@ -132,10 +156,7 @@ export const brownCorpusSource: DatasetSource<TokenOptions> = {
       options.vocabSize,
     );
     const ids = new Map(vocabulary.map((token, id) => [token, id]));
-    const vocabFile = await writeSyncedFile(
-      join(dir, VOCAB_FILE),
-      new TextEncoder().encode(vocabulary.map((token) => `${token}\n`).join("")),
-    );
+    const vocabularyEntry = await writeVocabulary(dir, vocabulary);
 
     const writers = {
       train: new ShardWriter({ dir, split: "train", recordsPerShard: options.recordsPerShard, onShard }),
@@ -159,14 +180,7 @@ export const brownCorpusSource: DatasetSource<TokenOptions> = {
         splits: summarizeSplits(shards),
         shards,
         record: { length: "uint16le", token: "uint16le", maxTokens },
-        vocabulary: {
-          file: VOCAB_FILE,
-          size: vocabulary.length,
-          bytes: vocabFile.bytes,
-          sha256: vocabFile.sha256,
-          lowercase: true,
-          specialTokens: { pad: 0, unk: 1, cls: 2, sep: 3, mask: 4 },
-        },
+        vocabulary: vocabularyEntry,
       };
     } catch (error) {
       await Promise.all([writers.train.abort(), writers.test.abort()]);

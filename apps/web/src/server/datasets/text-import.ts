@@ -1,15 +1,19 @@
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { join } from "node:path";
 import {
   DATASET_FORMAT_VERSION,
   SPECIAL_TOKENS,
   type DatasetShard,
   type TokenManifest,
 } from "../../api/schemas/datasets.ts";
-import { DEFAULT_VOCAB_SIZE, encodeSentence, VOCAB_FILE } from "./brown-corpus-source.ts";
+import {
+  DEFAULT_VOCAB_SIZE,
+  encodeSentence,
+  rankVocabulary,
+  writeVocabulary,
+} from "./brown-corpus-source.ts";
 import { summarizeSplits, writeManifestFile } from "./manifest.ts";
-import { ShardWriter, writeSyncedFile } from "./shard-writer.ts";
+import { ShardWriter } from "./shard-writer.ts";
 import type { ImportProgress } from "./uploaded-dataset.ts";
 
 /**
@@ -95,19 +99,10 @@ export async function convertText(options: TextConversionOptions): Promise<Token
     if (counts.size > MAX_COUNTED_WORDS) dropRareWords(counts);
   });
   if (records === 0) throw new TextImportError("the file holds no words");
-  const vocabulary = [
-    ...SPECIAL_TOKENS,
-    ...[...counts]
-      .sort(([a, countA], [b, countB]) => (countA !== countB ? countB - countA : a < b ? -1 : a > b ? 1 : 0))
-      .slice(0, vocabSize - SPECIAL_TOKENS.length)
-      .map(([word]) => word),
-  ];
+  const vocabulary = rankVocabulary(counts, vocabSize);
   counts.clear();
   const ids = new Map(vocabulary.map((token, id) => [token, id]));
-  const vocabFile = await writeSyncedFile(
-    join(options.dir, VOCAB_FILE),
-    new TextEncoder().encode(vocabulary.map((token) => `${token}\n`).join("")),
-  );
+  const vocabularyEntry = await writeVocabulary(options.dir, vocabulary);
 
   // Pass 2: encode every record.
   const recordsPerShard = options.recordsPerShard ?? TEXT_RECORDS_PER_SHARD;
@@ -152,14 +147,7 @@ export async function convertText(options: TextConversionOptions): Promise<Token
     splits: summarizeSplits(shards),
     shards,
     record: { length: "uint16le", token: "uint16le", maxTokens },
-    vocabulary: {
-      file: VOCAB_FILE,
-      size: vocabulary.length,
-      bytes: vocabFile.bytes,
-      sha256: vocabFile.sha256,
-      lowercase: true,
-      specialTokens: { pad: 0, unk: 1, cls: 2, sep: 3, mask: 4 },
-    },
+    vocabulary: vocabularyEntry,
   };
   await writeManifestFile(options.dir, manifest);
   return manifest;
