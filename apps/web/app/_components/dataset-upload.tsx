@@ -365,38 +365,29 @@ export function DatasetUpload({ onReady }: DatasetUploadProps) {
         {format === "images" ? (
           <div className="stack">
             <div className="field-row">
-              <div className="field">
-                <label htmlFor="dataset-image-width">Width (pixels)</label>
-                <input
-                  id="dataset-image-width"
-                  name="width"
-                  inputMode="numeric"
-                  value={width}
-                  data-testid="dataset-upload-width"
-                  aria-invalid={errors.size ? true : undefined}
-                  aria-describedby="dataset-image-size-error"
-                  disabled={busy}
-                  onChange={(event) => {
-                    setWidth(event.target.value.trim());
-                  }}
-                />
-              </div>
-              <div className="field">
-                <label htmlFor="dataset-image-height">Height (pixels)</label>
-                <input
-                  id="dataset-image-height"
-                  name="height"
-                  inputMode="numeric"
-                  value={height}
-                  data-testid="dataset-upload-height"
-                  aria-invalid={errors.size ? true : undefined}
-                  aria-describedby="dataset-image-size-error"
-                  disabled={busy}
-                  onChange={(event) => {
-                    setHeight(event.target.value.trim());
-                  }}
-                />
-              </div>
+              {(
+                [
+                  ["width", "Width (pixels)", width, setWidth],
+                  ["height", "Height (pixels)", height, setHeight],
+                ] as const
+              ).map(([key, label, value, setValue]) => (
+                <div className="field" key={key}>
+                  <label htmlFor={`dataset-image-${key}`}>{label}</label>
+                  <input
+                    id={`dataset-image-${key}`}
+                    name={key}
+                    inputMode="numeric"
+                    value={value}
+                    data-testid={`dataset-upload-${key}`}
+                    aria-invalid={errors.size ? true : undefined}
+                    aria-describedby="dataset-image-size-error"
+                    disabled={busy}
+                    onChange={(event) => {
+                      setValue(event.target.value.trim());
+                    }}
+                  />
+                </div>
+              ))}
               <div className="field">
                 <label htmlFor="dataset-image-channels">Colour</label>
                 <select
