@@ -202,13 +202,20 @@ test("volunteers train a run together, anyone watches it, and a ban stops their 
       .toBeGreaterThanOrEqual(CHECKPOINT_EVERY);
     if (checkpoint === undefined) throw new Error("no checkpoint listed");
     expect(checkpoint.sha256).toMatch(/^[0-9a-f]{64}$/);
-    // The aux uploaded it: its log names the same bytes.
-    const uploaded = aux?.filter(recordMatcher("checkpoint uploaded")) ?? [];
-    expect(uploaded.map(({ step, sha256, sizeBytes }) => ({ step, sha256, sizeBytes }))).toContainEqual({
-      step: checkpoint.step,
-      sha256: checkpoint.sha256,
-      sizeBytes: checkpoint.sizeBytes,
-    });
+    // The aux uploaded it: its log names the same bytes (written once the platform has answered,
+    // so it may land a moment after the checkpoint is listed).
+    const listed = checkpoint;
+    await expect
+      .poll(
+        () =>
+          (aux?.filter(recordMatcher("checkpoint uploaded")) ?? []).map(({ step, sha256, sizeBytes }) => ({
+            step,
+            sha256,
+            sizeBytes,
+          })),
+        { timeout: 10_000 },
+      )
+      .toContainEqual({ step: listed.step, sha256: listed.sha256, sizeBytes: listed.sizeBytes });
 
     await visitor.reload();
     const row = visitor.locator(`[data-testid="checkpoint-row"][data-sha256="${checkpoint.sha256}"]`);
