@@ -60,7 +60,16 @@ const programs: readonly Program[] = [
       ["highs", "build/highs.wasm"],
     ],
   },
-  { name: "barnraise-aux", app: "apps/aux", wasm: [["highs", "build/highs.wasm"]] },
+  {
+    name: "barnraise-aux",
+    app: "apps/aux",
+    // The held-out evaluation of checkpoints runs the peer's model code on the wasm backend.
+    wasm: [
+      ["@tensorflow/tfjs-backend-wasm", "dist/tfjs-backend-wasm.wasm"],
+      ["@tensorflow/tfjs-backend-wasm", "dist/tfjs-backend-wasm-simd.wasm"],
+      ["highs", "build/highs.wasm"],
+    ],
+  },
 ];
 
 /**

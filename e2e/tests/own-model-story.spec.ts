@@ -23,7 +23,8 @@ import { register, screenshots } from "../support/ui.ts";
 
 // An organizer brings their own model and data: a Keras-style classifier saved by TF.js and a CSV
 // of labelled rows. The form refuses a broken model file with its reason first; then the run is
-// published, two volunteers' peers train it, and anyone can take the checkpoint away: as a TF.js
+// published, two volunteers' peers train it, the public page charts the aux's held-out accuracy of
+// each checkpoint above the initial weights', and anyone can take the checkpoint away: as a TF.js
 // model that predicts the test split far better than the initial weights did, and as safetensors
 // that an independent Python reader finds holding the same numbers.
 
@@ -33,6 +34,11 @@ const LOCAL_BATCH = 16;
 const CHECKPOINT_EVERY = 25;
 
 const { processes, contexts, workDir } = processStory("own-model-story");
+
+/** A listed checkpoint with the aux's held-out evaluation (null until it scored the checkpoint). */
+interface EvaluatedCheckpoint extends Checkpoint {
+  readonly evaluation: { metric: string; value: number; loss: number; samples: number } | null;
+}
 const run = promisify(execFile);
 
 /** The safetensors reader of the published format: an 8-byte length, a JSON header, the data. */
@@ -61,7 +67,9 @@ test("an organizer trains their own TF.js model on their own CSV, and the checkp
   const experimentId = `own-model-${suffix}`;
   const datasetName = `colours-${suffix}`;
   const rows = labelledRows(ROWS);
+  const held = testRows(rows);
   const saved = await saveClassifier();
+  const initialAccuracy = accuracyOf(await loadSaved(saved), held);
   const files = workDir();
   await writeFile(join(files, "model.json"), saved.modelJson);
   await writeFile(join(files, "weights.bin"), saved.weights);
@@ -169,6 +177,47 @@ test("an organizer trains their own TF.js model on their own CSV, and the checkp
       .toBeGreaterThanOrEqual(2 * CHECKPOINT_EVERY);
   });
 
+  await test.step("the public page charts the checkpoints' held-out accuracy above the initial weights'", async () => {
+    await visitor.goto(`/experiments/${experimentId}`);
+    const chart = visitor.getByTestId("chart-evaluation");
+    // The aux scores each checkpoint it uploaded; the page polls and draws a point per evaluation.
+    await expect
+      .poll(async () => Number((await chart.getAttribute("data-latest-step")) ?? 0), {
+        timeout: 120_000,
+        intervals: [2_000],
+      })
+      .toBeGreaterThanOrEqual(2 * CHECKPOINT_EVERY);
+    await expect(chart).toHaveAttribute("data-metric", "accuracy");
+    await expect(chart.getByTestId("evaluation-point").first()).toBeVisible();
+    const step = Number(await chart.getAttribute("data-latest-step"));
+    const shown = Number(await chart.getAttribute("data-latest-value"));
+    const points = await chart.getByTestId("evaluation-point").evaluateAll((circles) =>
+      circles.map((circle) => ({
+        step: Number(circle.getAttribute("data-step")),
+        value: Number(circle.getAttribute("data-value")),
+      })),
+    );
+    expect(points.at(-1)).toEqual({ step, value: shown });
+
+    // The chart shows what the platform recorded for that checkpoint.
+    const { checkpoints } = await getJson<{ checkpoints: EvaluatedCheckpoint[] }>(
+      request,
+      `/api/v1/experiments/${experimentId}/checkpoints`,
+    );
+    const evaluated = checkpoints.find((entry) => entry.step === step && entry.evaluation !== null);
+    expect(evaluated?.evaluation).toMatchObject({ metric: "accuracy", value: shown, samples: held.length });
+    const cell = visitor
+      .locator(`[data-testid="checkpoint-row"][data-step="${step}"]`)
+      .getByTestId("checkpoint-evaluation");
+    await expect(cell).toContainText("accuracy");
+    testInfo.annotations.push({
+      type: "held-out accuracy (aux)",
+      description: `initial weights ${initialAccuracy.toFixed(3)}, step ${step} ${shown.toFixed(3)} (${held.length} rows)`,
+    });
+    expect(shown).toBeGreaterThan(initialAccuracy);
+    await screenshots(visitor, testInfo, "own-model-held-out");
+  });
+
   let trained: tf.LayersModel | undefined;
   await test.step("the TF.js checkpoint loads with tf.loadLayersModel and predicts better than the initial weights", async () => {
     if (checkpoint === undefined) throw new Error("no checkpoint listed");
@@ -178,9 +227,7 @@ test("an organizer trains their own TF.js model on their own CSV, and the checkp
     const href = await link.getAttribute("href");
     if (href === null) throw new Error("the checkpoint row has no TF.js link");
     trained = await tf.loadLayersModel(new URL(href, baseURL).href);
-    const held = testRows(rows);
-    const initial = await loadSaved(saved);
-    const before = accuracyOf(initial, held);
+    const before = initialAccuracy;
     const after = accuracyOf(trained, held);
     testInfo.annotations.push({
       type: "test-split accuracy",

@@ -30,8 +30,8 @@ const usage = `Usage: ${program} --server URL --token AUX_TOKEN [options]
 
 The organizer's helper node for an experiment: a stable bootstrap and relay for the swarm, the
 monitor that posts each step's loss and throughput to the platform, the checkpointer that uploads
-the model every few steps, and a reducer that helps average. Run it on a machine with a public
-address (a small CPU server is enough).
+the model every few steps and scores each checkpoint on the dataset's test split, and a reducer
+that helps average. Run it on a machine with a public address (a small CPU server is enough).
 
 Options:
   --server URL          the platform  (or BARNRAISE_SERVER)
@@ -40,8 +40,11 @@ Options:
   --announce MULTIADDR  address to register and announce instead, e.g. a public IP (repeatable)
   --peer MULTIADDR      also connect to this peer (repeatable)
   --identity FILE       this node's key (default: ${defaultIdentityPath})
-  --data-dir DIR        staging for checkpoint files (default: the identity's directory)
+  --data-dir DIR        staging for checkpoint files, and the test split and model the held-out
+                        evaluation reads (default: the identity's directory)
   --no-averaging        do not help average (bootstrap, relay, monitor and checkpoints only)
+  --no-evaluate         do not score each checkpoint on the dataset's test split (the run's
+                        public page then charts no held-out accuracy, perplexity or error)
   --json                JSON log lines on stdout (always; accepted for symmetry with the peer)
   --log-level LEVEL     debug, info (default), warn or error
   -h, --help            show this help
@@ -77,6 +80,7 @@ export async function main(argv: readonly string[], environment: AuxCliEnvironme
         identity: { type: "string", default: defaultIdentityPath },
         "data-dir": { type: "string" },
         "no-averaging": { type: "boolean", default: false },
+        "no-evaluate": { type: "boolean", default: false },
         json: { type: "boolean", default: true },
         "log-level": { type: "string", default: "info" },
         help: { type: "boolean", short: "h", default: false },
@@ -115,6 +119,7 @@ export async function main(argv: readonly string[], environment: AuxCliEnvironme
       announce: values.announce,
       peers: values.peer,
       helpAveraging: !values["no-averaging"],
+      evaluate: !values["no-evaluate"],
       logger,
       stopSignal: environment.stopSignal,
     });

@@ -6,6 +6,7 @@ import {
   type PlatformClientOptions,
   type UploadFile,
 } from "@barnraise/swarm";
+import type { HeldOutMetric } from "@barnraise/protocol";
 import { z } from "zod";
 
 export {
@@ -20,7 +21,8 @@ export {
 /**
  * The aux peer's side of the platform routes only it calls, as signed requests through the node's
  * `PlatformClient`: register its address, post aggregated metrics and the swarm's liveness, upload a
- * checkpoint, and report that the swarm resumed from an older state (a new timeline of the run).
+ * checkpoint and its held-out evaluation, and report that the swarm resumed from an older state (a
+ * new timeline of the run).
  */
 
 export type AuxPlatformClientOptions = PlatformClientOptions;
@@ -76,6 +78,16 @@ export interface CheckpointMeta {
   readonly generation?: number;
 }
 
+/** A checkpoint's held-out evaluation, as `POST …/checkpoints/{id}/evaluation` takes it. */
+export interface CheckpointEvaluationBody {
+  readonly metric: HeldOutMetric;
+  readonly value: number;
+  /** Mean loss over the predictions scored. */
+  readonly loss: number;
+  /** Predictions scored (test rows, or masked tokens). */
+  readonly samples: number;
+}
+
 /** What the platform recorded of a posted step. */
 export interface MetricsIngested {
   readonly unknownPeers: number;
@@ -106,6 +118,11 @@ const metricsIngestedSchema = z.object({
   lastStep: count.nullable(),
 });
 const timelineSchema = z.object({ timeline: count, forked: z.boolean(), lastStep: count.nullable() });
+/** The checkpoint as the platform recorded its evaluation; only that it was recorded matters here. */
+const evaluatedCheckpointSchema = z.object({
+  id: z.string().min(1).max(256),
+  evaluation: z.object({ metric: z.string().max(32) }),
+});
 const checkpointSchema = z.object({
   id: z.string().min(1).max(256),
   step: count,
@@ -167,6 +184,23 @@ export class AuxPlatformClient {
     return this.platform.signed("POST", "timelines", {
       body: jsonBody({ fromStep, reason: "resumed" }),
       schema: timelineSchema,
+      signal,
+    });
+  }
+
+  /**
+   * Records the held-out evaluation of checkpoint `checkpointId` (one this aux uploaded). The
+   * platform keeps the first evaluation of a checkpoint and refuses another (CONFLICT), and refuses
+   * a metric other than the one the experiment's model is judged by (INVALID_INPUT).
+   */
+  async postEvaluation(
+    checkpointId: string,
+    evaluation: CheckpointEvaluationBody,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    await this.platform.signed("POST", `checkpoints/${encodeURIComponent(checkpointId)}/evaluation`, {
+      body: jsonBody(evaluation),
+      schema: evaluatedCheckpointSchema,
       signal,
     });
   }

@@ -20,13 +20,15 @@ import { ResumeWatch } from "./monitor/resume-watch.ts";
 import { StepAggregator, type AggregatedStep } from "./monitor/step-aggregator.ts";
 import { AuxPlatformClient, PlatformRequestError } from "./platform-client.ts";
 import { AveragingHelper } from "./roles/averaging-helper.ts";
+import { CheckpointEvaluator } from "./roles/checkpoint-evaluator.ts";
 import { Checkpointer } from "./roles/checkpointer.ts";
+import { openHeldOutScorer } from "./roles/held-out-scorer.ts";
 
 export interface AuxRunOptions {
   readonly server: URL;
   readonly token: string;
   readonly identityPath: string;
-  /** Staging for checkpoint files. */
+  /** Staging for checkpoint files; the held-out evaluation's dataset shards and uploaded model. */
   readonly dataDir: string;
   /** Listen multiaddrs; a fixed port keeps the address stable across restarts. */
   readonly listen: readonly string[];
@@ -36,6 +38,8 @@ export interface AuxRunOptions {
   readonly peers: readonly string[];
   /** Join averaging rounds as a reducer (weight 0). */
   readonly helpAveraging: boolean;
+  /** Score each uploaded checkpoint on the dataset's test split and record the score with the platform. */
+  readonly evaluate: boolean;
   readonly logger: Logger;
   /** Stops the aux: it leaves the swarm and returns. */
   readonly stopSignal: AbortSignal;
@@ -60,6 +64,7 @@ const CHECKPOINT_RETRY_MS = 15_000;
  * - registers its address, so join responses list it as an initial peer,
  * - monitors: aggregates the peers' signed progress per step and posts it to the platform,
  * - checkpoints: every K steps downloads the latest state and uploads it,
+ * - evaluates each uploaded checkpoint on the dataset's test split, for the platform's chart,
  * - keeps the run's state: it serves its latest checkpoint (loaded from the platform at start,
  *   then each one it uploads) as a state donor, so a run survives all its trainers leaving,
  * - follows the organizer's run control (pause, bans, rollback) and spreads it to the swarm,
@@ -212,6 +217,7 @@ async function runRoles(context: RolesContext): Promise<void> {
     },
     average: (epoch, vector, roundSignal) => swarm.averager.average(epoch, vector, 0, roundSignal),
   });
+  const evaluator = options.evaluate ? createEvaluator(context) : undefined;
   const checkpointer = new Checkpointer({
     everySteps: joined.config.checkpoints.everySteps,
     directory: join(options.dataDir, "checkpoints"),
@@ -222,8 +228,9 @@ async function runRoles(context: RolesContext): Promise<void> {
       return state;
     },
     upload: (file, meta, uploadSignal) => client.uploadCheckpoint(file, meta, uploadSignal),
-    onUploaded: (state) => {
+    onUploaded: (state, uploaded) => {
       if ((state.generation ?? 0) === generation()) hold(state, "the checkpoint it uploaded");
+      evaluator?.offer({ checkpointId: uploaded.id, step: state.epoch, parameters: state.parameters });
     },
   });
   const hold = (state: TrainingState, from: string) => {
@@ -463,7 +470,26 @@ async function runRoles(context: RolesContext): Promise<void> {
     unsubscribe();
     unsubscribeControl();
     await Promise.all(background);
+    await evaluator?.close();
   }
+}
+
+/** The held-out evaluation of each checkpoint, scored with the peer's code and posted to the platform. */
+function createEvaluator(context: RolesContext): CheckpointEvaluator {
+  const { options, joined, client, signal } = context;
+  return new CheckpointEvaluator({
+    logger: options.logger,
+    signal,
+    openScorer: (openSignal) =>
+      openHeldOutScorer({
+        config: joined.config,
+        server: options.server,
+        dataDir: options.dataDir,
+        logger: options.logger,
+        signal: openSignal,
+      }),
+    report: (checkpointId, score, reportSignal) => client.postEvaluation(checkpointId, score, reportSignal),
+  });
 }
 
 /** The newest state at or after `minEpoch` from the trainers that accept connections. */

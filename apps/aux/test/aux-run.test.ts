@@ -9,7 +9,8 @@ import { startPlatformServer, type PlatformServer } from "../../web/test/support
 /**
  * The organizer's aux peer as a real process against a running platform, with two volunteers'
  * peers as real processes: the peers find the swarm through the address the aux registered (no
- * `--peer`), and the aux posts each step's metrics, uploads checkpoints and helps average.
+ * `--peer`), and the aux posts each step's metrics, uploads checkpoints, scores them on the test
+ * split and helps average.
  */
 
 const AUX_CLI = new URL("../src/cli.ts", import.meta.url).pathname;
@@ -94,7 +95,7 @@ describe("barnraise-aux", () => {
     expect(aux.records.some((r) => typeof r.msg === "string" && r.msg.includes("aux token"))).toBe(true);
   }, 60_000);
 
-  it("bootstraps the swarm, posts each step's metrics, uploads checkpoints and helps average", async ({
+  it("bootstraps the swarm, posts each step's metrics, uploads and evaluates checkpoints and helps average", async ({
     onTestFailed,
   }) => {
     onTestFailed(() => {
@@ -138,9 +139,33 @@ describe("barnraise-aux", () => {
     for (const point of metrics.points) expect(point.loss).toBeGreaterThan(0);
     expect(metrics.points.at(-1)?.loss).toBeLessThan(metrics.points[0]?.loss ?? 0);
 
+    // It scores the checkpoints it uploads on the test split, and the platform lists the score.
+    const evaluated = await aux.waitFor(
+      (r) => r.msg === "checkpoint evaluated",
+      "a checkpoint's held-out evaluation",
+      120_000,
+    );
+    expect(evaluated).toMatchObject({ metric: "accuracy", samples: expect.any(Number) as unknown });
+    // On the WebAssembly backend, as a volunteer's CPU would train: the binaries were found.
+    expect(
+      aux.records.find((r) => r.msg === "ready to evaluate checkpoints on the held-out split"),
+    ).toMatchObject({
+      backend: "wasm",
+    });
+    expect(Number(evaluated.value)).toBeGreaterThan(0.1);
+
     const { checkpoints } = await getJson<{
-      checkpoints: { step: number; sha256: string; downloadUrl: string }[];
+      checkpoints: {
+        id: string;
+        step: number;
+        sha256: string;
+        downloadUrl: string;
+        evaluation: { metric: string; value: number } | null;
+      }[];
     }>(`api/v1/experiments/${experiment.id}/checkpoints`);
+    expect(checkpoints.find((entry) => entry.id === evaluated.checkpointId)?.evaluation).toEqual(
+      expect.objectContaining({ metric: "accuracy", value: evaluated.value }),
+    );
     const checkpoint = checkpoints.find((entry) => entry.sha256 === uploaded.sha256);
     expect(checkpoint).toBeDefined();
     const file = await fetch(new URL(checkpoint?.downloadUrl.slice(1) ?? "", platform.url));

@@ -46,6 +46,9 @@ describe("barnraise-aux arguments", () => {
       const result = await run([flag]);
       expect(result.code).toBe(AuxExitCode.ok);
       expect(result.out.join("\n")).toContain("Usage: barnraise-aux --server URL --token AUX_TOKEN");
+      expect(result.out.join("\n")).toMatch(
+        /--no-evaluate +do not score each checkpoint on the dataset's test split/,
+      );
       expect(result.err).toEqual([]);
     }
   });
@@ -92,6 +95,34 @@ describe("barnraise-aux arguments", () => {
     const result = await run([...valid, "--frobnicate"]);
     expect(result.code).toBe(AuxExitCode.usage);
     expect(result.err[0]).toContain("--frobnicate");
+  });
+
+  it("accepts --no-evaluate and --no-averaging, and refuses a value for them", async () => {
+    const stop = new AbortController();
+    const result = await run(
+      [
+        ...valid,
+        "--identity",
+        join(dir, "flags.json"),
+        "--listen",
+        "/ip4/127.0.0.1/tcp/0",
+        "--no-evaluate",
+        "--no-averaging",
+      ],
+      {},
+      {
+        stop,
+        onLog: (line) => {
+          if (line.includes("cannot join yet")) stop.abort();
+        },
+      },
+    );
+    expect(result.err).toEqual([]);
+    expect(result.code).toBe(AuxExitCode.ok);
+
+    const valued = await run([...valid, "--no-evaluate=yes"]);
+    expect(valued.code).toBe(AuxExitCode.usage);
+    expect(valued.err[0]).toContain("--no-evaluate");
   });
 
   it("takes the server and token from BARNRAISE_SERVER and BARNRAISE_TOKEN, and stops while joining", async () => {

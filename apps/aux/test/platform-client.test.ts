@@ -175,6 +175,25 @@ describe("AuxPlatformClient against the platform", () => {
     expect(uploaded).toMatchObject({ step: 41, loss: null, sizeBytes: 1000 });
   });
 
+  it("records a checkpoint's held-out evaluation, listed with it; a second one is a non-retryable CONFLICT", async () => {
+    const bytes = randomBytes(1000);
+    const file = await checkpointFile("step-42.ckpt", bytes);
+    const uploaded = await clientFor(aux).uploadCheckpoint({ ...file, sizeBytes: 1000 }, { step: 42 });
+    const evaluation = { metric: "accuracy" as const, value: 0.875, loss: 0.4, samples: 1000 };
+    await clientFor(aux).postEvaluation(uploaded.id, evaluation);
+    const list = (await getJson(`api/v1/experiments/${experimentId}/checkpoints`)) as {
+      checkpoints: { id: string; evaluation: unknown }[];
+    };
+    expect(list.checkpoints.find((checkpoint) => checkpoint.id === uploaded.id)?.evaluation).toMatchObject(
+      evaluation,
+    );
+
+    const again = await refusal(clientFor(aux).postEvaluation(uploaded.id, { ...evaluation, value: 0.9 }));
+    expect(again).toMatchObject({ code: "CONFLICT", status: 409, retryable: false });
+    const unknown = await refusal(clientFor(aux).postEvaluation("no/such id", evaluation));
+    expect(unknown).toMatchObject({ code: "NOT_FOUND", status: 404, retryable: false });
+  });
+
   it("refuses a file whose bytes are not the signed SHA-256 with CHECKSUM_MISMATCH, and lists nothing", async () => {
     const signed = await checkpointFile("signed.ckpt", randomBytes(64 * 1024));
     const other = await checkpointFile("other.ckpt", randomBytes(64 * 1024));

@@ -24,6 +24,7 @@ function checkpoint(step: number, tfjs: boolean): CheckpointView {
     downloadUrl,
     safetensorsUrl: `${downloadUrl}/safetensors`,
     tfjsUrl: tfjs ? `${downloadUrl}/tfjs/model.json` : null,
+    evaluation: null,
   };
 }
 

@@ -56,6 +56,7 @@ const checkpoints: CheckpointList = {
       downloadUrl: "/api/v1/experiments/demo/checkpoints/c1",
       safetensorsUrl: "/api/v1/experiments/demo/checkpoints/c1/safetensors",
       tfjsUrl: "/api/v1/experiments/demo/checkpoints/c1/tfjs/model.json",
+      evaluation: null,
     },
   ],
 };

@@ -6,6 +6,7 @@ export * from "./dataset-manifest.ts";
 export { canonicalJson, equalBytes, fromBase64Url, toBase64Url } from "./encoding.ts";
 export * from "./errors.ts";
 export * from "./experiment-config.ts";
+export * from "./held-out-metric.ts";
 export { experimentIdSchema, NONCE_BYTES, scopeSchema, usernameSchema } from "./fields.ts";
 export * from "./keys.ts";
 export * from "./layers-model.ts";

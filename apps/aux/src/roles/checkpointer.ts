@@ -24,8 +24,11 @@ export interface CheckpointerOptions extends CheckpointerPorts {
   /** Wait after a failed attempt before the next; default 10 s. */
   readonly retryDelayMs?: number;
   readonly now?: () => number;
-  /** Told of each state whose checkpoint the platform accepted (the aux then serves it as a donor). */
-  readonly onUploaded?: (state: TrainingState) => void;
+  /**
+   * Told of each state whose checkpoint the platform accepted, with the platform's record of it (the
+   * aux then serves the state as a donor and evaluates it on the held-out split).
+   */
+  readonly onUploaded?: (state: TrainingState, checkpoint: { id: string; sha256: string }) => void;
 }
 
 /**
@@ -88,7 +91,7 @@ export class Checkpointer {
         signal,
       );
       this.#lastStep = state.epoch;
-      this.#options.onUploaded?.(state);
+      this.#options.onUploaded?.(state, uploaded);
       logger.info(
         { step: state.epoch, sha256: uploaded.sha256, sizeBytes: bytes.byteLength, id: uploaded.id },
         "checkpoint uploaded",

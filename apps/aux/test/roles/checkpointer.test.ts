@@ -125,6 +125,20 @@ describe("Checkpointer", () => {
     expect(warn).not.toHaveBeenCalled();
   });
 
+  it("tells onUploaded the uploaded state and the platform's record of it, for the held-out evaluation", async () => {
+    const told: { epoch: number; id: string }[] = [];
+    const { checkpointer } = setup(
+      {},
+      {
+        onUploaded: (state, checkpoint) => {
+          told.push({ epoch: state.epoch, id: checkpoint.id });
+        },
+      },
+    );
+    await checkpointer.maybeCheckpoint(EVERY, 0.5, signal);
+    expect(told).toEqual([{ epoch: EVERY, id: "checkpoint-1" }]);
+  });
+
   it("leaves the loss out of the meta when there is none", async () => {
     const { checkpointer, uploads } = setup();
     await checkpointer.maybeCheckpoint(EVERY, undefined, signal);

@@ -3,10 +3,11 @@
 import { useSyncExternalStore } from "react";
 import type { CheckpointView } from "../../../src/api/schemas/public.ts";
 import { formatBytes, formatCount, formatDecimal, formatTime } from "../format.ts";
+import { formatEvaluation } from "./evaluation-series.ts";
 
 /**
- * The saved checkpoints, newest first, each with its full SHA-256, a download link, its weights as
- * safetensors and (for every model but ALBERT's) as a TF.js Layers model.
+ * The saved checkpoints, newest first, each with its held-out score, its full SHA-256, a download
+ * link, its weights as safetensors and (for every model but ALBERT's) as a TF.js Layers model.
  */
 export function CheckpointTable({
   checkpoints,
@@ -34,6 +35,9 @@ export function CheckpointTable({
                   Loss
                 </th>
                 <th scope="col" className="num">
+                  Held-out
+                </th>
+                <th scope="col" className="num">
                   Size
                 </th>
                 <th scope="col">SHA-256</th>
@@ -53,6 +57,9 @@ export function CheckpointTable({
                 >
                   <td className="num">{formatCount(checkpoint.step)}</td>
                   <td className="num">{checkpoint.loss === null ? "—" : formatDecimal(checkpoint.loss)}</td>
+                  <td className="num" data-testid="checkpoint-evaluation">
+                    <EvaluationCell evaluation={checkpoint.evaluation} />
+                  </td>
                   <td className="num">{formatBytes(checkpoint.sizeBytes)}</td>
                   <td>
                     {/* Shortened on screen; the whole hash stays in the text, selectable, and shows on focus. */}
@@ -92,6 +99,18 @@ export function CheckpointTable({
         </div>
       )}
     </section>
+  );
+}
+
+/** The checkpoint's held-out score, its loss and sample count on hover; a dash until the aux scored it. */
+function EvaluationCell({ evaluation }: { readonly evaluation: CheckpointView["evaluation"] }) {
+  if (evaluation === null) return <span title="not evaluated yet">—</span>;
+  return (
+    <span
+      title={`held-out loss ${formatDecimal(evaluation.loss)} over ${formatCount(evaluation.samples)} predictions`}
+    >
+      {formatEvaluation(evaluation)}
+    </span>
   );
 }
 

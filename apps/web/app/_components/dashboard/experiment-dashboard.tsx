@@ -14,6 +14,8 @@ import {
 } from "./chart-series.ts";
 import { CheckpointTable } from "./checkpoint-table.tsx";
 import { formatClock, formatInstant } from "./dashboard-format.ts";
+import { EvaluationChart } from "./evaluation-chart.tsx";
+import { evaluationSeries } from "./evaluation-series.ts";
 import { LeaderboardTable } from "./leaderboard-table.tsx";
 import type { RunState } from "./live-data.ts";
 import { MetricChart } from "./metric-chart.tsx";
@@ -37,8 +39,9 @@ export interface ExperimentDashboardProps {
 }
 
 /**
- * The public, live view of a run: the latest step, the curves, the leaderboard and the checkpoints,
- * refreshed from the public API every few seconds while the page is visible.
+ * The public, live view of a run: the latest step, the curves (the held-out evaluation of the
+ * checkpoints next to the training loss), the leaderboard and the checkpoints, refreshed from the
+ * public API every few seconds while the page is visible.
  */
 export function ExperimentDashboard(props: ExperimentDashboardProps) {
   const { experimentId, targetBatchSize, everySteps, strategy, renderedAt } = props;
@@ -68,6 +71,7 @@ export function ExperimentDashboard(props: ExperimentDashboardProps) {
     };
   }, [points]);
   const markers = useMemo(() => stepMarkers(events), [events]);
+  const evaluation = useMemo(() => evaluationSeries(data.checkpoints.checkpoints), [data.checkpoints]);
   const { latest, latestBytesPerPeer, latestUtilization } = charts;
   /** Why a chart of a metric that older aux programs leave out is empty although steps are recorded. */
   const notReported = (what: string) =>
@@ -113,6 +117,7 @@ export function ExperimentDashboard(props: ExperimentDashboardProps) {
             formatY={formatDecimal}
             markers={markers}
           />
+          <EvaluationChart series={evaluation} />
           <MetricChart
             testId="chart-loss-time"
             title="Loss over time (UTC)"

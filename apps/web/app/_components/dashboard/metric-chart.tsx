@@ -15,8 +15,10 @@ import { formatInstant } from "./dashboard-format.ts";
 
 export const CHART_HEIGHT = 240;
 
-/** Discarded points: a grey that reads on the light and the dark card alike. */
-const DISCARDED_COLOR = "#8c959f";
+/** A grey that reads on the light and the dark card alike, for the lines beside the main one. */
+export const MUTED_LINE_COLOR = "#8c959f";
+/** Discarded points are drawn in it. */
+const DISCARDED_COLOR = MUTED_LINE_COLOR;
 /** The legend's and the tooltip's name of the discarded series. */
 export const DISCARDED_NAME = "discarded";
 

@@ -2,6 +2,7 @@ import { ProtocolErrorCode } from "@barnraise/protocol";
 import { z } from "zod";
 import type { ZodOpenApiOperationObject, ZodOpenApiPathsObject } from "zod-openapi";
 import {
+  checkpointEvaluationRequestSchema,
   checkpointUploadQuerySchema,
   forkTimelineRequestSchema,
   joinRequestSchema,
@@ -190,6 +191,37 @@ export const peerPaths: ZodOpenApiPathsObject = {
             `has a checkpoint of this step, or a generation the run has not reached), ${ProtocolErrorCode.REQUEST_REPLAYED}`,
         ),
         "413": errorResponse("PAYLOAD_TOO_LARGE: sizeBytes is over the platform's limit"),
+      },
+    },
+  },
+  "/api/v1/experiments/{id}/checkpoints/{checkpointId}/evaluation": {
+    post: {
+      tags: ["peer"],
+      summary: "Record a checkpoint's held-out evaluation (signed aux)",
+      description:
+        "The aux peer scores each checkpoint it uploaded on the dataset's test split and records the " +
+        "score here; the checkpoint list (and the public page's chart) then shows it as `evaluation`. " +
+        "The metric must be the one the experiment's model is judged by: accuracy for classifiers, " +
+        "perplexity for the masked LM, mae for a regression. A checkpoint's evaluation is recorded " +
+        "once and never changed. Body at most 4 KiB.",
+      requestParams: {
+        path: experimentIdParamSchema.extend({
+          checkpointId: z.string().meta({ description: "The checkpoint's id", examples: ["cm0abc"] }),
+        }),
+        header: signedHeader,
+      },
+      requestBody: { required: true, content: jsonContent(checkpointEvaluationRequestSchema) },
+      responses: {
+        "200": { description: "Recorded", content: jsonContent(checkpointSchema) },
+        "400": errorResponse(
+          "INVALID_INPUT (a metric the model is not judged by, a value out of its range, a non-finite number), BODY_MISMATCH",
+        ),
+        ...signedErrors,
+        "404": errorResponse("NOT_FOUND: no such experiment, or no such checkpoint of it"),
+        "409": errorResponse(
+          `CONFLICT (the checkpoint was already evaluated), ${ProtocolErrorCode.REQUEST_REPLAYED}`,
+        ),
+        "413": errorResponse("PAYLOAD_TOO_LARGE"),
       },
     },
   },

@@ -1,4 +1,4 @@
-import { decodePublicKey } from "@barnraise/protocol";
+import { decodePublicKey, HELD_OUT_METRICS, HeldOutMetric } from "@barnraise/protocol";
 import { z } from "zod";
 import { queryFiniteNumber, queryInteger } from "./public.ts";
 
@@ -194,3 +194,35 @@ export const swarmStatusReportSchema = z
   })
   .meta({ id: "SwarmStatusReport", description: "The aux peer's heartbeat, every 10 s" });
 export type SwarmStatusReport = z.infer<typeof swarmStatusReportSchema>;
+
+export const checkpointEvaluationRequestSchema = z
+  .strictObject({
+    metric: z.enum(HELD_OUT_METRICS).meta({
+      description:
+        "What the experiment's model is judged by: accuracy (classifiers), perplexity (the masked LM) or mae (a regression's mean absolute error); another than the model's is refused",
+    }),
+    value: z.number().nonnegative().meta({
+      description: "The metric on the test split: accuracy in [0, 1], perplexity ≥ 1, mae ≥ 0",
+    }),
+    loss: z.number().nonnegative().meta({ description: "The mean loss over the predictions scored" }),
+    samples: z
+      .number()
+      .int()
+      .positive()
+      .max(Number.MAX_SAFE_INTEGER)
+      .meta({ description: "Predictions scored: test rows, or masked tokens for the masked LM" }),
+  })
+  .superRefine((evaluation, ctx) => {
+    const { metric, value } = evaluation;
+    if (metric === HeldOutMetric.accuracy && value > 1) {
+      ctx.addIssue({ code: "custom", path: ["value"], message: "an accuracy is at most 1" });
+    }
+    if (metric === HeldOutMetric.perplexity && value < 1) {
+      ctx.addIssue({ code: "custom", path: ["value"], message: "a perplexity is at least 1" });
+    }
+  })
+  .meta({
+    id: "CheckpointEvaluationRequest",
+    description: "The aux peer's held-out evaluation of one checkpoint on the dataset's test split",
+  });
+export type CheckpointEvaluationRequest = z.output<typeof checkpointEvaluationRequestSchema>;

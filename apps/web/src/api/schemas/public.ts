@@ -1,3 +1,4 @@
+import { HELD_OUT_METRICS } from "@barnraise/protocol";
 import { z } from "zod";
 
 /**
@@ -140,6 +141,23 @@ export const leaderboardSchema = z
   .meta({ id: "Leaderboard" });
 export type Leaderboard = z.infer<typeof leaderboardSchema>;
 
+export const checkpointEvaluationSchema = z
+  .strictObject({
+    metric: z.enum(HELD_OUT_METRICS).meta({
+      description:
+        "accuracy (classifiers, 0 to 1), perplexity (the masked LM, exp of the mean cross-entropy over masked tokens) or mae (a regression's mean absolute error)",
+    }),
+    value: z.number(),
+    loss: z.number().meta({ description: "The mean loss over the predictions scored" }),
+    samples: count.meta({ description: "Predictions scored: test rows, or masked tokens" }),
+    evaluatedAt: isoDate,
+  })
+  .meta({
+    id: "CheckpointEvaluation",
+    description: "The checkpoint's score on the dataset's test split, computed by the organizer's aux peer",
+  });
+export type CheckpointEvaluationView = z.infer<typeof checkpointEvaluationSchema>;
+
 export const checkpointSchema = z
   .strictObject({
     id: z.string(),
@@ -167,6 +185,9 @@ export const checkpointSchema = z
           "(its weights, `weights.bin`, lie beside it); null for a model with no TF.js form (albert-mlm)",
         examples: ["/api/v1/experiments/demo/checkpoints/cm0abc/tfjs/model.json"],
       }),
+    evaluation: checkpointEvaluationSchema
+      .nullable()
+      .meta({ description: "The held-out evaluation; null until the aux peer has scored the checkpoint" }),
   })
   .meta({ id: "Checkpoint" });
 export type CheckpointView = z.infer<typeof checkpointSchema>;

@@ -1,4 +1,5 @@
-import type { CheckpointList, CheckpointView } from "../../api/schemas/public.ts";
+import { HELD_OUT_METRICS } from "@barnraise/protocol";
+import type { CheckpointEvaluationView, CheckpointList, CheckpointView } from "../../api/schemas/public.ts";
 import type { AppContext } from "../context.ts";
 import { findExperiment, type ExperimentRecord } from "./experiment-access.ts";
 import { hasTfjsExport } from "./read-checkpoint-tfjs.ts";
@@ -24,6 +25,11 @@ export interface CheckpointRow {
   readonly generation: number;
   readonly timeline: number;
   readonly createdAt: Date;
+  readonly evalMetric: string | null;
+  readonly evalValue: number | null;
+  readonly evalLoss: number | null;
+  readonly evalSamples: number | null;
+  readonly evaluatedAt: Date | null;
 }
 
 /** A checkpoint as the API shows it; `experiment` (its config) decides which exports it has. */
@@ -54,6 +60,22 @@ function checkpointView(row: CheckpointRow, tfjs: boolean): CheckpointView {
     downloadUrl: download,
     safetensorsUrl: `${download}/safetensors`,
     tfjsUrl: tfjs ? `${download}/tfjs/model.json` : null,
+    evaluation: evaluationView(row),
+  };
+}
+
+/** The aux's held-out evaluation of the checkpoint, or null before it recorded one. */
+function evaluationView(row: CheckpointRow): CheckpointEvaluationView | null {
+  const { evalMetric, evalValue, evalLoss, evalSamples, evaluatedAt } = row;
+  const metric = HELD_OUT_METRICS.find((known) => known === evalMetric);
+  if (metric === undefined || evalValue === null || evalLoss === null || evalSamples === null) return null;
+  if (evaluatedAt === null) return null;
+  return {
+    metric,
+    value: evalValue,
+    loss: evalLoss,
+    samples: evalSamples,
+    evaluatedAt: evaluatedAt.toISOString(),
   };
 }
 

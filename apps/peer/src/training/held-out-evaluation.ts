@@ -1,0 +1,214 @@
+import { join } from "node:path";
+import {
+  heldOutMetricOf,
+  HeldOutMetric,
+  LAYERS_MODEL,
+  MetricName,
+  taskChoices,
+  type DatasetManifest,
+  type ExperimentConfig,
+  type ModelConfig,
+} from "@barnraise/protocol";
+import { createBatchStream } from "../data/batch-stream.ts";
+import { CachedDatasetSource } from "../data/cached-dataset-source.ts";
+import type { DatasetSource } from "../data/dataset-source.ts";
+import { HttpDatasetSource } from "../data/http-dataset-source.ts";
+import { loadModel } from "../models/create-model.ts";
+import type { TrainableModel } from "../models/trainable-model.ts";
+import { hashName } from "../seeded-random.ts";
+import { BackendUnavailableError, selectBackend, type SelectedBackend } from "../tf/backend.ts";
+import { evaluateModel, type Evaluation } from "./evaluate.ts";
+
+/**
+ * A model's score on its dataset's test split in the figure its task is judged by (see
+ * `heldOutMetricOf`): what the organizer's aux computes for every checkpoint, with the peer's own
+ * model and data code, so the number means exactly what training optimizes.
+ */
+
+export interface HeldOutScore {
+  readonly metric: HeldOutMetric;
+  readonly value: number;
+  /** Mean loss over the predictions scored (cross-entropy, or the regression's loss). */
+  readonly loss: number;
+  /** Predictions scored: test rows, or masked tokens for the masked LM. */
+  readonly samples: number;
+}
+
+/**
+ * The seed of the held-out batches. The test split is read in manifest order whatever the seed,
+ * but the masked LM draws its masks from it: a fixed one masks the same tokens every time, so two
+ * evaluations of one state agree and the scores of successive checkpoints compare like with like.
+ */
+export const HELD_OUT_SEED = hashName("barnraise held-out evaluation");
+
+/** Rows per held-out batch of the digit classifier and uploaded models: milliseconds of work each. */
+export const HELD_OUT_BATCH_SIZE = 128;
+/**
+ * Tokens per held-out batch of the masked LM. A batch is computed in one go, without a turn of the
+ * event loop in between, so it must be short: on wasm the default ALBERT takes about 150 ms for
+ * 1024 tokens on one core (and 1.2 s for 128 sentences of 64), time the swarm would wait.
+ */
+export const HELD_OUT_TOKENS_PER_BATCH = 1024;
+
+/** Rows per held-out batch of `model`: HELD_OUT_BATCH_SIZE, or HELD_OUT_TOKENS_PER_BATCH tokens' worth of sentences. */
+export function heldOutBatchSize(model: ModelConfig): number {
+  if (model.preset !== "albert-mlm") return HELD_OUT_BATCH_SIZE;
+  return Math.max(1, Math.floor(HELD_OUT_TOKENS_PER_BATCH / model.maxSequenceLength));
+}
+
+/**
+ * The score of `evaluation` (of a model of config `model`) in its held-out metric: the accuracy,
+ * exp of the mean masked-token cross-entropy, or the mean absolute error. Throws when the figure is
+ * not a finite number (a diverged model), which no platform would record.
+ */
+export function heldOutScore(model: ModelConfig, evaluation: Evaluation): HeldOutScore {
+  const metric = heldOutMetricOf(model);
+  const value =
+    metric === HeldOutMetric.accuracy
+      ? evaluation.accuracy
+      : metric === HeldOutMetric.perplexity
+        ? Math.exp(evaluation.loss)
+        : evaluation.metrics?.[MetricName.meanAbsoluteError];
+  if (value === undefined || !Number.isFinite(value) || !Number.isFinite(evaluation.loss)) {
+    throw new Error(
+      `the held-out evaluation gave ${metric} ${String(value)} and loss ${evaluation.loss}: the model's outputs are not finite`,
+    );
+  }
+  return { metric, value, loss: evaluation.loss, samples: evaluation.predictions };
+}
+
+/**
+ * The model config to evaluate with: an uploaded model reports every metric of its task, so a
+ * regression's mean absolute error is there even when the organizer chose only the squared error.
+ */
+export function heldOutModelConfig(model: ModelConfig): ModelConfig {
+  if (model.preset !== LAYERS_MODEL) return model;
+  return { ...model, metrics: [...taskChoices[model.task].metrics] };
+}
+
+export interface HeldOutEvaluatorOptions {
+  readonly config: ExperimentConfig;
+  /** The platform: it serves the dataset's shards and an uploaded model's files. */
+  readonly server: URL;
+  /** Verified shards are cached under `<dataDir>/datasets/<name>/`, an uploaded model under `<dataDir>/models/`. */
+  readonly dataDir: string;
+  /** Where the test split comes from; the platform's shards, cached, by default. */
+  readonly source?: DatasetSource;
+  /** Rows per batch; `heldOutBatchSize(config.model)` by default. */
+  readonly batchSize?: number;
+  /** Cancels the downloads of opening. */
+  readonly signal?: AbortSignal;
+  /** Progress lines (an uploaded model's download). */
+  readonly log?: (line: string) => void;
+  /** Told when a cache cannot be used, or the wasm backend is unavailable. */
+  readonly warn?: (message: string, error: unknown) => void;
+}
+
+/**
+ * Scores flat parameter vectors of one experiment's model on its test split, one at a time. Opening
+ * it selects a CPU backend (WebAssembly, else plain JavaScript: the aux runs on a small CPU machine
+ * and must not take a GPU runtime's memory), builds the model and reads the dataset's manifest.
+ * TF.js has one engine per process: do not open two evaluators, or one beside a trainer, at once.
+ */
+export class HeldOutEvaluator {
+  readonly backend: SelectedBackend;
+  readonly #options: HeldOutEvaluatorOptions;
+  readonly #model: TrainableModel;
+  readonly #source: DatasetSource;
+  readonly #manifest: DatasetManifest;
+
+  private constructor(
+    options: HeldOutEvaluatorOptions,
+    backend: SelectedBackend,
+    model: TrainableModel,
+    source: DatasetSource,
+    manifest: DatasetManifest,
+  ) {
+    this.#options = options;
+    this.backend = backend;
+    this.#model = model;
+    this.#source = source;
+    this.#manifest = manifest;
+  }
+
+  static async open(options: HeldOutEvaluatorOptions): Promise<HeldOutEvaluator> {
+    const { config } = options;
+    const backend = await selectCpuBackend(options.warn);
+    const model = await loadModel(heldOutModelConfig(config.model), {
+      server: options.server,
+      dataDir: options.dataDir,
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      ...(options.log === undefined ? {} : { log: options.log }),
+      ...(options.warn === undefined ? {} : { warn: options.warn }),
+    });
+    try {
+      const source =
+        options.source ??
+        new CachedDatasetSource(
+          new HttpDatasetSource({ serverUrl: options.server.href, dataset: config.dataset.name }),
+          join(options.dataDir, "datasets", config.dataset.name),
+          options.warn,
+        );
+      const manifest = await source.manifest(options.signal);
+      return new HeldOutEvaluator(options, backend, model, source, manifest);
+    } catch (error) {
+      model.dispose();
+      throw error;
+    }
+  }
+
+  /** The parameter count a vector must have. */
+  get parameterCount(): number {
+    return this.#model.layout.size;
+  }
+
+  /**
+   * The held-out score of `parameters` (length `parameterCount`): one ordered pass over the test
+   * split, yielding to the event loop between (short) batches. Rejects when `signal` aborts, when the
+   * dataset does not fit the model, or when the score is not finite.
+   */
+  async evaluate(parameters: Float32Array, signal?: AbortSignal): Promise<HeldOutScore> {
+    const { config } = this.#options;
+    if (parameters.length !== this.parameterCount) {
+      throw new RangeError(
+        `the state has ${parameters.length} parameters, the experiment's model ${this.parameterCount}`,
+      );
+    }
+    const batches = createBatchStream({
+      source: this.#source,
+      split: "test",
+      batchSize: this.#options.batchSize ?? heldOutBatchSize(config.model),
+      seed: HELD_OUT_SEED,
+      config,
+      manifest: this.#manifest,
+      uploaded: this.#model.uploaded,
+      ...(signal === undefined ? {} : { signal }),
+    });
+    try {
+      return heldOutScore(config.model, await evaluateModel(this.#model, parameters, batches, signal));
+    } finally {
+      await batches.return();
+    }
+  }
+
+  /** Frees the model's tensors. */
+  dispose(): void {
+    this.#model.dispose();
+  }
+}
+
+/**
+ * WebAssembly, else plain JavaScript, as the peer's `--backend wasm` and `--backend cpu` select
+ * them; a missing wasm binary is reported through `warn`, not fatal.
+ */
+async function selectCpuBackend(
+  warn: ((message: string, error: unknown) => void) | undefined,
+): Promise<SelectedBackend> {
+  try {
+    return await selectBackend("wasm");
+  } catch (error) {
+    if (!(error instanceof BackendUnavailableError)) throw error;
+    warn?.(`${error.message}; evaluating on the plain JavaScript backend`, error);
+    return selectBackend("cpu");
+  }
+}

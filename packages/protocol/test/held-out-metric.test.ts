@@ -1,0 +1,31 @@
+import { describe, expect, it } from "vitest";
+import {
+  HELD_OUT_METRICS,
+  heldOutMetricOf,
+  parseExperimentConfig,
+  type ExperimentConfigInput,
+} from "../src/index.ts";
+
+const sha256 = "a".repeat(64);
+
+function metricOf(input: ExperimentConfigInput): string {
+  return heldOutMetricOf(parseExperimentConfig(input).model);
+}
+
+describe("held-out metric", () => {
+  it("judges classifiers by accuracy, the masked LM by perplexity and a regression by its MAE", () => {
+    expect(metricOf({})).toBe("accuracy");
+    expect(metricOf({ model: { preset: "albert-mlm" }, optimizer: { name: "lamb" } })).toBe("perplexity");
+    expect(metricOf({ model: { preset: "layers", sha256 }, dataset: { name: "iris" } })).toBe("accuracy");
+    expect(
+      metricOf({
+        model: { preset: "layers", sha256, task: "regression", metrics: ["mean-squared-error"] },
+        dataset: { name: "houses" },
+      }),
+    ).toBe("mae");
+  });
+
+  it("lists every metric a config can be judged by", () => {
+    expect([...HELD_OUT_METRICS].sort()).toEqual(["accuracy", "mae", "perplexity"]);
+  });
+});
