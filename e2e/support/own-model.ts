@@ -63,6 +63,23 @@ export async function saveClassifier(): Promise<SavedModel> {
   const model = tf.sequential();
   model.add(tf.layers.dense({ inputShape: [FEATURES.length], units: 16, activation: "relu" }));
   model.add(tf.layers.dense({ units: CLASSES.length, activation: "softmax" }));
+  return saveModel(model);
+}
+
+/**
+ * A next-token language model over `positions` token ids and a vocabulary of `vocabulary` tokens:
+ * Embedding (8 per token) → Dense(vocabulary, softmax) at every position, saved by TF.js.
+ */
+export async function saveLanguageModel(positions: number, vocabulary: number): Promise<SavedModel> {
+  await tf.setBackend("cpu");
+  const model = tf.sequential();
+  model.add(tf.layers.embedding({ inputDim: vocabulary, outputDim: 8, inputLength: positions }));
+  model.add(tf.layers.dense({ units: vocabulary, activation: "softmax" }));
+  return saveModel(model);
+}
+
+/** `model` as TF.js's own `save` writes it (model.json naming weights.bin); disposes `model`. */
+async function saveModel(model: tf.LayersModel): Promise<SavedModel> {
   let saved: SavedModel | undefined;
   await model.save(
     tf.io.withSaveHandler(async (artifacts) => {

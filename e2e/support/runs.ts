@@ -11,6 +11,24 @@ export interface SmallRun {
   readonly hiddenUnits?: number;
 }
 
+/**
+ * Fills the form's training settings of a small run (a fixed local batch instead of the automatic
+ * one), creates the experiment, and waits for its manage page.
+ */
+export async function createSmallRun(
+  organizer: Page,
+  run: Pick<SmallRun, "id" | "targetBatch" | "localBatch" | "checkpointEvery" | "learningRate">,
+): Promise<void> {
+  await organizer.getByLabel("Target batch size").fill(String(run.targetBatch));
+  await organizer.getByRole("checkbox", { name: /^Automatic/ }).uncheck();
+  await organizer.getByLabel("Local batch size").fill(String(run.localBatch));
+  await organizer.getByLabel("Learning rate", { exact: true }).fill(String(run.learningRate ?? 0.01));
+  await organizer.getByLabel("Checkpoint every (steps)").fill(String(run.checkpointEvery));
+  await organizer.getByRole("button", { name: "Create experiment" }).click();
+  await organizer.waitForURL(/\/experiments\/[^/]+\/manage$/);
+  expect(new URL(organizer.url()).pathname).toBe(`/experiments/${run.id}/manage`);
+}
+
 /** Publishes the run through the form; the page ends on its manage page. */
 export async function publishRun(organizer: Page, run: SmallRun): Promise<void> {
   await organizer.goto("/experiments/new");

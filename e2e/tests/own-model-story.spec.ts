@@ -17,7 +17,13 @@ import {
 } from "../support/own-model.ts";
 import { recordMatcher, type RunningProcess } from "../support/processes.ts";
 import { baseURL } from "../support/run-env.ts";
-import { createAuxToken, createPeerToken, getJson, type Checkpoint } from "../support/runs.ts";
+import {
+  createAuxToken,
+  createPeerToken,
+  createSmallRun,
+  getJson,
+  type Checkpoint,
+} from "../support/runs.ts";
 import { processStory } from "../support/story.ts";
 import { register, screenshots } from "../support/ui.ts";
 
@@ -121,13 +127,13 @@ test("an organizer trains their own TF.js model on their own CSV, and the checkp
     });
     await expect(organizer.getByLabel("Training dataset")).toHaveValue(datasetName);
 
-    await organizer.getByLabel("Target batch size").fill(String(TARGET_BATCH));
-    await organizer.getByRole("checkbox", { name: /^Automatic/ }).uncheck();
-    await organizer.getByLabel("Local batch size").fill(String(LOCAL_BATCH));
-    await organizer.getByLabel("Learning rate", { exact: true }).fill("0.01");
-    await organizer.getByLabel("Checkpoint every (steps)").fill(String(CHECKPOINT_EVERY));
-    await organizer.getByRole("button", { name: "Create experiment" }).click();
-    await organizer.waitForURL(`${baseURL}/experiments/${experimentId}/manage`);
+    await createSmallRun(organizer, {
+      id: experimentId,
+      targetBatch: TARGET_BATCH,
+      localBatch: LOCAL_BATCH,
+      learningRate: 0.01,
+      checkpointEvery: CHECKPOINT_EVERY,
+    });
 
     const { config } = await getJson<{
       config: { model: Record<string, unknown>; dataset: { name: string } };

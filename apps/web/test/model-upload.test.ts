@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import * as tf from "@tensorflow/tfjs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import {
@@ -16,7 +17,12 @@ import { GET as fileRoute } from "../app/api/v1/models/[sha256]/[file]/route.ts"
 import { writeManifestFile } from "../src/server/datasets/manifest.ts";
 import { resetRateLimits } from "../src/server/http/rate-limit.ts";
 import { createTestUser, type TestUser } from "./support/actors.ts";
-import { multipartOf, savedLayersModel, type SavedLayersModel } from "./support/layers-fixture.ts";
+import {
+  multipartOf,
+  savedLayersModel,
+  saveModelFiles,
+  type SavedLayersModel,
+} from "./support/layers-fixture.ts";
 import { callRoute, createTestApp, type TestApp } from "./support/test-app.ts";
 
 /**
@@ -278,6 +284,142 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
       const created = await create(
         `misfit-${what.replace(/\W+/g, "-")}-${provider}`.slice(0, 60),
         { sha256: modelSha, ...model },
+        dataset,
+      );
+      expect(created.status, JSON.stringify(created.body)).toBe(400);
+      const issue = created.body.error.issues?.find((entry) => entry.path === path);
+      expect(issue?.message, JSON.stringify(created.body.error.issues)).toMatch(message);
+    });
+  });
+
+  describe("an uploaded language model on an imported text", () => {
+    const shas: Record<string, string> = {};
+
+    /** Uploads `layers` (after an Embedding over `positions` ids, or none) as a Sequential model. */
+    async function upload(name: string, layers: tf.layers.Layer[]): Promise<void> {
+      await tf.setBackend("cpu");
+      const model = tf.sequential({ layers });
+      try {
+        const files = (await saveModelFiles(model)).files;
+        const response = await post(files);
+        expect(response.status).toBe(201);
+        shas[name] = ((await response.json()) as ModelBody).model.sha256;
+      } finally {
+        model.dispose();
+      }
+    }
+    const embedding = (inputDim: number, positions = 8) =>
+      tf.layers.embedding({ inputDim, outputDim: 4, inputLength: positions });
+    const output = (units: number) => tf.layers.dense({ units, activation: "softmax" });
+
+    beforeAll(async () => {
+      await textDataset(app.dataDir, "poems", 100);
+      await textDataset(app.dataDir, "huge-vocab", 5000);
+      await tabularDataset(app.dataDir, "tables", { features: 4, classes: ["a", "b", "c"] });
+      shas.classifier = ((await (await post(saved.files)).json()) as ModelBody).model.sha256;
+      await upload("lm", [embedding(100), output(100)]);
+      await upload("short", [embedding(100, 2), output(100)]);
+      await upload("narrow-embedding", [embedding(50), output(100)]);
+      await upload("pooled", [embedding(100), tf.layers.globalAveragePooling1d(), output(100)]);
+      await upload("last-state", [embedding(100), tf.layers.lstm({ units: 4 }), output(100)]);
+      await upload("sequences", [
+        embedding(100),
+        tf.layers.lstm({ units: 4, returnSequences: true }),
+        output(100),
+      ]);
+    });
+
+    async function createUploadedLm(id: string, model: string, task: string, dataset: string) {
+      const response = await callRoute(createExperimentRoute, "/api/v1/experiments", {
+        method: "POST",
+        cookie: organizer.cookie,
+        body: {
+          id,
+          name: id,
+          config: { model: { preset: "layers", sha256: shas[model], task }, dataset: { name: dataset } },
+        },
+      });
+      return { status: response.status, body: (await response.json()) as ErrorBody & { config?: unknown } };
+    }
+
+    it.each([
+      ["next-token", "lm"],
+      ["masked-tokens", "lm"],
+      ["next-token", "sequences"],
+    ])(
+      "publishes a %s run of a model (%s) that predicts the text's vocabulary at every position",
+      async (task, model) => {
+        const created = await createUploadedLm(`ulm-${task}-${model}-${provider}`, model, task, "poems");
+        expect(created.status, JSON.stringify(created.body)).toBe(201);
+        expect(created.body.config).toMatchObject({
+          model: { preset: "layers", task, loss: "sparse-categorical-crossentropy", metrics: ["perplexity"] },
+          dataset: { name: "poems" },
+        });
+      },
+    );
+
+    it.each([
+      [
+        "a table",
+        "lm",
+        "next-token",
+        "tables",
+        "config.dataset.name",
+        /next-token model trains on a text dataset, not tabular-f32/,
+      ],
+      [
+        "a larger vocabulary",
+        "lm",
+        "next-token",
+        "huge-vocab",
+        "config.model.sha256",
+        /output layer has 100 units; huge-vocab's vocabulary has 5000 tokens/,
+      ],
+      [
+        "a narrow Embedding",
+        "narrow-embedding",
+        "next-token",
+        "poems",
+        "config.model.sha256",
+        /Embedding .* takes 50 token ids; poems's vocabulary has 100/,
+      ],
+      [
+        "pooling",
+        "pooled",
+        "next-token",
+        "poems",
+        "config.model.sha256",
+        /GlobalAveragePooling1D layer .* drops the sequence axis/,
+      ],
+      [
+        "a recurrent layer's last state",
+        "last-state",
+        "masked-tokens",
+        "poems",
+        "config.model.sha256",
+        /LSTM layer .* drops the sequence axis/,
+      ],
+      [
+        "a masked model of 2 positions",
+        "short",
+        "masked-tokens",
+        "poems",
+        "config.model.sha256",
+        /at least 3 positions, not 2/,
+      ],
+      [
+        "a classifier's input",
+        "classifier",
+        "next-token",
+        "poems",
+        "config.model.sha256",
+        /output layer has 3 units/,
+      ],
+    ])("refuses %s with the field named", async (what, model, task, dataset, path, message) => {
+      const created = await createUploadedLm(
+        `ulm-${what.replace(/\W+/g, "-")}-${provider}`.slice(0, 60),
+        model,
+        task,
         dataset,
       );
       expect(created.status, JSON.stringify(created.body)).toBe(400);

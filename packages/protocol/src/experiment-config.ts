@@ -47,12 +47,35 @@ const albertMlmSchema = z
     path: ["numHeads"],
   });
 
-/** What an uploaded model learns, which decides the losses and metrics that fit it. */
-export const ModelTask = { classification: "classification", regression: "regression" } as const;
+/**
+ * What an uploaded model learns, which decides the losses and metrics that fit it:
+ * - `classification`: a class per row (a table's label column, an image's folder);
+ * - `regression`: a number per row;
+ * - `next-token`: on a text dataset, the model reads a sentence's first tokens and predicts each
+ *   next one (a causal language model);
+ * - `masked-tokens`: on a text dataset, the model reads a sentence in which some tokens were hidden
+ *   behind [MASK] and predicts them (a masked language model, as BERT).
+ * A language model takes a sequence of token ids ([sequence length]) and gives a distribution over
+ * the vocabulary at every position ([sequence length, vocabulary]).
+ */
+export const ModelTask = {
+  classification: "classification",
+  regression: "regression",
+  nextToken: "next-token",
+  maskedTokens: "masked-tokens",
+} as const;
 export type ModelTask = (typeof ModelTask)[keyof typeof ModelTask];
 
+/** Whether `task` is language modelling: it trains on a text dataset, a prediction per token. */
+export function isLanguageModelTask(task: ModelTask): task is "next-token" | "masked-tokens" {
+  return task === ModelTask.nextToken || task === ModelTask.maskedTokens;
+}
+
 export const LossName = {
-  /** Integer class labels; the output is softmax probabilities or (linear) logits. */
+  /**
+   * Integer class labels (or token ids); the output is softmax probabilities or (linear) logits.
+   * A language model's loss is its mean over the predicted tokens.
+   */
   sparseCategoricalCrossentropy: "sparse-categorical-crossentropy",
   meanSquaredError: "mean-squared-error",
   meanAbsoluteError: "mean-absolute-error",
@@ -60,7 +83,10 @@ export const LossName = {
 export type LossName = (typeof LossName)[keyof typeof LossName];
 
 export const MetricName = {
+  /** The share of rows classified right, or of tokens predicted right (the most likely one). */
   accuracy: "accuracy",
+  /** exp(mean cross-entropy per predicted token): a language model's figure, ≥ 1. */
+  perplexity: "perplexity",
   meanAbsoluteError: "mean-absolute-error",
   meanSquaredError: "mean-squared-error",
 } as const;
@@ -74,7 +100,18 @@ export const taskChoices: Record<ModelTask, { losses: readonly LossName[]; metri
       losses: [LossName.meanSquaredError, LossName.meanAbsoluteError],
       metrics: [MetricName.meanAbsoluteError, MetricName.meanSquaredError],
     },
+    "next-token": {
+      losses: [LossName.sparseCategoricalCrossentropy],
+      metrics: [MetricName.perplexity, MetricName.accuracy],
+    },
+    "masked-tokens": {
+      losses: [LossName.sparseCategoricalCrossentropy],
+      metrics: [MetricName.perplexity, MetricName.accuracy],
+    },
   };
+
+/** With `masked-tokens`: the share of a sentence's tokens the model must predict, unless the config says. */
+export const DEFAULT_MASK_PROBABILITY = 0.15;
 
 const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "must be a lowercase hex SHA-256");
 
@@ -91,6 +128,8 @@ const layersModelSchema = z.strictObject({
     .min(1)
     .max(3)
     .optional(),
+  /** With `masked-tokens`: the share of tokens hidden; DEFAULT_MASK_PROBABILITY when absent. */
+  maskProbability: z.number().gt(0).lt(1).optional(),
 });
 
 const adamSchema = z.strictObject({
@@ -231,6 +270,13 @@ export const experimentConfigSchema = z
             code: "custom",
             path: ["model", "loss"],
             message: `${model.loss} does not fit ${model.task}; use ${choices.losses.join(" or ")}`,
+          });
+        }
+        if (model.maskProbability !== undefined && model.task !== ModelTask.maskedTokens) {
+          ctx.addIssue({
+            code: "custom",
+            path: ["model", "maskProbability"],
+            message: `maskProbability is for the masked-tokens task, not ${model.task}`,
           });
         }
         for (const metric of model.metrics ?? []) {

@@ -344,6 +344,26 @@ export function layersModelTensors(model: LayersModelJson): ModelTensor[] {
   return model.weights.filter((w) => w.trainable).map(({ name, shape }) => ({ name, shape }));
 }
 
+/** One layer of a topology as model.json lists it. */
+export interface LayersModelLayer {
+  readonly className: string;
+  readonly config: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * The layers of a checked model's topology, in the order model.json lists them (for a Sequential
+ * model, the order data flows through them): what a check of the architecture reads, such as a
+ * language model's Embedding size or a layer that drops the sequence axis.
+ */
+export function layersModelLayers(model: Pick<LayersModelJson, "modelTopology">): LayersModelLayer[] {
+  const topology = model.modelTopology;
+  const inner = isObject(topology.model_config) ? topology.model_config : topology;
+  return topologyLayers(inner).map((layer) => ({
+    className: String(layer.class_name),
+    config: layerConfig(layer),
+  }));
+}
+
 function layerConfig(layer: Json | undefined): Json {
   return layer !== undefined && isObject(layer.config) ? layer.config : {};
 }

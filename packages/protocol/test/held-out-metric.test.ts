@@ -13,7 +13,7 @@ function metricOf(input: ExperimentConfigInput): string {
 }
 
 describe("held-out metric", () => {
-  it("judges classifiers by accuracy, the masked LM by perplexity and a regression by its MAE", () => {
+  it("judges classifiers by accuracy, language models by perplexity and a regression by its MAE", () => {
     expect(metricOf({})).toBe("accuracy");
     expect(metricOf({ model: { preset: "albert-mlm" }, optimizer: { name: "lamb" } })).toBe("perplexity");
     expect(metricOf({ model: { preset: "layers", sha256 }, dataset: { name: "iris" } })).toBe("accuracy");
@@ -23,6 +23,11 @@ describe("held-out metric", () => {
         dataset: { name: "houses" },
       }),
     ).toBe("mae");
+    for (const task of ["next-token", "masked-tokens"] as const) {
+      expect(metricOf({ model: { preset: "layers", sha256, task }, dataset: { name: "poems" } })).toBe(
+        "perplexity",
+      );
+    }
   });
 
   it("lists every metric a config can be judged by", () => {

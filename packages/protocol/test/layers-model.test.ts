@@ -338,6 +338,61 @@ describe("the layers model config", () => {
     expect(badHash.ok ? [] : badHash.issues.map((issue) => issue.path)).toEqual(["model.sha256"]);
   });
 
+  it("offers the language-model tasks with cross-entropy, perplexity and accuracy, and masking only where tokens are masked", () => {
+    const nextToken = safeParseExperimentConfig({
+      model: { preset: "layers", sha256, task: "next-token" },
+      dataset: { name: "poems" },
+    });
+    expect(nextToken.ok && nextToken.config.model).toEqual({
+      preset: "layers",
+      sha256,
+      task: "next-token",
+      loss: "sparse-categorical-crossentropy",
+      metrics: ["perplexity"],
+    });
+    const masked = safeParseExperimentConfig({
+      model: {
+        preset: "layers",
+        sha256,
+        task: "masked-tokens",
+        maskProbability: 0.2,
+        metrics: ["perplexity", "accuracy"],
+      },
+      dataset: { name: "poems" },
+    });
+    expect(masked.ok && masked.config.model).toMatchObject({
+      maskProbability: 0.2,
+      metrics: ["perplexity", "accuracy"],
+    });
+    const wrong = safeParseExperimentConfig({
+      model: {
+        preset: "layers",
+        sha256,
+        task: "next-token",
+        loss: "mean-squared-error",
+        maskProbability: 0.2,
+      },
+      dataset: { name: "poems" },
+    });
+    expect(wrong.ok ? [] : wrong.issues).toEqual([
+      {
+        path: "model.loss",
+        message: "mean-squared-error does not fit next-token; use sparse-categorical-crossentropy",
+      },
+      {
+        path: "model.maskProbability",
+        message: "maskProbability is for the masked-tokens task, not next-token",
+      },
+    ]);
+    const perplexityOfRows = safeParseExperimentConfig({
+      model: { preset: "layers", sha256, metrics: ["perplexity"] },
+      dataset: { name: "iris" },
+    });
+    expect(perplexityOfRows.ok ? [] : perplexityOfRows.issues.map((issue) => issue.path)).toEqual([
+      "model.metrics",
+    ]);
+  });
+
   it("still ties each preset to its dataset", () => {
     const parsed = safeParseExperimentConfig({ model: { preset: "mnist-mlp" }, dataset: { name: "iris" } });
     expect(parsed.ok ? [] : parsed.issues).toEqual([

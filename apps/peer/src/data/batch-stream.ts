@@ -1,10 +1,13 @@
-import type {
-  DatasetManifest,
-  DatasetSplit,
-  ExperimentConfig,
-  ImageManifest,
-  LayersModelConfig,
-  TabularManifest,
+import {
+  DEFAULT_MASK_PROBABILITY,
+  isLanguageModelTask,
+  type DatasetManifest,
+  type DatasetSplit,
+  type ExperimentConfig,
+  type ImageManifest,
+  type LayersModelConfig,
+  type TabularManifest,
+  type TokenManifest,
 } from "@barnraise/protocol";
 import type { Batch, TabularBatch } from "../models/batch.ts";
 import type { UploadedModelShape } from "../models/trainable-model.ts";
@@ -13,6 +16,7 @@ import type { DatasetSource } from "./dataset-source.ts";
 import { toImageBatch } from "./image-batcher.ts";
 import { decodeImageShard } from "./image-decoder.ts";
 import { MaskedTokenBatcher } from "./masked-token-batcher.ts";
+import { nextTokenBatch } from "./next-token-batcher.ts";
 import { decodeMnistShard } from "./mnist-decoder.ts";
 import { ShardStream, type ShardStreamOptions } from "./shard-stream.ts";
 import { ShuffleBuffer, shuffled } from "./shuffle-buffer.ts";
@@ -89,31 +93,98 @@ async function* batches(options: BatchStreamOptions): AsyncGenerator<Batch, void
     return;
   }
   if (model.preset === "layers") {
-    yield* tabularBatches(model, manifest, common, options);
+    if (isLanguageModelTask(model.task)) yield* languageModelBatches(model, manifest, common, options);
+    else yield* tabularBatches(model, manifest, common, options);
     return;
   }
+  const { tokens, vocabulary } = tokenRecords(
+    manifest,
+    model.vocabSize,
+    `raise model.vocabSize or prepare the dataset with --vocab-size ${model.vocabSize}`,
+    common,
+  );
+  const batcher = new MaskedTokenBatcher({
+    sequenceLength: model.maxSequenceLength,
+    maskProbability: model.maskProbability,
+    vocabSize: vocabulary.size,
+    specialTokens: vocabulary.specialTokens,
+    random: new SeededRandom(deriveSeed(seed, Stream.masking)),
+  });
+  for await (const rows of inBatches(mix(tokens, options), options)) yield batcher.batch(rows);
+}
+
+/**
+ * The sentences of a text dataset (`tokens-u16le`) whose vocabulary a model of `modelVocabulary`
+ * tokens embeds and predicts; `fix` tells the organizer what to change when it does not.
+ */
+function tokenRecords(
+  manifest: DatasetManifest,
+  modelVocabulary: number,
+  fix: string,
+  common: Omit<ShardStreamOptions<never>, "decode">,
+): { tokens: ShardStream<Uint16Array>; vocabulary: TokenManifest["vocabulary"] } {
   if (manifest.format !== "tokens-u16le")
-    throw incompatible(`${model.preset} needs tokens-u16le records, not ${manifest.format}`);
-  const { size: vocabSize, specialTokens } = manifest.vocabulary;
-  if (vocabSize > model.vocabSize) {
+    throw incompatible(`a language model needs tokens-u16le records (a text), not ${manifest.format}`);
+  const { vocabulary } = manifest;
+  const { size: vocabSize, specialTokens } = vocabulary;
+  if (vocabSize > modelVocabulary) {
     throw incompatible(
-      `the dataset's vocabulary has ${vocabSize} tokens but the model embeds only ${model.vocabSize}; ` +
-        `raise model.vocabSize or prepare the dataset with --vocab-size ${model.vocabSize}`,
+      `the dataset's vocabulary has ${vocabSize} tokens but the model embeds only ${modelVocabulary}; ${fix}`,
     );
   }
-  const stream = new ShardStream({
+  const tokens = new ShardStream({
     ...common,
     decode: (bytes, shard) =>
       decodeTokenShard(bytes, shard.file, { vocabSize, specialTokens, expectedRecords: shard.records }),
   });
+  return { tokens, vocabulary };
+}
+
+/**
+ * Sentences for an uploaded language model, as many ids a row as its input reads: next-token rows
+ * (each position predicts the one after it) or masked rows (the config's share of tokens hidden
+ * behind [MASK] and predicted, as the masked LM preset's).
+ */
+async function* languageModelBatches(
+  model: LayersModelConfig,
+  manifest: DatasetManifest,
+  common: Omit<ShardStreamOptions<never>, "decode">,
+  options: BatchStreamOptions,
+): AsyncGenerator<Batch> {
+  const shape = uploadedShape(options);
+  const { tokens, vocabulary } = tokenRecords(
+    manifest,
+    shape.outputUnits,
+    `import the text with a vocabulary size of at most ${shape.outputUnits} (the model's output units)`,
+    common,
+  );
+  const sequenceLength = shape.features;
+  const rows = inBatches(mix(tokens, options), options);
+  if (model.task === "next-token") {
+    for await (const sentences of rows)
+      yield nextTokenBatch(sentences, sequenceLength, vocabulary.specialTokens);
+    return;
+  }
+  if (sequenceLength < 3) {
+    throw incompatible(
+      `a masked language model reads [CLS] tokens… [SEP]: its input needs at least 3 positions, it has ${sequenceLength}`,
+    );
+  }
   const batcher = new MaskedTokenBatcher({
-    sequenceLength: model.maxSequenceLength,
-    maskProbability: model.maskProbability,
-    vocabSize,
-    specialTokens,
-    random: new SeededRandom(deriveSeed(seed, Stream.masking)),
+    sequenceLength,
+    maskProbability: model.maskProbability ?? DEFAULT_MASK_PROBABILITY,
+    vocabSize: vocabulary.size,
+    specialTokens: vocabulary.specialTokens,
+    random: new SeededRandom(deriveSeed(options.seed, Stream.masking)),
   });
-  for await (const rows of inBatches(mix(stream, options), options)) yield batcher.batch(rows);
+  for await (const sentences of rows) yield batcher.batch(sentences);
+}
+
+function uploadedShape(options: BatchStreamOptions): UploadedModelShape {
+  if (options.uploaded === undefined) {
+    throw new RangeError("an uploaded model's batches need its shape: pass the loaded model's `uploaded`");
+  }
+  return options.uploaded;
 }
 
 /**
@@ -126,10 +197,7 @@ async function* tabularBatches(
   common: Omit<ShardStreamOptions<never>, "decode">,
   options: BatchStreamOptions,
 ): AsyncGenerator<TabularBatch> {
-  const shape = options.uploaded;
-  if (shape === undefined) {
-    throw new RangeError("an uploaded model's batches need its shape: pass the loaded model's `uploaded`");
-  }
+  const shape = uploadedShape(options);
   const { features } = shape;
   if (manifest.format === "image-u8") {
     const classes = imageClasses(model, manifest, shape);
@@ -143,7 +211,12 @@ async function* tabularBatches(
     return;
   }
   if (manifest.format !== "tabular-f32") {
-    throw incompatible(`an uploaded model trains on tabular-f32 or image-u8 records, not ${manifest.format}`);
+    throw incompatible(
+      `a ${model.task} model trains on tabular-f32 or image-u8 records, not ${manifest.format}` +
+        (manifest.format === "tokens-u16le"
+          ? "; choose the next-token or masked-tokens task for a text"
+          : ""),
+    );
   }
   const classes = tabularClasses(model, manifest, shape);
   const stream = new ShardStream({

@@ -1,5 +1,5 @@
 import { MNIST_DIGIT_CLASSES, MNIST_IMAGE_PIXELS } from "@barnraise/protocol";
-import type { Batch, ImageBatch, MaskedTokenBatch, TabularBatch } from "./batch.ts";
+import type { Batch, ImageBatch, MaskedTokenBatch, TabularBatch, TokenBatch } from "./batch.ts";
 import { ModelError, ModelErrorCode } from "./model-error.ts";
 
 /**
@@ -46,12 +46,42 @@ export function checkMaskedTokenBatch(
       `albert-mlm trains on masked-token batches, got a "${batch.kind}" batch: check the dataset in the config`,
     );
   }
-  checkSize(batch.size);
   const length = batch.sequenceLength;
   if (!Number.isSafeInteger(length) || length < 1 || length > maxSequenceLength) {
     throw malformed(`sequenceLength is ${length}; the model takes 1…${maxSequenceLength} tokens`);
   }
-  const cells = batch.size * length;
+  checkTokenCells(batch, vocabSize);
+  return batch;
+}
+
+/**
+ * Returns `batch` as a token batch of `kind` for an uploaded language model that reads exactly
+ * `sequenceLength` ids below `vocabSize` and predicts ids below it, or throws WRONG_BATCH_KIND /
+ * MALFORMED_BATCH.
+ */
+export function checkTokenBatch(
+  batch: Batch,
+  kind: TokenBatch["kind"],
+  vocabSize: number,
+  sequenceLength: number,
+): TokenBatch {
+  if (batch.kind !== kind) {
+    throw new ModelError(
+      ModelErrorCode.WRONG_BATCH_KIND,
+      `this language model trains on "${kind}" batches, got a "${batch.kind}" batch: check the task and dataset in the config`,
+    );
+  }
+  if (batch.sequenceLength !== sequenceLength) {
+    throw malformed(`sequenceLength is ${batch.sequenceLength}; the model reads ${sequenceLength} tokens`);
+  }
+  checkTokenCells(batch, vocabSize);
+  return batch;
+}
+
+/** Ids, labels and mask of a token batch: as many as its cells, ids in the vocabulary, labels -1 or an id. */
+function checkTokenCells(batch: TokenBatch, vocabSize: number): void {
+  checkSize(batch.size);
+  const cells = batch.size * batch.sequenceLength;
   checkArray(batch.inputIds, Int32Array, cells, "inputIds");
   checkArray(batch.labels, Int32Array, cells, "labels");
   checkArray(batch.attentionMask, Float32Array, cells, "attentionMask");
@@ -61,7 +91,7 @@ export function checkMaskedTokenBatch(
       throw malformed(`inputIds[${i}] is ${id}; token ids must be 0…${vocabSize - 1}`);
     }
     const label = batch.labels[i] ?? 0;
-    if (label >= vocabSize) {
+    if (label < -1 || label >= vocabSize) {
       throw malformed(`labels[${i}] is ${label}; labels must be -1 or a token id below ${vocabSize}`);
     }
     const mask = batch.attentionMask[i];
@@ -69,7 +99,6 @@ export function checkMaskedTokenBatch(
       throw malformed(`attentionMask[${i}] is ${mask}; it must be 1 for tokens and 0 for padding`);
     }
   }
-  return batch;
 }
 
 /**

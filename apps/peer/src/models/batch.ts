@@ -31,6 +31,27 @@ export interface MaskedTokenBatch {
 }
 
 /**
+ * Sentences for an uploaded next-token model: each row is `[CLS] tokens… [SEP] [PAD]…`, cut to
+ * exactly `sequenceLength` ids, and `labels` holds at each position the id that follows it in the
+ * sentence (what the model predicts after reading the row up to there), -1 where the sentence has
+ * ended.
+ */
+export interface NextTokenBatch {
+  readonly kind: "next-tokens";
+  readonly size: number;
+  readonly sequenceLength: number;
+  /** `size · sequenceLength` token ids. */
+  readonly inputIds: Int32Array;
+  /** `size · sequenceLength` ids to predict, -1 where nothing is predicted. */
+  readonly labels: Int32Array;
+  /** `size · sequenceLength`: 1 for real tokens (special ones included), 0 for padding. */
+  readonly attentionMask: Float32Array;
+}
+
+/** A batch of token rows with a label per position (-1: none): masked or next-token. */
+export type TokenBatch = MaskedTokenBatch | NextTokenBatch;
+
+/**
  * Rows of a `tabular-f32` dataset for an uploaded model: each row's features fill the model's input
  * shape row-major, and its label is a class id (classification) or the value to predict (regression).
  */
@@ -43,4 +64,4 @@ export interface TabularBatch {
   readonly labels: Float32Array;
 }
 
-export type Batch = ImageBatch | MaskedTokenBatch | TabularBatch;
+export type Batch = ImageBatch | MaskedTokenBatch | NextTokenBatch | TabularBatch;

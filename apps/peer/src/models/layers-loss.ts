@@ -1,5 +1,5 @@
 import * as tf from "@tensorflow/tfjs-core";
-import { LossName, MetricName, ModelTask } from "@barnraise/protocol";
+import { isLanguageModelTask, LossName, MetricName, ModelTask, SPECIAL_TOKENS } from "@barnraise/protocol";
 import { countCorrect, softmaxCrossEntropy } from "./layer-ops.ts";
 import { ModelError, ModelErrorCode } from "./model-error.ts";
 
@@ -18,15 +18,26 @@ const PROBABILITY_EPSILON = 1e-7;
  */
 export type ClassifierOutputs = "probabilities" | "logits";
 
-/** What the loss makes of a model's outputs: a classifier's classes, or a regression's loss. */
+/**
+ * What the loss makes of a model's outputs: a classifier's classes, a regression's loss, or a
+ * language model's vocabulary (a distribution over it at every position; the loss and metrics are
+ * a classifier's, over the positions that predict a token).
+ */
 export type OutputReading =
   | { readonly task: "classification"; readonly outputs: ClassifierOutputs; readonly classes: number }
-  | { readonly task: "regression"; readonly loss: "mean-squared-error" | "mean-absolute-error" };
+  | { readonly task: "regression"; readonly loss: "mean-squared-error" | "mean-absolute-error" }
+  | {
+      readonly task: "next-token" | "masked-tokens";
+      readonly outputs: ClassifierOutputs;
+      /** Token ids the model predicts: its output layer's units. */
+      readonly vocabulary: number;
+    };
 
 /**
  * How to read a model's outputs, from the config's task and loss and the output layer's activation
  * and width. Throws MODEL_INVALID for a combination that cannot train: a classifier's output must
- * be softmax or linear with at least two units, a regression's a single unit.
+ * be softmax or linear with at least two units, a regression's a single unit, a language model's
+ * softmax or linear with a unit per token (more than the special tokens).
  */
 export function outputReading(
   task: ModelTask,
@@ -34,21 +45,24 @@ export function outputReading(
   outputActivation: string,
   outputUnits: number,
 ): OutputReading {
-  if (task === ModelTask.classification) {
-    if (loss !== LossName.sparseCategoricalCrossentropy) throw invalid(`${loss} does not fit a classifier`);
-    if (outputActivation !== "softmax" && outputActivation !== "linear") {
+  if (isLanguageModelTask(task)) {
+    if (loss !== LossName.sparseCategoricalCrossentropy)
+      throw invalid(`${loss} does not fit a language model`);
+    const outputs = classifierOutputs(outputActivation, "a language model");
+    if (outputUnits <= SPECIAL_TOKENS.length) {
       throw invalid(
-        `the output layer's activation is ${outputActivation}; a classifier trained with sparse ` +
-          "categorical cross-entropy needs softmax (probabilities) or linear (logits) outputs",
+        `a language model's output layer has a unit per token of the vocabulary; ${outputUnits} ` +
+          `is not more than the ${SPECIAL_TOKENS.length} special tokens`,
       );
     }
+    return { task, outputs, vocabulary: outputUnits };
+  }
+  if (task === ModelTask.classification) {
+    if (loss !== LossName.sparseCategoricalCrossentropy) throw invalid(`${loss} does not fit a classifier`);
+    const outputs = classifierOutputs(outputActivation, "a classifier");
     if (outputUnits < 2)
       throw invalid(`a classifier needs at least 2 output units, the model has ${outputUnits}`);
-    return {
-      task: "classification",
-      outputs: outputActivation === "softmax" ? "probabilities" : "logits",
-      classes: outputUnits,
-    };
+    return { task: "classification", outputs, classes: outputUnits };
   }
   if (loss !== LossName.meanSquaredError && loss !== LossName.meanAbsoluteError) {
     throw invalid(`${loss} does not fit a regression`);
@@ -59,12 +73,28 @@ export function outputReading(
   return { task: "regression", loss };
 }
 
-/** The mean loss of `outputs` [rows, units] against one label per row. */
+/** Softmax outputs are probabilities, linear ones logits; any other activation cannot be a distribution. */
+function classifierOutputs(outputActivation: string, what: string): ClassifierOutputs {
+  if (outputActivation !== "softmax" && outputActivation !== "linear") {
+    throw invalid(
+      `the output layer's activation is ${outputActivation}; ${what} trained with sparse ` +
+        "categorical cross-entropy needs softmax (probabilities) or linear (logits) outputs",
+    );
+  }
+  return outputActivation === "softmax" ? "probabilities" : "logits";
+}
+
+/**
+ * The mean loss of `outputs` [predictions, units] against one label per prediction: a row's (a
+ * classifier, a regression) or a predicted token's (a language model, its outputs at those
+ * positions).
+ */
 export function outputLoss(reading: OutputReading, outputs: tf.Tensor2D, labels: Float32Array): tf.Scalar {
-  if (reading.task === "classification") {
+  if (reading.task !== "regression") {
     const ids = Int32Array.from(labels);
     if (reading.outputs === "logits") return softmaxCrossEntropy(outputs, ids);
-    const targets = tf.oneHot(tf.tensor1d(ids, "int32"), reading.classes);
+    const units = reading.task === "classification" ? reading.classes : reading.vocabulary;
+    const targets = tf.oneHot(tf.tensor1d(ids, "int32"), units);
     const logProbabilities = tf.log(tf.clipByValue(outputs, PROBABILITY_EPSILON, 1 - PROBABILITY_EPSILON));
     return tf.neg(tf.mean(tf.sum(tf.mul(logProbabilities, targets), -1))) as tf.Scalar;
   }
@@ -73,15 +103,15 @@ export function outputLoss(reading: OutputReading, outputs: tf.Tensor2D, labels:
 }
 
 /**
- * What `evaluate` reports besides the loss, each a scalar tensor: the count of rows classified
- * right, or the mean absolute and squared errors of a regression.
+ * What `evaluate` reports besides the loss, each a scalar tensor: the count of rows classified (or
+ * tokens predicted) right, or the mean absolute and squared errors of a regression.
  */
 export function outputMetrics(
   reading: OutputReading,
   outputs: tf.Tensor2D,
   labels: Float32Array,
 ): Partial<Record<MetricName | "correct", tf.Scalar>> {
-  if (reading.task === "classification") return { correct: countCorrect(outputs, Int32Array.from(labels)) };
+  if (reading.task !== "regression") return { correct: countCorrect(outputs, Int32Array.from(labels)) };
   const error = tf.sub(tf.reshape(outputs, [-1]), tf.tensor1d(labels));
   return {
     [MetricName.meanAbsoluteError]: tf.mean<tf.Scalar>(tf.abs(error)),

@@ -9,8 +9,9 @@ import {
 } from "@barnraise/protocol";
 import { ParameterLayout } from "@barnraise/swarm";
 import { deriveSeed } from "../seeded-random.ts";
-import type { Batch, TabularBatch } from "./batch.ts";
-import { checkTabularBatch } from "./batch-checks.ts";
+import type { Batch } from "./batch.ts";
+import { checkTabularBatch, checkTokenBatch } from "./batch-checks.ts";
+import { gatherRows } from "./layer-ops.ts";
 import type { LayersArtifact } from "./layers-artifact.ts";
 import { outputLoss, outputMetrics, outputReading, type OutputReading } from "./layers-loss.ts";
 import { checkSeed, ModelError, ModelErrorCode } from "./model-error.ts";
@@ -98,7 +99,7 @@ export class UploadedLayersModel implements TrainableModel {
       );
     }
     try {
-      checkInputAndOutput(model, parsed.inputShape);
+      checkInputAndOutput(model, parsed.inputShape, reading);
       const tensors = layersModelTensors(parsed);
       const variables = matchVariables(model, tensors);
       const initial = new Float32Array(ParameterLayout.fromShapes(tensors).size);
@@ -135,7 +136,7 @@ export class UploadedLayersModel implements TrainableModel {
     const rows = this.#check(batch);
     this.#seedDropout(seed);
     return flatLossAndGradient(this.#variables, () =>
-      this.#loss(this.#forward(rows, true), rows.labels),
+      this.#loss(this.#predictions(this.#forward(rows, true), rows), rows.labels),
     ).then(({ loss, gradient }) => ({ loss, samples: rows.size, gradient }));
   }
 
@@ -144,10 +145,10 @@ export class UploadedLayersModel implements TrainableModel {
     return this.#score(this.#check(batch));
   }
 
-  async #score(rows: TabularBatch): Promise<EvaluationResult> {
+  async #score(rows: ModelRows): Promise<EvaluationResult> {
     const names: string[] = [];
     const stacked = tf.tidy(() => {
-      const outputs = this.#forward(rows, false);
+      const outputs = this.#predictions(this.#forward(rows, false), rows);
       const scalars = {
         loss: this.#loss(outputs, rows.labels),
         ...outputMetrics(this.#reading, outputs, rows.labels),
@@ -166,13 +167,20 @@ export class UploadedLayersModel implements TrainableModel {
       const index = names.indexOf(name);
       return index < 0 ? undefined : values[index];
     };
+    const loss = read("loss") ?? NaN;
+    const predictions = rows.labels.length;
     const correct = read("correct");
-    const accuracy = correct === undefined ? NaN : correct / rows.size;
+    const accuracy = correct === undefined ? NaN : correct / predictions;
     const metrics: Partial<Record<MetricName, number>> = {};
     for (const metric of this.config.metrics) {
-      metrics[metric] = metric === MetricName.accuracy ? accuracy : (read(metric) ?? NaN);
+      metrics[metric] =
+        metric === MetricName.accuracy
+          ? accuracy
+          : metric === MetricName.perplexity
+            ? Math.exp(loss)
+            : (read(metric) ?? NaN);
     }
-    return { loss: read("loss") ?? NaN, accuracy, predictions: rows.size, metrics };
+    return { loss, accuracy, predictions, metrics };
   }
 
   dispose(): void {
@@ -181,15 +189,51 @@ export class UploadedLayersModel implements TrainableModel {
     this.#model.dispose();
   }
 
-  #check(batch: Batch): TabularBatch {
-    const classes = this.#reading.task === "classification" ? this.#reading.classes : undefined;
-    return checkTabularBatch(batch, this.uploaded.features, classes);
+  /** The batch as the model reads it, once it fits: its input values and a label per prediction. */
+  #check(batch: Batch): ModelRows {
+    const reading = this.#reading;
+    if (reading.task === "classification" || reading.task === "regression") {
+      const classes = reading.task === "classification" ? reading.classes : undefined;
+      const rows = checkTabularBatch(batch, this.uploaded.features, classes);
+      return { size: rows.size, input: rows.features, labels: rows.labels };
+    }
+    const kind = reading.task === "next-token" ? "next-tokens" : "masked-tokens";
+    const tokens = checkTokenBatch(batch, kind, reading.vocabulary, this.uploaded.features);
+    const cells: number[] = [];
+    const labels: number[] = [];
+    tokens.labels.forEach((label, cell) => {
+      if (label < 0) return;
+      cells.push(cell);
+      labels.push(label);
+    });
+    if (cells.length === 0) {
+      throw new ModelError(
+        ModelErrorCode.MALFORMED_BATCH,
+        "the batch has no token to predict (every label is -1)",
+      );
+    }
+    return {
+      size: tokens.size,
+      input: Float32Array.from(tokens.inputIds),
+      labels: Float32Array.from(labels),
+      cells: Int32Array.from(cells),
+    };
   }
 
-  /** The model's outputs [rows, units]; allocates tensors, so call inside a tidy scope. */
-  #forward(rows: TabularBatch, training: boolean): tf.Tensor2D {
-    const x = tf.tensor(rows.features, [rows.size, ...this.uploaded.inputShape], "float32");
-    return this.#model.apply(x, { training }) as tf.Tensor2D;
+  /** The model's outputs [rows, units] or [rows, positions, vocabulary]; call inside a tidy scope. */
+  #forward(rows: ModelRows, training: boolean): tf.Tensor {
+    const x = tf.tensor(rows.input, [rows.size, ...this.uploaded.inputShape], "float32");
+    return this.#model.apply(x, { training }) as tf.Tensor;
+  }
+
+  /**
+   * The outputs that are scored, [predictions, units]: a row's, or a language model's at the
+   * positions that predict a token (its other positions do not count).
+   */
+  #predictions(outputs: tf.Tensor, rows: ModelRows): tf.Tensor2D {
+    if (rows.cells === undefined) return outputs as tf.Tensor2D;
+    const units = outputs.shape[outputs.rank - 1] ?? 0;
+    return gatherRows(tf.reshape(outputs, [-1, units]), rows.cells);
   }
 
   /** The config's loss, plus the regularization terms of the layers that have them (as `fit` adds). */
@@ -218,8 +262,16 @@ export class UploadedLayersModel implements TrainableModel {
   }
 }
 
-/** The built model takes one input of the manifest's shape and gives one output [rows, units]. */
-function checkInputAndOutput(model: LayersModel, inputShape: readonly number[]): void {
+/**
+ * The built model takes one input of the manifest's shape and gives one output: [rows, units], or
+ * for a language model, which reads [rows, positions] token ids, [rows, positions, vocabulary]. A
+ * language model's Embedding layers must take every id its output predicts.
+ */
+function checkInputAndOutput(
+  model: LayersModel,
+  inputShape: readonly number[],
+  reading: OutputReading,
+): void {
   const [input, ...moreInputs] = model.inputs;
   const [output, ...moreOutputs] = model.outputs;
   if (input === undefined || output === undefined || moreInputs.length > 0 || moreOutputs.length > 0) {
@@ -233,11 +285,36 @@ function checkInputAndOutput(model: LayersModel, inputShape: readonly number[]):
       `TF.js builds its input as [${builtInput.join(", ")}], its model.json says [${inputShape.join(", ")}]`,
     );
   }
-  if (output.shape.length !== 2) {
+  const outputShape = `[${output.shape.map(String).join(", ")}]`;
+  if (reading.task === "classification" || reading.task === "regression") {
+    if (output.shape.length !== 2) {
+      throw invalid(
+        `its output has shape ${outputShape}; it must be [batch, units] (flatten or pool before the output layer)`,
+      );
+    }
+    return;
+  }
+  const [positions] = inputShape;
+  if (inputShape.length !== 1 || positions === undefined) {
     throw invalid(
-      `its output has shape [${output.shape.map(String).join(", ")}]; it must be [batch, units] ` +
-        "(flatten or pool before the output layer)",
+      `a language model reads a sequence of token ids, input shape [positions]; its input is [${inputShape.join(", ")}]`,
     );
+  }
+  if (output.shape.length !== 3 || output.shape[1] !== positions) {
+    throw invalid(
+      `its output has shape ${outputShape}; a language model's must be [batch, ${positions}, vocabulary], ` +
+        "a prediction at every position (keep the sequence axis: return_sequences on recurrent layers, no Flatten or pooling)",
+    );
+  }
+  for (const layer of model.layers) {
+    if (layer.getClassName() !== "Embedding") continue;
+    const inputDim = (layer.getConfig() as { inputDim?: unknown }).inputDim;
+    if (typeof inputDim === "number" && inputDim < reading.vocabulary) {
+      throw invalid(
+        `its Embedding ${layer.name} reads ids below ${inputDim}, but its output predicts ${reading.vocabulary} tokens; ` +
+          "give the Embedding an input_dim of the vocabulary's size",
+      );
+    }
   }
 }
 
@@ -275,6 +352,18 @@ function matchVariables(model: LayersModel, tensors: readonly ModelTensor[]): tf
   return variables;
 }
 
+/**
+ * A batch as the model reads it: `size` rows of input values filling its input shape, and a label
+ * per prediction. A language model predicts only at some positions: `cells` are their flat indices
+ * (row · sequence length + position) in its outputs, in the order of `labels`.
+ */
+interface ModelRows {
+  readonly size: number;
+  readonly input: Float32Array;
+  readonly labels: Float32Array;
+  readonly cells?: Int32Array;
+}
+
 function isVariable(tensor: tf.Tensor): tensor is tf.Variable {
   return tensor instanceof tf.Variable;
 }
@@ -293,7 +382,7 @@ function shapeOf(model: LayersModel): UploadedModelShape {
   return {
     inputShape,
     features: inputShape.reduce((product, size) => product * size, 1),
-    outputUnits: model.outputs[0]?.shape[1] ?? 0,
+    outputUnits: model.outputs[0]?.shape.at(-1) ?? 0,
     activationFloats,
   };
 }

@@ -30,11 +30,17 @@ export interface EvaluationResult {
  * fixes these, an uploaded model's config only names its files.
  */
 export interface UploadedModelShape {
-  /** The input shape without the batch dimension; a row's features fill it row-major. */
+  /**
+   * The input shape without the batch dimension; a row's features fill it row-major. A language
+   * model's is [positions]: the token ids of one row.
+   */
   readonly inputShape: readonly number[];
-  /** Features per row: the product of `inputShape`. */
+  /** Features per row: the product of `inputShape` (a language model's positions). */
   readonly features: number;
-  /** Width of the output layer: the classes of a classifier, 1 for a regression on one value. */
+  /**
+   * Width of the output layer: the classes of a classifier, 1 for a regression on one value, the
+   * vocabulary of a language model (a distribution at every position).
+   */
   readonly outputUnits: number;
   /** Floats every layer's output holds for one row, summed: what the activations scale with. */
   readonly activationFloats: number;

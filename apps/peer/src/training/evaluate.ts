@@ -48,5 +48,7 @@ export async function evaluateModel(
   const metrics: Partial<Record<MetricName, number>> = {};
   for (const [name, sum] of Object.entries(metricSums) as [MetricName, number][])
     metrics[name] = sum / predictions;
+  // Perplexity is exp of the mean loss over all tokens, not the mean of each batch's exp.
+  if (metrics.perplexity !== undefined) metrics.perplexity = Math.exp(evaluation.loss);
   return { ...evaluation, metrics };
 }

@@ -2,6 +2,7 @@ import { join } from "node:path";
 import {
   heldOutMetricOf,
   HeldOutMetric,
+  isLanguageModelTask,
   LAYERS_MODEL,
   MetricName,
   taskChoices,
@@ -14,7 +15,7 @@ import { CachedDatasetSource } from "../data/cached-dataset-source.ts";
 import type { DatasetSource } from "../data/dataset-source.ts";
 import { HttpDatasetSource } from "../data/http-dataset-source.ts";
 import { loadModel } from "../models/create-model.ts";
-import type { TrainableModel } from "../models/trainable-model.ts";
+import type { TrainableModel, UploadedModelShape } from "../models/trainable-model.ts";
 import { hashName } from "../seeded-random.ts";
 import { BackendUnavailableError, selectBackend, type SelectedBackend } from "../tf/backend.ts";
 import { evaluateModel, type Evaluation } from "./evaluate.ts";
@@ -30,7 +31,7 @@ export interface HeldOutScore {
   readonly value: number;
   /** Mean loss over the predictions scored (cross-entropy, or the regression's loss). */
   readonly loss: number;
-  /** Predictions scored: test rows, or masked tokens for the masked LM. */
+  /** Predictions scored: test rows, or predicted tokens for a language model. */
   readonly samples: number;
 }
 
@@ -50,15 +51,24 @@ export const HELD_OUT_BATCH_SIZE = 128;
  */
 export const HELD_OUT_TOKENS_PER_BATCH = 1024;
 
-/** Rows per held-out batch of `model`: HELD_OUT_BATCH_SIZE, or HELD_OUT_TOKENS_PER_BATCH tokens' worth of sentences. */
-export function heldOutBatchSize(model: ModelConfig): number {
-  if (model.preset !== "albert-mlm") return HELD_OUT_BATCH_SIZE;
-  return Math.max(1, Math.floor(HELD_OUT_TOKENS_PER_BATCH / model.maxSequenceLength));
+/**
+ * Rows per held-out batch of `model`: HELD_OUT_BATCH_SIZE, or HELD_OUT_TOKENS_PER_BATCH tokens' worth
+ * of sentences for a language model (an uploaded one's row length is its input's, `uploaded`).
+ */
+export function heldOutBatchSize(model: ModelConfig, uploaded?: UploadedModelShape): number {
+  const sequenceLength =
+    model.preset === "albert-mlm"
+      ? model.maxSequenceLength
+      : model.preset === LAYERS_MODEL && isLanguageModelTask(model.task) && uploaded !== undefined
+        ? uploaded.features
+        : undefined;
+  if (sequenceLength === undefined) return HELD_OUT_BATCH_SIZE;
+  return Math.max(1, Math.floor(HELD_OUT_TOKENS_PER_BATCH / sequenceLength));
 }
 
 /**
  * The score of `evaluation` (of a model of config `model`) in its held-out metric: the accuracy,
- * exp of the mean masked-token cross-entropy, or the mean absolute error. Throws when the figure is
+ * exp of the mean cross-entropy per predicted token, or the mean absolute error. Throws when the figure is
  * not a finite number (a diverged model), which no platform would record.
  */
 export function heldOutScore(model: ModelConfig, evaluation: Evaluation): HeldOutScore {
@@ -177,7 +187,7 @@ export class HeldOutEvaluator {
     const batches = createBatchStream({
       source: this.#source,
       split: "test",
-      batchSize: this.#options.batchSize ?? heldOutBatchSize(config.model),
+      batchSize: this.#options.batchSize ?? heldOutBatchSize(config.model, this.#model.uploaded),
       seed: HELD_OUT_SEED,
       config,
       manifest: this.#manifest,

@@ -1,5 +1,5 @@
-import { type ModelConfig, SPECIAL_TOKENS } from "@barnraise/protocol";
-import type { Batch, ImageBatch, MaskedTokenBatch, TabularBatch } from "../models/batch.ts";
+import { DEFAULT_MASK_PROBABILITY, type ModelConfig, SPECIAL_TOKENS } from "@barnraise/protocol";
+import type { Batch, ImageBatch, MaskedTokenBatch, NextTokenBatch, TabularBatch } from "../models/batch.ts";
 import { DIGIT_CLASSES, IMAGE_PIXELS } from "../models/batch-checks.ts";
 import type { UploadedModelShape } from "../models/trainable-model.ts";
 import { SeededRandom } from "../seeded-random.ts";
@@ -25,7 +25,8 @@ const SYNTHETIC_STREAM = 0x5b7a7c4;
  * in which each token becomes [MASK] with the model's `maskProbability`, at least one per
  * sentence, as the real batcher chooses them, so the MLM head scores about as many cells as in
  * training; or, for an uploaded model (whose shape `uploaded` must then give), rows of uniform
- * random features with random class ids or values. Throws RangeError unless `size` is a positive
+ * random features with random class ids or values, or full rows of random tokens for a language
+ * model (masked as above, or each labelled with the next). Throws RangeError unless `size` is a positive
  * integer and `seed` a safe integer.
  */
 export function syntheticBatch(
@@ -55,6 +56,18 @@ export function syntheticBatch(
           "a synthetic batch of an uploaded model needs its shape: pass the loaded model's `uploaded`",
         );
       }
+      if (model.task === "next-token") {
+        return syntheticNextTokens(size, uploaded.features, uploaded.outputUnits, random);
+      }
+      if (model.task === "masked-tokens") {
+        return syntheticSentences(
+          size,
+          uploaded.features,
+          uploaded.outputUnits,
+          model.maskProbability ?? DEFAULT_MASK_PROBABILITY,
+          random,
+        );
+      }
       return syntheticRows(
         size,
         uploaded.features,
@@ -62,6 +75,32 @@ export function syntheticBatch(
         random,
       );
   }
+}
+
+/** Full rows of random ordinary tokens, each position labelled with the next (a next-token model's batch). */
+function syntheticNextTokens(
+  size: number,
+  sequenceLength: number,
+  vocabSize: number,
+  random: SeededRandom,
+): NextTokenBatch {
+  const cells = size * sequenceLength;
+  const inputIds = new Int32Array(cells);
+  const labels = new Int32Array(cells);
+  for (let cell = 0; cell < cells; cell++) {
+    inputIds[cell] =
+      cell % sequenceLength === 0 ? CLS : FIRST_ORDINARY + random.int(vocabSize - FIRST_ORDINARY);
+    if (cell % sequenceLength > 0) labels[cell - 1] = inputIds[cell] ?? -1;
+    if (cell % sequenceLength === sequenceLength - 1) labels[cell] = SEP;
+  }
+  return {
+    kind: "next-tokens",
+    size,
+    sequenceLength,
+    inputIds,
+    labels,
+    attentionMask: new Float32Array(cells).fill(1),
+  };
 }
 
 /** Rows of uniform features; class ids below `classes`, or values in [-1, 1) for a regression. */
@@ -97,7 +136,8 @@ function syntheticSentences(
   const inputIds = new Int32Array(size * sequenceLength);
   const labels = new Int32Array(size * sequenceLength).fill(-1);
   const attentionMask = new Float32Array(size * sequenceLength).fill(1);
-  const words = sequenceLength - 2; // the config schema keeps maxSequenceLength ≥ 8
+  // The config schema keeps maxSequenceLength ≥ 8; an uploaded masked model's input is checked ≥ 3.
+  const words = Math.max(1, sequenceLength - 2);
   for (let row = 0; row < size; row++) {
     const start = row * sequenceLength;
     inputIds[start] = CLS;

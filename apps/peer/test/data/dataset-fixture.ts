@@ -68,6 +68,38 @@ export function tokenDataset(train: number, test: number, recordsPerShard: numbe
   return build(base, { train, test }, recordsPerShard, record);
 }
 
+/**
+ * A text dataset named `name` with a vocabulary of `vocabSize` ids (the five specials first) whose
+ * sentence `i` of a split is `sentence(i, split)`, as the platform's text import writes them.
+ */
+export function textDataset(options: {
+  readonly name: string;
+  readonly vocabSize: number;
+  readonly train: number;
+  readonly test: number;
+  readonly recordsPerShard: number;
+  readonly maxTokens: number;
+  readonly sentence: (i: number, split: DatasetSplit) => readonly number[];
+}): Dataset {
+  const base = {
+    name: options.name,
+    format: "tokens-u16le",
+    description: "test text",
+    createdFrom: { upload: "text.txt", sha256: "0".repeat(64), bytes: 1 },
+    options: { recordsPerShard: options.recordsPerShard, limit: null, vocabSize: options.vocabSize },
+    record: { length: "uint16le", token: "uint16le", maxTokens: options.maxTokens },
+    vocabulary: {
+      file: "vocab.txt",
+      size: options.vocabSize,
+      bytes: 10,
+      sha256: "0".repeat(64),
+      lowercase: true,
+      specialTokens: SPECIALS,
+    },
+  } as const;
+  return build(base, options, options.recordsPerShard, (i, split) => tokenRecord(options.sentence(i, split)));
+}
+
 /** The token ids of sentence `i` in `tokenDataset`. */
 export function sentence(i: number): number[] {
   const ids = [5 + i];

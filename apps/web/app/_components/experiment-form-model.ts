@@ -140,6 +140,8 @@ export const presetOptions: readonly { value: FormValues["preset"]; label: strin
 export const taskOptions: readonly { value: ModelTask; label: string }[] = [
   { value: ModelTask.classification, label: "Classification (a class per row)" },
   { value: ModelTask.regression, label: "Regression (a number per row)" },
+  { value: ModelTask.nextToken, label: "Next-token language modelling (a text)" },
+  { value: ModelTask.maskedTokens, label: "Masked language modelling (a text)" },
 ];
 
 /** The losses that fit a task, for the form's select. */

@@ -1,22 +1,26 @@
 import {
   elementCount,
+  isLanguageModelTask,
   LAYERS_MODEL,
+  layersModelLayers,
   ModelPreset,
   presetDataset,
+  type DatasetManifest,
   type ExperimentConfig,
   type LayersModelConfig,
+  type LayersModelJson,
 } from "@barnraise/protocol";
 import { AppError, AppErrorCode, type InputIssue } from "../app-error.ts";
 import { isAppError } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import { getDatasetManifest } from "../datasets/dataset-store.ts";
-import { readStoredModelSummary } from "../models/model-store.ts";
+import { readStoredModel } from "../models/model-store.ts";
 
 /**
  * Before a run over an uploaded model is published (or its config changed): the model is stored,
  * the dataset is prepared, and they fit each other: the model's input takes one record's features
  * (or one image's pixels), and its output and the loss fit the label (classes for classification,
- * one value for regression). The masked LM on an imported text: the dataset is text whose
+ * one value for regression); a language model reads token ids and predicts the text's vocabulary. The masked LM on an imported text: the dataset is text whose
  * vocabulary the model embeds. Peers check the same again when they build their batches; this
  * gives the organizer the message in the form instead.
  */
@@ -59,20 +63,26 @@ async function checkUploadedModel(
   model: LayersModelConfig,
   refuse: Refuse,
 ): Promise<void> {
-  const [stored, manifest] = await Promise.all([
-    notFoundAsUndefined(readStoredModelSummary(ctx.env.dataDir, model.sha256)),
+  const [storedModel, manifest] = await Promise.all([
+    notFoundAsUndefined(readStoredModel(ctx.env.dataDir, model.sha256)),
     notFoundAsUndefined(getDatasetManifest(ctx.env.dataDir, config.dataset.name)),
   ]);
+  const stored = storedModel?.model;
   if (stored === undefined)
     refuse("model.sha256", "no uploaded model has this SHA-256; upload the model first");
   if (manifest === undefined) {
     refuse("dataset.name", `dataset ${config.dataset.name} does not exist; upload and convert it first`);
     return;
   }
+  if (isLanguageModelTask(model.task)) {
+    checkLanguageModel(model, stored, manifest, refuse);
+    return;
+  }
   if (manifest.format !== "tabular-f32" && manifest.format !== "image-u8") {
     refuse(
       "dataset.name",
-      `an uploaded model trains on an uploaded table or image archive, not ${manifest.format}`,
+      `a ${model.task} model trains on an uploaded table or image archive, not ${manifest.format}` +
+        (manifest.format === "tokens-u16le" ? "; for a text, choose next-token or masked-tokens" : ""),
     );
     return;
   }
@@ -118,6 +128,70 @@ async function checkUploadedModel(
   }
   if (stored.outputActivation === "softmax") {
     refuse("model.sha256", "a regression model's output cannot be a softmax");
+  }
+}
+
+/** Layer classes that, as a language model's layers, would drop the sequence axis it predicts along. */
+const SEQUENCE_DROPPING = new Set(["Flatten", "GlobalAveragePooling1D", "GlobalMaxPooling1D"]);
+const RECURRENT = new Set(["SimpleRNN", "GRU", "LSTM"]);
+
+/**
+ * An uploaded language model (next-token or masked-tokens) on a text: it reads [positions] token
+ * ids and predicts, at every position, a distribution over at least the dataset's vocabulary, which
+ * its Embedding layers take in full.
+ */
+function checkLanguageModel(
+  model: LayersModelConfig,
+  stored: LayersModelJson | undefined,
+  manifest: DatasetManifest,
+  refuse: Refuse,
+): void {
+  if (manifest.format !== "tokens-u16le") {
+    refuse("dataset.name", `a ${model.task} model trains on a text dataset, not ${manifest.format}`);
+    return;
+  }
+  if (stored === undefined) return;
+  const vocabulary = manifest.vocabulary.size;
+  const [positions] = stored.inputShape;
+  if (stored.inputShape.length !== 1 || positions === undefined) {
+    refuse(
+      "model.sha256",
+      `a language model reads a sequence of token ids, input shape [positions]; this one takes [${stored.inputShape.join(", ")}]`,
+    );
+  } else if (model.task === "masked-tokens" && positions < 3) {
+    refuse(
+      "model.sha256",
+      `a masked model reads [CLS] tokens… [SEP]: its input needs at least 3 positions, not ${positions}`,
+    );
+  }
+  if (stored.outputUnits < vocabulary) {
+    refuse(
+      "model.sha256",
+      `the model's output layer has ${stored.outputUnits} units; ${manifest.name}'s vocabulary has ${vocabulary} tokens (one unit per token)`,
+    );
+  }
+  if (stored.outputActivation !== "softmax" && stored.outputActivation !== "linear") {
+    refuse(
+      "model.loss",
+      `${model.loss} needs a softmax (probabilities) or linear (logits) output, not ${stored.outputActivation}`,
+    );
+  }
+  for (const { className, config } of layersModelLayers(stored)) {
+    const name = typeof config.name === "string" ? config.name : className;
+    if (SEQUENCE_DROPPING.has(className) || (RECURRENT.has(className) && config.return_sequences !== true)) {
+      refuse(
+        "model.sha256",
+        `its ${className} layer ${name} drops the sequence axis; a language model predicts at every position ` +
+          "(recurrent layers need return_sequences, and no Flatten or global pooling)",
+      );
+      return;
+    }
+    if (className === "Embedding" && typeof config.input_dim === "number" && config.input_dim < vocabulary) {
+      refuse(
+        "model.sha256",
+        `its Embedding ${name} takes ${config.input_dim} token ids; ${manifest.name}'s vocabulary has ${vocabulary}`,
+      );
+    }
   }
 }
 
