@@ -16,6 +16,8 @@ export default async function globalSetup(config: FullConfig): Promise<() => Pro
     await oidc.close();
     throw error;
   }
+  // The workers inherit it: a story that plays an attacker on the platform's disk needs its files.
+  process.env.E2E_DATA_DIR = web.dataDir;
   return async () => {
     await web.stop();
     await oidc.close();

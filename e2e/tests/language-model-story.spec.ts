@@ -1,4 +1,4 @@
-import { writeFile } from "node:fs/promises";
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test } from "@playwright/test";
 import * as tf from "@tensorflow/tfjs";
@@ -154,5 +154,35 @@ test("an organizer trains their own next-token model on their own text", async (
     );
     const predicted = tf.tidy(() => (trained.predict(tf.zeros([1, POSITIONS])) as tf.Tensor).shape);
     expect(predicted).toEqual([1, POSITIONS, VOCABULARY]);
+  });
+
+  await test.step("a volunteer who joins after the model's weights were altered on the platform's disk refuses to train it", async () => {
+    const dataDir = process.env.E2E_DATA_DIR;
+    if (dataDir === undefined) throw new Error("global setup did not say where the platform keeps its files");
+    const { config } = await getJson<{ config: { model: { sha256: string } } }>(
+      request,
+      `/api/v1/experiments/${experimentId}`,
+    );
+    const modelDir = join(dataDir, "models", config.model.sha256);
+    const weightsFile = (await readdir(modelDir)).find((name) => name.startsWith("weights-"));
+    if (weightsFile === undefined) throw new Error(`no weights file in ${modelDir}`);
+    // One flipped bit, the size unchanged: what a disk error or an attacker on the host leaves.
+    const bytes = await readFile(join(modelDir, weightsFile));
+    bytes[0] = (bytes[0] ?? 0) ^ 1;
+    await writeFile(join(modelDir, weightsFile), bytes);
+    const late = startPeer(processes, "late-laptop", {
+      server: baseURL,
+      token: await createPeerToken(organizer, experimentId, "a late laptop"),
+      dir: join(workDir(), "late-laptop"),
+      batchSize: LOCAL_BATCH,
+    });
+    expect(await late.waitForExit(60_000)).toEqual({ code: 13, signal: null });
+    const refusal = await late.waitForRecord(
+      "the refusal",
+      recordMatcher(/differs from the signed SHA-256/),
+      1_000,
+    );
+    expect(String(refusal.msg)).toContain(`${weightsFile} has SHA-256`);
+    expect(String(refusal.msg)).toContain("refuses to train it");
   });
 });
