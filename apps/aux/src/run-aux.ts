@@ -333,6 +333,14 @@ async function runRoles(context: RolesContext): Promise<void> {
                 hold(latest.state, `the platform's checkpoint of step ${latest.state.epoch}`);
                 if (lastPostedStep === undefined) resume.startedFrom(latest.state.epoch);
                 checkpointer.resetTo(Math.max(checkpointer.lastStep, latest.state.epoch));
+                // An aux that stopped before scoring its last checkpoint (or ran with --no-evaluate) left it unscored.
+                if (!latest.evaluated) {
+                  evaluator?.offer({
+                    checkpointId: latest.attestation.checkpointId,
+                    step: latest.state.epoch,
+                    parameters: latest.state.parameters,
+                  });
+                }
               }
             })
             .catch((error: unknown) => {

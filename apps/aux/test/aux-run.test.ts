@@ -41,7 +41,7 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-function startAux(name: string, token: string): PeerCliProcess {
+function startAux(name: string, token: string, extra: readonly string[] = []): PeerCliProcess {
   const aux = new PeerCliProcess(
     name,
     [
@@ -51,6 +51,7 @@ function startAux(name: string, token: string): PeerCliProcess {
       "/ip4/127.0.0.1/tcp/0",
       "--identity",
       join(dir, name, "identity.json"),
+      ...extra,
     ],
     { BARNRAISE_TOKEN: token },
     AUX_CLI,
@@ -194,5 +195,49 @@ describe("barnraise-aux", () => {
     }
     aux.kill("SIGINT");
     expect((await aux.exited).code).toBe(0);
+  }, 300_000);
+
+  it("scores the checkpoint it resumes from when the aux before it left that one unscored", async ({
+    onTestFailed,
+  }) => {
+    onTestFailed(() => {
+      writeEvents(processes);
+    });
+    const experiment = await platform.createExperiment(config);
+    const auxToken = await platform.createAuxToken(experiment.id);
+    // The organizer's first aux does not evaluate: its checkpoints stay unscored.
+    const first = startAux("aux-not-evaluating", auxToken, ["--no-evaluate"]);
+    await first.waitFor((r) => r.msg === "registered address", "address registration", 60_000);
+    const { token } = await platform.addVolunteer(experiment.id, "rita");
+    const peer = startPeer("rita-1", token);
+    const uploaded = await first.waitFor(
+      (r) => r.msg === "checkpoint uploaded" && Number(r.step) >= 4,
+      "a checkpoint",
+      180_000,
+    );
+    first.kill("SIGINT");
+    expect((await first.exited).code).toBe(0);
+    peer.kill("SIGINT");
+    expect((await peer.exited).code).toBe(0);
+    expect(first.records.some((r) => r.msg === "checkpoint evaluated")).toBe(false);
+    type Listed = { id: string; step: number; evaluation: { metric: string; value: number } | null };
+    const before = await getJson<{ checkpoints: Listed[] }>(
+      `api/v1/experiments/${experiment.id}/checkpoints`,
+    );
+    const latest = before.checkpoints.reduce((a, b) => (b.step > a.step ? b : a));
+    expect(latest.step).toBeGreaterThanOrEqual(Number(uploaded.step));
+    expect(before.checkpoints.every((entry) => entry.evaluation === null)).toBe(true);
+
+    // A restarted aux, with no volunteer left: it resumes from the latest checkpoint and scores it.
+    const second = startAux("aux-restarted", auxToken);
+    const evaluated = await second.waitFor((r) => r.msg === "checkpoint evaluated", "an evaluation", 120_000);
+    expect(evaluated).toMatchObject({ checkpointId: latest.id, step: latest.step, metric: "accuracy" });
+    const after = await getJson<{ checkpoints: Listed[] }>(`api/v1/experiments/${experiment.id}/checkpoints`);
+    expect(after.checkpoints.find((entry) => entry.id === latest.id)?.evaluation).toMatchObject({
+      metric: "accuracy",
+      value: Number(evaluated.value),
+    });
+    second.kill("SIGINT");
+    expect((await second.exited).code).toBe(0);
   }, 300_000);
 });

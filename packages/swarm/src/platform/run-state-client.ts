@@ -25,7 +25,12 @@ export const MAX_CHECKPOINT_DOWNLOAD_BYTES = 6 * 1024 ** 3;
 
 const controlAnswerSchema = z.object({ control: z.string().min(1).max(MAX_CONTROL_TOKEN_LENGTH) });
 const latestAnswerSchema = z.object({
-  checkpoint: z.object({ id: z.string().min(1).max(256), downloadUrl: z.string().min(1).max(2048) }),
+  checkpoint: z.object({
+    id: z.string().min(1).max(256),
+    downloadUrl: z.string().min(1).max(2048),
+    /** The aux's held-out evaluation; null until one is recorded (absent from older platforms). */
+    evaluation: z.unknown().optional(),
+  }),
   attestation: z.string().min(1).max(4096),
 });
 
@@ -39,6 +44,8 @@ export async function fetchRunControl(client: PlatformClient, signal?: AbortSign
 export interface AttestedState {
   readonly attestation: CheckpointAttestation;
   readonly state: TrainingState;
+  /** Whether the platform has the checkpoint's held-out evaluation (an aux scores those it lacks). */
+  readonly evaluated: boolean;
 }
 
 /**
@@ -70,7 +77,8 @@ export async function loadLatestCheckpoint(
   }
   const bytes = await client.download(latest.checkpoint.downloadUrl, attestation.sizeBytes, signal);
   const state = attestedState(bytes, attestation, attestation.generation);
-  return { attestation, state };
+  const evaluation = latest.checkpoint.evaluation;
+  return { attestation, state, evaluated: evaluation !== null && evaluation !== undefined };
 }
 
 /**
