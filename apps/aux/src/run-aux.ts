@@ -220,6 +220,7 @@ async function runRoles(context: RolesContext): Promise<void> {
   const evaluator = options.evaluate ? createEvaluator(context) : undefined;
   const checkpointer = new Checkpointer({
     everySteps: joined.config.checkpoints.everySteps,
+    finalStep: joined.config.training.maxSteps,
     directory: join(options.dataDir, "checkpoints"),
     logger,
     downloadState: async (minEpoch, downloadSignal) => {

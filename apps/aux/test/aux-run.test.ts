@@ -240,4 +240,34 @@ describe("barnraise-aux", () => {
     second.kill("SIGINT");
     expect((await second.exited).code).toBe(0);
   }, 300_000);
+
+  it("checkpoints a finished run's last step, which the peer stays to serve before it leaves", async ({
+    onTestFailed,
+  }) => {
+    onTestFailed(() => {
+      writeEvents(processes);
+    });
+    // The last step (6) is no multiple of everySteps (4): only the run's end makes it due.
+    const experiment = await platform.createExperiment({
+      ...config,
+      training: { ...config.training, maxSteps: 6 },
+    });
+    const aux = startAux("aux-of-a-finished-run", await platform.createAuxToken(experiment.id));
+    await aux.waitFor((r) => r.msg === "registered address", "address registration", 60_000);
+    const { token } = await platform.addVolunteer(experiment.id, "fred");
+    const peer = startPeer("fred-1", token);
+    expect((await peer.exited).code).toBe(0);
+    expect(peer.records.some((r) => r.msg === "the run reached its last step" && Number(r.step) === 6)).toBe(
+      true,
+    );
+    const { checkpoints } = await getJson<{ checkpoints: { step: number }[] }>(
+      `api/v1/experiments/${experiment.id}/checkpoints`,
+    );
+    expect(checkpoints.map((entry) => entry.step).sort((a, b) => a - b)).toEqual([4, 6]);
+    expect(peer.records.some((r) => typeof r.msg === "string" && r.msg.startsWith("no checkpoint of"))).toBe(
+      false,
+    );
+    aux.kill("SIGINT");
+    expect((await aux.exited).code).toBe(0);
+  }, 300_000);
 });

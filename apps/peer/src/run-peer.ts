@@ -11,6 +11,7 @@ import {
   joinPlatform,
   JoinError,
   JoinErrorCode,
+  latestCheckpointStep,
   loadLatestCheckpoint,
   loadOrCreateIdentity,
   loadRollbackCheckpoint,
@@ -31,6 +32,7 @@ import { describeBackend } from "./tf/benchmark-backend.ts";
 import { resolveBatchSize } from "./training/auto-batch-size.ts";
 import { ensureBackendTrains } from "./tf/backend-kernels.ts";
 import { evaluateModel, type Evaluation } from "./training/evaluate.ts";
+import { waitForFinalCheckpoint } from "./training/final-checkpoint.ts";
 import { LossReportingProgress } from "./training/loss-reporting-progress.ts";
 import { Trainer, type TrainResult } from "./training/trainer.ts";
 import { logOptimizerEvents } from "./ui/optimizer-events.ts";
@@ -388,6 +390,15 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     if (train.reason === "max-steps") {
       evaluation = await evaluateModel(model, optimizer.parameters, testBatches(), abortSignal);
       reporter.log("info", "evaluated on the test split", { step: train.step, ...evaluation });
+      // Still in the swarm: the aux can download the last step's state from this peer.
+      await waitForFinalCheckpoint({
+        step: train.step,
+        latestStep: (signal) => latestCheckpointStep(platform, signal),
+        log: (level, message, fields) => {
+          reporter.log(level, message, fields);
+        },
+        signal: AbortSignal.any([stopping, abortSignal]),
+      });
     }
     return { experiment: joined.experiment, train, evaluation };
   } finally {

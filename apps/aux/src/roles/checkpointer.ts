@@ -18,6 +18,11 @@ export interface CheckpointerPorts {
 export interface CheckpointerOptions extends CheckpointerPorts {
   /** Upload every this many collaborative steps (the experiment's `checkpoints.everySteps`). */
   readonly everySteps: number;
+  /**
+   * The run's last step (`training.maxSteps`), checkpointed whatever `everySteps` says: the trainers
+   * stop there, and its state is the trained model.
+   */
+  readonly finalStep?: number | undefined;
   /** A directory of its own: files are staged here and removed after the upload. */
   readonly directory: string;
   readonly logger: Logger;
@@ -63,11 +68,13 @@ export class Checkpointer {
     this.#lastStep = step;
   }
 
-  /** Whether a checkpoint is due at the swarm's `step`. */
+  /** Whether a checkpoint is due at the swarm's `step`: `everySteps` after the last, or the run's last step. */
   due(step: number): boolean {
-    const { everySteps } = this.#options;
+    const { everySteps, finalStep } = this.#options;
     const now = (this.#options.now ?? Date.now)();
-    return !this.#busy && now >= this.#retryAt && step >= everySteps && step - this.#lastStep >= everySteps;
+    if (this.#busy || now < this.#retryAt || step <= this.#lastStep) return false;
+    if (finalStep !== undefined && step >= finalStep && this.#lastStep < finalStep) return true;
+    return step >= everySteps && step - this.#lastStep >= everySteps;
   }
 
   /**

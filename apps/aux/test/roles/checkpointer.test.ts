@@ -96,6 +96,19 @@ describe("Checkpointer", () => {
     expect(checkpointer.due(EVERY)).toBe(true);
   });
 
+  it("checkpoints the run's last step whatever everySteps says, and nothing after it", async () => {
+    const { checkpointer, downloads, uploads } = setup({}, { finalStep: 2 * EVERY + 1 });
+    await checkpointer.maybeCheckpoint(EVERY, 1, signal);
+    await checkpointer.maybeCheckpoint(2 * EVERY, 1, signal);
+    // One step after the last regular checkpoint: the run's end, not everySteps later.
+    expect(checkpointer.due(2 * EVERY + 1)).toBe(true);
+    await checkpointer.maybeCheckpoint(2 * EVERY + 1, 1, signal);
+    expect(downloads).toEqual([EVERY, 2 * EVERY, 2 * EVERY + 1]);
+    expect(uploads.map((upload) => upload.meta.step)).toEqual([EVERY, 2 * EVERY, 2 * EVERY + 1]);
+    expect(checkpointer.due(2 * EVERY + 1)).toBe(false);
+    expect(checkpointer.due(2 * EVERY + 2)).toBe(false);
+  });
+
   it("uploads the serialized state with its SHA-256, the state's epoch and the loss, then removes the file", async () => {
     // The trainers are already one step further than the step the checkpoint was due at.
     const asked: number[] = [];

@@ -34,6 +34,25 @@ const latestAnswerSchema = z.object({
   attestation: z.string().min(1).max(4096),
 });
 
+const latestStepSchema = z.object({ checkpoint: z.object({ step: z.number().int().min(0) }) });
+
+/**
+ * The step of the run's latest checkpoint as the platform lists it, or null when it has none: a
+ * progress question (has the aux checkpointed the last step yet?), so nothing is downloaded or
+ * verified. Throws PlatformRequestError when the platform cannot be asked.
+ */
+export async function latestCheckpointStep(
+  client: PlatformClient,
+  signal?: AbortSignal,
+): Promise<number | null> {
+  try {
+    return (await client.get("checkpoints/latest", latestStepSchema, signal)).checkpoint.step;
+  } catch (error) {
+    if (isPlatformRequestError(error, "NOT_FOUND")) return null;
+    throw error;
+  }
+}
+
 /** The run control token as the platform signs it now; the caller verifies it (the run control board). */
 export async function fetchRunControl(client: PlatformClient, signal?: AbortSignal): Promise<string> {
   const answer = await client.signed("GET", "control", { schema: controlAnswerSchema, signal });
