@@ -48,8 +48,8 @@ export async function waitForFinalCheckpoint(
     try {
       latest = await options.latestStep(signal);
     } catch {
-      if (signal.aborted) return "stopped";
-      // The platform did not answer this time; ask again until the deadline.
+      // The platform did not answer this time (or the peer was stopped: the sleep below ends it);
+      // ask again until the deadline.
     }
     if (latest === null) return "no-checkpoints";
     if (latest !== undefined && latest >= step) {
