@@ -489,6 +489,7 @@ function createEvaluator(context: RolesContext): CheckpointEvaluator {
   return new CheckpointEvaluator({
     logger: options.logger,
     signal,
+    retryable: (error) => error instanceof PlatformRequestError && error.retryable,
     openScorer: (openSignal) =>
       openHeldOutScorer({
         config: joined.config,

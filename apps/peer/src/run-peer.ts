@@ -394,6 +394,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       await waitForFinalCheckpoint({
         step: train.step,
         latestStep: (signal) => latestCheckpointStep(platform, signal),
+        auxPresent: () => swarm.node.members().some((peer) => swarm.node.modeOf(peer) === "aux"),
         log: (level, message, fields) => {
           reporter.log(level, message, fields);
         },

@@ -201,6 +201,10 @@ describe.each(testDatabaseProviders())("checkpoint evaluation (%s)", (provider) 
       '{"metric":"accuracy","value":1e999,"loss":0.6,"samples":500}',
       '{"metric":"accuracy","value":0.8,"loss":-1e999,"samples":500}',
       '{"metric":"accuracy","value":0.8,"loss":0.6,"samples":1e999}',
+      // Non-finite where only the sign is checked: the schema refuses Infinity itself.
+      '{"metric":"accuracy","value":0.8,"loss":1e999,"samples":500}',
+      // Beyond the 32-bit column: a 400, not a database error.
+      '{"metric":"accuracy","value":0.8,"loss":0.6,"samples":2147483648}',
     ]) {
       const response = await postRaw(new TextEncoder().encode(text));
       expect(await errorCode(response), text).toEqual({ status: 400, code: "INVALID_INPUT" });

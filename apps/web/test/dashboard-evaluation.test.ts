@@ -50,7 +50,7 @@ describe("evaluationSeries", () => {
     ]);
   });
 
-  it("keeps the newest checkpoint's metric when the model changed, and orders timelines on a tie", () => {
+  it("keeps the newest checkpoint's metric when the model changed", () => {
     const perplexity = { metric: "perplexity" as const, value: 40, loss: Math.log(40), samples: 900 };
     const series = evaluationSeries([
       checkpoint(10, accuracy(0.5), { createdAt: "2026-11-21T10:00:00.000Z" }),
@@ -61,6 +61,22 @@ describe("evaluationSeries", () => {
     expect(series.points.map((point) => [point.step, point.timeline, point.value])).toEqual([
       [5, 0, 80],
       [10, 1, 40],
+    ]);
+  });
+
+  it("leaves out the points a later timeline went back over, keeping the shared history", () => {
+    // Timeline 0 reached step 30; a rollback to step 10 started timeline 1 (checkpoints 20, 30).
+    const series = evaluationSeries([
+      checkpoint(10, accuracy(0.5)),
+      checkpoint(20, accuracy(0.6)),
+      checkpoint(30, accuracy(0.4)),
+      checkpoint(20, accuracy(0.65), { timeline: 1 }),
+      checkpoint(30, accuracy(0.7), { timeline: 1 }),
+    ]);
+    expect(series.points.map((point) => [point.step, point.timeline, point.value])).toEqual([
+      [10, 0, 0.5],
+      [20, 1, 0.65],
+      [30, 1, 0.7],
     ]);
   });
 });

@@ -322,6 +322,15 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
       await upload("narrow-embedding", [embedding(50), output(100)]);
       await upload("pooled", [embedding(100), tf.layers.globalAveragePooling1d(), output(100)]);
       await upload("last-state", [embedding(100), tf.layers.lstm({ units: 4 }), output(100)]);
+      const conv = (padding: "same" | "valid") =>
+        tf.layers.conv1d({ filters: 4, kernelSize: 3, padding, activation: "relu" });
+      await upload("centred", [embedding(100), conv("same"), output(100)]);
+      await upload("shortening", [embedding(100), conv("valid"), output(100)]);
+      await upload("backwards", [
+        embedding(100),
+        tf.layers.gru({ units: 4, returnSequences: true, goBackwards: true }),
+        output(100),
+      ]);
       await upload("sequences", [
         embedding(100),
         tf.layers.lstm({ units: 4, returnSequences: true }),
@@ -346,6 +355,8 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
       ["next-token", "lm"],
       ["masked-tokens", "lm"],
       ["next-token", "sequences"],
+      ["masked-tokens", "centred"],
+      ["masked-tokens", "backwards"],
     ])(
       "publishes a %s run of a model (%s) that predicts the text's vocabulary at every position",
       async (task, model) => {
@@ -414,6 +425,30 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
         "poems",
         "config.model.sha256",
         /output layer has 3 units/,
+      ],
+      [
+        "a centred window predicting the next token",
+        "centred",
+        "next-token",
+        "poems",
+        "config.model.sha256",
+        /Conv1D layer .* lets each position see the 1 token\(s\) after it/,
+      ],
+      [
+        "a window that shortens the sequence",
+        "shortening",
+        "masked-tokens",
+        "poems",
+        "config.model.sha256",
+        /Conv1D layer .* shortens the sequence \(window 3, strides 1, padding valid\)/,
+      ],
+      [
+        "a backwards recurrent layer predicting the next token",
+        "backwards",
+        "next-token",
+        "poems",
+        "config.model.sha256",
+        /GRU layer .* reads the sequence backwards/,
       ],
     ])("refuses %s with the field named", async (what, model, task, dataset, path, message) => {
       const created = await createUploadedLm(

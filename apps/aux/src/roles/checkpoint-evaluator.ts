@@ -1,4 +1,5 @@
 import type { HeldOutScore } from "@barnraise/peer/held-out-evaluation";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 
 /** Scores a state's parameters on the dataset's test split (the peer's model and data code). */
@@ -18,6 +19,10 @@ export interface CheckpointEvaluatorPorts {
 
 export interface CheckpointEvaluatorOptions extends CheckpointEvaluatorPorts {
   readonly logger: Logger;
+  /** Whether a failed report may succeed if sent again (the platform was unreachable or busy). */
+  readonly retryable?: (error: unknown) => boolean;
+  /** The waits before each new attempt at a report that failed retryably; default 2, 5 and 10 s. */
+  readonly retryDelaysMs?: readonly number[];
   /** The aux's stop: cuts the evaluation in flight short (between batches) and starts no other. */
   readonly signal: AbortSignal;
 }
@@ -111,7 +116,7 @@ export class CheckpointEvaluator {
       signal.throwIfAborted();
       const score = await this.#scorer.score(target.parameters, signal);
       signal.throwIfAborted();
-      await this.#options.report(checkpointId, score, signal);
+      await this.#report(target, score);
       logger.info({ step, checkpointId, ...score }, "checkpoint evaluated");
     } catch (error) {
       if (signal.aborted) return;
@@ -119,6 +124,32 @@ export class CheckpointEvaluator {
         { step, checkpointId, err: error },
         `could not evaluate the checkpoint of step ${step} on the held-out split: ${describe(error)}; the aux goes on`,
       );
+    }
+  }
+
+  /**
+   * Sends the score; a retryable failure (the platform unreachable or busy) is sent again after
+   * each of the retry delays, unless a newer checkpoint is waiting by then: its score replaces
+   * this one on the chart's end anyway.
+   */
+  async #report(target: EvaluationTarget, score: HeldOutScore): Promise<void> {
+    const { logger, signal } = this.#options;
+    const delays = this.#options.retryDelaysMs ?? [2_000, 5_000, 10_000];
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.#options.report(target.checkpointId, score, signal);
+        return;
+      } catch (error) {
+        const delay = delays[attempt];
+        if (delay === undefined || this.#next !== undefined || !(this.#options.retryable?.(error) ?? false)) {
+          throw error;
+        }
+        logger.debug(
+          { step: target.step, err: error, retryInMs: delay },
+          `could not record the evaluation of step ${target.step}: ${describe(error)}; trying again`,
+        );
+        await sleep(delay, undefined, { signal });
+      }
     }
   }
 }

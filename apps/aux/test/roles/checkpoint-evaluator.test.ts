@@ -3,6 +3,7 @@ import { pino } from "pino";
 import { describe, expect, it, vi } from "vitest";
 import {
   CheckpointEvaluator,
+  type CheckpointEvaluatorOptions,
   type CheckpointEvaluatorPorts,
   type EvaluationTarget,
   type HeldOutScorer,
@@ -31,7 +32,12 @@ const scoreOf = (parameters: Float32Array): HeldOutScore => ({
 });
 
 /** An evaluator whose scorer scores a state by its step and whose reports are recorded. */
-function setup(ports: Partial<CheckpointEvaluatorPorts> & { scorer?: Partial<HeldOutScorer> } = {}) {
+function setup(
+  ports: Partial<CheckpointEvaluatorPorts> &
+    Pick<CheckpointEvaluatorOptions, "retryable" | "retryDelaysMs"> & {
+      scorer?: Partial<HeldOutScorer>;
+    } = {},
+) {
   const logger = pino({ level: "silent" });
   const warn = vi.spyOn(logger, "warn");
   const stop = new AbortController();
@@ -151,6 +157,42 @@ describe("CheckpointEvaluator", () => {
     await evaluator.idle();
     expect(warn).toHaveBeenCalledTimes(1);
     expect(String(warn.mock.calls[0]?.[1])).toContain("already evaluated");
+  });
+
+  it("sends a score again after the platform failed retryably, without scoring the state again", async () => {
+    const attempts: string[] = [];
+    const busy = Object.assign(new Error("the platform answered 503"), { retryable: true });
+    const { evaluator, warn, scored } = setup({
+      retryable: (error) => (error as { retryable?: boolean }).retryable === true,
+      retryDelaysMs: [1, 1, 1],
+      report: (checkpointId) => {
+        attempts.push(checkpointId);
+        return attempts.length < 3 ? Promise.reject(busy) : Promise.resolve();
+      },
+    });
+    evaluator.offer(target(10));
+    await evaluator.idle();
+    expect(attempts).toEqual(["checkpoint-10", "checkpoint-10", "checkpoint-10"]);
+    expect(scored).toEqual([10]);
+    expect(warn).not.toHaveBeenCalled();
+  });
+
+  it("gives a retryable failure up after the last delay, and a refusal at once", async () => {
+    const attempts: string[] = [];
+    const { evaluator, warn } = setup({
+      retryable: (error) => (error as Error).message.includes("503"),
+      retryDelaysMs: [1, 1],
+      report: (checkpointId) => {
+        attempts.push(checkpointId);
+        return Promise.reject(new Error(checkpointId === "checkpoint-10" ? "503" : "409 already evaluated"));
+      },
+    });
+    evaluator.offer(target(10));
+    await evaluator.idle();
+    evaluator.offer(target(20));
+    await evaluator.idle();
+    expect(attempts).toEqual(["checkpoint-10", "checkpoint-10", "checkpoint-10", "checkpoint-20"]);
+    expect(warn).toHaveBeenCalledTimes(2);
   });
 
   it("stops with the aux: the evaluation in flight is cut short quietly and nothing else starts", async () => {

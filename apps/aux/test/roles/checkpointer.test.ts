@@ -106,7 +106,13 @@ describe("Checkpointer", () => {
     expect(downloads).toEqual([EVERY, 2 * EVERY, 2 * EVERY + 1]);
     expect(uploads.map((upload) => upload.meta.step)).toEqual([EVERY, 2 * EVERY, 2 * EVERY + 1]);
     expect(checkpointer.due(2 * EVERY + 1)).toBe(false);
-    expect(checkpointer.due(2 * EVERY + 2)).toBe(false);
+  });
+
+  it("checkpoints a last step that comes before everySteps", async () => {
+    const { checkpointer, uploads } = setup({}, { finalStep: EVERY - 1 });
+    expect(checkpointer.due(EVERY - 2)).toBe(false);
+    await checkpointer.maybeCheckpoint(EVERY - 1, 1, signal);
+    expect(uploads.map((upload) => upload.meta.step)).toEqual([EVERY - 1]);
   });
 
   it("uploads the serialized state with its SHA-256, the state's epoch and the loss, then removes the file", async () => {

@@ -152,10 +152,14 @@ async function* languageModelBatches(
   options: BatchStreamOptions,
 ): AsyncGenerator<Batch> {
   const shape = uploadedShape(options);
+  // Every id must fit the Embedding that reads it and the output that predicts it.
+  const limit = Math.min(shape.outputUnits, shape.tokenIds ?? Infinity);
   const { tokens, vocabulary } = tokenRecords(
     manifest,
-    shape.outputUnits,
-    `import the text with a vocabulary size of at most ${shape.outputUnits} (the model's output units)`,
+    limit,
+    `import the text with a vocabulary size of at most ${limit} (${
+      limit === shape.outputUnits ? "the model's output units" : "the ids its Embedding reads"
+    })`,
     common,
   );
   const sequenceLength = shape.features;

@@ -100,6 +100,14 @@ export class UploadedLayersModel implements TrainableModel {
     }
     try {
       checkInputAndOutput(model, parsed.inputShape, reading);
+      if (reading.task === "next-token") {
+        const tokenIds = shapeOf(model).tokenIds ?? reading.vocabulary;
+        await checkReadsOnlyEarlierTokens(
+          model,
+          parsed.inputShape[0] ?? 1,
+          Math.min(tokenIds, reading.vocabulary),
+        );
+      }
       const tensors = layersModelTensors(parsed);
       const variables = matchVariables(model, tensors);
       const initial = new Float32Array(ParameterLayout.fromShapes(tensors).size);
@@ -150,7 +158,9 @@ export class UploadedLayersModel implements TrainableModel {
     const stacked = tf.tidy(() => {
       const outputs = this.#predictions(this.#forward(rows, false), rows);
       const scalars = {
-        loss: this.#loss(outputs, rows.labels),
+        // The data's loss alone: the regularization terms train the weights but are no score of
+        // them (a perplexity is exp of the cross-entropy, not of the penalty too).
+        loss: outputLoss(this.#reading, outputs, rows.labels),
         ...outputMetrics(this.#reading, outputs, rows.labels),
       };
       names.push(...Object.keys(scalars));
@@ -264,8 +274,7 @@ export class UploadedLayersModel implements TrainableModel {
 
 /**
  * The built model takes one input of the manifest's shape and gives one output: [rows, units], or
- * for a language model, which reads [rows, positions] token ids, [rows, positions, vocabulary]. A
- * language model's Embedding layers must take every id its output predicts.
+ * for a language model, which reads [rows, positions] token ids, [rows, positions, vocabulary].
  */
 function checkInputAndOutput(
   model: LayersModel,
@@ -306,16 +315,54 @@ function checkInputAndOutput(
         "a prediction at every position (keep the sequence axis: return_sequences on recurrent layers, no Flatten or pooling)",
     );
   }
-  for (const layer of model.layers) {
-    if (layer.getClassName() !== "Embedding") continue;
-    const inputDim = (layer.getConfig() as { inputDim?: unknown }).inputDim;
-    if (typeof inputDim === "number" && inputDim < reading.vocabulary) {
-      throw invalid(
-        `its Embedding ${layer.name} reads ids below ${inputDim}, but its output predicts ${reading.vocabulary} tokens; ` +
-          "give the Embedding an input_dim of the vocabulary's size",
-      );
-    }
+}
+
+/**
+ * A next-token model must predict each position from that position and the ones before it: one
+ * that sees a later token (a Conv1D with "same" padding, a backwards recurrent layer) learns to
+ * copy the label and scores a perplexity near 1 while being useless. Changes the token at a few
+ * positions of one row and checks that the outputs at every earlier position stay the same.
+ * Throws MODEL_INVALID naming the first leak.
+ */
+async function checkReadsOnlyEarlierTokens(
+  model: LayersModel,
+  positions: number,
+  ids: number,
+): Promise<void> {
+  const changed = [...new Set([1, Math.floor(positions / 2), positions - 1])].filter((at) => at > 0);
+  if (changed.length === 0 || ids < 2) return;
+  const base = Array.from({ length: positions }, (_, at) => (at * 7 + 3) % ids);
+  const input = new Float32Array((changed.length + 1) * positions);
+  input.set(base);
+  changed.forEach((at, row) => {
+    input.set(base, (row + 1) * positions);
+    input[(row + 1) * positions + at] = ((base[at] ?? 0) + 1) % ids;
+  });
+  const outputs = tf.tidy(
+    () => model.apply(tf.tensor2d(input, [changed.length + 1, positions]), { training: false }) as tf.Tensor,
+  );
+  let values: Float32Array;
+  try {
+    values = (await outputs.data()) as Float32Array;
+  } finally {
+    outputs.dispose();
   }
+  const units = values.length / ((changed.length + 1) * positions);
+  changed.forEach((at, row) => {
+    for (let position = 0; position < at; position++) {
+      for (let unit = 0; unit < units; unit++) {
+        const before = values[position * units + unit] ?? 0;
+        const after = values[((row + 1) * positions + position) * units + unit] ?? 0;
+        if (Math.abs(after - before) > 1e-5 * (1 + Math.abs(before))) {
+          throw invalid(
+            `its prediction at position ${position} changes with the token at position ${at}, a later one; ` +
+              "a next-token model may read only the tokens up to the one it predicts after " +
+              '(no Conv1D with "same" padding, no recurrent layer with go_backwards)',
+          );
+        }
+      }
+    }
+  });
 }
 
 /**
@@ -379,11 +426,16 @@ function shapeOf(model: LayersModel): UploadedModelShape {
     for (const shape of list)
       activationFloats += shape.slice(1).reduce<number>((product, size) => product * (size ?? 1), 1);
   }
+  const embeddings = model.layers
+    .filter((layer) => layer.getClassName() === "Embedding")
+    .map((layer) => (layer.getConfig() as { inputDim?: unknown }).inputDim)
+    .filter((inputDim): inputDim is number => typeof inputDim === "number");
   return {
     inputShape,
     features: inputShape.reduce((product, size) => product * size, 1),
     outputUnits: model.outputs[0]?.shape.at(-1) ?? 0,
     activationFloats,
+    ...(embeddings.length === 0 ? {} : { tokenIds: Math.min(...embeddings) }),
   };
 }
 

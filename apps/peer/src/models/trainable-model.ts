@@ -42,6 +42,11 @@ export interface UploadedModelShape {
    * vocabulary of a language model (a distribution at every position).
    */
   readonly outputUnits: number;
+  /**
+   * The token ids the model's Embedding layers read (the smallest `inputDim`); absent without one.
+   * A language model's text must have no larger vocabulary.
+   */
+  readonly tokenIds?: number;
   /** Floats every layer's output holds for one row, summed: what the activations scale with. */
   readonly activationFloats: number;
 }

@@ -5,19 +5,24 @@ import { setTimeout as sleep } from "node:timers/promises";
  * has gone, nobody holds that state, and the aux (which checkpoints it, see its Checkpointer's
  * `finalStep`) can download it only from a peer. So a peer that reached `training.maxSteps` stays
  * in the swarm, serving its state, until the platform lists a checkpoint of that step or the wait
- * runs out. A run that has no checkpoint at all has no aux taking them: the peer does not wait.
+ * runs out. With no aux in the swarm nobody would take that checkpoint: the peer does not wait.
  */
 
-/** How long a peer waits for the last step's checkpoint, unless told otherwise. */
-export const FINAL_CHECKPOINT_WAIT_MS = 60_000;
+/**
+ * How long a peer waits for the last step's checkpoint, unless told otherwise: time for the aux to
+ * finish a checkpoint in flight and then download and upload the last one.
+ */
+export const FINAL_CHECKPOINT_WAIT_MS = 120_000;
 /** How often it asks the platform meanwhile. */
-export const FINAL_CHECKPOINT_POLL_MS = 2_000;
+export const FINAL_CHECKPOINT_POLL_MS = 5_000;
 
 export interface FinalCheckpointWaitOptions {
   /** The run's last step, which this peer reached and holds the state of. */
   readonly step: number;
   /** The step of the run's latest checkpoint on the platform; null when it has none. */
   readonly latestStep: (signal: AbortSignal) => Promise<number | null>;
+  /** Whether an aux (which takes the checkpoints) is in the swarm now. */
+  readonly auxPresent: () => boolean;
   readonly log: (level: "info" | "warn", message: string, fields: Readonly<Record<string, unknown>>) => void;
   /** Ctrl-C or a refusal: stop waiting at once. */
   readonly signal: AbortSignal;
@@ -27,11 +32,11 @@ export interface FinalCheckpointWaitOptions {
 
 /**
  * - "checkpointed": the platform has a checkpoint of `step` (or later);
- * - "no-checkpoints": the run has none, so no aux checkpoints it;
+ * - "no-aux": no aux is in the swarm to take it (none ever was, or it left while the peer waited);
  * - "timed-out": none came in time (the peer leaves anyway, and says so);
  * - "stopped": the signal aborted the wait.
  */
-export type FinalCheckpointOutcome = "checkpointed" | "no-checkpoints" | "timed-out" | "stopped";
+export type FinalCheckpointOutcome = "checkpointed" | "no-aux" | "timed-out" | "stopped";
 
 /** Waits, serving state meanwhile (the caller keeps its swarm node up), as described above. */
 export async function waitForFinalCheckpoint(
@@ -51,10 +56,18 @@ export async function waitForFinalCheckpoint(
       // The platform did not answer this time (or the peer was stopped: the sleep below ends it);
       // ask again until the deadline.
     }
-    if (latest === null) return "no-checkpoints";
-    if (latest !== undefined && latest >= step) {
+    if (latest !== undefined && latest !== null && latest >= step) {
       if (told) options.log("info", `the run's last step ${step} is checkpointed`, { step });
       return "checkpointed";
+    }
+    if (!options.auxPresent()) {
+      if (told) {
+        options.log("warn", `the aux left before it checkpointed the run's last step ${step}; leaving`, {
+          step,
+          latestCheckpointStep: latest ?? null,
+        });
+      }
+      return "no-aux";
     }
     if (Date.now() + pollMs > deadline) break;
     if (!told) {
@@ -74,7 +87,7 @@ export async function waitForFinalCheckpoint(
   options.log(
     "warn",
     `no checkpoint of the run's last step ${step} within ${Math.round(timeoutMs / 1000)} s; leaving ` +
-      `(the latest checkpoint is ${latest === undefined ? "unknown" : `step ${latest}`})`,
+      `(the latest checkpoint is ${latest === undefined ? "unknown" : latest === null ? "none" : `step ${latest}`})`,
     { step, latestCheckpointStep: latest ?? null },
   );
   return "timed-out";

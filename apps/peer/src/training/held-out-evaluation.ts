@@ -52,18 +52,26 @@ export const HELD_OUT_BATCH_SIZE = 128;
 export const HELD_OUT_TOKENS_PER_BATCH = 1024;
 
 /**
- * Rows per held-out batch of `model`: HELD_OUT_BATCH_SIZE, or HELD_OUT_TOKENS_PER_BATCH tokens' worth
- * of sentences for a language model (an uploaded one's row length is its input's, `uploaded`).
+ * Activation floats per held-out batch of an uploaded model (4 MiB): whatever its size, a batch
+ * stays a short stretch of work on the aux's one event loop.
+ */
+export const HELD_OUT_ACTIVATIONS_PER_BATCH = 1 << 20;
+
+/**
+ * Rows per held-out batch of `model`: HELD_OUT_BATCH_SIZE, or HELD_OUT_TOKENS_PER_BATCH tokens'
+ * worth of sentences for a language model; an uploaded model (its shape `uploaded`) also keeps its
+ * activations within HELD_OUT_ACTIVATIONS_PER_BATCH.
  */
 export function heldOutBatchSize(model: ModelConfig, uploaded?: UploadedModelShape): number {
-  const sequenceLength =
-    model.preset === "albert-mlm"
-      ? model.maxSequenceLength
-      : model.preset === LAYERS_MODEL && isLanguageModelTask(model.task) && uploaded !== undefined
-        ? uploaded.features
-        : undefined;
-  if (sequenceLength === undefined) return HELD_OUT_BATCH_SIZE;
-  return Math.max(1, Math.floor(HELD_OUT_TOKENS_PER_BATCH / sequenceLength));
+  if (model.preset === "albert-mlm") {
+    return Math.max(1, Math.floor(HELD_OUT_TOKENS_PER_BATCH / model.maxSequenceLength));
+  }
+  if (model.preset !== LAYERS_MODEL || uploaded === undefined) return HELD_OUT_BATCH_SIZE;
+  const rows = isLanguageModelTask(model.task)
+    ? Math.floor(HELD_OUT_TOKENS_PER_BATCH / uploaded.features)
+    : HELD_OUT_BATCH_SIZE;
+  const byActivations = Math.floor(HELD_OUT_ACTIVATIONS_PER_BATCH / Math.max(1, uploaded.activationFloats));
+  return Math.max(1, Math.min(rows, byActivations));
 }
 
 /**

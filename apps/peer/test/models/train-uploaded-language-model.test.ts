@@ -238,15 +238,57 @@ describe("refusals", () => {
     }
   });
 
-  it("refuses an Embedding that cannot read every token the output predicts", async () => {
+  it("refuses a text whose ids the Embedding cannot read", async () => {
     await tf.setBackend("cpu");
-    const stored = await storeModel(bigramModel({ inputDim: VOCAB - 4 }));
-    const models = await serveModels([stored]);
-    try {
-      const config = layersConfig(stored.sha256, { task: "next-token" }, "counting");
-      await expect(loadModel(config.model, { server: new URL(models.url), dataDir })).rejects.toThrow(
-        /reads ids below 20, but its output predicts 24 tokens/,
+    await withModel(bigramModel({ inputDim: VOCAB - 4 }), "next-token", async (model, config) => {
+      expect(model.uploaded).toMatchObject({ tokenIds: VOCAB - 4, outputUnits: VOCAB });
+      const source = new HttpDatasetSource({ serverUrl: data.url, dataset: "counting" });
+      const batches = createBatchStream({
+        source,
+        split: "test",
+        batchSize: 4,
+        seed: 1,
+        config,
+        uploaded: model.uploaded,
+      });
+      await expect(batches.next()).rejects.toThrow(
+        /vocabulary has 24 tokens but the model embeds only 20; import the text with a vocabulary size of at most 20 \(the ids its Embedding reads\)/,
       );
+    });
+  });
+
+  it("refuses a next-token model that sees later tokens, and takes one that reads forward", async () => {
+    await tf.setBackend("cpu");
+    const withMiddle = (middle: layers.layers.Layer) => {
+      const model = layers.sequential();
+      model.add(embedding());
+      model.add(middle);
+      model.add(output());
+      return model;
+    };
+    const convolution = await storeModel(
+      withMiddle(layers.layers.conv1d({ filters: 8, kernelSize: 3, padding: "same", activation: "tanh" })),
+    );
+    const backwards = await storeModel(
+      withMiddle(layers.layers.simpleRNN({ units: 8, returnSequences: true, goBackwards: true })),
+    );
+    const forwards = await storeModel(
+      withMiddle(layers.layers.simpleRNN({ units: 8, returnSequences: true })),
+    );
+    const models = await serveModels([convolution, backwards, forwards]);
+    try {
+      const server = new URL(models.url);
+      const nextToken = (sha: string) => layersConfig(sha, { task: "next-token" }, "counting").model;
+      await expect(loadModel(nextToken(convolution.sha256), { server, dataDir })).rejects.toThrow(
+        /its prediction at position 0 changes with the token at position 1, a later one/,
+      );
+      await expect(loadModel(nextToken(backwards.sha256), { server, dataDir })).rejects.toThrow(
+        /changes with the token at position \d+, a later one/,
+      );
+      (await loadModel(nextToken(forwards.sha256), { server, dataDir })).dispose();
+      // Seeing both sides is what a masked model is for.
+      const masked = layersConfig(convolution.sha256, { task: "masked-tokens" }, "counting").model;
+      (await loadModel(masked, { server, dataDir })).dispose();
     } finally {
       await models.close();
     }

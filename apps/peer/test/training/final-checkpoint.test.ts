@@ -4,7 +4,10 @@ import {
   type FinalCheckpointWaitOptions,
 } from "../../src/training/final-checkpoint.ts";
 
-/** A platform whose latest checkpoint step is read from `answers` in turn (the last one repeats). */
+/**
+ * A platform whose latest checkpoint step is read from `answers` in turn (the last one repeats),
+ * and a swarm with an aux in it unless `options.auxPresent` says otherwise.
+ */
 function run(answers: readonly (number | null | Error)[], options: Partial<FinalCheckpointWaitOptions> = {}) {
   const lines: { level: string; message: string }[] = [];
   let asked = 0;
@@ -14,6 +17,7 @@ function run(answers: readonly (number | null | Error)[], options: Partial<Final
       const answer = answers[Math.min(asked++, answers.length - 1)];
       return answer instanceof Error ? Promise.reject(answer) : Promise.resolve(answer ?? null);
     },
+    auxPresent: () => true,
     log: (level, message) => lines.push({ level, message }),
     signal: new AbortController().signal,
     timeoutMs: 200,
@@ -31,10 +35,26 @@ describe("waitForFinalCheckpoint", () => {
     expect(lines).toEqual([]);
   });
 
-  it("does not wait in a run without checkpoints: no aux takes them", async () => {
-    const { outcome, lines } = run([null]);
-    expect(await outcome).toBe("no-checkpoints");
+  it("does not wait when no aux is in the swarm to take the checkpoint", async () => {
+    const { outcome, lines } = run([5], { auxPresent: () => false });
+    expect(await outcome).toBe("no-aux");
     expect(lines).toEqual([]);
+  });
+
+  it("waits for the run's first checkpoint too, when the last step comes before everySteps", async () => {
+    const { outcome, asked } = run([null, null, 10]);
+    expect(await outcome).toBe("checkpointed");
+    expect(asked()).toBe(3);
+  });
+
+  it("stops waiting, saying so, when the aux leaves", async () => {
+    let present = 2;
+    const { outcome, lines } = run([5], { auxPresent: () => present-- > 0 });
+    expect(await outcome).toBe("no-aux");
+    expect(lines.at(-1)).toEqual({
+      level: "warn",
+      message: "the aux left before it checkpointed the run's last step 10; leaving",
+    });
   });
 
   it("waits, saying why, until the platform lists the last step, through a failed request", async () => {

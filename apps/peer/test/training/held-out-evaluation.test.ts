@@ -79,6 +79,24 @@ describe("heldOutBatchSize", () => {
     expect(heldOutBatchSize(albert(64))).toBe(16);
     expect(heldOutBatchSize(albert(2048))).toBe(1);
   });
+
+  it("keeps an uploaded model's batch within 1024 tokens and 4 MiB of activations", () => {
+    const uploaded = (task: "classification" | "next-token") =>
+      parseExperimentConfig({ model: { preset: "layers", sha256, task }, dataset: { name: "d" } }).model;
+    const shape = (features: number, activationFloats: number) => ({
+      inputShape: [features],
+      features,
+      outputUnits: 10,
+      activationFloats,
+    });
+    expect(heldOutBatchSize(uploaded("classification"), shape(4, 100))).toBe(128);
+    // A large image model: 1 M activation floats a row, one row a batch.
+    expect(heldOutBatchSize(uploaded("classification"), shape(3072, 1 << 20))).toBe(1);
+    expect(heldOutBatchSize(uploaded("classification"), shape(3072, 1 << 15))).toBe(32);
+    // A language model over 64 positions: 16 sentences, fewer when its vocabulary is large.
+    expect(heldOutBatchSize(uploaded("next-token"), shape(64, 64 * 100))).toBe(16);
+    expect(heldOutBatchSize(uploaded("next-token"), shape(64, 64 * 32_000))).toBe(1);
+  });
 });
 
 describe("HeldOutEvaluator on the masked LM", () => {

@@ -26,7 +26,10 @@ export interface EvaluationSeries {
 /**
  * The points of the evaluated checkpoints among `checkpoints` (in any order). Should checkpoints
  * carry different metrics (the organizer changed the model), only those of the newest evaluated
- * checkpoint's metric are kept: two metrics cannot share one axis.
+ * checkpoint's metric are kept: two metrics cannot share one axis. A point that a later timeline
+ * went back over (a rollback or resume restarted at or before its step, and a checkpoint of the
+ * later timeline is at or before it) is left out, so the line follows the model the run builds on
+ * instead of zig-zagging between two models' scores at the same steps.
  */
 export function evaluationSeries(checkpoints: readonly CheckpointView[]): EvaluationSeries {
   const evaluated = checkpoints.flatMap((checkpoint) =>
@@ -39,8 +42,19 @@ export function evaluationSeries(checkpoints: readonly CheckpointView[]): Evalua
   );
   if (newest === undefined) return { metric: null, points: [] };
   const metric = newest.evaluation.metric;
+  /** The earliest checkpoint step of each timeline: where, at the latest, it went back to. */
+  const firstStep = new Map<number, number>();
+  for (const { checkpoint } of evaluated) {
+    firstStep.set(
+      checkpoint.timeline,
+      Math.min(firstStep.get(checkpoint.timeline) ?? Infinity, checkpoint.step),
+    );
+  }
+  const overtaken = (timeline: number, step: number) =>
+    [...firstStep].some(([later, first]) => later > timeline && first <= step);
   const points = evaluated
     .filter(({ evaluation }) => evaluation.metric === metric && Number.isFinite(evaluation.value))
+    .filter(({ checkpoint }) => !overtaken(checkpoint.timeline, checkpoint.step))
     .map(({ checkpoint, evaluation }) => ({
       step: checkpoint.step,
       value: evaluation.value,

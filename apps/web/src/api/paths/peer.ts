@@ -202,7 +202,7 @@ export const peerPaths: ZodOpenApiPathsObject = {
         "The aux peer scores each checkpoint it uploaded on the dataset's test split and records the " +
         "score here; the checkpoint list (and the public page's chart) then shows it as `evaluation`. " +
         "The metric must be the one the experiment's model is judged by: accuracy for classifiers, " +
-        "perplexity for the masked LM, mae for a regression. A checkpoint's evaluation is recorded " +
+        "perplexity for language models, mae for a regression. A checkpoint's evaluation is recorded " +
         "once and never changed. Body at most 4 KiB.",
       requestParams: {
         path: experimentIdParamSchema.extend({

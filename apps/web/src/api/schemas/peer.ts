@@ -199,7 +199,7 @@ export const checkpointEvaluationRequestSchema = z
   .strictObject({
     metric: z.enum(HELD_OUT_METRICS).meta({
       description:
-        "What the experiment's model is judged by: accuracy (classifiers), perplexity (the masked LM) or mae (a regression's mean absolute error); another than the model's is refused",
+        "What the experiment's model is judged by: accuracy (classifiers), perplexity (language models) or mae (a regression's mean absolute error); another than the model's is refused",
     }),
     value: z.number().nonnegative().meta({
       description: "The metric on the test split: accuracy in [0, 1], perplexity ≥ 1, mae ≥ 0",
@@ -209,8 +209,9 @@ export const checkpointEvaluationRequestSchema = z
       .number()
       .int()
       .positive()
-      .max(Number.MAX_SAFE_INTEGER)
-      .meta({ description: "Predictions scored: test rows, or masked tokens for the masked LM" }),
+      // The column is a 32-bit integer.
+      .max(2 ** 31 - 1)
+      .meta({ description: "Predictions scored: test rows, or predicted tokens for a language model" }),
   })
   .superRefine((evaluation, ctx) => {
     const { metric, value } = evaluation;

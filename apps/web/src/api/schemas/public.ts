@@ -145,11 +145,11 @@ export const checkpointEvaluationSchema = z
   .strictObject({
     metric: z.enum(HELD_OUT_METRICS).meta({
       description:
-        "accuracy (classifiers, 0 to 1), perplexity (the masked LM, exp of the mean cross-entropy over masked tokens) or mae (a regression's mean absolute error)",
+        "accuracy (classifiers, 0 to 1), perplexity (language models, exp of the mean cross-entropy over the predicted tokens) or mae (a regression's mean absolute error)",
     }),
     value: z.number(),
     loss: z.number().meta({ description: "The mean loss over the predictions scored" }),
-    samples: count.meta({ description: "Predictions scored: test rows, or masked tokens" }),
+    samples: count.meta({ description: "Predictions scored: test rows, or predicted tokens" }),
     evaluatedAt: isoDate,
   })
   .meta({

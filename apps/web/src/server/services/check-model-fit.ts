@@ -133,12 +133,64 @@ async function checkUploadedModel(
 
 /** Layer classes that, as a language model's layers, would drop the sequence axis it predicts along. */
 const SEQUENCE_DROPPING = new Set(["Flatten", "GlobalAveragePooling1D", "GlobalMaxPooling1D"]);
+/** Layers that reshape the sequence in ways no check can follow: the positions may no longer be the tokens. */
+const SEQUENCE_RESHAPING = new Set(["Reshape", "Permute", "RepeatVector"]);
 const RECURRENT = new Set(["SimpleRNN", "GRU", "LSTM"]);
+const WINDOWED = new Set(["Conv1D", "MaxPooling1D", "AveragePooling1D"]);
+
+/** A size in a Keras layer config: a number, or a one-element list of one. */
+function size(value: unknown): number {
+  const first: unknown = Array.isArray(value) ? value[0] : value;
+  return typeof first === "number" ? first : 1;
+}
+
+/**
+ * Why a language model's layer cannot be trained for `task`, or undefined when it can: it must keep
+ * one prediction per position (no flattening, pooling away or reshaping the sequence, no window
+ * that shortens it), and for next-token prediction it must not let a position see a later token
+ * (the label), which a centred window, a backwards recurrent layer or a normalization across
+ * positions would. The peer checks the built model again (its output shape, and by changing
+ * tokens that no earlier prediction moves).
+ */
+function languageModelLayerProblem(
+  task: "next-token" | "masked-tokens",
+  className: string,
+  config: Readonly<Record<string, unknown>>,
+): string | undefined {
+  if (SEQUENCE_DROPPING.has(className) || (RECURRENT.has(className) && config.return_sequences !== true)) {
+    return "drops the sequence axis; a language model predicts at every position (recurrent layers need return_sequences, and no Flatten or global pooling)";
+  }
+  if (SEQUENCE_RESHAPING.has(className)) {
+    return "reshapes the sequence; a language model's layers must keep one position per token";
+  }
+  if (WINDOWED.has(className)) {
+    const window = size(className === "Conv1D" ? config.kernel_size : config.pool_size);
+    const strides = size(config.strides ?? (className === "Conv1D" ? 1 : window));
+    const padding = typeof config.padding === "string" ? config.padding : "valid";
+    if (strides > 1 || (window > 1 && padding !== "same")) {
+      return `shortens the sequence (window ${window}, strides ${strides}, padding ${padding}); use padding "same" and strides 1`;
+    }
+    if (task === "next-token" && window > 1) {
+      return `lets each position see the ${window >> 1} token(s) after it, which a next-token model must predict; use recurrent layers, or train a masked-tokens model`;
+    }
+  }
+  if (task === "next-token" && RECURRENT.has(className) && config.go_backwards === true) {
+    return "reads the sequence backwards, so each position sees the tokens after it, which a next-token model must predict";
+  }
+  if (task === "next-token" && className === "LayerNormalization") {
+    const axes = Array.isArray(config.axis) ? (config.axis as unknown[]) : [config.axis ?? -1];
+    if (axes.some((axis) => axis !== -1 && axis !== 2)) {
+      return "normalizes across positions, so each position sees the tokens after it; normalize over the last axis only";
+    }
+  }
+  return undefined;
+}
 
 /**
  * An uploaded language model (next-token or masked-tokens) on a text: it reads [positions] token
  * ids and predicts, at every position, a distribution over at least the dataset's vocabulary, which
- * its Embedding layers take in full.
+ * its Embedding layers take in full, with layers that keep the positions (and, predicting the next
+ * token, see none after their own).
  */
 function checkLanguageModel(
   model: LayersModelConfig,
@@ -146,8 +198,10 @@ function checkLanguageModel(
   manifest: DatasetManifest,
   refuse: Refuse,
 ): void {
+  const task = model.task;
+  if (task !== "next-token" && task !== "masked-tokens") return;
   if (manifest.format !== "tokens-u16le") {
-    refuse("dataset.name", `a ${model.task} model trains on a text dataset, not ${manifest.format}`);
+    refuse("dataset.name", `a ${task} model trains on a text dataset, not ${manifest.format}`);
     return;
   }
   if (stored === undefined) return;
@@ -158,7 +212,7 @@ function checkLanguageModel(
       "model.sha256",
       `a language model reads a sequence of token ids, input shape [positions]; this one takes [${stored.inputShape.join(", ")}]`,
     );
-  } else if (model.task === "masked-tokens" && positions < 3) {
+  } else if (task === "masked-tokens" && positions < 3) {
     refuse(
       "model.sha256",
       `a masked model reads [CLS] tokens… [SEP]: its input needs at least 3 positions, not ${positions}`,
@@ -172,18 +226,15 @@ function checkLanguageModel(
   }
   if (stored.outputActivation !== "softmax" && stored.outputActivation !== "linear") {
     refuse(
-      "model.loss",
-      `${model.loss} needs a softmax (probabilities) or linear (logits) output, not ${stored.outputActivation}`,
+      "model.sha256",
+      `a language model's output must be softmax (probabilities) or linear (logits) for ${model.loss}, not ${stored.outputActivation}`,
     );
   }
   for (const { className, config } of layersModelLayers(stored)) {
     const name = typeof config.name === "string" ? config.name : className;
-    if (SEQUENCE_DROPPING.has(className) || (RECURRENT.has(className) && config.return_sequences !== true)) {
-      refuse(
-        "model.sha256",
-        `its ${className} layer ${name} drops the sequence axis; a language model predicts at every position ` +
-          "(recurrent layers need return_sequences, and no Flatten or global pooling)",
-      );
+    const problem = languageModelLayerProblem(task, className, config);
+    if (problem !== undefined) {
+      refuse("model.sha256", `its ${className} layer ${name} ${problem}`);
       return;
     }
     if (className === "Embedding" && typeof config.input_dim === "number" && config.input_dim < vocabulary) {
