@@ -10,6 +10,7 @@ import {
   JoinError,
   JoinErrorCode,
   nodeCli,
+  parseMetricsPort,
   PrivateFileError,
   processIo,
   type CommandIo,
@@ -47,6 +48,9 @@ Options:
                         public page then charts no held-out accuracy, perplexity or error)
   --json                JSON log lines on stdout (always; accepted for symmetry with the peer)
   --log-level LEVEL     debug, info (default), warn or error
+  --metrics-port N      serve Prometheus metrics at http://127.0.0.1:N/metrics (0: a free port,
+                        logged); see the project's docs/metrics.md
+  --metrics-host HOST   the address the metrics listen on (default 127.0.0.1, this machine only)
   -h, --help            show this help
 
 Logs are JSON lines on stdout. Ctrl-C leaves the swarm and exits.
@@ -83,6 +87,8 @@ export async function main(argv: readonly string[], environment: AuxCliEnvironme
         "no-evaluate": { type: "boolean", default: false },
         json: { type: "boolean", default: true },
         "log-level": { type: "string", default: "info" },
+        "metrics-port": { type: "string" },
+        "metrics-host": { type: "string", default: "127.0.0.1" },
         help: { type: "boolean", short: "h", default: false },
       },
     }));
@@ -104,6 +110,12 @@ export async function main(argv: readonly string[], environment: AuxCliEnvironme
   if (!["debug", "info", "warn", "error"].includes(level)) {
     return usageError(io, `unknown log level ${JSON.stringify(values["log-level"])}`);
   }
+  let metricsPort: number | undefined;
+  try {
+    metricsPort = parseMetricsPort(values["metrics-port"]);
+  } catch (error) {
+    return usageError(io, (error as Error).message);
+  }
   for (const address of [...values.listen, ...values.announce, ...values.peer]) {
     if (!address.startsWith("/")) return usageError(io, `${JSON.stringify(address)} is not a multiaddr`);
   }
@@ -122,6 +134,7 @@ export async function main(argv: readonly string[], environment: AuxCliEnvironme
       evaluate: !values["no-evaluate"],
       logger,
       stopSignal: environment.stopSignal,
+      ...(metricsPort === undefined ? {} : { metrics: { port: metricsPort, host: values["metrics-host"] } }),
     });
     return AuxExitCode.ok;
   } catch (error) {

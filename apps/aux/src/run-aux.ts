@@ -11,6 +11,7 @@ import {
   loadOrCreateIdentity,
   loadRollbackCheckpoint,
   pollRunControl,
+  startMetricsServer,
   Swarm,
   type JoinedExperiment,
   type TrainingState,
@@ -43,6 +44,8 @@ export interface AuxRunOptions {
   readonly logger: Logger;
   /** Stops the aux: it leaves the swarm and returns. */
   readonly stopSignal: AbortSignal;
+  /** Serve Prometheus metrics at http://host:port/metrics (`--metrics-port`, `--metrics-host`). */
+  readonly metrics?: { readonly port: number; readonly host: string };
 }
 
 /** How often the roles look at the swarm. */
@@ -147,6 +150,9 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
       logger.error({ code: error.code }, `the platform refused to renew the access pass: ${error.message}`);
       leave.abort();
     },
+    onJoined: (refreshed) => {
+      swarm.metrics.passExpiry.set(refreshed.passExpiresAt / 1000);
+    },
   });
   const client = new AuxPlatformClient({
     server: options.server,
@@ -156,6 +162,12 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
     pass: () => pass,
   });
 
+  swarm.metrics.passExpiry.set(joined.passExpiresAt / 1000);
+  const metricsServer =
+    options.metrics === undefined
+      ? undefined
+      : await startMetricsServer({ registry: swarm.metrics.registry, ...options.metrics });
+  if (metricsServer !== undefined) logger.info({ url: metricsServer.url }, `metrics at ${metricsServer.url}`);
   await swarm.start();
   try {
     const addresses = registrableAddresses(options.announce, swarm.node.multiaddrs(), swarm.peerId);
@@ -168,6 +180,7 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
     await runRoles({ options, joined, swarm, client, addresses, signal, held, onRefused });
   } finally {
     await swarm.stop();
+    await metricsServer?.close();
   }
   if (refused !== undefined) throw refused;
   logger.info("stopped");
@@ -363,9 +376,13 @@ async function runRoles(context: RolesContext): Promise<void> {
           stateEpoch: held.state.epoch,
         });
       }
+      const liveness = aggregator.liveness();
+      swarm.metrics.step.set(aggregator.currentStep());
+      swarm.metrics.samplesPerSecond.set(liveness.samplesPerSecond);
+      swarm.metrics.peersOnline.set(liveness.alivePeers);
       if (now - livenessAt >= LIVENESS_EVERY_MS) {
         livenessAt = now;
-        const { alivePeers, samplesPerSecond } = aggregator.liveness();
+        const { alivePeers, samplesPerSecond } = liveness;
         inBackground(
           client.postSwarmStatus(
             { alivePeers, samplesPerSecond, step: aggregator.currentStep(), time: now },

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PeerCliProcess, writeEvents, type LogRecord } from "../../peer/test/support/peer-cli-process.ts";
 import { startPlatformServer, type PlatformServer } from "../../web/test/support/platform-server.ts";
+import { Scrape } from "../../web/test/support/prometheus.ts";
 
 /**
  * The organizer's aux peer as a real process against a running platform, with two volunteers'
@@ -60,10 +61,11 @@ function startAux(name: string, token: string, extra: readonly string[] = []): P
   return aux;
 }
 
-function startPeer(name: string, token: string): PeerCliProcess {
+function startPeer(name: string, token: string, extra: readonly string[] = []): PeerCliProcess {
   const peer = new PeerCliProcess(
     name,
     [
+      ...extra,
       "--server",
       platform.url.href,
       "--backend",
@@ -105,9 +107,10 @@ describe("barnraise-aux", () => {
     const experiment = await platform.createExperiment(config);
     const { token } = await platform.addVolunteer(experiment.id, "vera");
     // The first volunteer starts before the organizer's aux: the platform has no peers to give it.
-    const first = startPeer("vera-1", token);
+    // Both serve Prometheus metrics on a free loopback port, as a volunteer's --metrics-port does.
+    const first = startPeer("vera-1", token, ["--metrics-port", "0"]);
     await first.waitFor((r) => r.msg === "first minibatch contributed", "training alone", 60_000);
-    const aux = startAux("aux", await platform.createAuxToken(experiment.id));
+    const aux = startAux("aux", await platform.createAuxToken(experiment.id), ["--metrics-port", "0"]);
     await aux.waitFor((r) => r.msg === "registered address", "address registration", 60_000);
     const second = startPeer("vera-2", token);
     // No --peer: the second found the swarm through the aux's registered address at once, the first
@@ -132,6 +135,31 @@ describe("barnraise-aux", () => {
     }
     const uploaded = await aux.waitFor((r) => r.msg === "checkpoint uploaded", "a checkpoint", 120_000);
     expect(Number(uploaded.step)).toBeGreaterThanOrEqual(4);
+
+    // Their /metrics, read by the reference Prometheus parser: the volunteer's averaging and the
+    // aux's view of the run.
+    const scrapeOf = async (process: PeerCliProcess) => {
+      const url = String(
+        (await process.waitFor((r) => r.msg.startsWith("metrics at "), "metrics", 1_000)).url,
+      );
+      expect(new URL(url).hostname).toBe("127.0.0.1");
+      const response = await fetch(url);
+      expect(response.status).toBe(200);
+      return Scrape.parse(await response.text());
+    };
+    const volunteer = await scrapeOf(first);
+    expect(volunteer.value("barnraise_step")).toBeGreaterThanOrEqual(4);
+    expect(volunteer.value("barnraise_samples_per_second")).toBeGreaterThan(0);
+    expect(volunteer.value("barnraise_allreduce_seconds_count")).toBeGreaterThan(0);
+    expect(volunteer.value("barnraise_allreduce_bytes_total", { direction: "sent" })).toBeGreaterThan(0);
+    expect(volunteer.value("barnraise_allreduce_bytes_total", { direction: "received" })).toBeGreaterThan(0);
+    expect(volunteer.value("barnraise_pass_expiry_timestamp_seconds")).toBeGreaterThan(Date.now() / 1000);
+    const organizers = await scrapeOf(aux);
+    expect(organizers.value("barnraise_step")).toBeGreaterThanOrEqual(4);
+    expect(organizers.value("barnraise_peers_online")).toBeGreaterThanOrEqual(1);
+    // The checkpointer downloads the state from the trainers.
+    expect(organizers.value("barnraise_state_downloads_total", { outcome: "ok" })).toBeGreaterThan(0);
+    expect(organizers.value("barnraise_state_download_bytes_total")).toBeGreaterThan(0);
 
     const metrics = await getJson<{ points: { step: number; loss: number; alivePeers: number }[] }>(
       `api/v1/experiments/${experiment.id}/metrics`,

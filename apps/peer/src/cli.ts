@@ -11,6 +11,7 @@ import {
   JoinError,
   JoinErrorCode,
   nodeCli,
+  parseMetricsPort,
   processIo,
   type CommandIo,
 } from "@barnraise/swarm";
@@ -76,6 +77,9 @@ Options:
   --peer MULTIADDR      also join through this peer (repeatable)
   --json                JSON log lines on stdout, even on a terminal
   --log-level LEVEL     debug, info (default), warn or error
+  --metrics-port N      serve Prometheus metrics at http://127.0.0.1:N/metrics (0: a free port,
+                        logged); see the project's docs/metrics.md
+  --metrics-host HOST   the address the metrics listen on (default 127.0.0.1, this machine only)
   -h, --help            show this help
 
 doctor checks whether this machine can contribute, each check with a verdict and what to do: the
@@ -119,6 +123,8 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
         "batch-size": { type: "string" },
         peer: { type: "string", multiple: true, default: [] },
         "log-level": { type: "string", default: "info" },
+        "metrics-port": { type: "string" },
+        "metrics-host": { type: "string", default: "127.0.0.1" },
       },
     }));
   } catch (error) {
@@ -139,10 +145,12 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
   let backend: BackendChoice;
   let batchSize: number | "auto" | undefined;
   let logLevel;
+  let metricsPort: number | undefined;
   try {
     backend = parseBackendChoice(values.backend);
     batchSize = parseBatchSize(values["batch-size"]);
     logLevel = parseLogLevel(values["log-level"]);
+    metricsPort = parseMetricsPort(values["metrics-port"]);
   } catch (error) {
     return usageError(io, (error as Error).message);
   }
@@ -177,6 +185,7 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
       reporter,
       stopSignal: environment.stopSignal,
       abortSignal: environment.abortSignal,
+      ...(metricsPort === undefined ? {} : { metrics: { port: metricsPort, host: values["metrics-host"] } }),
       ...(environment.startedAt === undefined ? {} : { startedAt: environment.startedAt }),
     });
     reporter.log("info", "goodbye", {

@@ -17,9 +17,11 @@ import {
   loadRollbackCheckpoint,
   PlatformClient,
   pollRunControl,
+  startMetricsServer,
   Swarm,
   type AveragingMode,
   type JoinedExperiment,
+  type SwarmMetrics,
 } from "@barnraise/swarm";
 import { createBatchStream } from "./data/batch-stream.ts";
 import { CachedDatasetSource } from "./data/cached-dataset-source.ts";
@@ -60,6 +62,8 @@ export interface PeerRunOptions {
   readonly abortSignal: AbortSignal;
   /** Process start, for the time-to-first-sample figure; default: when runPeer is called. */
   readonly startedAt?: number;
+  /** Serve Prometheus metrics at http://host:port/metrics (`--metrics-port`, `--metrics-host`). */
+  readonly metrics?: { readonly port: number; readonly host: string };
   readonly now?: () => number;
 }
 
@@ -189,6 +193,8 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       authorityPublicKey: joined.authorityPublicKey,
       pass: () => pass,
     });
+    // The swarm's metrics, once it exists: a pass refresh sets the pass's expiry there.
+    const metricsOf: { swarm?: SwarmMetrics } = {};
     const refresh = createPassRefresher({
       server: options.server,
       token: options.token,
@@ -196,6 +202,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       joined,
       onRefused: leave,
       onJoined: (refreshed) => {
+        metricsOf.swarm?.passExpiry.set(refreshed.passExpiresAt / 1000);
         if (refreshed.configVersion !== joined.configVersion) {
           reporter.log("warn", "the organizer changed the experiment's config; restart the peer to use it", {
             configVersion: refreshed.configVersion,
@@ -233,6 +240,13 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       },
     });
     cleanups.push(() => swarm.stop());
+    metricsOf.swarm = swarm.metrics;
+    swarm.metrics.passExpiry.set(joined.passExpiresAt / 1000);
+    if (options.metrics !== undefined) {
+      const server = await startMetricsServer({ registry: swarm.metrics.registry, ...options.metrics });
+      cleanups.push(() => server.close());
+      reporter.log("info", `metrics at ${server.url}`, { url: server.url });
+    }
     await swarm.start();
     if (options.mode === "node") {
       reporter.log("info", "listening", { peerId: swarm.peerId, addresses: swarm.node.multiaddrs() });
@@ -315,6 +329,9 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       maxSteps: config.training.maxSteps,
       onStatus: (status) => {
         reporter.status(status);
+        swarm.metrics.step.set(status.step);
+        swarm.metrics.samplesPerSecond.set(status.localSamplesPerSecond);
+        swarm.metrics.peersOnline.set(status.peersOnline);
       },
       onEvent: logOptimizerEvents(reporter),
       onFirstContribution: (samples) => {

@@ -55,3 +55,13 @@ export function readPlatformTarget(
   if (token === undefined || token.trim() === "") throw new RangeError("--token is required");
   return { server, token };
 }
+
+/** `--metrics-port`: absent, or a TCP port (0: any free one). Throws RangeError naming the option. */
+export function parseMetricsPort(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const port = Number(text);
+  if (!/^\d{1,5}$/.test(text) || port > 65_535) {
+    throw new RangeError(`--metrics-port must be a TCP port from 0 to 65535, got ${JSON.stringify(text)}`);
+  }
+  return port;
+}

@@ -6,6 +6,7 @@ export * from "./cli-support.ts";
 export * from "./errors.ts";
 // The whole engine
 export * from "./swarm.ts";
+export * from "./metrics/swarm-metrics.ts";
 // p2p: libp2p node, pass gate, signed RPC
 export {
   SwarmNode,

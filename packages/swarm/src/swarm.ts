@@ -9,6 +9,7 @@ import type { AveragerPort, EpochState, ProgressPort, StatePort } from "./optim/
 import { LinkMeter, type LinkEstimate } from "./net/link-meter.ts";
 import { DEFAULT_PROBE_BYTES, LinkProbe } from "./net/link-probe.ts";
 import { SwarmNode, type SwarmNodeOptions } from "./p2p/swarm-node.ts";
+import { SwarmMetrics } from "./metrics/swarm-metrics.ts";
 import type { ProgressRecord } from "./progress/progress-messages.ts";
 import { ProgressTracker } from "./progress/progress-tracker.ts";
 import { generationOf } from "./progress/swarm-estimate.ts";
@@ -62,6 +63,8 @@ export class Swarm {
   /** Speed tests with other members; every node serves them. */
   readonly linkProbe: LinkProbe;
   readonly config: ExperimentConfig;
+  /** This node's Prometheus metrics; the programs serve them with --metrics-port. */
+  readonly metrics: SwarmMetrics;
   readonly #options: SwarmOptions;
   /** The last time `loadCheckpoint` had nothing newer: for which generation and epoch, and when. */
   #checkpointMiss: { generation: number; epoch: number; at: number } | undefined;
@@ -71,6 +74,7 @@ export class Swarm {
     this.node = node;
     this.config = config;
     this.#options = options;
+    this.metrics = new SwarmMetrics();
     this.link = new LinkMeter(options.bandwidth === undefined ? {} : { configured: options.bandwidth });
     this.linkProbe = new LinkProbe({ rpc: node.rpc });
     this.progress = new ProgressTracker({
@@ -106,8 +110,14 @@ export class Swarm {
       swarmSize: () => this.#trainers(),
       generation: () => this.progress.generation(),
       logger,
+      metrics: this.metrics,
     });
-    this.state = new StateSharing({ rpc: node.rpc, getState: options.getState, logger });
+    this.state = new StateSharing({
+      rpc: node.rpc,
+      getState: options.getState,
+      logger,
+      metrics: this.metrics,
+    });
     this.control = new RunControlBoard({
       rpc: node.rpc,
       experimentId: options.experimentId,

@@ -7,6 +7,8 @@ import { createLogger, type Logger } from "./logger.ts";
 import { PeerVerifierCache } from "./peer-verifier-cache.ts";
 import type { CheckpointStore } from "./storage/checkpoint-store.ts";
 import { LocalCheckpointStore } from "./storage/local-checkpoint-store.ts";
+import { instrumentDatabase } from "./observability/instrument-database.ts";
+import { PlatformMetrics } from "./observability/platform-metrics.ts";
 
 /**
  * Everything a use case needs, built once per process from the environment. Use cases and routes
@@ -23,6 +25,8 @@ export interface AppContext {
   readonly checkpoints: CheckpointStore;
   /** Verifiers of peer-signed requests, one per experiment key, and their shared replay guard. */
   readonly peerVerifiers: PeerVerifierCache;
+  /** The Prometheus metrics `GET /metrics` serves. */
+  readonly metrics: PlatformMetrics;
 }
 
 export interface AppContextOverrides {
@@ -33,10 +37,12 @@ export interface AppContextOverrides {
 }
 
 export function createAppContext(env: ServerEnv, overrides: AppContextOverrides = {}): AppContext {
-  const db = overrides.db ?? createDatabase(env.databaseUrl);
+  const metrics = new PlatformMetrics();
+  const db = instrumentDatabase(overrides.db ?? createDatabase(env.databaseUrl), metrics);
   return {
     env,
     db,
+    metrics,
     crypto: nodeCrypto,
     logger: overrides.logger ?? createLogger(env.logLevel),
     now: overrides.now ?? Date.now,

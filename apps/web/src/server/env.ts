@@ -90,6 +90,14 @@ const envSchema = z.object({
   AUTH_HUGGINGFACE_ID: z.string().min(1).optional(),
   AUTH_HUGGINGFACE_SECRET: z.string().min(1).optional(),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  /** The bearer secret a Prometheus scraper sends to `GET /metrics`; the endpoint is off without it. */
+  BARNRAISE_METRICS_TOKEN: z
+    .string()
+    .min(
+      16,
+      "BARNRAISE_METRICS_TOKEN must be at least 16 characters (generate one with: openssl rand -hex 24)",
+    )
+    .optional(),
 });
 
 export interface ServerEnv {
@@ -111,6 +119,8 @@ export interface ServerEnv {
   readonly github: { readonly clientId: string; readonly clientSecret: string } | undefined;
   readonly huggingFace: { readonly clientId: string; readonly clientSecret: string } | undefined;
   readonly logLevel: string;
+  /** The bearer secret of `GET /metrics`; undefined: the endpoint answers 404. */
+  readonly metricsToken: string | undefined;
 }
 
 export class EnvError extends Error {
@@ -161,5 +171,6 @@ export function loadServerEnv(source: Record<string, string | undefined> = proce
       "AUTH_HUGGINGFACE_ID and AUTH_HUGGINGFACE_SECRET",
     ),
     logLevel: env.LOG_LEVEL,
+    metricsToken: env.BARNRAISE_METRICS_TOKEN,
   };
 }

@@ -1,5 +1,6 @@
 import type { ExperimentConfig } from "@barnraise/protocol";
 import type { Logger } from "pino";
+import type { SwarmMetrics } from "../metrics/swarm-metrics.ts";
 import { compressorFor, resultCompressorFor } from "../compression/index.ts";
 import type { AllReduceService } from "./butterfly-allreduce.ts";
 import { optimalGroupSize, moshpitDimensions } from "./group-size.ts";
@@ -41,6 +42,8 @@ export interface AveragerOptions {
   /** A monotonic clock in milliseconds, to time rounds; default `performance.now`. */
   now?: () => number;
   logger: Logger;
+  /** Where each step's time, bytes and failures are counted. */
+  metrics?: SwarmMetrics;
 }
 
 export interface AverageOutcome {
@@ -131,7 +134,21 @@ export class Averager {
       });
     }
     // A retry uses the same keys: matchmaking gives a peer that asks again a new group.
-    return this.#average(epoch, vector, weight, signal, options.residual);
+    const metrics = this.#options.metrics;
+    if (metrics === undefined) return this.#average(epoch, vector, weight, signal, options.residual);
+    const started = performance.now();
+    return this.#average(epoch, vector, weight, signal, options.residual).then(
+      (outcome) => {
+        metrics.allreduceSeconds.observe((performance.now() - started) / 1000);
+        metrics.allreduceBytes.inc({ direction: "sent" }, outcome.bytesSent ?? 0);
+        metrics.allreduceBytes.inc({ direction: "received" }, outcome.bytesReceived ?? 0);
+        return outcome;
+      },
+      (error: unknown) => {
+        metrics.averagingFailed(error);
+        throw error;
+      },
+    );
   }
 
   async #average(

@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import type { SwarmMetrics } from "../metrics/swarm-metrics.ts";
 import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
 import type { PeerIdString, Rpc, RpcFrameStream, RpcIncoming } from "../rpc/rpc.ts";
 import {
@@ -40,6 +41,8 @@ export interface StateSharingOptions {
   keepSnapshots?: number;
   /** How long a donor waits for a downloader to take the next chunk; default 30 s. */
   serveTimeoutMs?: number;
+  /** Where downloads are counted. */
+  metrics?: SwarmMetrics;
 }
 
 export interface StateDownloadOptions {
@@ -95,6 +98,8 @@ export class StateSharing {
   #running: AbortController | null = null;
   #servedChunks = 0;
 
+  readonly #metrics: SwarmMetrics | undefined;
+
   constructor(options: StateSharingOptions) {
     const chunkBytes = options.chunkBytes ?? 1 << 20;
     if (!Number.isSafeInteger(chunkBytes) || chunkBytes <= 0 || chunkBytes > MAX_STATE_CHUNK_BYTES) {
@@ -107,6 +112,7 @@ export class StateSharing {
     this.#chunkBytes = chunkBytes;
     this.#getState = options.getState;
     this.#logger = options.logger;
+    this.#metrics = options.metrics;
     this.#keepSnapshots = Math.max(1, options.keepSnapshots ?? 2);
     this.#serveTimeoutMs = options.serveTimeoutMs ?? 30_000;
   }
@@ -164,6 +170,20 @@ export class StateSharing {
 
   /** Downloads the newest state at or after `minEpoch` from `donors`; see the module comment. */
   async download(options: StateDownloadOptions): Promise<TrainingState> {
+    const metrics = this.#metrics;
+    if (metrics === undefined) return this.#download(options);
+    try {
+      const state = await this.#download(options);
+      metrics.stateDownloads.inc({ outcome: "ok" });
+      metrics.stateDownloadBytes.inc(stateBytes(state));
+      return state;
+    } catch (error) {
+      metrics.stateDownloads.inc({ outcome: "failed" });
+      throw error;
+    }
+  }
+
+  async #download(options: StateDownloadOptions): Promise<TrainingState> {
     const running = this.#running;
     if (running === null) throw new SwarmError(SwarmErrorCode.NOT_RUNNING, "state sharing is not started");
     if (!Number.isSafeInteger(options.minEpoch) || options.minEpoch < 0) {
@@ -464,4 +484,10 @@ function toError(error: unknown): Error {
 
 function hex(bytes: Uint8Array): string {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
+}
+
+/** The bytes a downloaded state holds: its parameters and optimizer slots, float32 each. */
+function stateBytes(state: TrainingState): number {
+  const slots = Object.values(state.optimizer.slots).reduce((sum, slot) => sum + slot.byteLength, 0);
+  return state.parameters.byteLength + slots;
 }

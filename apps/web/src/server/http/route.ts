@@ -1,6 +1,7 @@
 import { ProtocolError, ProtocolErrorCode } from "@barnraise/protocol";
 import { AppError, appErrorStatus, type InputIssue } from "../app-error.ts";
 import { getAppContext, type AppContext } from "../context.ts";
+import { PlatformMetrics, routePattern } from "../observability/platform-metrics.ts";
 
 /** The error body every route returns: `{ "error": { "code", "message", "issues"? } }`. */
 export interface ErrorBody {
@@ -27,13 +28,26 @@ export function route<P = Record<string, never>>(
   handler: (input: RouteInput<P>) => Promise<Response>,
 ): (req: Request, context: NextRouteContext<P>) => Promise<Response> {
   return async (req, context) => {
+    const startedAt = performance.now();
     let ctx: AppContext | undefined;
+    let params: P | undefined;
+    let response: Response;
     try {
       ctx = getAppContext();
-      return await handler({ req, params: await context.params, ctx });
+      params = await context.params;
+      response = await handler({ req, params, ctx });
     } catch (error) {
-      return errorResponse(error, ctx);
+      response = errorResponse(error, ctx);
     }
+    if (ctx !== undefined) {
+      const pattern = routePattern(new URL(req.url).pathname, params ?? {});
+      ctx.metrics.httpRequests.inc({ route: pattern, method: req.method, status: String(response.status) });
+      ctx.metrics.httpDuration.observe(
+        { route: pattern, method: req.method },
+        PlatformMetrics.since(startedAt),
+      );
+    }
+    return response;
   };
 }
 

@@ -37,12 +37,27 @@ export async function joinExperiment(
   experimentId: string,
   input: JoinRequest,
 ): Promise<JoinResponse> {
-  const experiment = await findExperiment(ctx, experimentId);
-  const token = await findPeerToken(ctx, input.token);
-  if (token === null || token.experimentId !== experiment.id) {
-    throw new AppError(AppErrorCode.TOKEN_INVALID, "the token is not a peer token of this experiment");
+  return counted(ctx, async () => {
+    const experiment = await findExperiment(ctx, experimentId);
+    const token = await findPeerToken(ctx, input.token);
+    if (token === null || token.experimentId !== experiment.id) {
+      throw new AppError(AppErrorCode.TOKEN_INVALID, "the token is not a peer token of this experiment");
+    }
+    return admitNode(ctx, experiment, token, input);
+  });
+}
+
+/** Counts a join (or pass refresh) as admitted, or refused with its error code, in the platform's metrics. */
+async function counted(ctx: AppContext, join: () => Promise<JoinResponse>): Promise<JoinResponse> {
+  try {
+    const response = await join();
+    ctx.metrics.joins.inc({ outcome: "admitted", code: "" });
+    return response;
+  } catch (error) {
+    const code = error instanceof AppError ? error.code : "INTERNAL";
+    ctx.metrics.joins.inc({ outcome: "refused", code });
+    throw error;
   }
-  return admitNode(ctx, experiment, token, input);
 }
 
 /**
@@ -51,13 +66,15 @@ export async function joinExperiment(
  * TOKEN_INVALID, never NOT_FOUND, so the route tells nothing about which experiments exist.
  */
 export async function joinWithToken(ctx: AppContext, input: JoinRequest): Promise<JoinResponse> {
-  const token = await findPeerToken(ctx, input.token);
-  const experiment =
-    token === null ? null : await ctx.db.experiment.findUnique({ where: { id: token.experimentId } });
-  if (token === null || experiment === null) {
-    throw new AppError(AppErrorCode.TOKEN_INVALID, "the token is not a peer token on this platform");
-  }
-  return admitNode(ctx, experiment, token, input);
+  return counted(ctx, async () => {
+    const token = await findPeerToken(ctx, input.token);
+    const experiment =
+      token === null ? null : await ctx.db.experiment.findUnique({ where: { id: token.experimentId } });
+    if (token === null || experiment === null) {
+      throw new AppError(AppErrorCode.TOKEN_INVALID, "the token is not a peer token on this platform");
+    }
+    return admitNode(ctx, experiment, token, input);
+  });
 }
 
 type PeerTokenRecord = NonNullable<Awaited<ReturnType<typeof findPeerToken>>>;

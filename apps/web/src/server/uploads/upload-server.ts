@@ -117,6 +117,11 @@ function createUploadService(ctx: AppContext): UploadService {
       if (typeof type === "string" && type.length <= 255) metadata.filetype = type;
       return Promise.resolve({ metadata });
     },
+    onUploadFinish(_req, upload) {
+      ctx.metrics.uploads.inc({ kind: "dataset" });
+      ctx.metrics.uploadBytes.inc({ kind: "dataset" }, upload.size ?? upload.offset);
+      return Promise.resolve({});
+    },
     onResponseError(_req, error) {
       const status = "status_code" in error ? error.status_code : 500;
       if (status === ERRORS.ERR_MAX_SIZE_EXCEEDED.status_code) {

@@ -16,5 +16,7 @@ export const POST = route(async ({ req, ctx }) => {
   const body = await readBytes(req, MAX_MODEL_UPLOAD_BYTES);
   const contentType = req.headers.get("content-type") ?? "";
   const summary = await uploadLayersModel(ctx, contentType, body);
+  ctx.metrics.uploads.inc({ kind: "model" });
+  ctx.metrics.uploadBytes.inc({ kind: "model" }, body.byteLength);
   return json({ model: summary }, { status: 201 });
 });

@@ -10,6 +10,9 @@ export const GET = route<{ id: string }>(async ({ req, params, ctx }) => {
 });
 
 /** POST /api/v1/experiments/{id}/checkpoints?step=&loss=&sizeBytes= (signed aux): the file, streamed. */
-export const POST = route<{ id: string }>(async ({ req, params, ctx }) =>
-  json(await uploadCheckpoint(ctx, req, params.id), { status: 201 }),
-);
+export const POST = route<{ id: string }>(async ({ req, params, ctx }) => {
+  const checkpoint = await uploadCheckpoint(ctx, req, params.id);
+  ctx.metrics.uploads.inc({ kind: "checkpoint" });
+  ctx.metrics.uploadBytes.inc({ kind: "checkpoint" }, checkpoint.sizeBytes);
+  return json(checkpoint, { status: 201 });
+});

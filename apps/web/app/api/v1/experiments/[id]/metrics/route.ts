@@ -3,6 +3,7 @@ import { readMetricsQuerySchema } from "../../../../../../src/api/schemas/public
 import { parseInput } from "../../../../../../src/server/http/json-body.ts";
 import { clientIp, consumeRateLimit } from "../../../../../../src/server/http/rate-limit.ts";
 import { json, route } from "../../../../../../src/server/http/route.ts";
+import { PlatformMetrics } from "../../../../../../src/server/observability/platform-metrics.ts";
 import { ingestMetrics } from "../../../../../../src/server/services/ingest-metrics.ts";
 import { readSignedJson } from "../../../../../../src/server/services/peer-auth.ts";
 import { readMetrics } from "../../../../../../src/server/services/read-metrics.ts";
@@ -16,6 +17,7 @@ export const GET = route<{ id: string }>(async ({ req, params, ctx }) => {
 
 /** POST /api/v1/experiments/{id}/metrics (signed aux): one aggregated step with per-peer contributions. */
 export const POST = route<{ id: string }>(async ({ req, params, ctx }) => {
+  const startedAt = performance.now();
   const { caller, input } = await readSignedJson(
     ctx,
     req,
@@ -23,5 +25,7 @@ export const POST = route<{ id: string }>(async ({ req, params, ctx }) => {
     metricsReportSchema,
     MAX_METRICS_BODY_BYTES,
   );
-  return json(await ingestMetrics(ctx, caller, input));
+  const stored = await ingestMetrics(ctx, caller, input);
+  ctx.metrics.ingestion.observe(PlatformMetrics.since(startedAt));
+  return json(stored);
 });
