@@ -24,7 +24,14 @@ export function createDatabase(url: string): Database {
   if (databaseProvider(url) === "postgresql") {
     return new PostgresClient({ adapter: new PrismaPg({ connectionString: url }) }) as unknown as Database;
   }
-  return new SqliteClient({ adapter: new PrismaLibSQL({ url }) });
+  const client = new SqliteClient({ adapter: new PrismaLibSQL({ url }) });
+  // Write-ahead logging: readers no longer wait for a writer, and a commit appends to the log
+  // instead of rewriting pages. The mode is kept in the database file, so every later connection
+  // (the client opens a new one after each transaction) has it too. Queued before any other query.
+  client.$queryRawUnsafe("PRAGMA journal_mode = WAL").catch((error: unknown) => {
+    process.emitWarning(`could not switch the SQLite database to WAL mode: ${String(error)}`);
+  });
+  return client;
 }
 
 /** Prisma's SQL template helpers (`Prisma.sql`, `Prisma.join`, `Prisma.raw`), the same for both databases. */

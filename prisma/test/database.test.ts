@@ -25,6 +25,18 @@ describe.each(providers)("database on %s", (provider) => {
     await testDb.dispose();
   });
 
+  it.runIf(provider === "sqlite")(
+    "keeps a SQLite database in write-ahead-log mode, also after a transaction",
+    async () => {
+      const mode = async () =>
+        ((await db.$queryRawUnsafe("PRAGMA journal_mode")) as { journal_mode: string }[])[0]?.journal_mode;
+      expect(await mode()).toBe("wal");
+      await db.$transaction([db.user.count(), db.experiment.count()]);
+      // The client opens a new connection after a transaction: the mode is the file's, so it stays.
+      expect(await mode()).toBe("wal");
+    },
+  );
+
   async function organizerAndExperiment(id: string) {
     const organizer = await db.user.create({ data: { username: `org-${id}` } });
     const experiment = await db.experiment.create({
