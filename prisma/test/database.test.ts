@@ -29,7 +29,7 @@ describe.each(providers)("database on %s", (provider) => {
     "keeps a SQLite database in write-ahead-log mode, also after a transaction",
     async () => {
       const mode = async () =>
-        ((await db.$queryRawUnsafe("PRAGMA journal_mode")) as { journal_mode: string }[])[0]?.journal_mode;
+        (await db.$queryRawUnsafe<{ journal_mode: string }[]>("PRAGMA journal_mode"))[0]?.journal_mode;
       expect(await mode()).toBe("wal");
       await db.$transaction([db.user.count(), db.experiment.count()]);
       // The client opens a new connection after a transaction: the mode is the file's, so it stays.
