@@ -29,6 +29,8 @@ export function createDatabase(url: string): Database {
   // instead of rewriting pages. The mode is kept in the database file, so every later connection
   // (the client opens a new one after each transaction) has it too. Queued before any other query.
   client.$queryRawUnsafe("PRAGMA journal_mode = WAL").catch((error: unknown) => {
+    // A client closed at once (a short script) never needed it; anything else is worth a word.
+    if (String(error).includes("CLIENT_CLOSED")) return;
     process.emitWarning(`could not switch the SQLite database to WAL mode: ${String(error)}`);
   });
   return client;
