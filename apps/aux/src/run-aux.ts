@@ -163,6 +163,7 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
   });
 
   swarm.metrics.passExpiry.set(joined.passExpiresAt / 1000);
+  if (options.metrics !== undefined) swarm.metrics.collectProcessMetrics();
   const metricsServer =
     options.metrics === undefined
       ? undefined

@@ -243,6 +243,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     metricsOf.swarm = swarm.metrics;
     swarm.metrics.passExpiry.set(joined.passExpiresAt / 1000);
     if (options.metrics !== undefined) {
+      swarm.metrics.collectProcessMetrics();
       const server = await startMetricsServer({ registry: swarm.metrics.registry, ...options.metrics });
       cleanups.push(() => server.close());
       reporter.log("info", `metrics at ${server.url}`, { url: server.url });

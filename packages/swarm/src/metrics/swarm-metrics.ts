@@ -64,7 +64,16 @@ export class SwarmMetrics {
     registers: [this.registry],
   });
 
-  constructor() {
+  #processMetrics = false;
+
+  /**
+   * Adds prom-client's process metrics (CPU, memory, event loop lag, GC) as `barnraise_node_*`:
+   * for a program that serves the registry. Not by default, since they observe the whole process
+   * and a test may run many swarms in one. Idempotent.
+   */
+  collectProcessMetrics(): void {
+    if (this.#processMetrics) return;
+    this.#processMetrics = true;
     collectDefaultMetrics({ register: this.registry, prefix: "barnraise_node_" });
   }
 

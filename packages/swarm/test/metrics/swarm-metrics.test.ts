@@ -14,6 +14,8 @@ import { startMetricsServer, SwarmMetrics } from "../../src/metrics/swarm-metric
 describe("SwarmMetrics and its server", () => {
   it("serves the registry at /metrics on loopback, and nothing else", async () => {
     const metrics = new SwarmMetrics();
+    metrics.collectProcessMetrics();
+    metrics.collectProcessMetrics();
     metrics.step.set(12);
     metrics.allreduceSeconds.observe(0.25);
     metrics.allreduceBytes.inc({ direction: "sent" }, 1000);
