@@ -1,5 +1,4 @@
-import { errorResponse } from "../../../../../src/server/http/route.ts";
-import { getAppContext } from "../../../../../src/server/context.ts";
+import { route } from "../../../../../src/server/http/route.ts";
 import { handleUploadRequest } from "../../../../../src/server/uploads/upload-server.ts";
 
 /**
@@ -9,13 +8,7 @@ import { handleUploadRequest } from "../../../../../src/server/uploads/upload-se
  * There is no GET: an upload is read only by the import that converts it. See
  * src/server/datasets/README.md.
  */
-async function handle(req: Request): Promise<Response> {
-  try {
-    return await handleUploadRequest(req, getAppContext());
-  } catch (error) {
-    return errorResponse(error);
-  }
-}
+const handle = route<{ id?: string[] }>(({ req, ctx }) => handleUploadRequest(req, ctx));
 
 export const POST = handle;
 export const HEAD = handle;
