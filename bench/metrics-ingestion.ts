@@ -1,9 +1,11 @@
 /**
- * Signed metrics ingestion on loopback: the real platform (`next start` of apps/web on SQLite)
- * receives `POST /api/v1/experiments/{id}/metrics` from an aux peer, each request signed (DeDLOC I.5)
- * with a fresh nonce and step, as an aux monitor sends them.
+ * Signed metrics ingestion on loopback: the real platform (`next start` of apps/web on SQLite, or
+ * PostgreSQL with --postgres) receives `POST /api/v1/experiments/{id}/metrics` from an aux peer,
+ * each request signed (DeDLOC I.5) with a fresh nonce and step, as an aux monitor sends them.
  *
  *   npm run bench:ingest            # or: node bench/metrics-ingestion.ts [seconds] [connections] [peers]
+ *   node bench/metrics-ingestion.ts --postgres   # on a new database of the throwaway cluster of
+ *                                                # scripts/postgres.sh (started when needed)
  *
  * Defaults: 10 s, 16 connections, 16 peers per report. It builds apps/web first when the build is
  * missing or older than the sources.
@@ -13,7 +15,7 @@
  * capacity one instance reaches end to end (HTTP, JSON, database writes included). Non-2xx
  * responses make it fail.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { existsSync } from "node:fs";
 import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
@@ -38,12 +40,15 @@ import {
 import { nodeCrypto } from "../packages/protocol/src/node.ts";
 import { newAuthorityKey } from "../apps/web/src/server/authority-keys.ts";
 import { createAppContext, type AppContext } from "../apps/web/src/server/context.ts";
+import { openTestDatabase, type TestDatabase } from "../prisma/src/testing.ts";
 import { loadServerEnv } from "../apps/web/src/server/env.ts";
 import { generatePeerToken } from "../apps/web/src/server/services/peer-tokens.ts";
 
-const seconds = Number(process.argv[2] ?? 10);
-const connections = Number(process.argv[3] ?? 16);
-const peersPerReport = Number(process.argv[4] ?? 16);
+const postgres = process.argv.includes("--postgres");
+const positional = process.argv.slice(2).filter((arg) => arg !== "--postgres");
+const seconds = Number(positional[0] ?? 10);
+const connections = Number(positional[1] ?? 16);
+const peersPerReport = Number(positional[2] ?? 16);
 
 const root = resolve(import.meta.dirname, "..");
 const web = join(root, "apps/web");
@@ -253,7 +258,9 @@ async function verificationRate(signer: Signer, peerIds: readonly string[], coun
 }
 
 const dataDir = await mkdtemp(join(tmpdir(), "barnraise-bench-"));
-const databaseUrl = `file:${join(dataDir, "barnraise.db")}`;
+/** A new database on the PostgreSQL cluster of scripts/postgres.sh, or a SQLite file. */
+const database = postgres ? await postgresDatabase() : undefined;
+const databaseUrl = database?.url ?? `file:${join(dataDir, "barnraise.db")}`;
 const serverEnv = {
   AUTH_SECRET: toBase64Url(globalThis.crypto.getRandomValues(new Uint8Array(32))),
   BARNRAISE_SECRET: toBase64Url(globalThis.crypto.getRandomValues(new Uint8Array(32))),
@@ -340,7 +347,7 @@ try {
 
   const perSecond = result.requests.average;
   console.log(
-    `Node ${process.version}, SQLite, ${connections} connections, ${seconds} s, ` +
+    `Node ${process.version}, ${postgres ? "PostgreSQL" : "SQLite"}, ${connections} connections, ${seconds} s, ` +
       `${peerIds.length} peers per report (${report(1, peerIds).length} bytes)`,
   );
   console.log(
@@ -374,6 +381,19 @@ try {
     clearTimeout(stubborn);
   }
   await ctx?.db.$disconnect();
+  await database?.dispose();
   await rm(dataDir, { recursive: true, force: true });
 }
 if (failed) process.exitCode = 1;
+
+/** Starts (or finds) the throwaway PostgreSQL cluster and makes a database of its own on it. */
+async function postgresDatabase(): Promise<TestDatabase> {
+  const serverUrl = await new Promise<string>((resolve, reject) => {
+    execFile("bash", [join(root, "scripts/postgres.sh"), "start"], (error, stdout) => {
+      if (error !== null) reject(new Error(`scripts/postgres.sh start failed: ${error.message}`));
+      else resolve(stdout.trim());
+    });
+  });
+  process.env.BARNRAISE_TEST_POSTGRES_URL = serverUrl;
+  return openTestDatabase("postgresql");
+}
