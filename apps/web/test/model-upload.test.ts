@@ -4,6 +4,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import {
   LAYERS_MODEL_LIMITS,
+  type DatasetManifest,
   type ImageManifest,
   type TabularManifest,
   type TokenManifest,
@@ -75,6 +76,16 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
       headers: { "content-type": contentType },
       ...(cookie === undefined ? {} : { cookie }),
     });
+  }
+
+  /** The organizer publishes run `id` of `model` on `dataset` through the experiments route. */
+  async function publish(id: string, model: Record<string, unknown>, dataset: string) {
+    const response = await callRoute(createExperimentRoute, "/api/v1/experiments", {
+      method: "POST",
+      cookie: organizer.cookie,
+      body: { id, name: id, config: { model, dataset: { name: dataset } } },
+    });
+    return { status: response.status, body: (await response.json()) as ErrorBody & { config?: unknown } };
   }
 
   function file(name: string): Uint8Array {
@@ -232,14 +243,8 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
       await textDataset(app.dataDir, "big-vocab", 5000);
     });
 
-    async function create(id: string, model: Record<string, unknown>, dataset: string) {
-      const response = await callRoute(createExperimentRoute, "/api/v1/experiments", {
-        method: "POST",
-        cookie: organizer.cookie,
-        body: { id, name: id, config: { model: { preset: "layers", ...model }, dataset: { name: dataset } } },
-      });
-      return { status: response.status, body: (await response.json()) as ErrorBody & { config?: unknown } };
-    }
+    const create = (id: string, model: Record<string, unknown>, dataset: string) =>
+      publish(id, { preset: "layers", ...model }, dataset);
 
     it("publishes a run whose model fits its dataset, with the model's hash in the config", async () => {
       const created = await create(`fits-${provider}`, { sha256: modelSha }, "flowers");
@@ -338,18 +343,8 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
       ]);
     });
 
-    async function createUploadedLm(id: string, model: string, task: string, dataset: string) {
-      const response = await callRoute(createExperimentRoute, "/api/v1/experiments", {
-        method: "POST",
-        cookie: organizer.cookie,
-        body: {
-          id,
-          name: id,
-          config: { model: { preset: "layers", sha256: shas[model], task }, dataset: { name: dataset } },
-        },
-      });
-      return { status: response.status, body: (await response.json()) as ErrorBody & { config?: unknown } };
-    }
+    const createUploadedLm = (id: string, model: string, task: string, dataset: string) =>
+      publish(id, { preset: "layers", sha256: shas[model], task }, dataset);
 
     it.each([
       ["next-token", "lm"],
@@ -464,21 +459,8 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
   });
 
   describe("the masked LM on an imported text", () => {
-    async function createLm(id: string, dataset: string, vocabSize?: number) {
-      const response = await callRoute(createExperimentRoute, "/api/v1/experiments", {
-        method: "POST",
-        cookie: organizer.cookie,
-        body: {
-          id,
-          name: id,
-          config: {
-            model: { preset: "albert-mlm", ...(vocabSize ? { vocabSize } : {}) },
-            dataset: { name: dataset },
-          },
-        },
-      });
-      return { status: response.status, body: (await response.json()) as ErrorBody & { config?: unknown } };
-    }
+    const createLm = (id: string, dataset: string, vocabSize?: number) =>
+      publish(id, { preset: "albert-mlm", ...(vocabSize ? { vocabSize } : {}) }, dataset);
 
     it("publishes a run over a text dataset the model's vocabulary holds", async () => {
       const created = await createLm(`lm-text-${provider}`, "stories");
@@ -512,22 +494,34 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
   });
 });
 
+/** Stores `manifest` where the platform looks for the dataset's. */
+async function writeDataset(dataDir: string, manifest: DatasetManifest): Promise<void> {
+  const dir = join(dataDir, "datasets", manifest.name);
+  await mkdir(dir, { recursive: true });
+  await writeManifestFile(dir, manifest);
+}
+
+/** The fields every fit-check manifest shares: no shards (publishing reads only the manifest). */
+function emptyDataset(name: string, extension: string) {
+  return {
+    name,
+    formatVersion: 1 as const,
+    description: `${name} for the fit checks`,
+    createdFrom: { upload: `${name}.${extension}`, bytes: 0, sha256: "0".repeat(64) },
+    splits: { train: { records: 0, bytes: 0, shards: 0 }, test: { records: 0, bytes: 0, shards: 0 } },
+    shards: [],
+  };
+}
+
 /** A tabular dataset's manifest (no shards: publishing reads only the manifest). */
 async function tabularDataset(
   dataDir: string,
   name: string,
   shape: { features: number; classes: string[] | null },
 ): Promise<void> {
-  const dir = join(dataDir, "datasets", name);
-  await mkdir(dir, { recursive: true });
   const manifest: TabularManifest = {
-    name,
-    formatVersion: 1,
+    ...emptyDataset(name, "csv"),
     format: "tabular-f32",
-    description: `${name} for the fit checks`,
-    createdFrom: { upload: `${name}.csv`, bytes: 0, sha256: "0".repeat(64) },
-    splits: { train: { records: 0, bytes: 0, shards: 0 }, test: { records: 0, bytes: 0, shards: 0 } },
-    shards: [],
     options: { recordsPerShard: 1000, testEvery: 10 },
     record: {
       bytes: 4 * (shape.features + 1),
@@ -544,7 +538,7 @@ async function tabularDataset(
       },
     },
   };
-  await writeManifestFile(dir, manifest);
+  await writeDataset(dataDir, manifest);
 }
 
 /** An image dataset's manifest (no shards). */
@@ -553,17 +547,10 @@ async function imageDataset(
   name: string,
   shape: { width: number; height: number; channels: 1 | 3; classes: string[] },
 ): Promise<void> {
-  const dir = join(dataDir, "datasets", name);
-  await mkdir(dir, { recursive: true });
   const pixels = shape.width * shape.height * shape.channels;
   const manifest: ImageManifest = {
-    name,
-    formatVersion: 1,
+    ...emptyDataset(name, "zip"),
     format: "image-u8",
-    description: `${name} for the fit checks`,
-    createdFrom: { upload: `${name}.zip`, bytes: 0, sha256: "0".repeat(64) },
-    splits: { train: { records: 0, bytes: 0, shards: 0 }, test: { records: 0, bytes: 0, shards: 0 } },
-    shards: [],
     options: { recordsPerShard: 1000, testEvery: 10, fit: "cover" },
     record: {
       bytes: pixels + 2,
@@ -578,21 +565,14 @@ async function imageDataset(
       label: { offset: pixels, dtype: "uint16le", classes: shape.classes },
     },
   };
-  await writeManifestFile(dir, manifest);
+  await writeDataset(dataDir, manifest);
 }
 
 /** A text dataset's manifest (no shards) with a vocabulary of `size` tokens. */
 async function textDataset(dataDir: string, name: string, size: number): Promise<void> {
-  const dir = join(dataDir, "datasets", name);
-  await mkdir(dir, { recursive: true });
   const manifest: TokenManifest = {
-    name,
-    formatVersion: 1,
+    ...emptyDataset(name, "txt"),
     format: "tokens-u16le",
-    description: `${name} for the fit checks`,
-    createdFrom: { upload: `${name}.txt`, bytes: 0, sha256: "0".repeat(64) },
-    splits: { train: { records: 0, bytes: 0, shards: 0 }, test: { records: 0, bytes: 0, shards: 0 } },
-    shards: [],
     options: { recordsPerShard: 1000, limit: null, vocabSize: size },
     record: { length: "uint16le", token: "uint16le", maxTokens: 10 },
     vocabulary: {
@@ -604,5 +584,5 @@ async function textDataset(dataDir: string, name: string, size: number): Promise
       specialTokens: { pad: 0, unk: 1, cls: 2, sep: 3, mask: 4 },
     },
   };
-  await writeManifestFile(dir, manifest);
+  await writeDataset(dataDir, manifest);
 }

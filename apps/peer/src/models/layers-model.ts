@@ -52,6 +52,7 @@ export class UploadedLayersModel implements TrainableModel {
     variables: readonly tf.Variable[],
     reading: OutputReading,
     initial: Float32Array,
+    uploaded: UploadedModelShape,
   ) {
     this.config = config;
     this.#model = model;
@@ -59,7 +60,7 @@ export class UploadedLayersModel implements TrainableModel {
     this.#reading = reading;
     this.#initial = initial;
     this.layout = ParameterLayout.fromShapes(tensors);
-    this.uploaded = shapeOf(model);
+    this.uploaded = uploaded;
   }
 
   /**
@@ -100,13 +101,10 @@ export class UploadedLayersModel implements TrainableModel {
     }
     try {
       checkInputAndOutput(model, parsed.inputShape, reading);
+      const uploaded = shapeOf(model);
       if (reading.task === "next-token") {
-        const tokenIds = shapeOf(model).tokenIds ?? reading.vocabulary;
-        await checkReadsOnlyEarlierTokens(
-          model,
-          parsed.inputShape[0] ?? 1,
-          Math.min(tokenIds, reading.vocabulary),
-        );
+        const ids = Math.min(uploaded.tokenIds ?? reading.vocabulary, reading.vocabulary);
+        await checkReadsOnlyEarlierTokens(model, uploaded.features, ids);
       }
       const tensors = layersModelTensors(parsed);
       const variables = matchVariables(model, tensors);
@@ -120,7 +118,7 @@ export class UploadedLayersModel implements TrainableModel {
         initial.set(new Float32Array(bytes.buffer), offset);
         offset += length;
       }
-      return new UploadedLayersModel(config, model, tensors, variables, reading, initial);
+      return new UploadedLayersModel(config, model, tensors, variables, reading, initial, uploaded);
     } catch (error) {
       model.dispose();
       throw error;

@@ -119,15 +119,25 @@ async function withModel(
   }
 }
 
+/** Batches of the counting text for `model`, over HTTP as a peer reads them. */
+function countingBatches(
+  model: TrainableModel,
+  config: ReturnType<typeof layersConfig>,
+  split: "train" | "test",
+  batchSize: number,
+  seed: number,
+) {
+  const source = new HttpDatasetSource({ serverUrl: data.url, dataset: "counting" });
+  return createBatchStream({ source, split, batchSize, seed, config, uploaded: model.uploaded });
+}
+
 /** 150 steps of plain SGD at rate 0.5 on batches of 16; the held-out evaluation before and after. */
 async function train(model: TrainableModel, config: ReturnType<typeof layersConfig>) {
-  const source = new HttpDatasetSource({ serverUrl: data.url, dataset: "counting" });
-  const options = { source, seed: 4, config, uploaded: model.uploaded } as const;
-  const test = () => createBatchStream({ ...options, split: "test", batchSize: 20 });
+  const test = () => countingBatches(model, config, "test", 20, 4);
   let theta = model.initialParameters(0);
   const before = await evaluateModel(model, theta, test());
   let step = 0;
-  for await (const batch of createBatchStream({ ...options, split: "train", batchSize: 16 })) {
+  for await (const batch of countingBatches(model, config, "train", 16, 4)) {
     model.setParameters(theta);
     const { gradient, samples } = await model.computeGradients(batch, step);
     expect(samples).toBe(16);
@@ -196,16 +206,7 @@ describe("an uploaded masked-tokens model", () => {
   it("draws the held-out masks from the seed, so two evaluations of one state agree", async () => {
     await tf.setBackend("cpu");
     await withModel(neighbourModel(), "masked-tokens", async (model, config) => {
-      const source = new HttpDatasetSource({ serverUrl: data.url, dataset: "counting" });
-      const test = () =>
-        createBatchStream({
-          source,
-          split: "test",
-          batchSize: 20,
-          seed: 9,
-          config,
-          uploaded: model.uploaded,
-        });
+      const test = () => countingBatches(model, config, "test", 20, 9);
       const theta = model.initialParameters(0);
       const [first, second] = [
         await evaluateModel(model, theta, test()),
@@ -242,15 +243,7 @@ describe("refusals", () => {
     await tf.setBackend("cpu");
     await withModel(bigramModel({ inputDim: VOCAB - 4 }), "next-token", async (model, config) => {
       expect(model.uploaded).toMatchObject({ tokenIds: VOCAB - 4, outputUnits: VOCAB });
-      const source = new HttpDatasetSource({ serverUrl: data.url, dataset: "counting" });
-      const batches = createBatchStream({
-        source,
-        split: "test",
-        batchSize: 4,
-        seed: 1,
-        config,
-        uploaded: model.uploaded,
-      });
+      const batches = countingBatches(model, config, "test", 4, 1);
       await expect(batches.next()).rejects.toThrow(
         /vocabulary has 24 tokens but the model embeds only 20; import the text with a vocabulary size of at most 20 \(the ids its Embedding reads\)/,
       );
@@ -300,15 +293,7 @@ describe("refusals", () => {
     small.add(embedding(16));
     small.add(output(16));
     await withModel(small, "next-token", async (model, config) => {
-      const source = new HttpDatasetSource({ serverUrl: data.url, dataset: "counting" });
-      const batches = createBatchStream({
-        source,
-        split: "test",
-        batchSize: 4,
-        seed: 1,
-        config,
-        uploaded: model.uploaded,
-      });
+      const batches = countingBatches(model, config, "test", 4, 1);
       await expect(batches.next()).rejects.toThrow(
         /vocabulary has 24 tokens but the model embeds only 16; import the text with a vocabulary size of at most 16/,
       );
