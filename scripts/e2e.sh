@@ -31,6 +31,9 @@ if [[ ! -x "$chromium" ]]; then
   }
 fi
 
+# The several-instances story puts two platforms behind Debian's HAProxy.
+[[ -x /usr/sbin/haproxy ]] || install_debian_package haproxy "the several-instances test (a reverse proxy)" || exit 1
+
 cd "$root"
 log "building the web app (skipped while its sources are unchanged)"
 node scripts/build-web.ts

@@ -46,6 +46,12 @@ export interface WebServerOptions {
    * checkpoints); a fresh one, migrated and with MNIST shards, when absent.
    */
   readonly dataDir?: string;
+  /** The database (e.g. a PostgreSQL URL, migrated when the data directory is fresh); the data directory's SQLite file when absent. */
+  readonly databaseUrl?: string;
+  /** The origin users reach it at, when that is not its own port (a reverse proxy in front). */
+  readonly publicUrl?: string;
+  /** More environment for the server. */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 /** The platform of the end-to-end run, at E2E_PORT; stopping it also removes its data. */
@@ -69,8 +75,9 @@ export async function launchWebServer(options: WebServerOptions): Promise<Runnin
     throw new Error(`something already answers at ${baseURL}; stop it or set E2E_PORT to a free port`);
   }
 
-  const dataDir = options.dataDir ?? (await prepareDataDir());
-  const databaseUrl = `file:${join(dataDir, "barnraise.db")}`;
+  const dataDir = options.dataDir ?? (await prepareDataDir(options.databaseUrl));
+  const databaseUrl = options.databaseUrl ?? sqliteUrl(dataDir);
+  const publicUrl = options.publicUrl ?? baseURL;
   const { logFile } = options;
   const log = createWriteStream(logFile, { flags: "a" });
   const nextCli = requireFromWeb.resolve("next/dist/bin/next");
@@ -84,10 +91,10 @@ export async function launchWebServer(options: WebServerOptions): Promise<Runnin
       NODE_ENV: "production",
       NEXT_TELEMETRY_DISABLED: "1",
       AUTH_SECRET: e2eRun.authSecret,
-      AUTH_URL: baseURL,
+      AUTH_URL: publicUrl,
       BARNRAISE_SECRET: e2eRun.barnraiseSecret,
       BARNRAISE_DATA_DIR: dataDir,
-      BARNRAISE_PUBLIC_URL: baseURL,
+      BARNRAISE_PUBLIC_URL: publicUrl,
       BARNRAISE_SIGNUP: "open",
       // Every spec registers its own users from this one address.
       BARNRAISE_SIGNUP_LIMIT: "100",
@@ -103,6 +110,7 @@ export async function launchWebServer(options: WebServerOptions): Promise<Runnin
         },
       ]),
       LOG_LEVEL: "info",
+      ...options.env,
     },
   });
   child.stdout.pipe(log, { end: false });
@@ -139,14 +147,20 @@ export async function launchWebServer(options: WebServerOptions): Promise<Runnin
   return { baseURL, dataDir, logFile, stop, kill };
 }
 
-/** A fresh data directory with a migrated SQLite database and a quick subset of the MNIST shards. */
-async function prepareDataDir(): Promise<string> {
+function sqliteUrl(dataDir: string): string {
+  return `file:${join(dataDir, "barnraise.db")}`;
+}
+
+/**
+ * A fresh data directory with a migrated database (`databaseUrl`, else a SQLite file in it) and a
+ * quick subset of the MNIST shards.
+ */
+async function prepareDataDir(databaseUrl?: string): Promise<string> {
   const dataDir = await mkdtemp(join(tmpdir(), "barnraise-e2e-"));
-  const databaseUrl = `file:${join(dataDir, "barnraise.db")}`;
   const prismaCli = requireFromRoot.resolve("prisma/build/index.js");
   await run(process.execPath, [prismaCli, "migrate", "deploy"], {
     cwd: repoRoot,
-    env: { ...process.env, DATABASE_URL: databaseUrl },
+    env: { ...process.env, DATABASE_URL: databaseUrl ?? sqliteUrl(dataDir) },
   });
   await run(
     process.execPath,

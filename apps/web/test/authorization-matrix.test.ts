@@ -1,7 +1,6 @@
 import { encode } from "@auth/core/jwt";
 import { testDatabaseProviders } from "@barnraise/prisma/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { resetRateLimits } from "../src/server/http/rate-limit.ts";
 import {
   ACTOR_NAMES,
   cookieOf,
@@ -32,7 +31,6 @@ describe.each(testDatabaseProviders())("authorization matrix on %s", (provider) 
   beforeAll(async () => {
     app = await createTestApp(provider);
     cast = await createCast(app);
-    resetRateLimits();
   });
   afterAll(async () => {
     await app.dispose();

@@ -15,7 +15,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serializeTrainingState } from "../../../packages/swarm/src/state/state-snapshot.ts";
 import { GET as safetensorsRoute } from "../app/api/v1/experiments/[id]/checkpoints/[checkpointId]/safetensors/route.ts";
 import type { CheckpointView } from "../src/api/schemas/public.ts";
-import { resetRateLimits } from "../src/server/http/rate-limit.ts";
 import { upload } from "./support/checkpoint-upload.ts";
 import {
   buildLayersModel,
@@ -71,7 +70,6 @@ describe.each(testDatabaseProviders())("checkpoint as safetensors (%s)", (provid
   beforeAll(async () => {
     app = await createTestApp(provider);
     setup = await setUpAux(app);
-    resetRateLimits();
     dir = await mkdtemp(join(tmpdir(), "safetensors-"));
   });
   afterAll(async () => {

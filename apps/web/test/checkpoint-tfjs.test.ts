@@ -14,7 +14,6 @@ import { GET as listRoute } from "../app/api/v1/experiments/[id]/checkpoints/rou
 import { GET as modelJsonRoute } from "../app/api/v1/experiments/[id]/checkpoints/[checkpointId]/tfjs/model.json/route.ts";
 import { GET as weightsRoute } from "../app/api/v1/experiments/[id]/checkpoints/[checkpointId]/tfjs/weights.bin/route.ts";
 import type { CheckpointList, CheckpointView } from "../src/api/schemas/public.ts";
-import { resetRateLimits } from "../src/server/http/rate-limit.ts";
 import { upload } from "./support/checkpoint-upload.ts";
 import {
   buildLayersModel,
@@ -127,7 +126,6 @@ describe.each(testDatabaseProviders())("checkpoint as a TF.js model (%s)", (prov
   beforeAll(async () => {
     await tf.setBackend("cpu");
     app = await createTestApp(provider);
-    resetRateLimits();
     ({ server, origin } = await serveTfjsRoutes());
   });
   afterAll(async () => {

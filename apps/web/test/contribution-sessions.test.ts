@@ -3,7 +3,6 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { GET as leaderboardRoute } from "../app/api/v1/experiments/[id]/leaderboard/route.ts";
 import { POST as postMetrics } from "../app/api/v1/experiments/[id]/metrics/route.ts";
 import type { Leaderboard } from "../src/api/schemas/public.ts";
-import { resetRateLimits } from "../src/server/http/rate-limit.ts";
 import {
   createToken,
   createUser,
@@ -33,7 +32,6 @@ describe.each(testDatabaseProviders())("contributions per session (%s)", (provid
   beforeEach(async () => {
     app = await createTestApp(provider);
     setup = await setUpAux(app);
-    resetRateLimits();
     user = await createUser(app);
     await setAllowlistStatus(app, setup.experimentId, user, "approved");
     const token = await createToken(app, setup.experimentId, user);

@@ -12,7 +12,6 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { POST as scopedJoinRoute } from "../app/api/v1/experiments/[id]/join/route.ts";
 import { POST as joinByTokenRoute } from "../app/api/v1/join/route.ts";
 import { joinResponseSchema } from "../src/api/schemas/peer.ts";
-import { resetRateLimits } from "../src/server/http/rate-limit.ts";
 import {
   callJoin,
   createExperiment,
@@ -45,7 +44,6 @@ describe.each(testDatabaseProviders())("join by token (%s)", (provider) => {
   beforeEach(async () => {
     clock = Date.UTC(2026, 10, 21, 12, 0, 0);
     app = await createTestApp(provider, { now: () => clock });
-    resetRateLimits();
   });
   afterEach(async () => {
     await app.dispose();

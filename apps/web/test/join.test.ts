@@ -11,7 +11,6 @@ import { nodeCrypto } from "@barnraise/protocol/node";
 import { testDatabaseProviders } from "@barnraise/prisma/testing";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { POST as registerAddress } from "../app/api/v1/experiments/[id]/peers/address/route.ts";
-import { resetRateLimits } from "../src/server/http/rate-limit.ts";
 import { POST as joinRoute } from "../app/api/v1/experiments/[id]/join/route.ts";
 import {
   callJoin,
@@ -40,7 +39,6 @@ describe.each(testDatabaseProviders())("join (%s)", (provider) => {
   beforeEach(async () => {
     clock = Date.UTC(2026, 10, 21, 12, 0, 0);
     app = await createTestApp(provider, { now: () => clock });
-    resetRateLimits();
   });
   afterEach(async () => {
     await app.dispose();

@@ -11,7 +11,6 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { GET as downloadRoute } from "../app/api/v1/experiments/[id]/checkpoints/[checkpointId]/route.ts";
 import { GET as latestRoute } from "../app/api/v1/experiments/[id]/checkpoints/latest/route.ts";
 import type { CheckpointView, LatestCheckpoint } from "../src/api/schemas/public.ts";
-import { resetRateLimits } from "../src/server/http/rate-limit.ts";
 import { storeContents, upload } from "./support/checkpoint-upload.ts";
 import { organizerActions, type OrganizerActions } from "./support/organizer-actions.ts";
 import { errorCode, rotateAuthorityKey, setUpAux, type AuxSetup } from "./support/peer-fixtures.ts";
@@ -33,7 +32,6 @@ describe.each(testDatabaseProviders())("latest checkpoint (%s)", (provider) => {
     app = await createTestApp(provider);
     setup = await setUpAux(app);
     organizer = await organizerActions(setup.organizer, setup.experimentId);
-    resetRateLimits();
     files.clear();
   });
   afterEach(async () => {

@@ -16,7 +16,6 @@ import { POST as uploadRoute } from "../app/api/v1/models/route.ts";
 import { GET as summaryRoute } from "../app/api/v1/models/[sha256]/route.ts";
 import { GET as fileRoute } from "../app/api/v1/models/[sha256]/[file]/route.ts";
 import { writeManifestFile } from "../src/server/datasets/manifest.ts";
-import { resetRateLimits } from "../src/server/http/rate-limit.ts";
 import { createTestUser, type TestUser } from "./support/actors.ts";
 import {
   multipartOf,
@@ -61,7 +60,6 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
     await app.dispose();
   });
   beforeEach(() => {
-    resetRateLimits();
   });
 
   async function post(

@@ -6,7 +6,6 @@ import { GET as metricsRoute } from "../app/metrics/route.ts";
 import { GET as experimentRoute } from "../app/api/v1/experiments/[id]/route.ts";
 import { POST as joinRoute } from "../app/api/v1/join/route.ts";
 import { POST as uploadModelRoute } from "../app/api/v1/models/route.ts";
-import { resetRateLimits } from "../src/server/http/rate-limit.ts";
 import { PlatformMetrics } from "../src/server/observability/platform-metrics.ts";
 import { createExperiment } from "../src/server/services/create-experiment.ts";
 import { createTestUser, type TestUser } from "./support/actors.ts";
@@ -34,7 +33,6 @@ describe.each(testDatabaseProviders())("GET /metrics (%s)", (provider) => {
     await app.dispose();
   });
   beforeEach(() => {
-    resetRateLimits();
   });
 
   const scrape = async (): Promise<Scrape> => {

@@ -7,7 +7,7 @@ import { GET as leaderboardRoute } from "../app/api/v1/experiments/[id]/leaderbo
 import { POST as postMetrics } from "../app/api/v1/experiments/[id]/metrics/route.ts";
 import { openApiDocument } from "../src/api/openapi.ts";
 import type { CheckpointList, Leaderboard } from "../src/api/schemas/public.ts";
-import { rateLimits, resetRateLimits } from "../src/server/http/rate-limit.ts";
+import { rateLimits } from "../src/server/http/rate-limit.ts";
 import { upload } from "./support/checkpoint-upload.ts";
 import {
   createToken,
@@ -30,7 +30,6 @@ describe.each(testDatabaseProviders())("public reads (%s)", (provider) => {
   beforeEach(async () => {
     app = await createTestApp(provider);
     setup = await setUpAux(app);
-    resetRateLimits();
   });
   afterEach(async () => {
     await app.dispose();

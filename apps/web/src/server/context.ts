@@ -4,6 +4,7 @@ import type { CryptoProvider } from "@barnraise/protocol";
 import { nodeCrypto } from "@barnraise/protocol/node";
 import { loadServerEnv, type ServerEnv } from "./env.ts";
 import { createLogger, type Logger } from "./logger.ts";
+import { RateLimits } from "./http/rate-limit.ts";
 import { PeerVerifierCache } from "./peer-verifier-cache.ts";
 import type { CheckpointStore } from "./storage/checkpoint-store.ts";
 import { LocalCheckpointStore } from "./storage/local-checkpoint-store.ts";
@@ -27,6 +28,8 @@ export interface AppContext {
   readonly peerVerifiers: PeerVerifierCache;
   /** The Prometheus metrics `GET /metrics` serves. */
   readonly metrics: PlatformMetrics;
+  /** Per-client rate limits, counted in the database so that every web instance shares them. */
+  readonly rateLimits: RateLimits;
 }
 
 export interface AppContextOverrides {
@@ -48,6 +51,7 @@ export function createAppContext(env: ServerEnv, overrides: AppContextOverrides 
     now: overrides.now ?? Date.now,
     checkpoints: overrides.checkpoints ?? new LocalCheckpointStore(join(env.dataDir, "checkpoints")),
     peerVerifiers: new PeerVerifierCache(db, nodeCrypto),
+    rateLimits: new RateLimits(db),
   };
 }
 

@@ -1,12 +1,12 @@
-import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
+import type { Database } from "@barnraise/prisma";
+import { RateLimiterPrisma, RateLimiterRes } from "rate-limiter-flexible";
 import { AppError, AppErrorCode } from "../app-error.ts";
 
 /**
  * Per-client rate limits for the routes that anyone can hit without an account (sign-up, join, the
- * public dashboard's reads).
- * Counters live in this process's memory (rate-limiter-flexible's RateLimiterMemory): behind a load
- * balancer each instance allows its own share, which is the intended bound for abuse protection,
- * not an exact quota. Nothing else depends on these counters.
+ * public dashboard's reads) and for model uploads.
+ * Counters live in the database (rate-limiter-flexible's Prisma store, table RateLimitCounter), so
+ * every web instance behind a load balancer counts against one limit per client.
  */
 
 export const rateLimits = {
@@ -25,54 +25,74 @@ export const rateLimits = {
 
 export type RateLimiterName = keyof typeof rateLimits;
 
-// Kept on globalThis so that Next's module reloading in development keeps the counters.
-const holder = globalThis as typeof globalThis & {
-  __barnraiseRateLimiters?: Map<RateLimiterName, RateLimiterMemory>;
-};
+/** How often the counters whose window ended are deleted (each key's own row is reset on its next use). */
+const SWEEP_INTERVAL_MS = 5 * 60_000;
 
-function limiter(name: RateLimiterName, points: number): RateLimiterMemory {
-  holder.__barnraiseRateLimiters ??= new Map();
-  let found = holder.__barnraiseRateLimiters.get(name);
-  if (found?.points !== points) {
-    found = new RateLimiterMemory({ keyPrefix: name, points, duration: rateLimits[name].durationSeconds });
-    holder.__barnraiseRateLimiters.set(name, found);
+/** The platform's rate limits on one database: `ctx.rateLimits`. */
+export class RateLimits {
+  readonly #db: Database;
+  readonly #limiters = new Map<string, RateLimiterPrisma>();
+  #nextSweep = 0;
+
+  constructor(db: Database) {
+    this.#db = db;
   }
-  return found;
+
+  /**
+   * Counts one request of `key` against limit `name` (with `points` per window instead of the
+   * limit's default, when the platform's configuration says so); throws RATE_LIMITED (with
+   * Retry-After) past the limit.
+   */
+  async consume(name: RateLimiterName, key: string, points: number = rateLimits[name].points): Promise<void> {
+    this.#sweep();
+    try {
+      await this.#limiter(name, points).consume(key);
+    } catch (error) {
+      if (!(error instanceof RateLimiterRes)) throw error;
+      const seconds = Math.max(1, Math.ceil(error.msBeforeNext / 1000));
+      throw new AppError(
+        AppErrorCode.RATE_LIMITED,
+        `too many ${rateLimits[name].what} from this address; try again in ${seconds} s`,
+        { headers: { "retry-after": String(seconds) } },
+      );
+    }
+  }
+
+  #limiter(name: RateLimiterName, points: number): RateLimiterPrisma {
+    const id = `${name}/${points}`;
+    let found = this.#limiters.get(id);
+    if (found === undefined) {
+      found = new RateLimiterPrisma({
+        storeClient: this.#db,
+        // The client's accessor of model RateLimitCounter.
+        tableName: "rateLimitCounter",
+        keyPrefix: name,
+        points,
+        duration: rateLimits[name].durationSeconds,
+        // Swept here instead, so that no timer outlives the database it was made for.
+        clearExpiredByTimeout: false,
+      });
+      this.#limiters.set(id, found);
+    }
+    return found;
+  }
+
+  #sweep(): void {
+    const now = Date.now();
+    if (now < this.#nextSweep) return;
+    this.#nextSweep = now + SWEEP_INTERVAL_MS;
+    // Best effort: a failed sweep leaves rows that the next one deletes.
+    this.#db.rateLimitCounter.deleteMany({ where: { expire: { lt: new Date(now) } } }).catch(() => undefined);
+  }
 }
 
 /**
- * Counts one request of `key` against limiter `name` (with `points` per window instead of the
- * limit's default, when the platform's configuration says so); throws RATE_LIMITED (with
- * Retry-After) past the limit.
- */
-export async function consumeRateLimit(
-  name: RateLimiterName,
-  key: string,
-  points: number = rateLimits[name].points,
-): Promise<void> {
-  try {
-    await limiter(name, points).consume(key);
-  } catch (error) {
-    if (!(error instanceof RateLimiterRes)) throw error;
-    const seconds = Math.max(1, Math.ceil(error.msBeforeNext / 1000));
-    throw new AppError(
-      AppErrorCode.RATE_LIMITED,
-      `too many ${rateLimits[name].what} from this address; try again in ${seconds} s`,
-      { headers: { "retry-after": String(seconds) } },
-    );
-  }
-}
-
-/** Forgets every counter: for tests that exercise a limit more than once in one process. */
-export function resetRateLimits(): void {
-  holder.__barnraiseRateLimiters?.clear();
-}
-
-/**
- * The client's address for rate limiting: the first hop of X-Forwarded-For (set by the reverse proxy
- * in front of the platform), or "local" when the request came without one.
+ * The client's address for rate limiting: the last entry of X-Forwarded-For, the one the reverse
+ * proxy in front of the platform appended (or set) from the connection it accepted; `next start`
+ * sets it from the socket when no proxy did. Earlier entries come from the client and could be
+ * anything, so they are not trusted. "local" when the request came without one.
  */
 export function clientIp(req: Request): string {
-  const first = req.headers.get("x-forwarded-for")?.split(",")[0]?.trim();
-  return first !== undefined && first.length > 0 ? first.slice(0, 64) : "local";
+  const last = req.headers.get("x-forwarded-for")?.split(",").at(-1)?.trim();
+  return last !== undefined && last.length > 0 ? last.slice(0, 64) : "local";
 }

@@ -1,6 +1,6 @@
 import { joinRequestSchema } from "../../../../src/api/schemas/peer.ts";
 import { readJson } from "../../../../src/server/http/json-body.ts";
-import { clientIp, consumeRateLimit } from "../../../../src/server/http/rate-limit.ts";
+import { clientIp } from "../../../../src/server/http/rate-limit.ts";
 import { json, route } from "../../../../src/server/http/route.ts";
 import { joinWithToken } from "../../../../src/server/services/join-experiment.ts";
 
@@ -10,7 +10,7 @@ import { joinWithToken } from "../../../../src/server/services/join-experiment.t
  * the per-address rate limit and the response with `POST /api/v1/experiments/{id}/join`.
  */
 export const POST = route(async ({ req, ctx }) => {
-  await consumeRateLimit("join", clientIp(req));
+  await ctx.rateLimits.consume("join", clientIp(req));
   const input = await readJson(req, joinRequestSchema);
   return json(await joinWithToken(ctx, input));
 });

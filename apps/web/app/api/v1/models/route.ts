@@ -1,5 +1,4 @@
 import { readBytes } from "../../../../src/server/http/json-body.ts";
-import { consumeRateLimit } from "../../../../src/server/http/rate-limit.ts";
 import { json, route } from "../../../../src/server/http/route.ts";
 import { requireUserForMutation } from "../../../../src/server/http/session.ts";
 import { MAX_MODEL_UPLOAD_BYTES } from "../../../../src/server/models/model-store.ts";
@@ -12,7 +11,7 @@ import { uploadLayersModel } from "../../../../src/server/services/upload-model.
  */
 export const POST = route(async ({ req, ctx }) => {
   const user = await requireUserForMutation(req, ctx);
-  await consumeRateLimit("modelUpload", user.id);
+  await ctx.rateLimits.consume("modelUpload", user.id);
   const body = await readBytes(req, MAX_MODEL_UPLOAD_BYTES);
   const contentType = req.headers.get("content-type") ?? "";
   const summary = await uploadLayersModel(ctx, contentType, body);

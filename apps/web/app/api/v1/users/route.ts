@@ -1,5 +1,5 @@
 import { readJson } from "../../../../src/server/http/json-body.ts";
-import { clientIp, consumeRateLimit } from "../../../../src/server/http/rate-limit.ts";
+import { clientIp } from "../../../../src/server/http/rate-limit.ts";
 import { json, route } from "../../../../src/server/http/route.ts";
 import { assertSameOrigin } from "../../../../src/server/http/session.ts";
 import {
@@ -12,7 +12,7 @@ import {
 export const POST = route(async ({ req, ctx }) => {
   assertSameOrigin(req, ctx);
   assertSignupOpen(ctx);
-  await consumeRateLimit("register", clientIp(req), ctx.env.signupLimitPerHour);
+  await ctx.rateLimits.consume("register", clientIp(req), ctx.env.signupLimitPerHour);
   const input = await readJson(req, registerUserInputSchema);
   return json(await registerUser(ctx, input), { status: 201 });
 });

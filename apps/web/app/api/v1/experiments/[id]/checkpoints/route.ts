@@ -1,11 +1,11 @@
-import { clientIp, consumeRateLimit } from "../../../../../../src/server/http/rate-limit.ts";
+import { clientIp } from "../../../../../../src/server/http/rate-limit.ts";
 import { json, route } from "../../../../../../src/server/http/route.ts";
 import { listCheckpoints } from "../../../../../../src/server/services/list-checkpoints.ts";
 import { uploadCheckpoint } from "../../../../../../src/server/services/upload-checkpoint.ts";
 
 /** GET /api/v1/experiments/{id}/checkpoints: the checkpoints, newest step first. */
 export const GET = route<{ id: string }>(async ({ req, params, ctx }) => {
-  await consumeRateLimit("publicRead", clientIp(req));
+  await ctx.rateLimits.consume("publicRead", clientIp(req));
   return json(await listCheckpoints(ctx, params.id));
 });
 

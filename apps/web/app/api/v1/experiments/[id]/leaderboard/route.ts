@@ -1,9 +1,9 @@
-import { clientIp, consumeRateLimit } from "../../../../../../src/server/http/rate-limit.ts";
+import { clientIp } from "../../../../../../src/server/http/rate-limit.ts";
 import { json, route } from "../../../../../../src/server/http/route.ts";
 import { readLeaderboard } from "../../../../../../src/server/services/read-leaderboard.ts";
 
 /** GET /api/v1/experiments/{id}/leaderboard: what each user's nodes contributed. */
 export const GET = route<{ id: string }>(async ({ req, params, ctx }) => {
-  await consumeRateLimit("publicRead", clientIp(req));
+  await ctx.rateLimits.consume("publicRead", clientIp(req));
   return json(await readLeaderboard(ctx, params.id));
 });

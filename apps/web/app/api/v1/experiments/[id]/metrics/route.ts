@@ -1,7 +1,7 @@
 import { MAX_METRICS_BODY_BYTES, metricsReportSchema } from "../../../../../../src/api/schemas/peer.ts";
 import { readMetricsQuerySchema } from "../../../../../../src/api/schemas/public.ts";
 import { parseInput } from "../../../../../../src/server/http/json-body.ts";
-import { clientIp, consumeRateLimit } from "../../../../../../src/server/http/rate-limit.ts";
+import { clientIp } from "../../../../../../src/server/http/rate-limit.ts";
 import { json, route } from "../../../../../../src/server/http/route.ts";
 import { PlatformMetrics } from "../../../../../../src/server/observability/platform-metrics.ts";
 import { ingestMetrics } from "../../../../../../src/server/services/ingest-metrics.ts";
@@ -10,7 +10,7 @@ import { readMetrics } from "../../../../../../src/server/services/read-metrics.
 
 /** GET /api/v1/experiments/{id}/metrics?maxPoints=: the loss curve, downsampled for long runs. */
 export const GET = route<{ id: string }>(async ({ req, params, ctx }) => {
-  await consumeRateLimit("publicRead", clientIp(req));
+  await ctx.rateLimits.consume("publicRead", clientIp(req));
   const query = parseInput(readMetricsQuerySchema, Object.fromEntries(new URL(req.url).searchParams));
   return json(await readMetrics(ctx, params.id, query.maxPoints));
 });

@@ -1,5 +1,5 @@
 import { prefixedFileResponse } from "../../../../../../../../src/server/http/byte-range.ts";
-import { clientIp, consumeRateLimit } from "../../../../../../../../src/server/http/rate-limit.ts";
+import { clientIp } from "../../../../../../../../src/server/http/rate-limit.ts";
 import { route } from "../../../../../../../../src/server/http/route.ts";
 import { readCheckpointSafetensors } from "../../../../../../../../src/server/services/read-checkpoint-safetensors.ts";
 
@@ -8,7 +8,7 @@ import { readCheckpointSafetensors } from "../../../../../../../../src/server/se
  * weights as a safetensors file, one named float32 tensor per parameter tensor.
  */
 export const GET = route<{ id: string; checkpointId: string }>(async ({ req, params, ctx }) => {
-  await consumeRateLimit("publicRead", clientIp(req));
+  await ctx.rateLimits.consume("publicRead", clientIp(req));
   const exported = await readCheckpointSafetensors(ctx, params.id, params.checkpointId);
   return prefixedFileResponse({
     ...exported,

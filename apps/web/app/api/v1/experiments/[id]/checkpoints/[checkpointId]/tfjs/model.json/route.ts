@@ -1,4 +1,4 @@
-import { clientIp, consumeRateLimit } from "../../../../../../../../../src/server/http/rate-limit.ts";
+import { clientIp } from "../../../../../../../../../src/server/http/rate-limit.ts";
 import { route } from "../../../../../../../../../src/server/http/route.ts";
 import {
   readCheckpointTfjs,
@@ -11,6 +11,6 @@ import {
  * `tf.loadLayersModel` on this URL loads the checkpoint's weights.
  */
 export const GET = route<{ id: string; checkpointId: string }>(async ({ req, params, ctx }) => {
-  await consumeRateLimit("publicRead", clientIp(req));
+  await ctx.rateLimits.consume("publicRead", clientIp(req));
   return tfjsModelJsonResponse(req, await readCheckpointTfjs(ctx, params.id, params.checkpointId));
 });

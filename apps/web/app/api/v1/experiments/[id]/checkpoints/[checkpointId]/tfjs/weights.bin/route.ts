@@ -1,4 +1,4 @@
-import { clientIp, consumeRateLimit } from "../../../../../../../../../src/server/http/rate-limit.ts";
+import { clientIp } from "../../../../../../../../../src/server/http/rate-limit.ts";
 import { route } from "../../../../../../../../../src/server/http/route.ts";
 import {
   readCheckpointTfjs,
@@ -10,6 +10,6 @@ import {
  * checkpoint's TF.js model.json lists, float32 in manifest order, streamed (single ranges too).
  */
 export const GET = route<{ id: string; checkpointId: string }>(async ({ req, params, ctx }) => {
-  await consumeRateLimit("publicRead", clientIp(req));
+  await ctx.rateLimits.consume("publicRead", clientIp(req));
   return tfjsWeightsResponse(req, await readCheckpointTfjs(ctx, params.id, params.checkpointId));
 });
