@@ -18,7 +18,7 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { existsSync } from "node:fs";
-import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -267,6 +267,7 @@ const serverEnv = {
   DATABASE_URL: databaseUrl,
   BARNRAISE_DATA_DIR: dataDir,
   LOG_LEVEL: "warn",
+  BARNRAISE_METRICS_TOKEN: toBase64Url(globalThis.crypto.getRandomValues(new Uint8Array(24))),
 };
 let server: ChildProcess | undefined;
 let ctx: AppContext | undefined;
@@ -315,6 +316,7 @@ try {
 
   let step = 1000;
   let firstFailure: string | undefined;
+  const cpuBefore = await groupCpuSeconds(server.pid ?? 0);
   const result = await autocannon({
     url: base,
     connections,
@@ -342,6 +344,12 @@ try {
       },
     ],
   });
+  const cpuPerRequest = ((await groupCpuSeconds(server.pid ?? 0)) - cpuBefore) / result.requests.total;
+  const queries = await queriesPerRequest(
+    base,
+    serverEnv.BARNRAISE_METRICS_TOKEN,
+    result.requests.total + 20,
+  );
   const stored = await ctx.db.metric.count({ where: { experimentId: EXPERIMENT } });
   const verifyRate = await verificationRate(signer, peerIds, 5000);
 
@@ -359,6 +367,12 @@ try {
     `latency               p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, max ${result.latency.max} ms`,
   );
   console.log(`steps stored          ${stored}`);
+  console.log(`database queries      ${queries.total.toFixed(1)} per request (${queries.detail})`);
+  // CPU time, unlike requests/s, hardly depends on what else the machine runs meanwhile.
+  console.log(
+    `platform CPU          ${(cpuPerRequest * 1000).toFixed(2)} ms per request ` +
+      `(one core's worth: ${(1 / cpuPerRequest).toFixed(0)} requests/s)`,
+  );
   console.log(`in-process verify     ${verifyRate.toFixed(0)} signed requests/s (same requests, one core)`);
   console.log(
     `ratio                 ${(perSecond / verifyRate).toFixed(3)} × verification capacity end to end`,
@@ -385,6 +399,42 @@ try {
   await rm(dataDir, { recursive: true, force: true });
 }
 if (failed) process.exitCode = 1;
+
+/**
+ * The platform's database queries per ingestion request, from its /metrics (every query it made
+ * since it started, over `requests`: the measured ones, the warm-up and the join).
+ */
+async function queriesPerRequest(base: string, token: string, requests: number) {
+  const response = await fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${token}` } });
+  const counts = new Map<string, number>();
+  for (const line of (await response.text()).split("\n")) {
+    const match = /^barnraise_db_query_seconds_count\{model="([^"]*)",operation="([^"]*)"\} (\S+)$/.exec(
+      line,
+    );
+    if (match !== null) counts.set(`${match[1]}.${match[2]}`, Number(match[3]) / requests);
+  }
+  const sorted = [...counts].sort((a, b) => b[1] - a[1]);
+  return {
+    total: sorted.reduce((sum, [, count]) => sum + count, 0),
+    detail: sorted.map(([name, count]) => `${name} ${count.toFixed(2)}`).join(", "),
+  };
+}
+
+/**
+ * CPU seconds (user and system) used so far by the processes of process group `group`: the platform
+ * server and anything it started. Linux only (/proc); clock ticks of 1/100 s.
+ */
+async function groupCpuSeconds(group: number): Promise<number> {
+  let ticks = 0;
+  for (const entry of await readdir("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, "utf8").catch(() => "");
+    // Fields after the command name (which may hold spaces): state, ppid, pgrp, … utime (14), stime (15).
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (Number(fields[2]) === group) ticks += Number(fields[11]) + Number(fields[12]);
+  }
+  return ticks / 100;
+}
 
 /** Starts (or finds) the throwaway PostgreSQL cluster and makes a database of its own on it. */
 async function postgresDatabase(): Promise<TestDatabase> {

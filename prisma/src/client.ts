@@ -1,8 +1,8 @@
 import { resolve } from "node:path";
-import { PrismaLibSQL } from "@prisma/adapter-libsql";
 import { PrismaPg } from "@prisma/adapter-pg";
 import { PrismaClient as PostgresClient } from "../generated/postgresql/client.ts";
 import { PrismaClient as SqliteClient } from "../generated/sqlite/client.ts";
+import { TunedPrismaLibSQL } from "./sqlite-connections.ts";
 
 /**
  * The models are the same for both databases (prisma/postgresql/schema.prisma is generated from
@@ -24,7 +24,7 @@ export function createDatabase(url: string): Database {
   if (databaseProvider(url) === "postgresql") {
     return new PostgresClient({ adapter: new PrismaPg({ connectionString: url }) }) as unknown as Database;
   }
-  const client = new SqliteClient({ adapter: new PrismaLibSQL({ url }) });
+  const client = new SqliteClient({ adapter: new TunedPrismaLibSQL({ url }) });
   // Write-ahead logging: readers no longer wait for a writer, and a commit appends to the log
   // instead of rewriting pages. The mode is kept in the database file, so every later connection
   // (the client opens a new one after each transaction) has it too. Queued before any other query.

@@ -18,12 +18,11 @@ export class DatabaseNonceStore implements NonceStore {
       this.#nextSweep = now + 60_000;
       await this.#db.usedNonce.deleteMany({ where: { expiresAt: { lte: new Date(now) } } });
     }
-    try {
-      await this.#db.usedNonce.create({ data: { key, expiresAt: new Date(expiresAt) } });
-      return true;
-    } catch (error) {
-      if (!isUniqueViolation(error)) throw error;
-    }
+    // Raw SQL: every signed request lands here, and this skips Prisma's query compilation.
+    const inserted = await this.#db.$executeRaw`
+      INSERT INTO "UsedNonce" ("key", "expiresAt") VALUES (${key}, ${new Date(expiresAt)})
+      ON CONFLICT ("key") DO NOTHING`;
+    if (inserted === 1) return true;
     // Seen before: it counts as new only if that entry has expired, and only one caller may renew it.
     const renewed = await this.#db.usedNonce.updateMany({
       where: { key, expiresAt: { lte: new Date(now) } },

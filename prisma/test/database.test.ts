@@ -1,3 +1,6 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { fileURLToPath } from "node:url";
 import { MemoryNonceStore, ProtocolErrorCode, ReplayGuard } from "@barnraise/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase, DatabaseNonceStore, type Database } from "../src/index.ts";
@@ -34,6 +37,62 @@ describe.each(providers)("database on %s", (provider) => {
       await db.$transaction([db.user.count(), db.experiment.count()]);
       // The client opens a new connection after a transaction: the mode is the file's, so it stays.
       expect(await mode()).toBe("wal");
+    },
+  );
+
+  it.runIf(provider === "sqlite")(
+    "sets a busy timeout and NORMAL sync on every SQLite connection, also the ones after a transaction",
+    async () => {
+      const settings = async () => ({
+        busyTimeout: Number(
+          (await db.$queryRawUnsafe<{ timeout: number | bigint }[]>("PRAGMA busy_timeout"))[0]?.timeout,
+        ),
+        synchronous: Number(
+          (await db.$queryRawUnsafe<{ synchronous: number | bigint }[]>("PRAGMA synchronous"))[0]
+            ?.synchronous,
+        ),
+      });
+      // 1 is NORMAL (SQLite's default is 2, FULL).
+      expect(await settings()).toEqual({ busyTimeout: 5000, synchronous: 1 });
+      await db.$transaction([db.user.count(), db.experiment.count()]);
+      expect(await settings()).toEqual({ busyTimeout: 5000, synchronous: 1 });
+      await db.$transaction(async (tx) => tx.user.count());
+      expect(await settings()).toEqual({ busyTimeout: 5000, synchronous: 1 });
+    },
+  );
+
+  it.runIf(provider === "sqlite")(
+    "waits for another process's write transaction instead of failing with SQLITE_BUSY",
+    async () => {
+      // Another process (as a second platform process or a script would be) takes the write lock,
+      // says so, and commits 700 ms later.
+      const holder = spawn(
+        process.execPath,
+        [
+          "--input-type=module",
+          "-e",
+          `import { createClient } from "@libsql/client";
+           const client = createClient({ url: process.env.DATABASE_URL });
+           const tx = await client.transaction("write");
+           await tx.execute("INSERT INTO \\"User\\" (\\"id\\", \\"username\\", \\"createdAt\\") VALUES ('lock-holder', 'lock-holder', 0)");
+           console.log("locked");
+           await new Promise((resolve) => setTimeout(resolve, 700));
+           await tx.commit();
+           client.close();`,
+        ],
+        {
+          cwd: fileURLToPath(new URL("..", import.meta.url)),
+          env: { ...process.env, DATABASE_URL: testDb.url },
+        },
+      );
+      const exited = once(holder, "exit");
+      await once(holder.stdout, "data");
+      // Without a busy timeout this fails at once with "database is locked".
+      await expect(db.user.create({ data: { username: "lock-waiter" } })).resolves.toMatchObject({
+        username: "lock-waiter",
+      });
+      expect((await exited)[0]).toBe(0);
+      expect(await db.user.count({ where: { username: { in: ["lock-holder", "lock-waiter"] } } })).toBe(2);
     },
   );
 

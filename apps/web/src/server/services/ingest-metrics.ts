@@ -47,13 +47,13 @@ export async function ingestMetrics(
   }
   const now = new Date(ctx.now());
   const reports = mergeDuplicates(report.peers);
+  const peerIds = [...new Set([...reports.values()].map((r) => r.peerId))];
   const known =
-    reports.size === 0
+    peerIds.length === 0
       ? []
-      : await ctx.db.peer.findMany({
-          where: { experimentId, peerId: { in: [...new Set([...reports.values()].map((r) => r.peerId))] } },
-          select: { id: true, peerId: true, userId: true },
-        });
+      : await ctx.db.$queryRaw<{ id: string; peerId: string; userId: string }[]>`
+          SELECT "id", "peerId", "userId" FROM "Peer"
+          WHERE "experimentId" = ${experimentId} AND "peerId" IN (${Prisma.join(peerIds)})`;
 
   const knownBy = new Map(known.map((peer) => [peer.peerId, peer]));
   const rows: ContributionRow[] = [...reports.values()].flatMap((reported) => {
@@ -63,16 +63,11 @@ export async function ingestMetrics(
       : [{ experimentId, userId: peer.userId, peerRowId: peer.id, report: reported }];
   });
   const seen = [...new Set([caller.peer.id, ...known.map((peer) => peer.id)])];
-  const averaging = averagingByNode(rows);
-  const nodesWhere = (flag: boolean) => [...averaging].flatMap(([id, value]) => (value === flag ? [id] : []));
 
   const [inserted] = await ctx.db.$transaction([
     insertMetricIfAbsent(ctx, { experimentId, timeline, report }),
     ...chunk(rows, CONTRIBUTION_ROWS_PER_STATEMENT).map((part) => upsertContributions(ctx, part, now)),
-    ctx.db.peer.updateMany({ where: { id: { in: seen } }, data: { lastSeenAt: now } }),
-    ...[true, false].map((flag) =>
-      ctx.db.peer.updateMany({ where: { id: { in: nodesWhere(flag) } }, data: { averaging: flag } }),
-    ),
+    markSeen(ctx, seen, averagingByNode(rows), now),
   ]);
   return {
     ok: true,
@@ -103,6 +98,30 @@ function insertMetricIfAbsent(
   ]);
   return ctx.db
     .$executeRaw`INSERT INTO "Metric" ("experimentId", "timeline", "step", "generation", "loss", "samplesPerSecond", "alivePeers", "bytesPerPeer", "utilization", "recordedAt") VALUES (${values}) ON CONFLICT ("experimentId", "timeline", "step") DO NOTHING`;
+}
+
+/**
+ * Marks the nodes `seen` (Peer row ids) as seen `now` and stores the `averaging` flags reported for
+ * some of them, in one UPDATE (its CASE keeps the flag of a node that reported none).
+ */
+function markSeen(
+  ctx: AppContext,
+  seen: readonly string[],
+  averaging: ReadonlyMap<string, boolean>,
+  now: Date,
+) {
+  const withFlag = (flag: boolean) => [...averaging].flatMap(([id, value]) => (value === flag ? [id] : []));
+  const branches = [true, false].flatMap((flag) => {
+    const ids = withFlag(flag);
+    return ids.length === 0 ? [] : [Prisma.sql`WHEN "id" IN (${Prisma.join(ids)}) THEN ${flag}`];
+  });
+  const averagingValue =
+    branches.length === 0
+      ? Prisma.sql`"averaging"`
+      : Prisma.sql`CASE ${Prisma.join(branches, " ")} ELSE "averaging" END`;
+  return ctx.db.$executeRaw`
+    UPDATE "Peer" SET "lastSeenAt" = ${now}, "averaging" = ${averagingValue}
+    WHERE "id" IN (${Prisma.join(seen)})`;
 }
 
 /** Each node's reported `averaging` flag (true if any of its sessions averages), by Peer row id. */

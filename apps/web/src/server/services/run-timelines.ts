@@ -15,11 +15,10 @@ export async function lastStepOf(
   experimentId: string,
   timeline: number,
 ): Promise<number | null> {
-  const result = await ctx.db.metric.aggregate({
-    where: { experimentId, timeline },
-    _max: { step: true },
-  });
-  return result._max.step;
+  // Raw SQL: the metrics route asks after every report, and this skips Prisma's query compilation.
+  const [row] = await ctx.db.$queryRaw<{ step: number | bigint | null }[]>`
+    SELECT MAX("step") AS "step" FROM "Metric" WHERE "experimentId" = ${experimentId} AND "timeline" = ${timeline}`;
+  return row?.step === null || row?.step === undefined ? null : Number(row.step);
 }
 
 /** Whether the row (timeline, step) is discarded by `events`. */
