@@ -1,5 +1,5 @@
 import { testDatabaseProviders } from "@barnraise/prisma/testing";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as usersRoute from "../app/api/v1/users/route.ts";
 import { registeredUserSchema } from "../src/api/schemas/accounts.ts";
 import { authorizeCredentials } from "../src/server/auth/users.ts";
@@ -29,8 +29,6 @@ describe.each(testDatabaseProviders())("accounts on %s", (provider) => {
   });
   afterAll(async () => {
     await app.dispose();
-  });
-  beforeEach(() => {
   });
 
   const register = (body: unknown, headers: Record<string, string> = {}) =>

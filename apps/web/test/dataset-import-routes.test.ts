@@ -10,6 +10,7 @@ import {
   waitForDatasetImports,
 } from "../src/server/datasets/dataset-imports.ts";
 import { uploadsDir } from "../src/server/uploads/upload-server.ts";
+import { Scrape } from "./support/prometheus.ts";
 import { solidImage, writeZip } from "./support/image-archive.ts";
 import { createUser, type FixtureUser } from "./support/peer-fixtures.ts";
 import { startPlatformServer, type PlatformServer } from "./support/platform-server.ts";
@@ -133,6 +134,10 @@ describe.each(testDatabaseProviders())("dataset uploads and imports (%s)", (prov
         metadata: Record<string, string>;
       };
       expect(info.metadata).toEqual({ filename: "iris.csv", filetype: "text/csv", owner: alice.id });
+      // Counted in the platform's /metrics, read back by the reference parser.
+      const scraped = await Scrape.parse(await platform.app.ctx.metrics.registry.metrics());
+      expect(scraped.value("barnraise_uploads_total", { kind: "dataset" })).toBe(1);
+      expect(scraped.value("barnraise_upload_bytes_total", { kind: "dataset" })).toBe(CSV.length);
 
       const head = await fetch(uploadUrl, { method: "HEAD", headers: tusHeaders(alice) });
       expect(head.status).toBe(200);

@@ -10,7 +10,7 @@ import {
   type TokenManifest,
 } from "@barnraise/protocol";
 import { testDatabaseProviders } from "@barnraise/prisma/testing";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { POST as createExperimentRoute } from "../app/api/v1/experiments/route.ts";
 import { POST as uploadRoute } from "../app/api/v1/models/route.ts";
 import { GET as summaryRoute } from "../app/api/v1/models/[sha256]/route.ts";
@@ -58,8 +58,6 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
   });
   afterAll(async () => {
     await app.dispose();
-  });
-  beforeEach(() => {
   });
 
   async function post(

@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { generateKeyPair, parseExperimentConfig, toBase64Url } from "@barnraise/protocol";
 import { testDatabaseProviders } from "@barnraise/prisma/testing";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GET as metricsRoute } from "../app/metrics/route.ts";
 import { GET as experimentRoute } from "../app/api/v1/experiments/[id]/route.ts";
 import { POST as joinRoute } from "../app/api/v1/join/route.ts";
@@ -31,8 +31,6 @@ describe.each(testDatabaseProviders())("GET /metrics (%s)", (provider) => {
   });
   afterAll(async () => {
     await app.dispose();
-  });
-  beforeEach(() => {
   });
 
   const scrape = async (): Promise<Scrape> => {
