@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import type { DatasetManifest, DatasetShard } from "../../api/schemas/datasets.ts";
 import type { ObjectStore } from "../storage/object-store.ts";
@@ -19,6 +20,14 @@ import { locatePackage } from "./source-package.ts";
 
 export const DATASET_SOURCES: readonly DatasetSource[] = [mnistSource, brownCorpusSource];
 export const DATASET_NAMES = DATASET_SOURCES.map((source) => source.name);
+
+/**
+ * Where the store of a data directory (the local default) keeps the datasets: for tools and tests
+ * that read prepared shards from disk.
+ */
+export function datasetsDir(dataDir: string): string {
+  return join(dataDir, "datasets");
+}
 
 export type PrepareEvent =
   | { readonly type: "start"; readonly dataset: string; readonly reason: string }
