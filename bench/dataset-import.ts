@@ -28,6 +28,7 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ReadableStream as NodeReadableStream } from "node:stream/web";
 import { importCsvDataset } from "../apps/web/src/server/datasets/csv-import.ts";
+import { LocalObjectStore } from "../apps/web/src/server/storage/local-object-store.ts";
 
 const args = process.argv.slice(2);
 const option = (name: string): string | undefined => {
@@ -226,7 +227,7 @@ if (args[0] === GENERATE) {
 if (args[0] === CONVERT) {
   const start = performance.now();
   const manifest = await importCsvDataset({
-    dataDir: args[2] ?? "",
+    storage: new LocalObjectStore(args[2] ?? ""),
     source: args[1] ?? "",
     name: "bench",
     fileName: "bench.csv",
@@ -255,7 +256,7 @@ try {
 
   const converted = await measured(() =>
     importCsvDataset({
-      dataDir: join(work, "direct"),
+      storage: new LocalObjectStore(join(work, "direct")),
       source: csv,
       name: "bench",
       fileName: "bench.csv",

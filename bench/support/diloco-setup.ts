@@ -16,6 +16,7 @@ import { DirectoryDatasetSource } from "../../apps/peer/test/support/directory-d
 import type { Batch } from "../../apps/peer/src/models/batch.ts";
 import type { TrainableModel } from "../../apps/peer/src/models/trainable-model.ts";
 import { datasetsDir, prepareDatasets } from "../../apps/web/src/server/datasets/prepare-datasets.ts";
+import { LocalObjectStore } from "../../apps/web/src/server/storage/local-object-store.ts";
 
 /** Where the benches keep prepared shards between runs (prepared once, then found up to date). */
 export const DEFAULT_DATA_DIR = join(tmpdir(), "barnraise-bench-data");
@@ -132,7 +133,7 @@ export interface BenchDataset {
 /** Prepares (or finds up to date) the dataset of `preset` under `dataDir`. */
 export async function prepareBenchDataset(dataDir: string, preset: BenchPreset): Promise<BenchDataset> {
   const dataset = presetDataset[preset];
-  await prepareDatasets({ dataDir, datasets: [dataset] });
+  await prepareDatasets({ storage: new LocalObjectStore(dataDir), datasets: [dataset] });
   const source = new DirectoryDatasetSource({ dir: join(datasetsDir(dataDir), dataset), dataset });
   return { source, manifest: await source.manifest() };
 }

@@ -84,7 +84,7 @@ export async function startBenchPlatform(options: BenchPlatformOptions): Promise
     );
     installAppContext(ctx);
     const { names, ...requested } = options.datasets;
-    await prepareDatasets({ ...requested, dataDir: directory, datasets: names });
+    await prepareDatasets({ ...requested, storage: ctx.storage, datasets: names });
   } catch (error) {
     await http?.close();
     installAppContext(undefined);

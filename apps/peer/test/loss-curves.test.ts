@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TestAuthority, eventually } from "../../../packages/swarm/test/support/swarm-fixtures.ts";
 import { startSwarm } from "../../../packages/swarm/test/support/swarm-harness.ts";
 import { datasetsDir, prepareDatasets } from "../../web/src/server/datasets/prepare-datasets.ts";
+import { LocalObjectStore } from "../../web/src/server/storage/local-object-store.ts";
 import { createBatchStream } from "../src/data/batch-stream.ts";
 import type { Batch } from "../src/models/batch.ts";
 import { createModel } from "../src/models/create-model.ts";
@@ -48,7 +49,12 @@ const swarms: Swarm[] = [];
 beforeAll(async () => {
   await selectBackend("wasm");
   root = await mkdtemp(join(tmpdir(), "loss-curves-"));
-  await prepareDatasets({ dataDir: root, datasets: ["mnist"], limit: 8_000, recordsPerShard: 1_000 });
+  await prepareDatasets({
+    storage: new LocalObjectStore(root),
+    datasets: ["mnist"],
+    limit: 8_000,
+    recordsPerShard: 1_000,
+  });
   source = new DirectoryDatasetSource({ dir: join(datasetsDir(root), "mnist"), dataset: "mnist" });
   manifest = await source.manifest();
 }, 120_000);

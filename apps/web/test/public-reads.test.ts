@@ -22,6 +22,7 @@ import {
   type JoinedNode,
 } from "./support/peer-fixtures.ts";
 import { callRoute, createTestApp, type TestApp } from "./support/test-app.ts";
+import { removeCheckpoint } from "../src/server/storage/checkpoint-store.ts";
 
 describe.each(testDatabaseProviders())("public reads (%s)", (provider) => {
   let app: TestApp;
@@ -189,7 +190,7 @@ describe.each(testDatabaseProviders())("public reads (%s)", (provider) => {
     });
     const { id } = (await response.json()) as { id: string };
     const row = await app.db.checkpoint.findUniqueOrThrow({ where: { id } });
-    await app.ctx.checkpoints.remove(row.storageKey);
+    await removeCheckpoint(app.ctx.storage, row.storageKey);
     const file = await callRoute(
       downloadRoute,
       `/api/v1/experiments/${setup.experimentId}/checkpoints/${id}`,

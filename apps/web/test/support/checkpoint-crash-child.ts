@@ -38,7 +38,7 @@ const authorization = signRequest(nodeCrypto, keyPairFromSecretKey(fromBase64Url
   time: Date.now(),
 });
 
-const stagingDir = join(env.dataDir, "checkpoints", ".staging");
+const stagingDir = join(env.dataDir, ".staging");
 
 /** The staging file once it holds `bytes` bytes. */
 async function stagedFile(bytes: number): Promise<string> {

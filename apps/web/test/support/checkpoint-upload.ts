@@ -81,15 +81,25 @@ export function upload(init: UploadInit): Promise<Response> {
   });
 }
 
-/** Files in the checkpoint store: the visible ones and the staging ones. */
+/** Files in the local checkpoint store: the visible ones and the staging ones. */
 export async function storeContents(dataDir: string): Promise<{ visible: string[]; staging: string[] }> {
-  const root = join(dataDir, "checkpoints");
-  const entries = await readdir(root, { recursive: true, withFileTypes: true });
-  const files = entries
-    .filter((entry) => entry.isFile())
-    .map((entry) => join(entry.parentPath, entry.name).slice(root.length + 1));
   return {
-    visible: files.filter((file) => !file.startsWith(".staging/")).sort(),
-    staging: files.filter((file) => file.startsWith(".staging/")).sort(),
+    visible: await filesUnder(join(dataDir, "checkpoints")),
+    staging: (await filesUnder(join(dataDir, ".staging"))).map((file) => `.staging/${file}`),
   };
+}
+
+/** Every file under `root`, by relative path, sorted; none when it does not exist. */
+async function filesUnder(root: string): Promise<string[]> {
+  let entries;
+  try {
+    entries = await readdir(root, { recursive: true, withFileTypes: true });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw error;
+  }
+  return entries
+    .filter((entry) => entry.isFile())
+    .map((entry) => join(entry.parentPath, entry.name).slice(root.length + 1))
+    .sort();
 }

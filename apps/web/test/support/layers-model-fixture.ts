@@ -40,8 +40,8 @@ export function buildLayersModel(): tf.Sequential {
 
 /** Saves `model` as tf.LayersModel.save() does and stores it as an upload: the stored model. */
 export async function storeUploadedModel(app: TestApp, model: tf.LayersModel): Promise<StoredModel> {
-  const summary = await storeLayersModel(app.dataDir, (await saveModelFiles(model)).files);
-  return readStoredModel(app.dataDir, summary.sha256);
+  const summary = await storeLayersModel(app.ctx.storage, (await saveModelFiles(model)).files);
+  return readStoredModel(app.ctx.storage, summary.sha256);
 }
 
 /** Replaces an experiment's config (as stored: canonical JSON of the parsed config). */

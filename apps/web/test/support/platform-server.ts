@@ -101,7 +101,7 @@ export async function startPlatformServer(options: PlatformServerOptions = {}): 
     });
     if (options.datasets !== undefined) {
       const { names, ...requested } = options.datasets;
-      datasets = await prepareDatasets({ ...requested, dataDir: app.dataDir, datasets: names });
+      datasets = await prepareDatasets({ ...requested, storage: app.ctx.storage, datasets: names });
     }
   } catch (error) {
     await http.close();

@@ -7,6 +7,7 @@ import {
   type LabelKind,
   type TabularManifest,
 } from "../../api/schemas/datasets.ts";
+import type { ObjectStore } from "../storage/object-store.ts";
 import { summarizeSplits, writeManifestFile } from "./manifest.ts";
 import { ShardWriter } from "./shard-writer.ts";
 import { buildUploadedDataset, type ImportProgress } from "./uploaded-dataset.ts";
@@ -220,11 +221,11 @@ export async function convertCsv(
   return manifest;
 }
 
-/** Converts the CSV into `<data dir>/datasets/<name>/` (see `buildUploadedDataset`). */
+/** Converts the CSV into dataset `name` of the store (see `buildUploadedDataset`). */
 export async function importCsvDataset(
-  options: CsvConversionOptions & { readonly dataDir: string },
+  options: CsvConversionOptions & { readonly storage: ObjectStore },
 ): Promise<TabularManifest> {
-  return await buildUploadedDataset(options.dataDir, options.name, (dir) => convertCsv({ ...options, dir }));
+  return await buildUploadedDataset(options.storage, options.name, (dir) => convertCsv({ ...options, dir }));
 }
 
 /** One split's ShardWriter and the batch of encoded records waiting for it. */

@@ -13,8 +13,8 @@ import { convertCsv, CsvImportError } from "./csv-import.ts";
 import { convertImageArchive, ImageImportError } from "./image-import.ts";
 import { convertText, TextImportError } from "./text-import.ts";
 import { buildUploadedDataset, type ImportProgress } from "./uploaded-dataset.ts";
-import { datasetDirs, DatasetExistsError, pathExists } from "./dataset-dir.ts";
-import { DATASET_NAMES, datasetsDir } from "./prepare-datasets.ts";
+import { datasetExists, DatasetExistsError } from "./dataset-publish.ts";
+import { DATASET_NAMES } from "./prepare-datasets.ts";
 
 /**
  * Imports of uploaded files into datasets. `POST /api/v1/datasets/imports` checks the request and
@@ -140,7 +140,7 @@ export async function createDatasetImport(
   jobs.names.add(name);
   let started = false;
   try {
-    if (await pathExists(datasetDirs(datasetsDir(ctx.env.dataDir), name).final)) {
+    if (await datasetExists(ctx.storage, name)) {
       throw new AppError(AppErrorCode.CONFLICT, `a dataset named "${name}" already exists`);
     }
     const others = await ctx.db.datasetImport.findMany({ where: { name, status: { in: ACTIVE } } });
@@ -314,7 +314,7 @@ async function runJob(job: Job): Promise<void> {
       signal: job.controller.signal,
       onProgress,
     };
-    const manifest = await buildUploadedDataset(ctx.env.dataDir, row.name, async (dir) => {
+    const manifest = await buildUploadedDataset(ctx.storage, row.name, async (dir) => {
       if (row.kind === "images") {
         return await convertImageArchive({
           ...common,

@@ -1,4 +1,4 @@
-import { readFile, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
   datasetManifestSchema,
@@ -6,6 +6,7 @@ import {
   type DatasetShard,
   type DatasetSplitSummary,
 } from "../../api/schemas/datasets.ts";
+import { readObjectIfPresent, type ObjectStore } from "../storage/object-store.ts";
 
 export const MANIFEST_FILE = "manifest.json";
 
@@ -27,17 +28,19 @@ export type ManifestRead =
   | { readonly status: "missing" }
   | { readonly status: "invalid"; readonly reason: string };
 
-/** Reads and validates `<dir>/manifest.json`. */
-export async function readManifestFile(dir: string): Promise<ManifestRead> {
-  let text: string;
-  try {
-    text = await readFile(join(dir, MANIFEST_FILE), "utf8");
-  } catch (error) {
-    if (error instanceof Error && "code" in error && (error.code === "ENOENT" || error.code === "ENOTDIR")) {
-      return { status: "missing" };
-    }
-    throw error;
-  }
+/** The object key of a file of dataset `name` (its manifest, a shard, its vocabulary). */
+export function datasetObjectKey(name: string, file: string): string {
+  return `datasets/${name}/${file}`;
+}
+
+/** Reads and validates the manifest of dataset `name` in the store. */
+export async function readManifest(storage: ObjectStore, name: string): Promise<ManifestRead> {
+  const bytes = await readObjectIfPresent(storage, datasetObjectKey(name, MANIFEST_FILE));
+  if (bytes === null) return { status: "missing" };
+  return parseManifest(new TextDecoder().decode(bytes));
+}
+
+function parseManifest(text: string): ManifestRead {
   let value: unknown;
   try {
     value = JSON.parse(text);

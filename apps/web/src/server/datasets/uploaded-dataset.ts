@@ -1,7 +1,12 @@
-import { mkdir, rm } from "node:fs/promises";
 import type { DatasetManifest } from "../../api/schemas/datasets.ts";
-import { datasetDirs, DatasetExistsError, installDataset, pathExists } from "./dataset-dir.ts";
-import { datasetsDir } from "./prepare-datasets.ts";
+import type { ObjectStore } from "../storage/object-store.ts";
+import {
+  clearUnpublishedDataset,
+  datasetExists,
+  DatasetExistsError,
+  inScratchDir,
+  publishDataset,
+} from "./dataset-publish.ts";
 
 /** Progress of a conversion of an uploaded file, reported every so often and once at the end. */
 export interface ImportProgress {
@@ -12,28 +17,27 @@ export interface ImportProgress {
 }
 
 /**
- * Builds dataset `name` of `<data dir>/datasets/` with `convert`, which writes the shards and the
- * manifest into the empty directory it is given (`<name>.tmp/`), then renames it into place. A
- * dataset of that name is never replaced: DatasetExistsError, before or after the work. On failure
- * nothing is left behind. The caller makes sure no other build of this name runs at the same time.
+ * Builds dataset `name` with `convert`, which writes the shards and the manifest into the empty
+ * scratch directory it is given, then publishes it to the store (see dataset-publish.ts). A dataset
+ * of that name is never replaced: DatasetExistsError, before or after the work. On failure nothing
+ * is left behind. The caller makes sure no other build of this name runs at the same time.
  */
 export async function buildUploadedDataset<M extends DatasetManifest>(
-  dataDir: string,
+  storage: ObjectStore,
   name: string,
   convert: (dir: string) => Promise<M>,
 ): Promise<M> {
-  const root = datasetsDir(dataDir);
-  await mkdir(root, { recursive: true });
-  const dirs = datasetDirs(root, name);
-  if (await pathExists(dirs.final)) throw new DatasetExistsError(name);
-  await rm(dirs.temp, { recursive: true, force: true });
-  await mkdir(dirs.temp);
-  try {
-    const manifest = await convert(dirs.temp);
-    await installDataset(dirs, name, { replace: false });
+  if (await datasetExists(storage, name)) throw new DatasetExistsError(name);
+  await clearUnpublishedDataset(storage, name);
+  return await inScratchDir(storage, name, async (dir) => {
+    const manifest = await convert(dir);
+    try {
+      await publishDataset(storage, name, dir, manifest, { replace: false });
+    } catch (error) {
+      // A publish that failed half-way leaves objects without a manifest: removed again.
+      await clearUnpublishedDataset(storage, name);
+      throw error;
+    }
     return manifest;
-  } catch (error) {
-    await rm(dirs.temp, { recursive: true, force: true });
-    throw error;
-  }
+  });
 }

@@ -1,10 +1,12 @@
 import { open, type FileHandle } from "node:fs/promises";
 import { AppError, AppErrorCode } from "../app-error.ts";
+import { fileStream } from "../storage/file-stream.ts";
+import { ObjectNotFoundError, type ByteSpan, type ObjectStore } from "../storage/object-store.ts";
 import { errorResponse } from "./route.ts";
 
 /**
- * Serves a file from disk with HTTP range support (RFC 9110 §14), for checkpoint downloads and
- * dataset shards:
+ * Serves a file from disk (`fileResponse`: the programs) or an object of the platform's store
+ * (`objectResponse`: checkpoints, model files, dataset shards) with HTTP range support (RFC 9110 §14):
  *
  * - a single `Range: bytes=a-b | a- | -n` → 206 with `Content-Range`; the end is clamped to the size;
  * - a range that starts at or beyond the end (or `-0`, or any range of an empty file) → 416 with the
@@ -34,100 +36,109 @@ export async function fileResponse(
   },
 ): Promise<Response> {
   const handle = await openFile(file.path);
-  let streaming = false;
+  const body = { streaming: false };
   try {
     const etag = file.etag !== undefined ? quoteEtag(file.etag) : await derivedEtag(handle, file.size);
-    const headers: Record<string, string> = {
-      "accept-ranges": "bytes",
-      etag,
-      "cache-control": file.cacheControl ?? "no-cache",
-    };
-    if (file.filename !== undefined) headers["content-disposition"] = contentDisposition(file.filename);
-
-    if (etagListMatches(req.headers.get("if-none-match"), etag)) {
-      return new Response(null, { status: 304, headers });
-    }
-
-    const range = selectRange(req, file.size, etag);
-    if (range === "unsatisfiable") {
-      return errorResponse(
-        new AppError(
-          AppErrorCode.RANGE_NOT_SATISFIABLE,
-          `the requested range is not within the file's ${file.size} bytes`,
-          { headers: { "content-range": `bytes */${file.size}`, "accept-ranges": "bytes" } },
-        ),
-      );
-    }
-
-    headers["content-type"] = file.contentType;
-    const start = range?.start ?? 0;
-    const end = range?.end ?? file.size - 1;
-    const length = end - start + 1;
-    headers["content-length"] = String(length);
-    if (range !== undefined) headers["content-range"] = `bytes ${start}-${end}/${file.size}`;
-    const status = range !== undefined ? 206 : 200;
-
-    if (req.method === "HEAD" || length === 0) return new Response(null, { status, headers });
-    const body = fileStream(handle, start, end);
-    streaming = true;
-    return new Response(body, { status, headers });
+    return await rangedResponse(req, { ...file, etag }, (start, end) => {
+      body.streaming = true;
+      return Promise.resolve(fileStream(handle, start, end));
+    });
   } finally {
     // Once streaming, the body owns the handle and closes it at the end, on error or on cancel.
-    if (!streaming) await handle.close();
+    if (!body.streaming) await handle.close();
   }
 }
 
-/** The most bytes a file stream reads per pull. */
-export const CHUNK_BYTES = 64 * 1024;
+/** What `objectResponse` serves. */
+export interface ServedObject {
+  readonly storage: ObjectStore;
+  readonly key: string;
+  readonly size: number;
+  readonly contentType: string;
+  /** The entity tag's opaque value, e.g. the file's sha256. */
+  readonly etag: string;
+  /** Sets `Content-Disposition: attachment` with this name. */
+  readonly filename?: string;
+  /** Defaults to `no-cache` (clients revalidate with the ETag). */
+  readonly cacheControl?: string;
+}
 
 /**
- * Bytes `start…end` (inclusive) of an open file as a web stream, read on demand (one chunk per pull,
- * so a slow client holds at most a chunk or two in memory). Not `Readable.toWeb(createReadStream())`:
- * in Node 24 that adapter throws an uncaught ERR_INVALID_STATE, which kills the process, when the
- * client goes away while the stream waits on backpressure (nodejs/node#64529).
+ * An object of the platform's store (a checkpoint, a model file, a dataset shard), served as
+ * `fileResponse` serves a file: the same ranges, conditional requests and errors. The bytes served
+ * are read (one ranged read) before the response is built, so an object that is gone is a
+ * NOT_FOUND error (thrown) and not a broken stream.
  */
-function fileStream(handle: FileHandle, start: number, end: number): ReadableStream<Uint8Array> {
-  let position = start;
-  let closed = false;
-  const close = async () => {
-    if (closed) return;
-    closed = true;
-    await handle.close();
-  };
-  return new ReadableStream<Uint8Array>(
-    {
-      async pull(controller) {
-        try {
-          const want = Math.min(CHUNK_BYTES, end + 1 - position);
-          const { bytesRead, buffer } = await handle.read(new Uint8Array(want), 0, want, position);
-          if (closed) return; // cancelled while reading
-          if (bytesRead === 0) throw new Error(`the file ended at byte ${position}, before byte ${end}`);
-          position += bytesRead;
-          controller.enqueue(buffer.subarray(0, bytesRead));
-          if (position > end) {
-            await close();
-            controller.close();
-          }
-        } catch (error) {
-          await close();
-          controller.error(error);
-        }
-      },
-      async cancel() {
-        await close();
-      },
-    },
-    { highWaterMark: 1 },
+export async function objectResponse(req: Request, object: ServedObject): Promise<Response> {
+  return await rangedResponse(req, { ...object, etag: quoteEtag(object.etag) }, (start, end) =>
+    readObject(object.storage, object.key, { start, end }),
   );
+}
+
+async function rangedResponse(
+  req: Request,
+  file: { size: number; contentType: string; etag: string; filename?: string; cacheControl?: string },
+  open: (start: number, end: number) => Promise<ReadableStream<Uint8Array>>,
+): Promise<Response> {
+  const etag = file.etag;
+  const headers: Record<string, string> = {
+    "accept-ranges": "bytes",
+    etag,
+    "cache-control": file.cacheControl ?? "no-cache",
+  };
+  if (file.filename !== undefined) headers["content-disposition"] = contentDisposition(file.filename);
+
+  if (etagListMatches(req.headers.get("if-none-match"), etag)) {
+    return new Response(null, { status: 304, headers });
+  }
+
+  const range = selectRange(req, file.size, etag);
+  if (range === "unsatisfiable") {
+    return errorResponse(
+      new AppError(
+        AppErrorCode.RANGE_NOT_SATISFIABLE,
+        `the requested range is not within the file's ${file.size} bytes`,
+        { headers: { "content-range": `bytes */${file.size}`, "accept-ranges": "bytes" } },
+      ),
+    );
+  }
+
+  headers["content-type"] = file.contentType;
+  const start = range?.start ?? 0;
+  const end = range?.end ?? file.size - 1;
+  const length = end - start + 1;
+  headers["content-length"] = String(length);
+  if (range !== undefined) headers["content-range"] = `bytes ${start}-${end}/${file.size}`;
+  const status = range !== undefined ? 206 : 200;
+
+  if (req.method === "HEAD" || length === 0) return new Response(null, { status, headers });
+  return new Response(await open(start, end), { status, headers });
+}
+
+/** Bytes `range` (the whole object without one) of an object of the store; a missing one is NOT_FOUND. */
+export async function readObject(
+  storage: ObjectStore,
+  key: string,
+  range?: ByteSpan,
+): Promise<ReadableStream<Uint8Array>> {
+  try {
+    return await storage.read(key, range);
+  } catch (error) {
+    if (error instanceof ObjectNotFoundError) {
+      throw new AppError(AppErrorCode.NOT_FOUND, "the file is not available");
+    }
+    throw error;
+  }
 }
 
 /**
  * A whole file made here: `prefix` (built in memory, e.g. an export's header), then bytes
- * `start…end` (inclusive) of the file at `path`, streamed. No range support: 200, or NOT_FOUND
- * (thrown) when the file is gone.
+ * `start…end` (inclusive) of the object `key` of the store, streamed. No range support: 200, or
+ * NOT_FOUND (thrown) when the object is gone.
  */
-export async function prefixedFileResponse(file: {
-  path: string;
+export async function prefixedObjectResponse(file: {
+  storage: ObjectStore;
+  key: string;
   prefix: Uint8Array;
   start: number;
   end: number;
@@ -136,8 +147,7 @@ export async function prefixedFileResponse(file: {
   filename: string;
   cacheControl: string;
 }): Promise<Response> {
-  const handle = await openFile(file.path);
-  const rest = fileStream(handle, file.start, file.end).getReader();
+  const rest = (await readObject(file.storage, file.key, { start: file.start, end: file.end })).getReader();
   const body = new ReadableStream<Uint8Array>(
     {
       start(controller) {
@@ -165,9 +175,6 @@ export async function prefixedFileResponse(file: {
     },
   });
 }
-
-/** What `fileResponse` serves. */
-export type ServedFile = Parameters<typeof fileResponse>[1];
 
 export interface ByteRange {
   /** First byte, inclusive. */

@@ -1,6 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
-import { mkdir, open, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { createHash } from "node:crypto";
 import {
   canonicalLayersModelJson,
   checkLayersWeightFiles,
@@ -12,13 +10,14 @@ import {
   type LayersModelJson,
 } from "@barnraise/protocol";
 import { AppError, AppErrorCode } from "../app-error.ts";
+import { readObjectIfPresent, type ObjectStore } from "../storage/object-store.ts";
 
 /**
- * Organizers' own models, stored content-addressed under `<data dir>/models/<sha256>/`: the
- * canonical `model.json` (whose SHA-256 is the directory's name and the model's id) and one
- * `weights-<sha256>.bin` holding every weight, as `canonicalLayersModelJson` describes. A model is
- * written into a temporary directory and renamed into place, so a listed model is always whole; the
- * same upload twice gives the same id and is stored once.
+ * Organizers' own models, stored content-addressed in the platform's object store under
+ * `models/<sha256>/`: the canonical `model.json` (whose SHA-256 is the model's id) and one
+ * `weights-<sha256>.bin` holding every weight, as `canonicalLayersModelJson` describes. The weights
+ * are written first and model.json last, each object atomically, so a model whose model.json can be
+ * read is always whole; the same upload twice gives the same id and is stored once.
  */
 
 /** An uploaded file, as it came from the form. */
@@ -38,10 +37,9 @@ export interface StoredModelSummary {
   readonly layers: number;
 }
 
-/** A stored model's files and parsed model.json. */
+/** A stored model's parsed model.json and the name of its weights file. */
 export interface StoredModel {
   readonly sha256: string;
-  readonly dir: string;
   readonly model: LayersModelJson;
   readonly weightsFile: string;
 }
@@ -49,8 +47,9 @@ export interface StoredModel {
 const MODEL_JSON = "model.json";
 const SHA256 = /^[0-9a-f]{64}$/;
 
-function modelsRoot(dataDir: string): string {
-  return join(dataDir, "models");
+/** The object key of a stored model's file (model.json or its weights). */
+export function storedModelFileKey(sha256: string, file: string): string {
+  return `models/${sha256}/${file}`;
 }
 
 function invalid(error: LayersModelError): AppError {
@@ -65,7 +64,7 @@ function invalid(error: LayersModelError): AppError {
  * weights that do not fit the manifest, a file over the limits.
  */
 export async function storeLayersModel(
-  dataDir: string,
+  storage: ObjectStore,
   files: readonly UploadedFile[],
 ): Promise<StoredModelSummary> {
   const modelJson = files.find((file) => file.name === MODEL_JSON);
@@ -104,29 +103,19 @@ export async function storeLayersModel(
   const canonical = canonicalLayersModelJson(model, weightsSha256);
   const sha256 = createHash("sha256").update(canonical).digest("hex");
   const summary = summarize(sha256, model);
-  const dir = join(modelsRoot(dataDir), sha256);
-  if (await isDirectory(dir)) return summary;
+  const modelKey = storedModelFileKey(sha256, MODEL_JSON);
+  if ((await storage.head(modelKey)) !== null) return summary;
 
-  const temporary = join(modelsRoot(dataDir), `.${sha256}.${randomBytes(6).toString("hex")}.tmp`);
-  await mkdir(temporary, { recursive: true });
+  // The weights first, model.json last: a model is there once its model.json is. Another upload of
+  // the same model at the same time writes the same bytes under the same keys.
+  const weights = await storage.stage(storedModelFileKey(sha256, layersWeightsFileName(weightsSha256)));
   try {
-    const weights = await open(join(temporary, layersWeightsFileName(weightsSha256)), "w");
-    try {
-      for (const name of order) await weights.write(byName.get(name) ?? new Uint8Array());
-      await weights.sync();
-    } finally {
-      await weights.close();
-    }
-    await writeFile(join(temporary, MODEL_JSON), canonical, { flush: true });
-    try {
-      await rename(temporary, dir);
-    } catch (error) {
-      // Another upload of the same model won the race: its files are the same bytes.
-      if (!(await isDirectory(dir))) throw error;
-    }
+    for (const name of order) await weights.write(byName.get(name) ?? new Uint8Array());
+    await weights.commit();
   } finally {
-    await rm(temporary, { recursive: true, force: true });
+    await weights.discard();
   }
+  await storage.put(modelKey, canonical);
   return summary;
 }
 
@@ -150,27 +139,24 @@ function notFound(sha256: string): AppError {
 }
 
 /** A stored model, its model.json parsed again (it was checked when stored). NOT_FOUND if absent. */
-export async function readStoredModel(dataDir: string, sha256: string): Promise<StoredModel> {
+export async function readStoredModel(storage: ObjectStore, sha256: string): Promise<StoredModel> {
   if (!SHA256.test(sha256)) throw notFound(sha256);
-  const dir = join(modelsRoot(dataDir), sha256);
-  let bytes: Uint8Array;
-  try {
-    bytes = await readFile(join(dir, MODEL_JSON));
-  } catch (error) {
-    if (error instanceof Error && "code" in error && error.code === "ENOENT") throw notFound(sha256);
-    throw error;
-  }
+  const bytes = await readObjectIfPresent(storage, storedModelFileKey(sha256, MODEL_JSON));
+  if (bytes === null) throw notFound(sha256);
   const model = parseLayersModelJson(bytes);
   const weightsFile = model.groups[0]?.paths[0] ?? "";
   if (!LAYERS_WEIGHTS_FILE.test(weightsFile)) {
     throw new AppError(AppErrorCode.CONFLICT, `the stored model ${sha256} is not in the canonical form`);
   }
-  return { sha256, dir, model, weightsFile };
+  return { sha256, model, weightsFile };
 }
 
 /** The summary of a stored model, for the form and for experiment creation. */
-export async function readStoredModelSummary(dataDir: string, sha256: string): Promise<StoredModelSummary> {
-  return summarize(sha256, (await readStoredModel(dataDir, sha256)).model);
+export async function readStoredModelSummary(
+  storage: ObjectStore,
+  sha256: string,
+): Promise<StoredModelSummary> {
+  return summarize(sha256, (await readStoredModel(storage, sha256)).model);
 }
 
 /**
@@ -178,27 +164,19 @@ export async function readStoredModelSummary(dataDir: string, sha256: string): P
  * stored files were checked when stored and are named by their content, so this only looks them up.
  */
 export async function getStoredModelFile(
-  dataDir: string,
+  storage: ObjectStore,
   sha256: string,
   file: string,
-): Promise<{ path: string; size: number; contentType: string; etag: string }> {
+): Promise<{ key: string; size: number; contentType: string; etag: string }> {
   const weights = LAYERS_WEIGHTS_FILE.exec(file);
-  if (!SHA256.test(sha256) || (file !== MODEL_JSON && weights === null)) {
-    throw new AppError(AppErrorCode.NOT_FOUND, `model ${sha256} has no file "${file}"`);
-  }
-  const path = join(modelsRoot(dataDir), sha256, file);
-  let size: number;
-  try {
-    size = (await stat(path)).size;
-  } catch (error) {
-    if (error instanceof Error && "code" in error && error.code === "ENOENT") {
-      throw new AppError(AppErrorCode.NOT_FOUND, `model ${sha256} has no file "${file}"`);
-    }
-    throw error;
-  }
+  const missing = () => new AppError(AppErrorCode.NOT_FOUND, `model ${sha256} has no file "${file}"`);
+  if (!SHA256.test(sha256) || (file !== MODEL_JSON && weights === null)) throw missing();
+  const key = storedModelFileKey(sha256, file);
+  const stored = await storage.head(key);
+  if (stored === null) throw missing();
   return {
-    path,
-    size,
+    key,
+    size: stored.size,
     contentType: file === MODEL_JSON ? "application/json" : "application/octet-stream",
     etag: weights?.[1] ?? sha256,
   };
@@ -207,12 +185,3 @@ export async function getStoredModelFile(
 /** The most bytes one model upload (model.json and all shards, with form overhead) may take. */
 export const MAX_MODEL_UPLOAD_BYTES =
   LAYERS_MODEL_LIMITS.modelJsonBytes + LAYERS_MODEL_LIMITS.weightBytes + (1 << 20);
-
-async function isDirectory(path: string): Promise<boolean> {
-  try {
-    return (await stat(path)).isDirectory();
-  } catch (error) {
-    if (error instanceof Error && "code" in error && error.code === "ENOENT") return false;
-    throw error;
-  }
-}

@@ -44,7 +44,7 @@ type Refuse = (path: string, message: string) => void;
 async function checkTextDataset(ctx: AppContext, config: ExperimentConfig, refuse: Refuse): Promise<void> {
   const { model } = config;
   if (model.preset !== ModelPreset.albertMlm) return;
-  const manifest = await notFoundAsUndefined(getDatasetManifest(ctx.env.dataDir, config.dataset.name));
+  const manifest = await notFoundAsUndefined(getDatasetManifest(ctx.storage, config.dataset.name));
   if (manifest === undefined) {
     refuse("dataset.name", `dataset ${config.dataset.name} does not exist; upload and convert it first`);
   } else if (manifest.format !== "tokens-u16le") {
@@ -64,8 +64,8 @@ async function checkUploadedModel(
   refuse: Refuse,
 ): Promise<void> {
   const [storedModel, manifest] = await Promise.all([
-    notFoundAsUndefined(readStoredModel(ctx.env.dataDir, model.sha256)),
-    notFoundAsUndefined(getDatasetManifest(ctx.env.dataDir, config.dataset.name)),
+    notFoundAsUndefined(readStoredModel(ctx.storage, model.sha256)),
+    notFoundAsUndefined(getDatasetManifest(ctx.storage, config.dataset.name)),
   ]);
   const stored = storedModel?.model;
   if (stored === undefined)

@@ -1,5 +1,6 @@
-import type { ServedFile } from "../http/byte-range.ts";
-import type { StoredCheckpoint } from "../storage/checkpoint-store.ts";
+import type { ServedObject } from "../http/byte-range.ts";
+import { findCheckpoint } from "../storage/checkpoint-store.ts";
+import type { ObjectInfo } from "../storage/object-store.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 
@@ -11,7 +12,7 @@ export async function findCheckpointFile(
   ctx: AppContext,
   experimentId: string,
   checkpointId: string,
-): Promise<{ row: { step: number; sha256: string; storageKey: string }; stored: StoredCheckpoint }> {
+): Promise<{ row: { step: number; sha256: string; storageKey: string }; stored: ObjectInfo }> {
   const row = await ctx.db.checkpoint.findUnique({ where: { id: checkpointId } });
   if (row?.experimentId !== experimentId) {
     throw new AppError(
@@ -19,7 +20,7 @@ export async function findCheckpointFile(
       `experiment ${experimentId} has no checkpoint ${checkpointId}`,
     );
   }
-  const stored = await ctx.checkpoints.find(row.storageKey);
+  const stored = await findCheckpoint(ctx.storage, row.storageKey);
   if (stored === null) {
     ctx.logger.error(
       { checkpointId, storageKey: row.storageKey },
@@ -35,10 +36,11 @@ export async function readCheckpointFile(
   ctx: AppContext,
   experimentId: string,
   checkpointId: string,
-): Promise<ServedFile> {
+): Promise<ServedObject> {
   const { row, stored } = await findCheckpointFile(ctx, experimentId, checkpointId);
   return {
-    path: stored.path,
+    storage: ctx.storage,
+    key: stored.key,
     size: stored.size,
     contentType: "application/octet-stream",
     etag: row.sha256,

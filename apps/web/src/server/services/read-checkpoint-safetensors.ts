@@ -1,4 +1,3 @@
-import { open } from "node:fs/promises";
 import {
   elementCount,
   LAYERS_MODEL,
@@ -12,6 +11,7 @@ import {
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import { readStoredModel, type StoredModel } from "../models/model-store.ts";
+import { readObjectBytes, type ObjectStore } from "../storage/object-store.ts";
 import { findCheckpointFile } from "./read-checkpoint-file.ts";
 
 /** The most a stored state blob's header may take (it is a few hundred bytes of CBOR). */
@@ -19,7 +19,8 @@ const MAX_BLOB_HEADER_BYTES = 1 << 20;
 
 /** A checkpoint's weights as safetensors: a header built here, then a slice of the stored file. */
 export interface SafetensorsExport {
-  readonly path: string;
+  /** The stored checkpoint's object key. */
+  readonly key: string;
   readonly prefix: Uint8Array;
   /** Bytes `start…end` (inclusive) of the stored file: the float32 parameters. */
   readonly start: number;
@@ -30,7 +31,8 @@ export interface SafetensorsExport {
 
 /**
  * Where a checkpoint's model parameters lie in its stored file, and what they are: the flat float32
- * vector every peer averages, `tensors` in order, bytes `start…start + parameterBytes − 1` of `path`.
+ * vector every peer averages, `tensors` in order, bytes `start…start + parameterBytes − 1` of the
+ * object `key`.
  */
 export interface CheckpointParameters {
   readonly checkpoint: { readonly step: number; readonly sha256: string };
@@ -39,8 +41,8 @@ export interface CheckpointParameters {
   readonly stored: StoredModel | null;
   /** The named tensors of the flat vector, in order. */
   readonly tensors: readonly ModelTensor[];
-  /** The stored checkpoint file. */
-  readonly path: string;
+  /** The stored checkpoint's object key. */
+  readonly key: string;
   /** Offset of the first parameter byte in it. */
   readonly start: number;
   readonly parameterBytes: number;
@@ -75,13 +77,13 @@ export async function readCheckpointParameters(
   let stored: StoredModel | null = null;
   let tensors: ModelTensor[];
   if (model.preset === LAYERS_MODEL) {
-    stored = await readStoredModel(ctx.env.dataDir, model.sha256);
+    stored = await readStoredModel(ctx.storage, model.sha256);
     tensors = layersModelTensors(stored.model);
   } else {
     tensors = modelTensors(model);
   }
   const parameterBytes = tensors.reduce((sum, tensor) => sum + elementCount(tensor.shape), 0) * 4;
-  const start = 4 + (await blobHeaderLength(file.path));
+  const start = 4 + (await blobHeaderLength(ctx.storage, file.key, file.size));
   const slots = (file.size - start) / parameterBytes;
   if (start > file.size || !Number.isInteger(slots) || slots < 1 || slots > 4) {
     throw new AppError(
@@ -95,7 +97,7 @@ export async function readCheckpointParameters(
     model,
     stored,
     tensors,
-    path: file.path,
+    key: file.key,
     start,
     parameterBytes,
   };
@@ -113,7 +115,7 @@ export async function readCheckpointSafetensors(
   experimentId: string,
   checkpointId: string,
 ): Promise<SafetensorsExport> {
-  const { checkpoint, model, tensors, path, start } = await readCheckpointParameters(
+  const { checkpoint, model, tensors, key, start } = await readCheckpointParameters(
     ctx,
     experimentId,
     checkpointId,
@@ -132,7 +134,7 @@ export async function readCheckpointSafetensors(
     throw error;
   }
   return {
-    path,
+    key,
     prefix: header.bytes,
     start,
     end: start + header.dataBytes - 1,
@@ -142,16 +144,12 @@ export async function readCheckpointSafetensors(
   };
 }
 
-async function blobHeaderLength(path: string): Promise<number> {
-  const handle = await open(path, "r");
-  try {
-    const { bytesRead, buffer } = await handle.read(new Uint8Array(4), 0, 4, 0);
-    const length = bytesRead === 4 ? new DataView(buffer.buffer).getUint32(0, true) : Number.NaN;
-    if (!(length > 0 && length <= MAX_BLOB_HEADER_BYTES)) {
-      throw new AppError(AppErrorCode.CONFLICT, "the checkpoint file is not a Barnraise state blob");
-    }
-    return length;
-  } finally {
-    await handle.close();
+async function blobHeaderLength(storage: ObjectStore, key: string, size: number): Promise<number> {
+  const bytes = size >= 4 ? await readObjectBytes(storage, key, { start: 0, end: 3 }) : new Uint8Array();
+  const length =
+    bytes.byteLength === 4 ? new DataView(bytes.buffer, bytes.byteOffset).getUint32(0, true) : Number.NaN;
+  if (!(length > 0 && length <= MAX_BLOB_HEADER_BYTES)) {
+    throw new AppError(AppErrorCode.CONFLICT, "the checkpoint file is not a Barnraise state blob");
   }
+  return length;
 }

@@ -1,6 +1,4 @@
 import { createHash } from "node:crypto";
-import { stat, type FileHandle } from "node:fs/promises";
-import { join } from "node:path";
 import {
   elementCount,
   layersModelJsonBytes,
@@ -12,8 +10,10 @@ import {
 } from "@barnraise/protocol";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import { CHUNK_BYTES, etagListMatches, openFile, selectRange } from "../http/byte-range.ts";
+import { etagListMatches, readObject, selectRange } from "../http/byte-range.ts";
 import { errorResponse } from "../http/route.ts";
+import { storedModelFileKey } from "../models/model-store.ts";
+import type { ObjectStore } from "../storage/object-store.ts";
 import { readCheckpointParameters, type CheckpointParameters } from "./read-checkpoint-safetensors.ts";
 
 /**
@@ -29,16 +29,16 @@ import { readCheckpointParameters, type CheckpointParameters } from "./read-chec
  *   output: it predicts logits, like the peers' model (no softmax). See `mnistMlpTopology`.
  * - albert-mlm: no TF.js Layers equivalent (shared layers, tied output projection); CONFLICT.
  *
- * weights.bin is never held in memory: it is a list of byte ranges of the checkpoint file and the
- * stored weights file, streamed on request (with single-range support).
+ * weights.bin is never held in memory: it is a list of byte ranges of the checkpoint object and the
+ * stored weights object, streamed on request (with single-range support).
  */
 
 /** The name model.json gives its weights: fetched relative to model.json's URL. */
 export const TFJS_WEIGHTS_FILE = "weights.bin";
 
-/** Bytes `start…start + length − 1` of the file at `path`. */
-export interface FileSegment {
-  readonly path: string;
+/** Bytes `start…start + length − 1` of the object `key` of the store. */
+export interface ObjectSegment {
+  readonly key: string;
   readonly start: number;
   readonly length: number;
 }
@@ -46,7 +46,9 @@ export interface FileSegment {
 export interface TfjsExport {
   readonly modelJson: Uint8Array;
   /** weights.bin: these segments, concatenated. */
-  readonly weights: readonly FileSegment[];
+  readonly weights: readonly ObjectSegment[];
+  /** Where the segments' objects are. */
+  readonly storage: ObjectStore;
   readonly weightsBytes: number;
   /** Entity tags (unquoted) of model.json and weights.bin. */
   readonly modelEtag: string;
@@ -79,7 +81,7 @@ export async function readCheckpointTfjs(
 ): Promise<TfjsExport> {
   const parameters = await readCheckpointParameters(ctx, experimentId, checkpointId, acceptTfjs);
   const { modelJson, weights } =
-    parameters.stored === null ? presetExport(parameters) : await layersExport(parameters);
+    parameters.stored === null ? presetExport(parameters) : await layersExport(ctx.storage, parameters);
   const weightsBytes = weights.reduce((sum, segment) => sum + segment.length, 0);
   // The checkpoint names the numbers; the rest (topology, layout, frozen weights) follows from the
   // model, pinned here too, so a later change of the export's form is never served from a cache.
@@ -89,10 +91,17 @@ export async function readCheckpointTfjs(
     .digest("hex")
     .slice(0, 16);
   const etag = `${parameters.checkpoint.sha256}-tfjs-${variant}`;
-  return { modelJson, weights, weightsBytes, modelEtag: `${etag}-model`, weightsEtag: `${etag}-weights` };
+  return {
+    modelJson,
+    weights,
+    storage: ctx.storage,
+    weightsBytes,
+    modelEtag: `${etag}-model`,
+    weightsEtag: `${etag}-weights`,
+  };
 }
 
-function presetExport(parameters: CheckpointParameters): { modelJson: Uint8Array; weights: FileSegment[] } {
+function presetExport(parameters: CheckpointParameters): { modelJson: Uint8Array; weights: ObjectSegment[] } {
   const { model } = parameters;
   if (model.preset !== ModelPreset.mnistMlp) throw new Error(`no TF.js export for ${model.preset}`);
   const tensors = parameters.tensors.map(({ name, shape }) => ({ name: tfjsWeightName(name), shape }));
@@ -104,7 +113,7 @@ function presetExport(parameters: CheckpointParameters): { modelJson: Uint8Array
   // The flat vector is the manifest's weights in order: one slice of the checkpoint.
   return {
     modelJson,
-    weights: [{ path: parameters.path, start: parameters.start, length: parameters.parameterBytes }],
+    weights: [{ key: parameters.key, start: parameters.start, length: parameters.parameterBytes }],
   };
 }
 
@@ -206,29 +215,25 @@ export function mnistMlpTopology(model: MnistMlpConfig): Record<string, unknown>
 }
 
 async function layersExport(
+  storage: ObjectStore,
   parameters: CheckpointParameters,
-): Promise<{ modelJson: Uint8Array; weights: FileSegment[] }> {
+): Promise<{ modelJson: Uint8Array; weights: ObjectSegment[] }> {
   const stored = parameters.stored;
   if (stored === null) throw new Error("layersExport needs the stored model");
-  const storedWeights = join(stored.dir, stored.weightsFile);
-  const storedBytes = await stat(storedWeights).then(
-    (stats) => stats.size,
-    (error: unknown) => {
-      if (error instanceof Error && "code" in error && error.code === "ENOENT") {
-        throw new AppError(AppErrorCode.NOT_FOUND, `the weights of model ${stored.sha256} are not available`);
-      }
-      throw error;
-    },
-  );
+  const storedWeights = storedModelFileKey(stored.sha256, stored.weightsFile);
+  const storedBytes = (await storage.head(storedWeights))?.size;
+  if (storedBytes === undefined) {
+    throw new AppError(AppErrorCode.NOT_FOUND, `the weights of model ${stored.sha256} are not available`);
+  }
   if (storedBytes !== stored.model.weightBytes) {
     throw new Error(
       `the stored weights of model ${stored.sha256} are ${storedBytes} bytes, not ${stored.model.weightBytes}`,
     );
   }
-  const weights: FileSegment[] = [];
-  const push = (segment: FileSegment): void => {
+  const weights: ObjectSegment[] = [];
+  const push = (segment: ObjectSegment): void => {
     const last = weights.at(-1);
-    if (last !== undefined && last.path === segment.path && last.start + last.length === segment.start) {
+    if (last !== undefined && last.key === segment.key && last.start + last.length === segment.start) {
       weights[weights.length - 1] = { ...last, length: last.length + segment.length };
     } else if (segment.length > 0) {
       weights.push(segment);
@@ -238,10 +243,10 @@ async function layersExport(
   for (const weight of stored.model.weights) {
     const length = elementCount(weight.shape) * 4;
     if (weight.trainable) {
-      push({ path: parameters.path, start: flat, length });
+      push({ key: parameters.key, start: flat, length });
       flat += length;
     } else {
-      push({ path: storedWeights, start: weight.byteOffset, length });
+      push({ key: storedWeights, start: weight.byteOffset, length });
     }
   }
   const manifest: ModelTensor[] = stored.model.weights.map(({ name, shape }) => ({ name, shape }));
@@ -268,9 +273,10 @@ export function tfjsModelJsonResponse(req: Request, exported: TfjsExport): Respo
 }
 
 /**
- * weights.bin, streamed from its segments, with what `fileResponse` gives a file: ETag, 304 on
- * `If-None-Match`, one `Range` (206, or 416 beyond the end), `If-Range`, HEAD. The files are opened
- * before the response is built, so one that is gone is NOT_FOUND and not a broken stream.
+ * weights.bin, streamed from its segments, with what `objectResponse` gives a file: ETag, 304 on
+ * `If-None-Match`, one `Range` (206, or 416 beyond the end), `If-Range`, HEAD. The first segment is
+ * opened and the others are looked up before the response is built, so an object that is gone is
+ * NOT_FOUND and not a broken stream.
  */
 export async function tfjsWeightsResponse(req: Request, exported: TfjsExport): Promise<Response> {
   const size = exported.weightsBytes;
@@ -297,77 +303,67 @@ export async function tfjsWeightsResponse(req: Request, exported: TfjsExport): P
   if (range !== undefined) headers["content-range"] = `bytes ${start}-${end}/${size}`;
   const status = range !== undefined ? 206 : 200;
   if (req.method === "HEAD" || end < start) return new Response(null, { status, headers });
-  const body = await segmentStream(exported.weights, start, end);
+  const body = await segmentStream(exported.storage, exported.weights, start, end);
   return new Response(body, { status, headers });
 }
 
+/** The parts of the segments that bytes `start…end` (inclusive) of their concatenation cover. */
+function coveredSpans(segments: readonly ObjectSegment[], start: number, end: number): ObjectSegment[] {
+  const spans: ObjectSegment[] = [];
+  let offset = 0;
+  for (const segment of segments) {
+    const from = Math.max(start, offset);
+    const to = Math.min(end + 1, offset + segment.length);
+    if (from < to) spans.push({ key: segment.key, start: segment.start + from - offset, length: to - from });
+    offset += segment.length;
+  }
+  return spans;
+}
+
 /**
- * Bytes `start…end` (inclusive) of the concatenated segments as a web stream, one chunk (at most
- * 64 KiB, never across segments) per pull. Every file is opened first; all are closed at the end,
- * on error and on cancel.
+ * Bytes `start…end` (inclusive) of the concatenated segments as a web stream: one ranged read of
+ * the store per segment, each opened when the one before ends. Every object is looked up first.
  */
 async function segmentStream(
-  segments: readonly FileSegment[],
+  storage: ObjectStore,
+  segments: readonly ObjectSegment[],
   start: number,
   end: number,
 ): Promise<ReadableStream<Uint8Array>> {
-  const handles = new Map<string, FileHandle>();
-  let closed = false;
-  const close = async (): Promise<void> => {
-    if (closed) return;
-    closed = true;
-    await Promise.all([...handles.values()].map((handle) => handle.close()));
-  };
-  try {
-    for (const { path } of segments) {
-      if (!handles.has(path)) handles.set(path, await openFile(path));
+  const spans = coveredSpans(segments, start, end);
+  for (const key of new Set(spans.map((span) => span.key))) {
+    if ((await storage.head(key)) === null) {
+      throw new AppError(AppErrorCode.NOT_FOUND, "the file is not available");
     }
-  } catch (error) {
-    await close();
-    throw error;
   }
-  // The segment that holds byte `position` of the concatenation, and where it starts there.
+  const open = (span: ObjectSegment) =>
+    readObject(storage, span.key, { start: span.start, end: span.start + span.length - 1 }).then((stream) =>
+      stream.getReader(),
+    );
   let index = 0;
-  let segmentStart = 0;
-  let position = start;
-  const advance = (): void => {
-    while (index < segments.length && segmentStart + (segments[index]?.length ?? 0) <= position) {
-      segmentStart += segments[index]?.length ?? 0;
-      index += 1;
-    }
-  };
+  const first = spans[0];
+  let reader = first === undefined ? undefined : await open(first);
   return new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
         try {
-          advance();
-          const segment = segments[index];
-          const handle = segment === undefined ? undefined : handles.get(segment.path);
-          if (segment === undefined || handle === undefined)
-            throw new Error(`no segment holds byte ${position}`);
-          const offset = position - segmentStart;
-          const want = Math.min(CHUNK_BYTES, segment.length - offset, end + 1 - position);
-          const { bytesRead, buffer } = await handle.read(
-            new Uint8Array(want),
-            0,
-            want,
-            segment.start + offset,
-          );
-          if (closed) return; // cancelled while reading
-          if (bytesRead === 0) throw new Error(`${segment.path} ended at byte ${segment.start + offset}`);
-          position += bytesRead;
-          controller.enqueue(buffer.subarray(0, bytesRead));
-          if (position > end) {
-            await close();
-            controller.close();
+          while (reader !== undefined) {
+            const next = await reader.read();
+            if (!next.done) {
+              controller.enqueue(next.value);
+              return;
+            }
+            index += 1;
+            const span = spans[index];
+            reader = span === undefined ? undefined : await open(span);
           }
+          controller.close();
         } catch (error) {
-          await close();
           controller.error(error);
         }
       },
-      async cancel() {
-        await close();
+      async cancel(reason) {
+        await reader?.cancel(reason);
       },
     },
     { highWaterMark: 1 },

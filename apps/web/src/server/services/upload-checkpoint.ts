@@ -6,7 +6,8 @@ import type { CheckpointView } from "../../api/schemas/public.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import { parseInput } from "../http/json-body.ts";
-import type { StagedCheckpoint } from "../storage/checkpoint-store.ts";
+import { removeCheckpoint, stageCheckpoint } from "../storage/checkpoint-store.ts";
+import type { StagedObject } from "../storage/object-store.ts";
 import type { ExperimentRecord } from "./experiment-access.ts";
 import { toCheckpointView } from "./list-checkpoints.ts";
 import { authenticateAux } from "./peer-auth.ts";
@@ -23,8 +24,8 @@ import { authenticateAux } from "./peer-auth.ts";
  * (PAYLOAD_TOO_LARGE), or a Content-Length other than the declared size (SIZE_MISMATCH). The body
  * then streams into the store's staging area while it is hashed and counted; it is refused as soon
  * as it runs past the declared size, and at the end if it is shorter (SIZE_MISMATCH) or hashes to
- * another digest (CHECKSUM_MISMATCH). Only a complete, verified file is committed (fsynced and
- * renamed into place) and recorded, after the generation and step checks are made again (a rollback
+ * another digest (CHECKSUM_MISMATCH). Only a complete, verified file is committed (made visible
+ * whole) and recorded, after the generation and step checks are made again (a rollback
  * or another upload may have happened meanwhile); if recording fails, the file is deleted again.
  * Whatever goes wrong, nothing half-written becomes visible.
  */
@@ -52,7 +53,8 @@ export async function uploadCheckpoint(
   }
   if (req.body === null) throw new AppError(AppErrorCode.SIZE_MISMATCH, "the upload has no body");
 
-  const staged = await ctx.checkpoints.stage();
+  const storageKey = `${caller.experiment.id}/${randomUUID()}.ckpt`;
+  const staged = await stageCheckpoint(ctx.storage, storageKey);
   try {
     const sha256 = await receive(req.body, staged, size);
     if (!equalBytes(sha256, caller.verified.bodySha256)) {
@@ -61,8 +63,7 @@ export async function uploadCheckpoint(
         "the file does not hash to the SHA-256 in the signed request",
       );
     }
-    const storageKey = `${caller.experiment.id}/${randomUUID()}.ckpt`;
-    await staged.commit(storageKey);
+    await staged.commit();
     try {
       const row = await ctx.db.$transaction(async (tx) => {
         const experiment = await tx.experiment.findUniqueOrThrow({ where: { id: caller.experiment.id } });
@@ -96,7 +97,7 @@ export async function uploadCheckpoint(
       );
       return toCheckpointView(row, caller.experiment);
     } catch (error) {
-      await ctx.checkpoints.remove(storageKey);
+      await removeCheckpoint(ctx.storage, storageKey);
       // Two uploads of one step can pass the check at once; the database's unique key keeps one.
       if (isUniqueViolation(error)) throw stepTaken(query.step);
       throw error;
@@ -146,7 +147,7 @@ function stepTaken(step: number): AppError {
 /** Streams `body` into `staged`, refusing it past `size` bytes or short of it; returns its SHA-256. */
 async function receive(
   body: ReadableStream<Uint8Array>,
-  staged: StagedCheckpoint,
+  staged: StagedObject,
   size: number,
 ): Promise<Uint8Array> {
   const hash = createHash("sha256");

@@ -38,7 +38,7 @@ export async function uploadLayersModel(
       issues: [{ path: "files", message: "choose model.json and its .bin weight files" }],
     });
   }
-  const summary = await storeLayersModel(ctx.env.dataDir, files);
+  const summary = await storeLayersModel(ctx.storage, files);
   ctx.logger.info({ sha256: summary.sha256, parameters: summary.parameters }, "model uploaded");
   return summary;
 }

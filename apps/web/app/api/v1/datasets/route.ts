@@ -4,6 +4,6 @@ import { json, route } from "../../../../src/server/http/route.ts";
 
 /** GET /api/v1/datasets: the prepared datasets. */
 export const GET = route(async ({ ctx }) => {
-  const body: DatasetList = { datasets: await listDatasets(ctx.env.dataDir) };
+  const body: DatasetList = { datasets: await listDatasets(ctx.storage) };
   return json(body);
 });

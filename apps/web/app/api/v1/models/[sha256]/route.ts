@@ -3,5 +3,5 @@ import { readStoredModelSummary } from "../../../../../src/server/models/model-s
 
 /** GET /api/v1/models/{sha256}: an uploaded model's input shape, output and size. Public. */
 export const GET = route<{ sha256: string }>(async ({ params, ctx }) =>
-  json({ model: await readStoredModelSummary(ctx.env.dataDir, params.sha256) }),
+  json({ model: await readStoredModelSummary(ctx.storage, params.sha256) }),
 );

@@ -1,4 +1,4 @@
-import { fileResponse } from "../../../../../../src/server/http/byte-range.ts";
+import { objectResponse } from "../../../../../../src/server/http/byte-range.ts";
 import { route } from "../../../../../../src/server/http/route.ts";
 import { getStoredModelFile } from "../../../../../../src/server/models/model-store.ts";
 
@@ -7,9 +7,10 @@ import { getStoredModelFile } from "../../../../../../src/server/models/model-st
  * as `tf.loadLayersModel` fetches them. Public and immutable: the names are content hashes.
  */
 export const GET = route<{ sha256: string; file: string }>(async ({ req, params, ctx }) => {
-  const file = await getStoredModelFile(ctx.env.dataDir, params.sha256, params.file);
-  return fileResponse(req, {
-    path: file.path,
+  const file = await getStoredModelFile(ctx.storage, params.sha256, params.file);
+  return objectResponse(req, {
+    storage: ctx.storage,
+    key: file.key,
     size: file.size,
     contentType: file.contentType,
     etag: file.etag,

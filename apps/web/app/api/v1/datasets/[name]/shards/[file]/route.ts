@@ -1,5 +1,5 @@
 import { getDatasetFile } from "../../../../../../../src/server/datasets/dataset-store.ts";
-import { fileResponse } from "../../../../../../../src/server/http/byte-range.ts";
+import { objectResponse } from "../../../../../../../src/server/http/byte-range.ts";
 import { route } from "../../../../../../../src/server/http/route.ts";
 
 /**
@@ -7,9 +7,10 @@ import { route } from "../../../../../../../src/server/http/route.ts";
  * with Range support. Public and cacheable: the ETag is the file's sha256.
  */
 export const GET = route<{ name: string; file: string }>(async ({ req, params, ctx }) => {
-  const file = await getDatasetFile(ctx.env.dataDir, params.name, params.file);
-  return fileResponse(req, {
-    path: file.path,
+  const file = await getDatasetFile(ctx.storage, params.name, params.file);
+  return objectResponse(req, {
+    storage: ctx.storage,
+    key: file.key,
     size: file.size,
     contentType: file.contentType,
     etag: file.sha256,
