@@ -37,7 +37,7 @@ const cleanups: (() => Promise<void>)[] = [];
 test.afterAll(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) {
     await cleanup().catch((error: unknown) => {
-      console.error("cleanup failed:", error);
+      process.stderr.write(`cleanup failed: ${String(error)}\n`);
     });
   }
 });
