@@ -13,6 +13,8 @@ CREATE TABLE "AlertSettings" (
     "stalledAfterMinutes" INTEGER NOT NULL DEFAULT 10,
     "auxSilentAfterMinutes" INTEGER NOT NULL DEFAULT 5,
     "aliveSince" DATETIME,
+    "lastMetricId" INTEGER,
+    "progressAt" DATETIME,
     "stalledAlertedFor" DATETIME,
     "auxSilentAlertedFor" DATETIME,
     "updatedAt" DATETIME NOT NULL,

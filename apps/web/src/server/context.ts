@@ -9,6 +9,7 @@ import type { CheckpointStore } from "./storage/checkpoint-store.ts";
 import { LocalCheckpointStore } from "./storage/local-checkpoint-store.ts";
 import { instrumentDatabase } from "./observability/instrument-database.ts";
 import { PlatformMetrics } from "./observability/platform-metrics.ts";
+import { createSmtpMailer, type Mailer } from "./alerts/mailer.ts";
 
 /**
  * Everything a use case needs, built once per process from the environment. Use cases and routes
@@ -27,6 +28,8 @@ export interface AppContext {
   readonly peerVerifiers: PeerVerifierCache;
   /** The Prometheus metrics `GET /metrics` serves. */
   readonly metrics: PlatformMetrics;
+  /** Alert e-mail through BARNRAISE_SMTP_URL; null when no SMTP server is configured. */
+  readonly mailer: Mailer | null;
 }
 
 export interface AppContextOverrides {
@@ -34,6 +37,7 @@ export interface AppContextOverrides {
   logger?: Logger;
   now?: () => number;
   checkpoints?: CheckpointStore;
+  mailer?: Mailer | null;
 }
 
 export function createAppContext(env: ServerEnv, overrides: AppContextOverrides = {}): AppContext {
@@ -48,6 +52,12 @@ export function createAppContext(env: ServerEnv, overrides: AppContextOverrides 
     now: overrides.now ?? Date.now,
     checkpoints: overrides.checkpoints ?? new LocalCheckpointStore(join(env.dataDir, "checkpoints")),
     peerVerifiers: new PeerVerifierCache(db, nodeCrypto),
+    mailer:
+      overrides.mailer !== undefined
+        ? overrides.mailer
+        : env.smtp === undefined
+          ? null
+          : createSmtpMailer(env.smtp),
   };
 }
 

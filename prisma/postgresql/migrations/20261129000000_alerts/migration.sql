@@ -13,6 +13,8 @@ CREATE TABLE "AlertSettings" (
     "stalledAfterMinutes" INTEGER NOT NULL DEFAULT 10,
     "auxSilentAfterMinutes" INTEGER NOT NULL DEFAULT 5,
     "aliveSince" TIMESTAMP(3),
+    "lastMetricId" INTEGER,
+    "progressAt" TIMESTAMP(3),
     "stalledAlertedFor" TIMESTAMP(3),
     "auxSilentAlertedFor" TIMESTAMP(3),
     "updatedAt" TIMESTAMP(3) NOT NULL,
