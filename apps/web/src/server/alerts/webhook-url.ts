@@ -12,6 +12,6 @@ export const webhookUrlSchema = z
   .max(2000, "must be at most 2000 characters")
   .pipe(z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }))
   .refine((text) => {
-    const url = new URL(text);
-    return url.username === "" && url.password === "";
+    const url = URL.parse(text);
+    return url === null || (url.username === "" && url.password === "");
   }, "must not contain a user name or password");
