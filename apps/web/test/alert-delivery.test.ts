@@ -6,7 +6,12 @@ import { POST as postTest } from "../app/api/v1/experiments/[id]/alerts/test/rou
 import { POST as postWebhook } from "../app/api/v1/experiments/[id]/alerts/webhooks/route.ts";
 import { GET as getAlerts, PUT as putAlerts } from "../app/api/v1/experiments/[id]/alerts/route.ts";
 import type { AlertPayload } from "../src/server/alerts/alert-events.ts";
-import { deliverDueAlerts, LEASE_MS, MAX_ATTEMPTS, RETRY_DELAYS_MS } from "../src/server/alerts/alert-outbox.ts";
+import {
+  deliverDueAlerts,
+  LEASE_MS,
+  MAX_ATTEMPTS,
+  RETRY_DELAYS_MS,
+} from "../src/server/alerts/alert-outbox.ts";
 import { enqueueAlert } from "../src/server/alerts/enqueue-alert.ts";
 import { verifyWebhookSignature, webhookSignature } from "../src/server/alerts/webhook-signature.ts";
 import { sendWebhook } from "../src/server/alerts/webhook-sender.ts";
@@ -44,7 +49,11 @@ describe.each(testDatabaseProviders())("alert delivery (%s)", (provider) => {
     hooks = await startWebhookReceiver(() => clock);
     app = await createTestApp(provider, {
       now: () => clock,
-      env: { BARNRAISE_SMTP_URL: mail.url, BARNRAISE_MAIL_FROM: MAIL_FROM, BARNRAISE_PUBLIC_URL: "https://barnraise.example.org" },
+      env: {
+        BARNRAISE_SMTP_URL: mail.url,
+        BARNRAISE_MAIL_FROM: MAIL_FROM,
+        BARNRAISE_PUBLIC_URL: "https://barnraise.example.org",
+      },
     });
     organizer = await createTestUser(app);
     experiment = await createExperiment(app, organizer);
@@ -83,7 +92,10 @@ describe.each(testDatabaseProviders())("alert delivery (%s)", (provider) => {
   }
 
   async function settings(): Promise<AlertSettingsView> {
-    const response = await callRoute(getAlerts, base(), { params: { id: experiment.id }, cookie: organizer.cookie });
+    const response = await callRoute(getAlerts, base(), {
+      params: { id: experiment.id },
+      cookie: organizer.cookie,
+    });
     expect(response.status).toBe(200);
     return (await response.json()) as AlertSettingsView;
   }
@@ -152,8 +164,16 @@ describe.each(testDatabaseProviders())("alert delivery (%s)", (provider) => {
     expect(one?.body).toBe(two?.body);
 
     const [logged] = (await settings()).deliveries;
-    expect(logged).toMatchObject({ status: "delivered", attempts: 2, lastResult: "HTTP 204", nextAttemptAt: null });
-    const attempts = await app.db.alertAttempt.findMany({ where: { deliveryId: logged?.id }, orderBy: { number: "asc" } });
+    expect(logged).toMatchObject({
+      status: "delivered",
+      attempts: 2,
+      lastResult: "HTTP 204",
+      nextAttemptAt: null,
+    });
+    const attempts = await app.db.alertAttempt.findMany({
+      where: { deliveryId: logged?.id },
+      orderBy: { number: "asc" },
+    });
     expect(attempts.map((attempt) => [attempt.number, attempt.ok, attempt.statusCode])).toEqual([
       [1, false, 500],
       [2, true, 204],
@@ -201,7 +221,10 @@ describe.each(testDatabaseProviders())("alert delivery (%s)", (provider) => {
       ["ada@example.org", "delivered"],
       ["ops@example.org", "delivered"],
     ]);
-    expect(mail.mails.map((message) => message.to).sort()).toEqual([["ada@example.org"], ["ops@example.org"]]);
+    expect(mail.mails.map((message) => message.to).sort()).toEqual([
+      ["ada@example.org"],
+      ["ops@example.org"],
+    ]);
     for (const message of mail.mails) {
       expect(message.from).toBe("alerts@barnraise.test");
       expect(message.subject).toBe(`[Barnraise] Test alert for ${experiment.name}: alerts reach you`);
@@ -242,7 +265,10 @@ describe.each(testDatabaseProviders())("alert delivery (%s)", (provider) => {
     await addWebhook();
     const second = otherInstance({ concurrent: true });
     const ids = (await Promise.all(Array.from({ length: 12 }, () => queueCheckpointAlert()))).flat();
-    const [a, b] = await Promise.all([deliverDueAlerts(app.ctx, "instance-a"), deliverDueAlerts(second, "instance-b")]);
+    const [a, b] = await Promise.all([
+      deliverDueAlerts(app.ctx, "instance-a"),
+      deliverDueAlerts(second, "instance-b"),
+    ]);
     expect(a + b).toBe(12);
     expect(hooks.received).toHaveLength(12);
     expect(new Set(hooks.received.map((hook) => hook.headers["barnraise-delivery"]))).toEqual(new Set(ids));
@@ -272,7 +298,11 @@ describe.each(testDatabaseProviders())("alert delivery (%s)", (provider) => {
       expect(test.status).toBe(409);
       expect(JSON.stringify(await test.json())).toMatch(/BARNRAISE_SMTP_URL/);
       expect(
-        await enqueueAlert(plain.ctx, plain.db, run, { type: "checkpoint.uploaded", summary: "s", details: {} }),
+        await enqueueAlert(plain.ctx, plain.db, run, {
+          type: "checkpoint.uploaded",
+          summary: "s",
+          details: {},
+        }),
       ).toEqual([]);
       expect(await plain.db.alertDelivery.count()).toBe(0);
     } finally {
@@ -323,8 +353,14 @@ describe("webhook signatures", () => {
   it("accepts the platform's signature and refuses any change", () => {
     const header = webhookSignature(secret, now, body);
     expect(verifyWebhookSignature(secret, header, body, now)).toEqual({ ok: true, time: now });
-    expect(verifyWebhookSignature(secret, header, '{"type":"tast"}', now)).toEqual({ ok: false, reason: "mismatch" });
-    expect(verifyWebhookSignature("whsec_other", header, body, now)).toEqual({ ok: false, reason: "mismatch" });
+    expect(verifyWebhookSignature(secret, header, '{"type":"tast"}', now)).toEqual({
+      ok: false,
+      reason: "mismatch",
+    });
+    expect(verifyWebhookSignature("whsec_other", header, body, now)).toEqual({
+      ok: false,
+      reason: "mismatch",
+    });
     const retimed = header.replace(`t=${now}`, `t=${now + 1}`);
     expect(verifyWebhookSignature(secret, retimed, body, now)).toEqual({ ok: false, reason: "mismatch" });
     expect(verifyWebhookSignature(secret, header, body, now + 301)).toEqual({ ok: false, reason: "expired" });
@@ -347,11 +383,13 @@ describe("webhook requests", () => {
     const { port } = server.address() as AddressInfo;
     const request = { secret: "s", deliveryId: "d", event: "test", body: "{}", unixSeconds: 1 };
     try {
-      expect(await sendWebhook({ ...request, url: `http://127.0.0.1:${port}/slow`, timeoutMs: 200 })).toEqual({
-        ok: false,
-        statusCode: null,
-        result: "timed out",
-      });
+      expect(await sendWebhook({ ...request, url: `http://127.0.0.1:${port}/slow`, timeoutMs: 200 })).toEqual(
+        {
+          ok: false,
+          statusCode: null,
+          result: "timed out",
+        },
+      );
       expect(await sendWebhook({ ...request, url: `http://127.0.0.1:${port}/redirect` })).toEqual({
         ok: false,
         statusCode: 302,
@@ -359,7 +397,11 @@ describe("webhook requests", () => {
       });
     } finally {
       server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await new Promise<void>((resolve) => {
+        server.close(() => {
+          resolve();
+        });
+      });
     }
   });
 });

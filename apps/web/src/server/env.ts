@@ -100,7 +100,10 @@ const envSchema = z.object({
     .optional(),
   /** The SMTP server alert e-mails go through: smtp://user:pass@host:587 (STARTTLS) or smtps://…:465. */
   BARNRAISE_SMTP_URL: z
-    .url({ protocol: /^smtps?$/, error: "must be an smtp:// or smtps:// URL, e.g. smtp://user:pass@host:587" })
+    .url({
+      protocol: /^smtps?$/,
+      error: "must be an smtp:// or smtps:// URL, e.g. smtp://user:pass@host:587",
+    })
     .optional(),
   /** The From of alert e-mails, e.g. "Barnraise <alerts@example.org>". */
   BARNRAISE_MAIL_FROM: z.string().min(3).max(320).optional(),

@@ -60,7 +60,11 @@ async function scanRuns(ctx: AppContext): Promise<void> {
       }));
     const running = parseExperimentStatus(experiment.status) === "running";
     const seenAt = experiment.swarmSeenAt;
-    const alive = running && seenAt !== null && now - seenAt.getTime() <= SWARM_FRESH_MS && experiment.swarmAlivePeers > 0;
+    const alive =
+      running &&
+      seenAt !== null &&
+      now - seenAt.getTime() <= SWARM_FRESH_MS &&
+      experiment.swarmAlivePeers > 0;
 
     // Peers alive since…: kept while they stay alive, cleared when none are (or the run is paused).
     let aliveSince = settings.aliveSince;
@@ -95,17 +99,22 @@ async function scanRuns(ctx: AppContext): Promise<void> {
         (alertedFor === null || alertedFor < waitingSince)
       ) {
         const minutes = Math.floor((now - waitingSince.getTime()) / MINUTE);
-        await announceOnce(ctx, experiment.id, { stalledAlertedFor: alertedFor }, { stalledAlertedFor: waitingSince }, (tx) =>
-          enqueueAlert(ctx, tx, experiment, {
-            type: AlertEventType.runStalled,
-            summary: `${experiment.name} stalled: no new step for ${minutes} minutes while ${experiment.swarmAlivePeers} peer${experiment.swarmAlivePeers === 1 ? " was" : "s were"} alive`,
-            details: {
-              lastStep: latest?.step ?? null,
-              alivePeers: experiment.swarmAlivePeers,
-              waitingSince: waitingSince.toISOString(),
-              stalledAfterMinutes: settings.stalledAfterMinutes,
-            },
-          }),
+        await announceOnce(
+          ctx,
+          experiment.id,
+          { stalledAlertedFor: alertedFor },
+          { stalledAlertedFor: waitingSince },
+          (tx) =>
+            enqueueAlert(ctx, tx, experiment, {
+              type: AlertEventType.runStalled,
+              summary: `${experiment.name} stalled: no new step for ${minutes} minutes while ${experiment.swarmAlivePeers} peer${experiment.swarmAlivePeers === 1 ? " was" : "s were"} alive`,
+              details: {
+                lastStep: latest?.step ?? null,
+                alivePeers: experiment.swarmAlivePeers,
+                waitingSince: waitingSince.toISOString(),
+                stalledAfterMinutes: settings.stalledAfterMinutes,
+              },
+            }),
         );
       }
     }
@@ -117,15 +126,20 @@ async function scanRuns(ctx: AppContext): Promise<void> {
         (alertedFor === null || alertedFor < seenAt)
       ) {
         const minutes = Math.floor((now - seenAt.getTime()) / MINUTE);
-        await announceOnce(ctx, experiment.id, { auxSilentAlertedFor: alertedFor }, { auxSilentAlertedFor: seenAt }, (tx) =>
-          enqueueAlert(ctx, tx, experiment, {
-            type: AlertEventType.auxSilent,
-            summary: `The aux of ${experiment.name} went silent: no report for ${minutes} minutes`,
-            details: {
-              lastHeartbeatAt: seenAt.toISOString(),
-              auxSilentAfterMinutes: settings.auxSilentAfterMinutes,
-            },
-          }),
+        await announceOnce(
+          ctx,
+          experiment.id,
+          { auxSilentAlertedFor: alertedFor },
+          { auxSilentAlertedFor: seenAt },
+          (tx) =>
+            enqueueAlert(ctx, tx, experiment, {
+              type: AlertEventType.auxSilent,
+              summary: `The aux of ${experiment.name} went silent: no report for ${minutes} minutes`,
+              details: {
+                lastHeartbeatAt: seenAt.toISOString(),
+                auxSilentAfterMinutes: settings.auxSilentAfterMinutes,
+              },
+            }),
         );
       }
     }

@@ -71,13 +71,11 @@ async function attemptDelivery(
 
   const startedAt = ctx.now();
   const started = performance.now();
-  const outcome = await send(ctx, delivery).catch(
-    (error: unknown): AttemptOutcome => ({
-      ok: false,
-      statusCode: null,
-      result: error instanceof Error ? error.message : String(error),
-    }),
-  );
+  const outcome = await send(ctx, delivery).catch((error: unknown): AttemptOutcome => ({
+    ok: false,
+    statusCode: null,
+    result: error instanceof Error ? error.message : String(error),
+  }));
   const durationMs = Math.round(performance.now() - started);
   const attempts = delivery.attempts + 1;
   const finished = ctx.now();
@@ -155,6 +153,8 @@ async function send(ctx: AppContext, delivery: ClaimedDelivery): Promise<Attempt
       result: "no SMTP server is configured (BARNRAISE_SMTP_URL and BARNRAISE_MAIL_FROM)",
     };
   }
-  const reply = await ctx.mailer.send(alertMail(delivery.target, JSON.parse(delivery.payload) as AlertPayload));
+  const reply = await ctx.mailer.send(
+    alertMail(delivery.target, JSON.parse(delivery.payload) as AlertPayload),
+  );
   return { ok: true, statusCode: null, result: reply };
 }

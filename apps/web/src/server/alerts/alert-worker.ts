@@ -59,7 +59,7 @@ export function startAlertWorker(ctx: AppContext, intervalMs = ALERT_INTERVAL_MS
   ctx.logger.info({ worker: worker.id }, "alert loop started");
   return {
     id: worker.id,
-    tick: worker.tick,
+    tick: () => worker.tick(),
     async stop() {
       stopped = true;
       clearTimeout(timer);

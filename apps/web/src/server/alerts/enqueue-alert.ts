@@ -55,7 +55,10 @@ export async function enqueueAlert(
   event: AlertEvent,
 ): Promise<string[]> {
   const [webhooks, settings] = await Promise.all([
-    db.alertWebhook.findMany({ where: { experimentId: experiment.id }, select: { id: true, url: true, events: true } }),
+    db.alertWebhook.findMany({
+      where: { experimentId: experiment.id },
+      select: { id: true, url: true, events: true },
+    }),
     db.alertSettings.findUnique({
       where: { experimentId: experiment.id },
       select: { emailRecipients: true, emailEvents: true },
@@ -81,7 +84,9 @@ export async function enqueueTestAlert(
   ctx: AppContext,
   db: OutboxDatabase,
   experiment: AlertExperiment,
-  target: { readonly webhook: { readonly id: string; readonly url: string } } | { readonly emails: readonly string[] },
+  target:
+    | { readonly webhook: { readonly id: string; readonly url: string } }
+    | { readonly emails: readonly string[] },
 ): Promise<string[]> {
   const targets: Target[] =
     "webhook" in target

@@ -33,7 +33,11 @@ export function sealWebhookSecret(plain: string, serverSecret: string, webhookId
   return `v1.${toBase64Url(nonce)}.${toBase64Url(box)}`;
 }
 
-export function openWebhookSecret(sealed: string, serverSecrets: readonly string[], webhookId: string): string {
+export function openWebhookSecret(
+  sealed: string,
+  serverSecrets: readonly string[],
+  webhookId: string,
+): string {
   const [version, nonceText, boxText] = sealed.split(".");
   if (version !== "v1" || nonceText === undefined || boxText === undefined) {
     throw new SealedWebhookSecretError("sealed webhook secret has an unknown format");

@@ -79,7 +79,9 @@ function describeFetchError(error: unknown): string {
   if (error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError")) {
     return "timed out";
   }
-  const cause = error instanceof Error ? (error.cause as { code?: unknown; message?: unknown } | undefined) : undefined;
-  if (typeof cause?.code === "string") return `${cause.code}${typeof cause.message === "string" ? `: ${cause.message}` : ""}`;
+  const cause =
+    error instanceof Error ? (error.cause as { code?: unknown; message?: unknown } | undefined) : undefined;
+  if (typeof cause?.code === "string")
+    return `${cause.code}${typeof cause.message === "string" ? `: ${cause.message}` : ""}`;
   return error instanceof Error ? error.message : String(error);
 }

@@ -43,7 +43,12 @@ export function verifyWebhookSignature(
   );
   const timeText = fields.get("t");
   const mac = fields.get("v1");
-  if (timeText === undefined || mac === undefined || !/^\d{1,12}$/.test(timeText) || !/^[0-9a-f]{64}$/.test(mac)) {
+  if (
+    timeText === undefined ||
+    mac === undefined ||
+    !/^\d{1,12}$/.test(timeText) ||
+    !/^[0-9a-f]{64}$/.test(mac)
+  ) {
     return { ok: false, reason: "malformed" };
   }
   const time = Number(timeText);

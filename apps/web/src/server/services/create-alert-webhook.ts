@@ -35,7 +35,10 @@ export async function createAlertWebhook(
   await requireOrganizer(ctx, id, user);
   const count = await ctx.db.alertWebhook.count({ where: { experimentId: id } });
   if (count >= MAX_WEBHOOKS) {
-    throw new AppError(AppErrorCode.CONFLICT, `an experiment has at most ${MAX_WEBHOOKS} webhooks; remove one first`);
+    throw new AppError(
+      AppErrorCode.CONFLICT,
+      `an experiment has at most ${MAX_WEBHOOKS} webhooks; remove one first`,
+    );
   }
   const webhookId = randomUUID();
   const secret = generateWebhookSecret();

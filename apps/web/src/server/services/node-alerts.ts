@@ -20,7 +20,10 @@ export interface NodeAlertsView {
 }
 
 export async function readNodeAlerts(ctx: AppContext, user: SessionUser): Promise<NodeAlertsView> {
-  const row = await ctx.db.user.findUniqueOrThrow({ where: { id: user.id }, select: { nodeAlertsEmail: true } });
+  const row = await ctx.db.user.findUniqueOrThrow({
+    where: { id: user.id },
+    select: { nodeAlertsEmail: true },
+  });
   return { email: row.nodeAlertsEmail, available: ctx.env.smtp !== undefined };
 }
 

@@ -1,10 +1,7 @@
 import type { AppContext } from "../context.ts";
 import type { SessionUser } from "../http/session.ts";
 import { parseEventList, type OrganizerEvent } from "../alerts/alert-events.ts";
-import {
-  DEFAULT_AUX_SILENT_AFTER_MINUTES,
-  DEFAULT_STALLED_AFTER_MINUTES,
-} from "../alerts/alert-monitor.ts";
+import { DEFAULT_AUX_SILENT_AFTER_MINUTES, DEFAULT_STALLED_AFTER_MINUTES } from "../alerts/alert-monitor.ts";
 import { parseAddressList } from "../alerts/enqueue-alert.ts";
 import { requireOrganizer } from "./experiment-access.ts";
 
@@ -57,7 +54,10 @@ export async function readAlertSettings(
   await requireOrganizer(ctx, id, user);
   const [settings, webhooks, deliveries] = await Promise.all([
     ctx.db.alertSettings.findUnique({ where: { experimentId: id } }),
-    ctx.db.alertWebhook.findMany({ where: { experimentId: id }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] }),
+    ctx.db.alertWebhook.findMany({
+      where: { experimentId: id },
+      orderBy: [{ createdAt: "asc" }, { id: "asc" }],
+    }),
     // A volunteer's own alerts (subscriberId) are theirs, not the organizer's.
     ctx.db.alertDelivery.findMany({
       where: { experimentId: id, subscriberId: null },
@@ -78,8 +78,18 @@ export async function readAlertSettings(
   };
 }
 
-export function toWebhookView(row: { id: string; url: string; events: string; createdAt: Date }): AlertWebhookView {
-  return { id: row.id, url: row.url, events: parseEventList(row.events), createdAt: row.createdAt.toISOString() };
+export function toWebhookView(row: {
+  id: string;
+  url: string;
+  events: string;
+  createdAt: Date;
+}): AlertWebhookView {
+  return {
+    id: row.id,
+    url: row.url,
+    events: parseEventList(row.events),
+    createdAt: row.createdAt.toISOString(),
+  };
 }
 
 export function toDeliveryView(row: {

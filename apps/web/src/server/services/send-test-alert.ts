@@ -33,7 +33,8 @@ export async function sendTestAlert(
       where: { id: input.webhookId, experimentId: id },
       select: { id: true, url: true },
     });
-    if (webhook === null) throw new AppError(AppErrorCode.NOT_FOUND, `no webhook ${input.webhookId} in ${id}`);
+    if (webhook === null)
+      throw new AppError(AppErrorCode.NOT_FOUND, `no webhook ${input.webhookId} in ${id}`);
     ids = await enqueueTestAlert(ctx, ctx.db, experiment, { webhook });
   } else {
     if (ctx.env.smtp === undefined) {
@@ -48,6 +49,9 @@ export async function sendTestAlert(
     ids = await enqueueTestAlert(ctx, ctx.db, experiment, { emails });
   }
   await deliverNow(ctx, ids, ALERT_INSTANCE_ID);
-  const rows = await ctx.db.alertDelivery.findMany({ where: { id: { in: ids } }, orderBy: { target: "asc" } });
+  const rows = await ctx.db.alertDelivery.findMany({
+    where: { id: { in: ids } },
+    orderBy: { target: "asc" },
+  });
   return rows.map(toDeliveryView);
 }

@@ -17,7 +17,11 @@ const eventListSchema = z
   .max(16)
   .transform((events) => [...new Set(events)]);
 
-const minutesSchema = z.number().int().min(1, "must be at least 1 minute").max(1440, "must be at most 1440 minutes (a day)");
+const minutesSchema = z
+  .number()
+  .int()
+  .min(1, "must be at least 1 minute")
+  .max(1440, "must be at most 1440 minutes (a day)");
 
 export const updateAlertSettingsInputSchema = z.strictObject({
   emailRecipients: z
@@ -39,12 +43,20 @@ export async function updateAlertSettings(
 ): Promise<AlertSettingsView> {
   await requireOrganizer(ctx, id, user);
   const data = {
-    ...(input.emailRecipients === undefined ? {} : { emailRecipients: JSON.stringify(input.emailRecipients) }),
+    ...(input.emailRecipients === undefined
+      ? {}
+      : { emailRecipients: JSON.stringify(input.emailRecipients) }),
     ...(input.emailEvents === undefined ? {} : { emailEvents: JSON.stringify(input.emailEvents) }),
     ...(input.stalledAfterMinutes === undefined ? {} : { stalledAfterMinutes: input.stalledAfterMinutes }),
-    ...(input.auxSilentAfterMinutes === undefined ? {} : { auxSilentAfterMinutes: input.auxSilentAfterMinutes }),
+    ...(input.auxSilentAfterMinutes === undefined
+      ? {}
+      : { auxSilentAfterMinutes: input.auxSilentAfterMinutes }),
   };
-  await ctx.db.alertSettings.upsert({ where: { experimentId: id }, create: { experimentId: id, ...data }, update: data });
+  await ctx.db.alertSettings.upsert({
+    where: { experimentId: id },
+    create: { experimentId: id, ...data },
+    update: data,
+  });
   ctx.logger.info({ experimentId: id, fields: Object.keys(data) }, "alert settings changed");
   return readAlertSettings(ctx, user, id);
 }
