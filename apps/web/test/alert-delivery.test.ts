@@ -9,7 +9,9 @@ import type { AlertPayload } from "../src/server/alerts/alert-events.ts";
 import {
   deliverDueAlerts,
   LEASE_MS,
+  LOG_RETENTION_MS,
   MAX_ATTEMPTS,
+  pruneAlertLog,
   RETRY_DELAYS_MS,
 } from "../src/server/alerts/alert-outbox.ts";
 import { enqueueAlert } from "../src/server/alerts/enqueue-alert.ts";
@@ -274,6 +276,22 @@ describe.each(testDatabaseProviders())("alert delivery (%s)", (provider) => {
     expect(new Set(hooks.received.map((hook) => hook.headers["barnraise-delivery"]))).toEqual(new Set(ids));
     const rows = await app.db.alertDelivery.findMany({ where: { id: { in: ids } } });
     for (const row of rows) expect([row.status, row.attempts]).toEqual(["delivered", 1]);
+  });
+
+  it("prunes finished deliveries after the retention time, never pending ones", async () => {
+    await addWebhook();
+    const [delivered] = await queueCheckpointAlert();
+    expect(await deliverDueAlerts(app.ctx, "worker")).toBe(1);
+    hooks.statuses.push(500);
+    const [pending] = await queueCheckpointAlert();
+    expect(await deliverDueAlerts(app.ctx, "worker")).toBe(1);
+    clock += LOG_RETENTION_MS;
+    expect(await pruneAlertLog(app.ctx)).toBe(0);
+    clock += 1;
+    expect(await pruneAlertLog(app.ctx)).toBe(1);
+    const left = await app.db.alertDelivery.findMany({ select: { id: true } });
+    expect(left.map((row) => row.id)).toEqual([pending]);
+    expect(await app.db.alertAttempt.count({ where: { deliveryId: delivered } })).toBe(0);
   });
 
   it("queues no e-mail and refuses an e-mail test without an SMTP server", async () => {

@@ -10,13 +10,16 @@ import { sendWebhook, type AttemptOutcome } from "./webhook-sender.ts";
  * claims a due delivery with one conditional update (a lease: `leaseOwner`, `leaseUntil`), so only
  * one of them sends it; an instance that dies mid-send leaves a lease that expires, and another
  * instance retries. Every attempt is logged (AlertAttempt). A failed attempt is retried after 30 s,
- * 2 min, 10 min and 1 h; after the fifth the delivery is marked failed.
+ * 2 min, 10 min and 1 h; after the fifth the delivery is marked failed. Finished deliveries are kept
+ * for `LOG_RETENTION_MS`, then pruned with their attempts.
  */
 
 export const RETRY_DELAYS_MS = [30_000, 2 * 60_000, 10 * 60_000, 60 * 60_000] as const;
 export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
 /** Longer than any one attempt (the webhook and SMTP timeouts), so a live claim is never taken over. */
 export const LEASE_MS = 2 * 60_000;
+/** How long delivered and failed alerts stay in the log. */
+export const LOG_RETENTION_MS = 30 * 24 * 3600_000;
 /** Deliveries one pass of the loop claims at most. */
 const BATCH = 20;
 
@@ -38,6 +41,17 @@ export async function deliverDueAlerts(ctx: AppContext, workerId: string): Promi
     if (await attemptDelivery(ctx, id, workerId, { dueBy: now })) attempted += 1;
   }
   return attempted;
+}
+
+/** Deletes the deliveries (and their attempts) that finished over `LOG_RETENTION_MS` ago; resolves to how many. */
+export async function pruneAlertLog(ctx: AppContext): Promise<number> {
+  const removed = await ctx.db.alertDelivery.deleteMany({
+    where: {
+      status: { in: [DeliveryStatus.delivered, DeliveryStatus.failed] },
+      createdAt: { lt: new Date(ctx.now() - LOG_RETENTION_MS) },
+    },
+  });
+  return removed.count;
 }
 
 /** Sends the given deliveries at once, whether due or not (the "Send test" buttons). */

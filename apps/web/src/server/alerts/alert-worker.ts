@@ -2,15 +2,17 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { AppContext } from "../context.ts";
 import { scanForAlerts } from "./alert-monitor.ts";
-import { deliverDueAlerts } from "./alert-outbox.ts";
+import { deliverDueAlerts, pruneAlertLog } from "./alert-outbox.ts";
 
 /**
  * The platform's alert loop: every few seconds, look for events (alert-monitor.ts) and deliver the
- * outbox's due alerts (alert-outbox.ts). Each web instance runs one (instrumentation.ts starts it);
+ * outbox's due alerts (alert-outbox.ts); every hour, prune the old delivery log. Each web instance runs one (instrumentation.ts starts it);
  * the database keeps them from announcing or sending anything twice.
  */
 
 export const ALERT_INTERVAL_MS = 5_000;
+/** How often a worker prunes the delivery log. */
+const PRUNE_INTERVAL_MS = 3600_000;
 
 /** This process's name in delivery leases. */
 export const ALERT_INSTANCE_ID = `${hostname()}/${process.pid}/${randomUUID().slice(0, 8)}`;
@@ -25,11 +27,16 @@ export interface AlertWorker {
 }
 
 export function createAlertWorker(ctx: AppContext, id = ALERT_INSTANCE_ID): AlertWorker {
+  let prunedAt = Number.NEGATIVE_INFINITY;
   return {
     id,
     async tick() {
       await scanForAlerts(ctx);
       await deliverDueAlerts(ctx, id);
+      if (ctx.now() - prunedAt >= PRUNE_INTERVAL_MS) {
+        prunedAt = ctx.now();
+        await pruneAlertLog(ctx);
+      }
     },
     stop: () => Promise.resolve(),
   };
