@@ -181,6 +181,17 @@ describe.each(testDatabaseProviders())("alert delivery (%s)", (provider) => {
       [2, true, 204],
     ]);
     for (const attempt of attempts) expect(attempt.durationMs).toBeGreaterThanOrEqual(0);
+    const counted = (await app.ctx.metrics.alertDeliveries.get()).values.map((sample) => [
+      sample.labels.channel,
+      sample.labels.outcome,
+      sample.value,
+    ]);
+    expect(counted).toEqual(
+      expect.arrayContaining([
+        ["webhook", "retry", 1],
+        ["webhook", "delivered", 1],
+      ]),
+    );
   });
 
   it("gives up after the last attempt and says so in the log", async () => {
