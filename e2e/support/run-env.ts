@@ -26,6 +26,8 @@ const webPort = port("E2E_PORT", 3100);
 const oidcPort = port("E2E_OIDC_PORT", webPort + 1);
 /** For a story that runs a platform of its own (to kill and start it again). */
 const sparePort = port("E2E_SPARE_PORT", webPort + 2);
+/** The SMTP server that receives the platform's alert e-mails (support/mail-server.ts). */
+const smtpPort = port("E2E_SMTP_PORT", webPort + 3);
 export const baseURL = `http://localhost:${webPort}`;
 
 export const e2eRun = {
@@ -33,6 +35,11 @@ export const e2eRun = {
   webPort,
   baseURL,
   sparePort,
+  smtp: {
+    port: smtpPort,
+    url: `smtp://127.0.0.1:${smtpPort}`,
+    from: "Barnraise e2e <alerts@barnraise.test>",
+  },
   authSecret: derived("auth-secret"),
   barnraiseSecret: derived("barnraise-secret"),
   oidc: {

@@ -11,9 +11,9 @@ import { e2eRun } from "./run-env.ts";
 /**
  * The platform under test: the production build of apps/web (`next start`) on a fresh data
  * directory with a SQLite database migrated by `prisma migrate deploy`, a quick subset of the MNIST
- * shards that peers download, the run's secrets, and the local OIDC provider configured as a
- * sign-in option. Access passes live for a minute (the platform's shortest), so a peer hears of a
- * ban at its next refresh, within a minute.
+ * shards that peers download, the run's secrets, the local OIDC provider configured as a sign-in
+ * option, and the run's SMTP server (support/mail-server.ts) for alert e-mails. Access passes live
+ * for a minute (the platform's shortest), so a peer hears of a ban at its next refresh, within a minute.
  */
 
 /** MNIST samples to shard: enough for a few steps of a small run, prepared in about a second. */
@@ -109,6 +109,8 @@ export async function launchWebServer(options: WebServerOptions): Promise<Runnin
           clientSecret: oidc.clientSecret,
         },
       ]),
+      BARNRAISE_SMTP_URL: e2eRun.smtp.url,
+      BARNRAISE_MAIL_FROM: e2eRun.smtp.from,
       LOG_LEVEL: "info",
       ...options.env,
     },

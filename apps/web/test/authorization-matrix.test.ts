@@ -83,6 +83,7 @@ describe.each(testDatabaseProviders())("authorization matrix on %s", (provider) 
       experimentId: "no-such-experiment",
       approvedTokenId: "no-such-token",
       checkpointId: "no-such-checkpoint",
+      webhookId: "no-such-webhook",
     };
     for (const actor of ["volunteer", "organizer"] as const) {
       const response = await routeCase.call({ cast, world, cookie: cast[actor].cookie, headers: {} });
@@ -93,12 +94,16 @@ describe.each(testDatabaseProviders())("authorization matrix on %s", (provider) 
 
 /** Everything a refused request could have changed. */
 async function snapshot(app: TestApp, experimentId: string): Promise<unknown> {
-  const [experiment, entries, tokens, users, experiments] = await Promise.all([
-    app.db.experiment.findUnique({ where: { id: experimentId } }),
-    app.db.allowlistEntry.findMany({ where: { experimentId }, orderBy: { id: "asc" } }),
-    app.db.peerToken.findMany({ where: { experimentId }, orderBy: { id: "asc" } }),
-    app.db.user.count(),
-    app.db.experiment.count(),
-  ]);
-  return { experiment, entries, tokens, users, experiments };
+  const [experiment, entries, tokens, users, experiments, alertSettings, webhooks, deliveries] =
+    await Promise.all([
+      app.db.experiment.findUnique({ where: { id: experimentId } }),
+      app.db.allowlistEntry.findMany({ where: { experimentId }, orderBy: { id: "asc" } }),
+      app.db.peerToken.findMany({ where: { experimentId }, orderBy: { id: "asc" } }),
+      app.db.user.count(),
+      app.db.experiment.count(),
+      app.db.alertSettings.findUnique({ where: { experimentId } }),
+      app.db.alertWebhook.findMany({ where: { experimentId }, orderBy: { id: "asc" } }),
+      app.db.alertDelivery.count(),
+    ]);
+  return { experiment, entries, tokens, users, experiments, alertSettings, webhooks, deliveries };
 }

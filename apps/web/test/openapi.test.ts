@@ -3,6 +3,7 @@ import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { openApiDocument } from "../src/api/openapi.ts";
 import { accountPaths } from "../src/api/paths/accounts.ts";
+import { alertPaths } from "../src/api/paths/alerts.ts";
 import { experimentPaths } from "../src/api/paths/experiments.ts";
 
 /**
@@ -13,7 +14,7 @@ import { experimentPaths } from "../src/api/paths/experiments.ts";
 const API_DIR = resolve(import.meta.dirname, "../app/api/v1");
 const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
 
-/** The session routes (accounts, experiments, allowlists, tokens, nodes), relative to app/api/v1. */
+/** The session routes (accounts, experiments, allowlists, tokens, nodes, alerts), relative to app/api/v1. */
 const SESSION_ROUTE_FILES = [
   "users/route.ts",
   "me/nodes/route.ts",
@@ -28,6 +29,11 @@ const SESSION_ROUTE_FILES = [
   "experiments/[id]/membership/route.ts",
   "experiments/[id]/tokens/route.ts",
   "experiments/[id]/tokens/[tokenId]/route.ts",
+  "experiments/[id]/alerts/route.ts",
+  "experiments/[id]/alerts/webhooks/route.ts",
+  "experiments/[id]/alerts/webhooks/[webhookId]/route.ts",
+  "experiments/[id]/alerts/test/route.ts",
+  "me/alerts/route.ts",
 ];
 
 /** `experiments/[id]/route.ts` → `/api/v1/experiments/{id}`. */
@@ -72,7 +78,8 @@ describe("OpenAPI document", () => {
 
   it("documents no session path without a route file", () => {
     const served = new Set(SESSION_ROUTE_FILES.map(apiPath));
-    for (const path of Object.keys({ ...accountPaths, ...experimentPaths })) expect(served).toContain(path);
+    for (const path of Object.keys({ ...accountPaths, ...experimentPaths, ...alertPaths }))
+      expect(served).toContain(path);
   });
 
   it("describes request bodies, path parameters and error responses of mutations", () => {

@@ -49,6 +49,28 @@ describe("environment", () => {
     });
     expect(env.oidcProviders.map((p) => p.id)).toEqual(["corp"]);
   });
+
+  it("sends alert e-mail only with both an smtp(s):// URL and a sender", () => {
+    expect(loadServerEnv(secrets).smtp).toBeUndefined();
+    const from = "Barnraise <alerts@example.org>";
+    expect(
+      loadServerEnv({
+        ...secrets,
+        BARNRAISE_SMTP_URL: "smtps://u:p@mail.example.org:465",
+        BARNRAISE_MAIL_FROM: from,
+      }).smtp,
+    ).toEqual({
+      url: "smtps://u:p@mail.example.org:465",
+      from,
+    });
+    expect(() => loadServerEnv({ ...secrets, BARNRAISE_SMTP_URL: "smtp://mail.example.org" })).toThrow(
+      /BARNRAISE_SMTP_URL and BARNRAISE_MAIL_FROM: set both/,
+    );
+    expect(() => loadServerEnv({ ...secrets, BARNRAISE_MAIL_FROM: from })).toThrow(/set both/);
+    expect(() =>
+      loadServerEnv({ ...secrets, BARNRAISE_SMTP_URL: "http://mail.example.org", BARNRAISE_MAIL_FROM: from }),
+    ).toThrow(/BARNRAISE_SMTP_URL: must be an smtp:\/\/ or smtps:\/\/ URL/);
+  });
 });
 
 describe("authority key sealing", () => {

@@ -1,6 +1,7 @@
 import { createDocument } from "zod-openapi";
 import packageJson from "../../package.json" with { type: "json" };
 import { accountPaths } from "./paths/accounts.ts";
+import { alertPaths } from "./paths/alerts.ts";
 import { datasetPaths } from "./paths/datasets.ts";
 import { experimentPaths } from "./paths/experiments.ts";
 import { modelPaths } from "./paths/models.ts";
@@ -25,6 +26,7 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
       ...publicPaths,
       ...accountPaths,
       ...experimentPaths,
+      ...alertPaths,
       ...peerPaths,
       ...datasetPaths,
       ...modelPaths,

@@ -9,6 +9,7 @@ import type { ObjectStore } from "./storage/object-store.ts";
 import { openObjectStore } from "./storage/open-object-store.ts";
 import { instrumentDatabase } from "./observability/instrument-database.ts";
 import { PlatformMetrics } from "./observability/platform-metrics.ts";
+import { createSmtpMailer, type Mailer } from "./alerts/mailer.ts";
 
 /**
  * Everything a use case needs, built once per process from the environment. Use cases and routes
@@ -32,6 +33,8 @@ export interface AppContext {
   readonly metrics: PlatformMetrics;
   /** Per-client rate limits, counted in the database so that every web instance shares them. */
   readonly rateLimits: RateLimits;
+  /** Alert e-mail through BARNRAISE_SMTP_URL; null when no SMTP server is configured. */
+  readonly mailer: Mailer | null;
 }
 
 export interface AppContextOverrides {
@@ -39,6 +42,7 @@ export interface AppContextOverrides {
   logger?: Logger;
   now?: () => number;
   storage?: ObjectStore;
+  mailer?: Mailer | null;
 }
 
 export function createAppContext(env: ServerEnv, overrides: AppContextOverrides = {}): AppContext {
@@ -54,6 +58,12 @@ export function createAppContext(env: ServerEnv, overrides: AppContextOverrides 
     storage: overrides.storage ?? openObjectStore(env),
     peerVerifiers: new PeerVerifierCache(db, nodeCrypto),
     rateLimits: new RateLimits(db),
+    mailer:
+      overrides.mailer !== undefined
+        ? overrides.mailer
+        : env.smtp === undefined
+          ? null
+          : createSmtpMailer(env.smtp),
   };
 }
 

@@ -166,6 +166,15 @@ const envSchema = z.object({
       "BARNRAISE_METRICS_TOKEN must be at least 16 characters (generate one with: openssl rand -hex 24)",
     )
     .optional(),
+  /** The SMTP server alert e-mails go through: smtp://user:pass@host:587 (STARTTLS) or smtps://…:465. */
+  BARNRAISE_SMTP_URL: z
+    .url({
+      protocol: /^smtps?$/,
+      error: "must be an smtp:// or smtps:// URL, e.g. smtp://user:pass@host:587",
+    })
+    .optional(),
+  /** The From of alert e-mails, e.g. "Barnraise <alerts@example.org>". */
+  BARNRAISE_MAIL_FROM: z.string().min(3).max(320).optional(),
 });
 
 export interface ServerEnv {
@@ -191,6 +200,8 @@ export interface ServerEnv {
   readonly logLevel: string;
   /** The bearer secret of `GET /metrics`; undefined: the endpoint answers 404. */
   readonly metricsToken: string | undefined;
+  /** Where alert e-mails are sent from; undefined: the platform sends no e-mail. */
+  readonly smtp: { readonly url: string; readonly from: string } | undefined;
 }
 
 export type StorageConfig = { readonly kind: "local" } | ({ readonly kind: "s3" } & S3StorageConfig);
@@ -292,5 +303,19 @@ export function loadServerEnv(source: Record<string, string | undefined> = proce
     ),
     logLevel: env.LOG_LEVEL,
     metricsToken: env.BARNRAISE_METRICS_TOKEN,
+    smtp: smtpOf(env.BARNRAISE_SMTP_URL, env.BARNRAISE_MAIL_FROM),
   };
+}
+
+function smtpOf(
+  url: string | undefined,
+  from: string | undefined,
+): { url: string; from: string } | undefined {
+  if (url === undefined && from === undefined) return undefined;
+  if (url === undefined || from === undefined) {
+    throw new EnvError(
+      "invalid environment:\n  - BARNRAISE_SMTP_URL and BARNRAISE_MAIL_FROM: set both (to send alert e-mails) or neither",
+    );
+  }
+  return { url, from };
 }

@@ -1,4 +1,5 @@
 import { parseExperimentConfig } from "@barnraise/protocol";
+import { createAlertWebhook } from "../../src/server/services/create-alert-webhook.ts";
 import { createExperiment } from "../../src/server/services/create-experiment.ts";
 import { generatePeerToken } from "../../src/server/services/peer-tokens.ts";
 import { sessionCookie, type TestApp } from "./test-app.ts";
@@ -54,11 +55,13 @@ export interface World {
   readonly approvedTokenId: string;
   /** A checkpoint of the run (a row only: no file), to roll back to. */
   readonly checkpointId: string;
+  /** An alert webhook of the run (pointing at a closed port). */
+  readonly webhookId: string;
 }
 
 /**
  * A new experiment organized by the cast's organizer, with the pending, approved and banned
- * volunteers' entries, one trainer token of the approved volunteer and one checkpoint.
+ * volunteers' entries, one trainer token of the approved volunteer, one checkpoint and one webhook.
  */
 export async function createWorld(app: TestApp, cast: Cast): Promise<World> {
   const experiment = await createExperiment(app.ctx, cast.organizer, {
@@ -93,7 +96,16 @@ export async function createWorld(app: TestApp, cast: Cast): Promise<World> {
       uploadedBy: "12D3KooWworld",
     },
   });
-  return { experimentId: experiment.id, approvedTokenId: token.id, checkpointId: checkpoint.id };
+  const { webhook } = await createAlertWebhook(app.ctx, cast.organizer, experiment.id, {
+    url: "http://127.0.0.1:9/alerts",
+    events: ["checkpoint.uploaded"],
+  });
+  return {
+    experimentId: experiment.id,
+    approvedTokenId: token.id,
+    checkpointId: checkpoint.id,
+    webhookId: webhook.id,
+  };
 }
 
 /** The JSON body of a response, typed loosely for assertions. */

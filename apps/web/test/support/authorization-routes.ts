@@ -1,3 +1,7 @@
+import * as alertTest from "../../app/api/v1/experiments/[id]/alerts/test/route.ts";
+import * as alertWebhook from "../../app/api/v1/experiments/[id]/alerts/webhooks/[webhookId]/route.ts";
+import * as alertWebhooks from "../../app/api/v1/experiments/[id]/alerts/webhooks/route.ts";
+import * as alerts from "../../app/api/v1/experiments/[id]/alerts/route.ts";
 import * as allowlistUser from "../../app/api/v1/experiments/[id]/allowlist/[username]/route.ts";
 import * as allowlist from "../../app/api/v1/experiments/[id]/allowlist/route.ts";
 import * as authorityKey from "../../app/api/v1/experiments/[id]/authority-key/route.ts";
@@ -9,6 +13,7 @@ import * as status from "../../app/api/v1/experiments/[id]/status/route.ts";
 import * as token from "../../app/api/v1/experiments/[id]/tokens/[tokenId]/route.ts";
 import * as tokens from "../../app/api/v1/experiments/[id]/tokens/route.ts";
 import * as experiments from "../../app/api/v1/experiments/route.ts";
+import * as myAlerts from "../../app/api/v1/me/alerts/route.ts";
 import * as myNodes from "../../app/api/v1/me/nodes/route.ts";
 import * as users from "../../app/api/v1/users/route.ts";
 import { uniqueName, type ActorName, type Cast, type World } from "./actors.ts";
@@ -86,6 +91,10 @@ const atEntry = (c: CallContext) => ({
 const atToken = (c: CallContext) => ({
   path: `/api/v1/experiments/${c.world.experimentId}/tokens/${c.world.approvedTokenId}`,
   params: { id: c.world.experimentId, tokenId: c.world.approvedTokenId },
+});
+const atWebhook = (c: CallContext) => ({
+  path: `/api/v1/experiments/${c.world.experimentId}/alerts/webhooks/${c.world.webhookId}`,
+  params: { id: c.world.experimentId, webhookId: c.world.webhookId },
 });
 const nowhere = (path: string) => () => ({ path, params: {} });
 
@@ -240,6 +249,62 @@ export const routeCases: readonly RouteCase[] = [
     experimentScoped: false,
     expected: anyUser("200"),
     call: calling(myNodes.GET, nowhere("/api/v1/me/nodes")),
+  },
+  {
+    name: "GET /experiments/{id}/alerts",
+    mutation: false,
+    experimentScoped: true,
+    expected: organizerOnly("200"),
+    call: calling(alerts.GET, at("/alerts")),
+  },
+  {
+    name: "PUT /experiments/{id}/alerts",
+    mutation: true,
+    experimentScoped: true,
+    expected: organizerOnly("200"),
+    call: calling(alerts.PUT, at("/alerts"), { method: "PUT", body: { stalledAfterMinutes: 15 } }),
+  },
+  {
+    name: "POST /experiments/{id}/alerts/webhooks",
+    mutation: true,
+    experimentScoped: true,
+    expected: organizerOnly("201"),
+    call: calling(alertWebhooks.POST, at("/alerts/webhooks"), {
+      method: "POST",
+      body: { url: "https://hooks.example.org/barnraise", events: ["run.stalled"] },
+    }),
+  },
+  {
+    name: "DELETE /experiments/{id}/alerts/webhooks/{webhookId}",
+    mutation: true,
+    experimentScoped: true,
+    expected: organizerOnly("204"),
+    call: calling(alertWebhook.DELETE, atWebhook, { method: "DELETE" }),
+  },
+  {
+    // The test platform has no SMTP server: the organizer is told so.
+    name: "POST /experiments/{id}/alerts/test",
+    mutation: true,
+    experimentScoped: true,
+    expected: organizerOnly("409 CONFLICT"),
+    call: calling(alertTest.POST, at("/alerts/test"), { method: "POST", body: { email: true } }),
+  },
+  {
+    name: "GET /me/alerts",
+    mutation: false,
+    experimentScoped: false,
+    expected: anyUser("200"),
+    call: calling(myAlerts.GET, nowhere("/api/v1/me/alerts")),
+  },
+  {
+    name: "PUT /me/alerts",
+    mutation: true,
+    experimentScoped: false,
+    expected: anyUser("200"),
+    call: calling(myAlerts.PUT, nowhere("/api/v1/me/alerts"), {
+      method: "PUT",
+      body: { email: "volunteer@example.org" },
+    }),
   },
 ];
 

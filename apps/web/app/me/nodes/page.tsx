@@ -4,6 +4,8 @@ import { redirect } from "next/navigation";
 import { getAppContext } from "../../../src/server/context.ts";
 import { currentUser } from "../../../src/server/queries/current-user.ts";
 import { listMyNodes } from "../../../src/server/services/list-my-nodes.ts";
+import { readNodeAlerts } from "../../../src/server/services/node-alerts.ts";
+import { NodeAlertsForm } from "../../_components/node-alerts-form.tsx";
 import { NodeList } from "../../_components/node-list.tsx";
 
 export const metadata: Metadata = { title: "My nodes" };
@@ -12,7 +14,11 @@ export default async function MyNodesPage() {
   const ctx = getAppContext();
   const user = await currentUser(ctx);
   if (user === null) redirect(`/sign-in?callbackUrl=${encodeURIComponent("/me/nodes")}`);
-  const nodes = await listMyNodes(ctx, user);
+  const [nodes, alerts, account] = await Promise.all([
+    listMyNodes(ctx, user),
+    readNodeAlerts(ctx, user),
+    ctx.db.user.findUnique({ where: { id: user.id }, select: { email: true } }),
+  ]);
   const counted = nodes.filter((node) => node.counted).length;
 
   return (
@@ -36,6 +42,10 @@ export default async function MyNodesPage() {
           <NodeList nodes={nodes} showExperiment />
         </>
       )}
+      <section aria-labelledby="node-alerts-heading" className="section">
+        <h2 id="node-alerts-heading">E-mail alerts</h2>
+        <NodeAlertsForm settings={alerts} suggestedEmail={account?.email ?? null} />
+      </section>
     </main>
   );
 }

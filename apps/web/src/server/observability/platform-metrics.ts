@@ -69,6 +69,14 @@ export class PlatformMetrics {
     registers: [this.registry],
   });
 
+  /** Alert delivery attempts: `channel` webhook or email, `outcome` delivered, retry or failed. */
+  readonly alertDeliveries = new Counter({
+    name: "barnraise_alert_deliveries_total",
+    help: "Alert delivery attempts, by channel (webhook, email) and outcome (delivered, retry, failed)",
+    labelNames: ["channel", "outcome"] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: "barnraise_web_" });
   }

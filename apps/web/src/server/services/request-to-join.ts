@@ -1,12 +1,17 @@
 import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import { isUniqueViolation } from "@barnraise/prisma";
+import { AlertEventType } from "../alerts/alert-events.ts";
+import { enqueueAlert } from "../alerts/enqueue-alert.ts";
 import type { AppContext } from "../context.ts";
 import type { SessionUser } from "../http/session.ts";
 import { AllowlistStatus, findExperiment, membershipOf } from "./experiment-access.ts";
 import { toAllowlistEntryView, type AllowlistEntryView } from "./list-allowlist.ts";
 
-/** A volunteer asks to join; the organizer sees a pending entry to approve or deny. */
+/**
+ * A volunteer asks to join; the organizer sees a pending entry to approve or deny, and the
+ * "join requested" alert goes out with it.
+ */
 
 export const requestToJoinInputSchema = z.strictObject({});
 
@@ -30,9 +35,17 @@ export async function requestToJoin(
       break;
   }
   try {
-    const entry = await ctx.db.allowlistEntry.create({
-      data: { experimentId: id, userId: user.id, status: AllowlistStatus.pending },
-      include: { user: { select: { username: true } } },
+    const entry = await ctx.db.$transaction(async (tx) => {
+      const created = await tx.allowlistEntry.create({
+        data: { experimentId: id, userId: user.id, status: AllowlistStatus.pending },
+        include: { user: { select: { username: true } } },
+      });
+      await enqueueAlert(ctx, tx, experiment, {
+        type: AlertEventType.joinRequested,
+        summary: `${user.username} asked to join ${experiment.name}`,
+        details: { username: user.username },
+      });
+      return created;
     });
     ctx.logger.info({ experimentId: id, username: user.username }, "join requested");
     return toAllowlistEntryView(entry);

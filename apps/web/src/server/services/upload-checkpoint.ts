@@ -4,6 +4,8 @@ import { isUniqueViolation, type Database } from "@barnraise/prisma";
 import { checkpointUploadQuerySchema, type CheckpointUploadQuery } from "../../api/schemas/peer.ts";
 import type { CheckpointView } from "../../api/schemas/public.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
+import { AlertEventType } from "../alerts/alert-events.ts";
+import { enqueueAlert } from "../alerts/enqueue-alert.ts";
 import type { AppContext } from "../context.ts";
 import { parseInput } from "../http/json-body.ts";
 import { removeCheckpoint, stageCheckpoint } from "../storage/checkpoint-store.ts";
@@ -26,7 +28,8 @@ import { authenticateAux } from "./peer-auth.ts";
  * as it runs past the declared size, and at the end if it is shorter (SIZE_MISMATCH) or hashes to
  * another digest (CHECKSUM_MISMATCH). Only a complete, verified file is committed (made visible
  * whole) and recorded, after the generation and step checks are made again (a rollback
- * or another upload may have happened meanwhile); if recording fails, the file is deleted again.
+ * or another upload may have happened meanwhile), together with its "checkpoint uploaded" alert; if
+ * recording fails, the file is deleted again.
  * Whatever goes wrong, nothing half-written becomes visible.
  */
 export async function uploadCheckpoint(
@@ -68,7 +71,7 @@ export async function uploadCheckpoint(
       const row = await ctx.db.$transaction(async (tx) => {
         const experiment = await tx.experiment.findUniqueOrThrow({ where: { id: caller.experiment.id } });
         await checkPlace(ctx, experiment, query, tx);
-        return tx.checkpoint.create({
+        const created = await tx.checkpoint.create({
           data: {
             experimentId: experiment.id,
             step: query.step,
@@ -83,6 +86,18 @@ export async function uploadCheckpoint(
             createdAt: new Date(ctx.now()),
           },
         });
+        await enqueueAlert(ctx, tx, experiment, {
+          type: AlertEventType.checkpointUploaded,
+          summary: `${experiment.name} has a new checkpoint at step ${created.step}`,
+          details: {
+            checkpointId: created.id,
+            step: created.step,
+            loss: created.loss,
+            sizeBytes: size,
+            sha256: created.sha256,
+          },
+        });
+        return created;
       });
       ctx.logger.info(
         {

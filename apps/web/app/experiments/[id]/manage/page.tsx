@@ -10,7 +10,9 @@ import { findExperiment } from "../../../../src/server/services/experiment-acces
 import { listAllowlist } from "../../../../src/server/services/list-allowlist.ts";
 import { listCheckpoints } from "../../../../src/server/services/list-checkpoints.ts";
 import { listPeerTokens } from "../../../../src/server/services/list-peer-tokens.ts";
+import { readAlertSettings } from "../../../../src/server/services/read-alert-settings.ts";
 import { AccessDenied } from "../../../_components/access-denied.tsx";
+import { AlertSettings } from "../../../_components/alert-settings.tsx";
 import { AllowlistManager } from "../../../_components/allowlist-manager.tsx";
 import { CheckpointRollback } from "../../../_components/checkpoint-rollback.tsx";
 import { CopyBox } from "../../../_components/copy-box.tsx";
@@ -49,13 +51,14 @@ export default async function ManageExperimentPage({ params }: Props) {
     );
   }
 
-  const [entries, tokens, origin, { checkpoints }, record] = await Promise.all([
+  const [entries, tokens, origin, { checkpoints }, record, alerts] = await Promise.all([
     listAllowlist(ctx, user, id),
     listPeerTokens(ctx, user, id),
     publicOrigin(ctx),
     listCheckpoints(ctx, id),
     // The rollback state is not part of the public view.
     findExperiment(ctx, id),
+    readAlertSettings(ctx, user, id),
   ]);
   const pending = entries.filter((entry) => entry.status === "pending").length;
   const program = await programLink(ctx, "barnraise-aux", origin);
@@ -136,6 +139,15 @@ export default async function ManageExperimentPage({ params }: Props) {
             tokens={tokens.filter((token) => token.role === "aux")}
           />
         </div>
+      </section>
+
+      <section aria-labelledby="alerts-heading" className="section">
+        <h2 id="alerts-heading">Alerts</h2>
+        <p className="muted">
+          Hear when the run stalls, a node drops, the aux goes silent, a checkpoint is uploaded or a volunteer
+          asks to join.
+        </p>
+        <AlertSettings experimentId={id} settings={alerts} />
       </section>
 
       <section aria-labelledby="settings-heading" className="section">
