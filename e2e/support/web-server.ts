@@ -111,6 +111,9 @@ export async function launchWebServer(options: WebServerOptions): Promise<Runnin
       ]),
       BARNRAISE_SMTP_URL: e2eRun.smtp.url,
       BARNRAISE_MAIL_FROM: e2eRun.smtp.from,
+      // The alert stories' webhook receivers run on this machine, as a receiver on the platform's own
+      // network would.
+      BARNRAISE_WEBHOOK_PRIVATE_ADDRESSES: "allow",
       LOG_LEVEL: "info",
       ...options.env,
     },

@@ -55,6 +55,8 @@ describe.each(testDatabaseProviders())("alert delivery (%s)", (provider) => {
         BARNRAISE_SMTP_URL: mail.url,
         BARNRAISE_MAIL_FROM: MAIL_FROM,
         BARNRAISE_PUBLIC_URL: "https://barnraise.example.org",
+        // The receivers run on this machine's loopback.
+        BARNRAISE_WEBHOOK_PRIVATE_ADDRESSES: "allow",
       },
     });
     organizer = await createTestUser(app);
@@ -305,6 +307,52 @@ describe.each(testDatabaseProviders())("alert delivery (%s)", (provider) => {
     expect(await app.db.alertAttempt.count({ where: { deliveryId: delivered } })).toBe(0);
   });
 
+  it("by default sends no webhook to the platform's own network, and says why in the log", async () => {
+    const guarded = await createTestApp(provider, { now: () => clock });
+    try {
+      const owner = await createTestUser(guarded);
+      const run = await createExperiment(guarded, owner);
+      const path = `/api/v1/experiments/${run.id}/alerts`;
+      const results: string[] = [];
+      // Loopback by address and by name, IPv6 loopback, a cloud metadata service, a private network.
+      const port = new URL(hooks.url).port;
+      for (const url of [
+        hooks.url,
+        `http://localhost:${port}/hook`,
+        `http://[::1]:${port}/hook`,
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.20.30.40/hook",
+      ]) {
+        const added = await callRoute(postWebhook, `${path}/webhooks`, {
+          method: "POST",
+          params: { id: run.id },
+          cookie: owner.cookie,
+          body: { url, events: ["checkpoint.uploaded"] },
+        });
+        expect(added.status, url).toBe(201);
+        const { webhook } = (await added.json()) as { webhook: { id: string } };
+        const sent = await callRoute(postTest, `${path}/test`, {
+          method: "POST",
+          params: { id: run.id },
+          cookie: owner.cookie,
+          body: { webhookId: webhook.id },
+        });
+        const { deliveries } = (await sent.json()) as { deliveries: AlertDeliveryView[] };
+        results.push(...deliveries.map((delivery) => delivery.lastResult ?? ""));
+      }
+      expect(results).toHaveLength(5);
+      for (const result of results) {
+        expect(result).toMatch(
+          /^refused: .* is not a public address \(BARNRAISE_WEBHOOK_PRIVATE_ADDRESSES=allow/,
+        );
+      }
+      expect(results[1]).toContain("localhost (");
+      expect(hooks.received).toHaveLength(0);
+    } finally {
+      await guarded.dispose();
+    }
+  });
+
   it("queues no e-mail and refuses an e-mail test without an SMTP server", async () => {
     const plain = await createTestApp(provider, { now: () => clock });
     try {
@@ -410,7 +458,14 @@ describe("webhook requests", () => {
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     const { port } = server.address() as AddressInfo;
-    const request = { secret: "s", deliveryId: "d", event: "test", body: "{}", unixSeconds: 1 };
+    const request = {
+      secret: "s",
+      deliveryId: "d",
+      event: "test",
+      body: "{}",
+      unixSeconds: 1,
+      privateAddresses: "allow" as const,
+    };
     try {
       expect(await sendWebhook({ ...request, url: `http://127.0.0.1:${port}/slow`, timeoutMs: 200 })).toEqual(
         {

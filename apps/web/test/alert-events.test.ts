@@ -57,7 +57,12 @@ describe.each(testDatabaseProviders())("alert events (%s)", (provider) => {
     hooks = await startWebhookReceiver(() => clock);
     app = await createTestApp(provider, {
       now: () => clock,
-      env: { BARNRAISE_SMTP_URL: mail.url, BARNRAISE_MAIL_FROM: "alerts@barnraise.test" },
+      env: {
+        BARNRAISE_SMTP_URL: mail.url,
+        BARNRAISE_MAIL_FROM: "alerts@barnraise.test",
+        // The webhook receiver runs on this machine's loopback.
+        BARNRAISE_WEBHOOK_PRIVATE_ADDRESSES: "allow",
+      },
     });
     setup = await setUpAux(app);
     organizerCookie = await sessionCookie(setup.organizer);

@@ -175,6 +175,11 @@ const envSchema = z.object({
     .optional(),
   /** The From of alert e-mails, e.g. "Barnraise <alerts@example.org>". */
   BARNRAISE_MAIL_FROM: z.string().min(3).max(320).optional(),
+  /**
+   * "allow" lets webhooks reach loopback, private and link-local addresses (a receiver on the
+   * platform's own network); by default they reach public addresses only.
+   */
+  BARNRAISE_WEBHOOK_PRIVATE_ADDRESSES: z.enum(["refuse", "allow"]).default("refuse"),
 });
 
 export interface ServerEnv {
@@ -202,6 +207,8 @@ export interface ServerEnv {
   readonly metricsToken: string | undefined;
   /** Where alert e-mails are sent from; undefined: the platform sends no e-mail. */
   readonly smtp: { readonly url: string; readonly from: string } | undefined;
+  /** Whether webhooks may reach non-public addresses (BARNRAISE_WEBHOOK_PRIVATE_ADDRESSES). */
+  readonly webhookPrivateAddresses: "refuse" | "allow";
 }
 
 export type StorageConfig = { readonly kind: "local" } | ({ readonly kind: "s3" } & S3StorageConfig);
@@ -304,6 +311,7 @@ export function loadServerEnv(source: Record<string, string | undefined> = proce
     logLevel: env.LOG_LEVEL,
     metricsToken: env.BARNRAISE_METRICS_TOKEN,
     smtp: smtpOf(env.BARNRAISE_SMTP_URL, env.BARNRAISE_MAIL_FROM),
+    webhookPrivateAddresses: env.BARNRAISE_WEBHOOK_PRIVATE_ADDRESSES,
   };
 }
 

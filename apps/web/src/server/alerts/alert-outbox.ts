@@ -158,6 +158,7 @@ async function send(ctx: AppContext, delivery: ClaimedDelivery): Promise<Attempt
       event: delivery.event,
       body: delivery.payload,
       unixSeconds: Math.floor(ctx.now() / 1000),
+      privateAddresses: ctx.env.webhookPrivateAddresses,
     });
   }
   if (ctx.mailer === null) {
