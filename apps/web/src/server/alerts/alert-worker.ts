@@ -6,8 +6,9 @@ import { deliverDueAlerts, pruneAlertLog } from "./alert-outbox.ts";
 
 /**
  * The platform's alert loop: every few seconds, look for events (alert-monitor.ts) and deliver the
- * outbox's due alerts (alert-outbox.ts); every hour, prune the old delivery log. Each web instance runs one (instrumentation.ts starts it);
- * the database keeps them from announcing or sending anything twice.
+ * outbox's due alerts (alert-outbox.ts); every hour, prune the old delivery log. Each web instance
+ * runs one (instrumentation.ts starts it); the database keeps them from announcing or sending
+ * anything twice.
  */
 
 export const ALERT_INTERVAL_MS = 5_000;
