@@ -50,7 +50,7 @@ export interface WebServerOptions {
   readonly databaseUrl?: string;
   /** The origin users reach it at, when that is not its own port (a reverse proxy in front). */
   readonly publicUrl?: string;
-  /** More environment for the server. */
+  /** More environment for the server (and for preparing a fresh data directory's datasets). */
   readonly env?: Readonly<Record<string, string>>;
 }
 
@@ -75,7 +75,7 @@ export async function launchWebServer(options: WebServerOptions): Promise<Runnin
     throw new Error(`something already answers at ${baseURL}; stop it or set E2E_PORT to a free port`);
   }
 
-  const dataDir = options.dataDir ?? (await prepareDataDir(options.databaseUrl));
+  const dataDir = options.dataDir ?? (await prepareDataDir(options.databaseUrl, options.env));
   const databaseUrl = options.databaseUrl ?? sqliteUrl(dataDir);
   const publicUrl = options.publicUrl ?? baseURL;
   const { logFile } = options;
@@ -158,9 +158,12 @@ function sqliteUrl(dataDir: string): string {
 
 /**
  * A fresh data directory with a migrated database (`databaseUrl`, else a SQLite file in it) and a
- * quick subset of the MNIST shards.
+ * quick subset of the MNIST shards, in the storage `env` names (the data directory without one).
  */
-async function prepareDataDir(databaseUrl?: string): Promise<string> {
+async function prepareDataDir(
+  databaseUrl?: string,
+  env: Readonly<Record<string, string>> = {},
+): Promise<string> {
   const dataDir = await mkdtemp(join(tmpdir(), "barnraise-e2e-"));
   const prismaCli = requireFromRoot.resolve("prisma/build/index.js");
   await run(process.execPath, [prismaCli, "migrate", "deploy"], {
@@ -178,7 +181,7 @@ async function prepareDataDir(databaseUrl?: string): Promise<string> {
       "--limit",
       String(MNIST_LIMIT),
     ],
-    { cwd: repoRoot },
+    { cwd: repoRoot, env: { ...process.env, ...env } },
   );
   return dataDir;
 }

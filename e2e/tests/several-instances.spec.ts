@@ -1,6 +1,6 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { createWriteStream } from "node:fs";
+import { createWriteStream, existsSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -16,15 +16,17 @@ import {
 } from "@barnraise/protocol";
 import { nodeCrypto } from "@barnraise/protocol/node";
 import { expect, request as playwrightRequest, test, type APIRequestContext } from "@playwright/test";
+import { startS3Server } from "../../apps/web/test/support/s3-server.ts";
 import { createAuxToken, publishRun, type Checkpoint } from "../support/runs.ts";
 import { register } from "../support/ui.ts";
 import { launchWebServer, type RunningWebServer } from "../support/web-server.ts";
 
-// Two platforms (`next start`) behind HAProxy from Debian, on one PostgreSQL database and one data
-// directory, as a self-hoster grows past one machine. The organizer publishes a run through the proxy
+// Two platforms (`next start`) behind HAProxy from Debian, on one PostgreSQL database and one
+// S3-compatible bucket (s3rver), each with a data directory of its own, as a self-hoster grows past one
+// machine. The datasets are prepared into the bucket; the organizer publishes a run through the proxy
 // (each request may land on either instance); then a client that alternates instances is rate-limited
 // once, not once per instance; a signed request replayed to the other instance is refused; and a
-// checkpoint uploaded through one instance is listed and served by the other.
+// checkpoint uploaded through one instance is listed and served by the other, from the bucket.
 
 const repoRoot = fileURLToPath(new URL("../..", import.meta.url));
 const METRICS_TOKEN = randomBytes(24).toString("base64url");
@@ -161,7 +163,9 @@ test("two platforms behind a reverse proxy on PostgreSQL share rate limits, repl
   const databaseUrl = await startPostgres();
   const [proxyPort, portA, portB] = [await freePort(), await freePort(), await freePort()];
   const publicUrl = `http://127.0.0.1:${proxyPort}`;
-  const env = { BARNRAISE_METRICS_TOKEN: METRICS_TOKEN };
+  const s3 = await startS3Server("barnraise-instances");
+  cleanups.push(() => s3.close());
+  const env = { BARNRAISE_METRICS_TOKEN: METRICS_TOKEN, ...s3.env("platform/") };
 
   const instances: RunningWebServer[] = [];
   const first = await launchWebServer({
@@ -176,12 +180,14 @@ test("two platforms behind a reverse proxy on PostgreSQL share rate limits, repl
     await Promise.all(instances.map((instance) => instance.stop()));
     await rm(first.dataDir, { recursive: true, force: true });
   });
-  // The second shares the first's database and data directory (its checkpoints and shards).
+  // The second shares the first's database and bucket, not its data directory.
+  const secondDataDir = await mkdtemp(join(tmpdir(), "barnraise-instance-2-"));
+  cleanups.push(() => rm(secondDataDir, { recursive: true, force: true }));
   instances.push(
     await launchWebServer({
       port: portB,
       logFile: testInfo.outputPath("web-2.log"),
-      dataDir: first.dataDir,
+      dataDir: secondDataDir,
       databaseUrl,
       publicUrl,
       env,
@@ -233,6 +239,12 @@ test("two platforms behind a reverse proxy on PostgreSQL share rate limits, repl
   const downloaded = await direct2.get(checkpoints.map((checkpoint) => checkpoint.downloadUrl).join());
   expect(downloaded.status()).toBe(200);
   expect(Buffer.compare(await downloaded.body(), Buffer.from(bytes))).toBe(0);
+  // Kept in the bucket: neither instance has checkpoints, models or datasets on its own disk.
+  for (const dataDir of [first.dataDir, secondDataDir]) {
+    for (const folder of ["checkpoints", "models", "datasets"]) {
+      expect(existsSync(join(dataDir, folder)), `${dataDir}/${folder}`).toBe(false);
+    }
+  }
 
   // The same signed request, replayed byte for byte to the other instance, is refused as a replay.
   const replayed = await direct2.post(upload.path, { headers: upload.headers, data: upload.data });

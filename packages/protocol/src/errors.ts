@@ -74,7 +74,19 @@ export const ProtocolErrorCode = {
 
 export type ProtocolErrorCode = (typeof ProtocolErrorCode)[keyof typeof ProtocolErrorCode];
 
+const PROTOCOL_ERROR = Symbol.for("barnraise.ProtocolError");
+
 export class ProtocolError extends Error {
+  /**
+   * `instanceof` by brand, not by prototype: a bundler may load this module more than once in one
+   * process (a Next server's instrumentation hook and its routes are separate bundles that share
+   * objects), and an error made by one copy must still be recognized by code of the other.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return isBranded(value, PROTOCOL_ERROR);
+  }
+
+  readonly [PROTOCOL_ERROR] = true;
   override readonly name = "ProtocolError";
   readonly code: ProtocolErrorCode;
 
@@ -86,4 +98,9 @@ export class ProtocolError extends Error {
 
 export function isProtocolError(error: unknown, code?: ProtocolErrorCode): error is ProtocolError {
   return error instanceof ProtocolError && (code === undefined || error.code === code);
+}
+
+/** Whether `value` is an object that carries `brand` (see ProtocolError's `instanceof`). */
+export function isBranded(value: unknown, brand: symbol): boolean {
+  return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[brand] === true;
 }

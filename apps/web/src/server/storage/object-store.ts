@@ -1,3 +1,4 @@
+import { isBranded } from "@barnraise/protocol";
 /**
  * Where the platform keeps its files: checkpoints (`checkpoints/<experiment>/<uuid>.ckpt`), uploaded
  * models (`models/<sha256>/…`) and dataset shards and manifests (`datasets/<name>/…`). One interface,
@@ -58,8 +59,17 @@ export interface ByteSpan {
   readonly end: number;
 }
 
+const OBJECT_NOT_FOUND = Symbol.for("barnraise.ObjectNotFoundError");
+const STORAGE_UNAVAILABLE = Symbol.for("barnraise.StorageUnavailableError");
+
 /** The object a read asked for is not in the store. */
 export class ObjectNotFoundError extends Error {
+  /** `instanceof` by brand: the same reason as ProtocolError's (a module bundled twice in one process). */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return isBranded(value, OBJECT_NOT_FOUND);
+  }
+
+  readonly [OBJECT_NOT_FOUND] = true;
   override readonly name = "ObjectNotFoundError";
   readonly key: string;
 
@@ -71,6 +81,12 @@ export class ObjectNotFoundError extends Error {
 
 /** The store cannot be reached, or refuses the platform's credentials. */
 export class StorageUnavailableError extends Error {
+  /** `instanceof` by brand: the same reason as ProtocolError's (a module bundled twice in one process). */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return isBranded(value, STORAGE_UNAVAILABLE);
+  }
+
+  readonly [STORAGE_UNAVAILABLE] = true;
   override readonly name = "StorageUnavailableError";
 }
 
