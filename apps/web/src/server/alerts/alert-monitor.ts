@@ -38,7 +38,10 @@ export async function scanForAlerts(ctx: AppContext): Promise<void> {
 }
 
 async function scanRuns(ctx: AppContext): Promise<void> {
+  // Running runs, and those whose peers were last seen alive (to clear that once they stop): a
+  // finished or paused run costs nothing on every pass.
   const experiments = await ctx.db.experiment.findMany({
+    where: { OR: [{ status: "running" }, { alertSettings: { is: { aliveSince: { not: null } } } }] },
     select: {
       id: true,
       name: true,
