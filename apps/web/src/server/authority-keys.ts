@@ -1,21 +1,9 @@
-import { hkdfSync, randomBytes } from "node:crypto";
-import { xchacha20poly1305 } from "@noble/ciphers/chacha.js";
-import {
-  encodePublicKey,
-  fromBase64Url,
-  generateKeyPair,
-  keyPairFromSecretKey,
-  toBase64Url,
-  type KeyPair,
-} from "@barnraise/protocol";
+import { encodePublicKey, generateKeyPair, keyPairFromSecretKey, type KeyPair } from "@barnraise/protocol";
+import { openSealed, seal, type SealBinding } from "./sealing.ts";
 
 /**
- * Experiments' authority secret keys are stored sealed: XChaCha20-Poly1305 under a key derived
- * (HKDF-SHA256) from BARNRAISE_SECRET. The experiment id and key version are bound as associated
- * data, so a sealed key copied to another experiment's row does not open. Former secrets listed in
- * BARNRAISE_PREVIOUS_SECRETS still open old seals, which lets an operator rotate the server secret.
- *
- * Format: `v1.<24-byte nonce>.<ciphertext+tag>`, both base64url.
+ * Experiments' authority secret keys are stored sealed (sealing.ts), bound to the experiment id and
+ * key version, so a sealed key copied to another experiment's row does not open.
  */
 
 export interface AuthorityKeyBinding {
@@ -27,49 +15,32 @@ export class SealedKeyError extends Error {
   override readonly name = "SealedKeyError";
 }
 
-function sealingKey(secret: string): Uint8Array {
-  return new Uint8Array(hkdfSync("sha256", secret, "barnraise", "authority-key-seal v1", 32));
+function binding(key: AuthorityKeyBinding): SealBinding {
+  return {
+    purpose: "authority-key-seal v1",
+    context: `barnraise authority key\0${key.experimentId}\0${key.keyVersion}`,
+  };
 }
 
-function associatedData(binding: AuthorityKeyBinding): Uint8Array {
-  return new TextEncoder().encode(`barnraise authority key\0${binding.experimentId}\0${binding.keyVersion}`);
-}
-
-export function sealSecretKey(secretKey: Uint8Array, secret: string, binding: AuthorityKeyBinding): string {
-  const nonce = new Uint8Array(randomBytes(24));
-  const sealed = xchacha20poly1305(sealingKey(secret), nonce, associatedData(binding)).encrypt(secretKey);
-  return `v1.${toBase64Url(nonce)}.${toBase64Url(sealed)}`;
+export function sealSecretKey(secretKey: Uint8Array, secret: string, key: AuthorityKeyBinding): string {
+  return seal(secretKey, secret, binding(key));
 }
 
 /** Opens a sealed key with the current secret or, failing that, a previous one. */
 export function openSecretKey(
   sealed: string,
   secrets: readonly string[],
-  binding: AuthorityKeyBinding,
+  key: AuthorityKeyBinding,
 ): Uint8Array {
-  const [version, nonceText, boxText] = sealed.split(".");
-  if (version !== "v1" || nonceText === undefined || boxText === undefined) {
-    throw new SealedKeyError("sealed authority key has an unknown format");
+  const opened = openSealed(sealed, secrets, binding(key));
+  if (opened === "malformed") throw new SealedKeyError("sealed authority key has an unknown format");
+  if (opened === "not-opened") {
+    throw new SealedKeyError(
+      `the authority key of experiment ${key.experimentId} does not open with BARNRAISE_SECRET ` +
+        "(was the secret changed without listing the old one in BARNRAISE_PREVIOUS_SECRETS?)",
+    );
   }
-  let nonce: Uint8Array;
-  let box: Uint8Array;
-  try {
-    nonce = fromBase64Url(nonceText, "sealed key nonce");
-    box = fromBase64Url(boxText, "sealed key");
-  } catch {
-    throw new SealedKeyError("sealed authority key is not valid base64url");
-  }
-  for (const secret of secrets) {
-    try {
-      return xchacha20poly1305(sealingKey(secret), nonce, associatedData(binding)).decrypt(box);
-    } catch {
-      // try the next secret
-    }
-  }
-  throw new SealedKeyError(
-    `the authority key of experiment ${binding.experimentId} does not open with BARNRAISE_SECRET ` +
-      "(was the secret changed without listing the old one in BARNRAISE_PREVIOUS_SECRETS?)",
-  );
+  return opened;
 }
 
 export interface NewAuthorityKey {
