@@ -74,19 +74,32 @@ export const ProtocolErrorCode = {
 
 export type ProtocolErrorCode = (typeof ProtocolErrorCode)[keyof typeof ProtocolErrorCode];
 
-const PROTOCOL_ERROR = Symbol.for("barnraise.ProtocolError");
+/**
+ * An error class whose `instanceof` goes by brand, not by prototype: a bundler may load a module more
+ * than once in one process (a Next server's instrumentation hook and its routes are separate bundles
+ * that share objects), and an error made by one copy must still be recognized by code of the other.
+ * Each subclass names its brand, a global symbol: `static override readonly brand = Symbol.for(…)`.
+ */
+export abstract class BrandedError extends Error {
+  static readonly brand: symbol = Symbol.for("barnraise.BrandedError");
 
-export class ProtocolError extends Error {
-  /**
-   * `instanceof` by brand, not by prototype: a bundler may load this module more than once in one
-   * process (a Next server's instrumentation hook and its routes are separate bundles that share
-   * objects), and an error made by one copy must still be recognized by code of the other.
-   */
   static override [Symbol.hasInstance](value: unknown): boolean {
-    return isBranded(value, PROTOCOL_ERROR);
+    return (
+      typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[this.brand] === true
+    );
   }
 
-  readonly [PROTOCOL_ERROR] = true;
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    // Every class of the chain, so that the instance is also one of its parents.
+    for (let type: unknown = new.target; type !== Error; type = Object.getPrototypeOf(type)) {
+      (this as unknown as Record<symbol, boolean>)[(type as typeof BrandedError).brand] = true;
+    }
+  }
+}
+
+export class ProtocolError extends BrandedError {
+  static override readonly brand = Symbol.for("barnraise.ProtocolError");
   override readonly name = "ProtocolError";
   readonly code: ProtocolErrorCode;
 
@@ -98,9 +111,4 @@ export class ProtocolError extends Error {
 
 export function isProtocolError(error: unknown, code?: ProtocolErrorCode): error is ProtocolError {
   return error instanceof ProtocolError && (code === undefined || error.code === code);
-}
-
-/** Whether `value` is an object that carries `brand` (see ProtocolError's `instanceof`). */
-export function isBranded(value: unknown, brand: symbol): boolean {
-  return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[brand] === true;
 }

@@ -1,4 +1,4 @@
-import { isBranded } from "@barnraise/protocol";
+import { BrandedError } from "@barnraise/protocol";
 /**
  * One error type for the platform's use cases. Each code has one HTTP status, mapped in
  * `http/route.ts`; clients branch on `code`, never on the message.
@@ -76,15 +76,8 @@ export interface InputIssue {
   readonly message: string;
 }
 
-const APP_ERROR = Symbol.for("barnraise.AppError");
-
-export class AppError extends Error {
-  /** `instanceof` by brand: the same reason as ProtocolError's (a module bundled twice in one process). */
-  static override [Symbol.hasInstance](value: unknown): boolean {
-    return isBranded(value, APP_ERROR);
-  }
-
-  readonly [APP_ERROR] = true;
+export class AppError extends BrandedError {
+  static override readonly brand = Symbol.for("barnraise.AppError");
   override readonly name = "AppError";
   readonly code: AppErrorCode;
   readonly issues: readonly InputIssue[] | undefined;

@@ -1,4 +1,4 @@
-import { isBranded } from "@barnraise/protocol";
+import { BrandedError } from "@barnraise/protocol";
 /**
  * Where the platform keeps its files: checkpoints (`checkpoints/<experiment>/<uuid>.ckpt`), uploaded
  * models (`models/<sha256>/…`) and dataset shards and manifests (`datasets/<name>/…`). One interface,
@@ -59,17 +59,9 @@ export interface ByteSpan {
   readonly end: number;
 }
 
-const OBJECT_NOT_FOUND = Symbol.for("barnraise.ObjectNotFoundError");
-const STORAGE_UNAVAILABLE = Symbol.for("barnraise.StorageUnavailableError");
-
 /** The object a read asked for is not in the store. */
-export class ObjectNotFoundError extends Error {
-  /** `instanceof` by brand: the same reason as ProtocolError's (a module bundled twice in one process). */
-  static override [Symbol.hasInstance](value: unknown): boolean {
-    return isBranded(value, OBJECT_NOT_FOUND);
-  }
-
-  readonly [OBJECT_NOT_FOUND] = true;
+export class ObjectNotFoundError extends BrandedError {
+  static override readonly brand = Symbol.for("barnraise.ObjectNotFoundError");
   override readonly name = "ObjectNotFoundError";
   readonly key: string;
 
@@ -80,13 +72,8 @@ export class ObjectNotFoundError extends Error {
 }
 
 /** The store cannot be reached, or refuses the platform's credentials. */
-export class StorageUnavailableError extends Error {
-  /** `instanceof` by brand: the same reason as ProtocolError's (a module bundled twice in one process). */
-  static override [Symbol.hasInstance](value: unknown): boolean {
-    return isBranded(value, STORAGE_UNAVAILABLE);
-  }
-
-  readonly [STORAGE_UNAVAILABLE] = true;
+export class StorageUnavailableError extends BrandedError {
+  static override readonly brand = Symbol.for("barnraise.StorageUnavailableError");
   override readonly name = "StorageUnavailableError";
 }
 
