@@ -1,2 +1,3 @@
 export * from "./client.ts";
 export * from "./nonce-store.ts";
+export * from "./group-commit.ts";

@@ -1,4 +1,4 @@
-import type { Client, Config } from "@libsql/client";
+import type { Client, Config, InStatement, ResultSet, Transaction, TransactionMode } from "@libsql/client";
 import { PrismaLibSQL } from "@prisma/adapter-libsql";
 
 /**
@@ -16,13 +16,15 @@ import { PrismaLibSQL } from "@prisma/adapter-libsql";
 export const SQLITE_CONNECTION_PRAGMAS = ["PRAGMA busy_timeout = 5000", "PRAGMA synchronous = NORMAL"];
 
 /**
- * Prisma's libSQL adapter, with SQLITE_CONNECTION_PRAGMAS applied to every connection it uses.
+ * Prisma's libSQL adapter on one SQLite connection, with SQLITE_CONNECTION_PRAGMAS applied to it.
  *
- * @libsql/client opens its connection lazily and, after each transaction it starts, drops it and
- * opens a new one on next use (the transaction keeps the old one), and it takes no pragmas. So the
- * client is wrapped: before the first statement, and before the first one after a transaction
- * started, the pragmas run on the connection that statement is about to use. Prisma's adapter runs
- * one operation at a time (a mutex), so nothing slips in between.
+ * @libsql/client opens its connection lazily and takes no pragmas, so the pragmas run before the
+ * first statement. It also hands its connection to each transaction it starts and opens a new one
+ * for whatever comes next; each new connection reads the schema again and needs the pragmas again,
+ * and the old one lingers until it is garbage-collected. That cost a third of a metric report's
+ * database time. So transactions run on the client's own connection instead: Prisma's adapter holds
+ * its lock from a transaction's start to its commit or rollback, so no other statement of this
+ * client can run in between.
  */
 export class TunedPrismaLibSQL extends PrismaLibSQL {
   override createClient(config: Config): Client {
@@ -51,13 +53,82 @@ export function withConnectionPragmas(client: Client, pragmas: readonly string[]
       if (typeof value !== "function") return value;
       // Called on the client itself, whose methods use its private fields.
       if (!USES_CONNECTION.has(property)) return (value as (...a: unknown[]) => unknown).bind(target);
+      if (property === "transaction") {
+        return async (mode: TransactionMode = "write") => {
+          await prepare();
+          await target.execute(BEGIN[mode]);
+          return new SameConnectionTransaction(target);
+        };
+      }
       return async (...args: unknown[]) => {
         await prepare();
         const result: unknown = await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
-        // The client opens a new connection for whatever comes after a transaction.
-        if (property === "transaction") fresh = true;
         return result;
       };
     },
   });
+}
+
+const BEGIN: Record<TransactionMode, string> = {
+  write: "BEGIN IMMEDIATE",
+  read: "BEGIN TRANSACTION READONLY",
+  deferred: "BEGIN DEFERRED",
+};
+
+/** A transaction begun on `client`'s own connection; nothing else may use the client until it ends. */
+class SameConnectionTransaction implements Transaction {
+  readonly #client: Client;
+  #closed = false;
+
+  constructor(client: Client) {
+    this.#client = client;
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  async execute(stmt: InStatement): Promise<ResultSet> {
+    this.#checkOpen();
+    return this.#client.execute(stmt);
+  }
+
+  async batch(stmts: InStatement[]): Promise<ResultSet[]> {
+    const results: ResultSet[] = [];
+    for (const stmt of stmts) results.push(await this.execute(stmt));
+    return results;
+  }
+
+  executeMultiple(): Promise<void> {
+    // The client's executeMultiple rolls back whatever transaction is open when it returns.
+    return Promise.reject(new Error("executeMultiple is not available inside a transaction"));
+  }
+
+  async commit(): Promise<void> {
+    this.#checkOpen();
+    try {
+      await this.#client.execute("COMMIT");
+      this.#closed = true;
+    } catch (error) {
+      // Never leave the connection inside a transaction that later statements would join.
+      await this.rollback().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  async rollback(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#client.execute("ROLLBACK");
+  }
+
+  close(): void {
+    void this.rollback().catch(() => {
+      // No transaction was open any more (SQLite ends one itself on some errors).
+    });
+  }
+
+  #checkOpen(): void {
+    if (this.#closed) throw new Error("the transaction is closed");
+  }
 }

@@ -35,13 +35,13 @@ describe.each(providers)("database on %s", (provider) => {
         (await db.$queryRawUnsafe<{ journal_mode: string }[]>("PRAGMA journal_mode"))[0]?.journal_mode;
       expect(await mode()).toBe("wal");
       await db.$transaction([db.user.count(), db.experiment.count()]);
-      // The client opens a new connection after a transaction: the mode is the file's, so it stays.
+      // The mode is the file's, so it stays whatever connection asks.
       expect(await mode()).toBe("wal");
     },
   );
 
   it.runIf(provider === "sqlite")(
-    "sets a busy timeout and NORMAL sync on every SQLite connection, also the ones after a transaction",
+    "sets a busy timeout and NORMAL sync on the SQLite connection, also after transactions",
     async () => {
       const settings = async () => ({
         busyTimeout: Number(
@@ -58,6 +58,34 @@ describe.each(providers)("database on %s", (provider) => {
       expect(await settings()).toEqual({ busyTimeout: 5000, synchronous: 1 });
       await db.$transaction(async (tx) => tx.user.count());
       expect(await settings()).toEqual({ busyTimeout: 5000, synchronous: 1 });
+    },
+  );
+
+  it.runIf(provider === "sqlite")(
+    "runs SQLite transactions on the client's one connection, and leaves none open after a rollback",
+    async () => {
+      // A temporary table lives on one connection only.
+      await db.$executeRawUnsafe("CREATE TEMP TABLE connection_probe (x INTEGER)");
+      await db.$transaction(async (tx) => tx.$executeRawUnsafe("INSERT INTO connection_probe VALUES (1)"));
+      await db.$transaction([db.$executeRawUnsafe("INSERT INTO connection_probe VALUES (2)")]);
+      await expect(
+        db.$transaction(async (tx) => {
+          await tx.$executeRawUnsafe("INSERT INTO connection_probe VALUES (3)");
+          throw new Error("abandoned");
+        }),
+      ).rejects.toThrow("abandoned");
+      const probe = await db.$queryRawUnsafe<{ x: number | bigint }[]>(
+        "SELECT x FROM connection_probe ORDER BY x",
+      );
+      expect(probe.map((row) => Number(row.x))).toEqual([1, 2]);
+      // No transaction is left open: a write now is committed, and another connection sees it.
+      await db.user.create({ data: { username: "after-rollback" } });
+      const other = createDatabase(testDb.url);
+      try {
+        expect(await other.user.count({ where: { username: "after-rollback" } })).toBe(1);
+      } finally {
+        await other.$disconnect();
+      }
     },
   );
 
@@ -279,6 +307,47 @@ describe.each(providers)("database on %s", (provider) => {
       await instances[0]?.add("signer:renew", 1000, 0);
       const results = await Promise.all(instances.map((store) => store.add("signer:renew", 9000, 5000)));
       expect(results.filter(Boolean)).toHaveLength(1);
+    });
+
+    it("answers each of many concurrent claims on one store as if they came one by one", async () => {
+      const store = new DatabaseNonceStore(db);
+      await store.add("batch:old", 10_000, 0);
+      await store.add("batch:expired", 1000, 0);
+      const claims = [
+        ...Array.from({ length: 40 }, (_, i) => ({ key: `batch:new-${i}`, expected: true })),
+        { key: "batch:old", expected: false },
+        { key: "batch:expired", expected: true },
+        { key: "batch:twice", expected: true },
+        { key: "batch:twice", expected: false },
+        { key: "batch:expired", expected: false },
+      ];
+      const results = await Promise.all(claims.map((claim) => store.add(claim.key, 20_000, 5000)));
+      expect(results).toEqual(claims.map((claim) => claim.expected));
+      // Every recorded nonce is refused afterwards.
+      const again = await Promise.all(claims.map((claim) => store.add(claim.key, 20_000, 6000)));
+      expect(again.every((result) => !result)).toBe(true);
+    });
+
+    it("records the claims that arrive together in a few statements, not one each", async () => {
+      let inserts = 0;
+      const counting = new Proxy(db, {
+        get(target, property, receiver) {
+          const value: unknown = Reflect.get(target, property, receiver);
+          if (property === "$queryRaw" && typeof value === "function") {
+            return (...args: unknown[]) => {
+              inserts += 1;
+              return (value as (...a: unknown[]) => unknown).apply(target, args);
+            };
+          }
+          return value;
+        },
+      });
+      const store = new DatabaseNonceStore(counting);
+      const results = await Promise.all(
+        Array.from({ length: 100 }, (_, i) => store.add(`grouped:${i}`, 20_000, 5000)),
+      );
+      expect(results.every(Boolean)).toBe(true);
+      expect(inserts).toBeLessThanOrEqual(2);
     });
 
     it("makes the replay guard refuse a nonce that another instance recorded", async () => {

@@ -1,7 +1,10 @@
 import { testDatabaseProviders } from "@barnraise/prisma/testing";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { PeerRole } from "@barnraise/protocol";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { GET as getMetrics, POST as postMetrics } from "../app/api/v1/experiments/[id]/metrics/route.ts";
 import type { MetricSeries } from "../src/api/schemas/public.ts";
+import { findExperiment } from "../src/server/services/experiment-access.ts";
+import type { AuxCaller } from "../src/server/services/peer-auth.ts";
 import { downsampleSteps } from "../src/server/services/read-metrics.ts";
 import {
   createToken,
@@ -154,6 +157,96 @@ describe.each(testDatabaseProviders())("metrics (%s)", (provider) => {
       samples: 1100n,
       longestSessionSeconds: 1100,
     });
+  });
+
+  it("writes reports that arrive together in a few statements, each answered as if sent alone", async () => {
+    const [a, b] = trainers;
+    if (!a || !b) throw new Error("two trainers expected");
+    const statements = async () =>
+      (await app.ctx.metrics.dbQuery.get()).values
+        .filter((value) => value.metricName?.endsWith("_count") === true)
+        .reduce((sum, value) => sum + value.value, 0);
+    const before = await statements();
+    // 24 reports at once: steps 200 to 211, each sent twice; counters in no particular order.
+    const sent = Array.from({ length: 24 }, (_, i) => ({
+      step: 200 + (i % 12),
+      samples: ((i * 7) % 24) * 10,
+      loss: i / 10,
+    }));
+    const responses = await Promise.all(
+      sent.map(({ step, samples, loss }) =>
+        post(step, [peer(a, { samples, sessionSeconds: samples }), peer(b, { averaging: step % 2 === 0 })], {
+          loss,
+        }),
+      ),
+    );
+    const answers = (await Promise.all(responses.map((response) => response.json()))) as {
+      stored: boolean;
+      lastStep: number;
+      unknownPeers: number;
+    }[];
+    // Far fewer statements than one set per report (about eight each when written alone).
+    expect((await statements()) - before).toBeLessThan(sent.length * 3);
+
+    // Each step stored once, by exactly one of its two reports, with that report's values.
+    const rows = await app.db.metric.findMany({
+      where: { experimentId: setup.experimentId },
+      orderBy: { step: "asc" },
+    });
+    expect(rows.map((row) => row.step)).toEqual(Array.from({ length: 12 }, (_, i) => 200 + i));
+    for (const row of rows) {
+      const storedBy = sent.flatMap((report, i) =>
+        report.step === row.step && answers[i]?.stored ? [report] : [],
+      );
+      expect(storedBy).toHaveLength(1);
+      expect(row.loss).toBeCloseTo(storedBy[0]?.loss ?? NaN, 6);
+    }
+    for (const [i, answer] of answers.entries()) {
+      expect(answer.unknownPeers).toBe(0);
+      expect(answer.lastStep).toBeGreaterThanOrEqual(sent[i]?.step ?? Infinity);
+    }
+    // Counters are the largest reported, whatever the order the batch held them in.
+    expect((await contributionOf(a)).contribution).toMatchObject({
+      samples: 230n,
+      longestSessionSeconds: 230,
+    });
+    const after = await post(212, [peer(a)]);
+    expect(await after.json()).toMatchObject({ stored: true, lastStep: 212 });
+  });
+
+  it("writes a batch of reports that name more peers together than one statement may bind", async () => {
+    const [a] = trainers;
+    if (!a) throw new Error("a trainer expected");
+    const experiment = await findExperiment(app.ctx, setup.experimentId);
+    const auxPeer = await app.db.peer.findFirstOrThrow({ where: { peerId: setup.aux.peerId } });
+    const caller = {
+      experiment,
+      peer: { id: auxPeer.id, peerId: auxPeer.peerId, userId: auxPeer.userId, role: PeerRole.aux },
+    } as AuxCaller;
+    const warn = vi.spyOn(app.ctx.logger, "warn");
+    // 40 reports queued at once (one batch) of 1,000 peers each: 40,000 PeerIds, above SQLite's
+    // 32,766 parameters per statement.
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, r) =>
+        app.ctx.ingestion.write(caller, {
+          step: 300 + r,
+          generation: 0,
+          loss: 1,
+          samplesPerSecond: 1,
+          alivePeers: 1000,
+          time: Date.now(),
+          peers: [
+            peer(a, { samples: r }),
+            ...Array.from({ length: 999 }, (_, i) => ({ ...peer(a), peerId: `unknown-${r}-${i}` })),
+          ].map((reported) => ({ ...reported, session: "" })),
+        }),
+      ),
+    );
+    // Written as one batch: it did not fail and fall back to one report at a time.
+    expect(warn).not.toHaveBeenCalled();
+    expect(answers.map((answer) => answer.unknownPeers)).toEqual(answers.map(() => 999));
+    expect(answers.every((answer) => answer.stored && answer.lastStep === 339)).toBe(true);
+    expect((await contributionOf(a)).contribution).toMatchObject({ samples: 39n });
   });
 
   it("counts a peer listed twice once, with the larger values", async () => {

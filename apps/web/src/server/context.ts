@@ -4,6 +4,8 @@ import { nodeCrypto } from "@barnraise/protocol/node";
 import { loadServerEnv, type ServerEnv } from "./env.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { RateLimits } from "./http/rate-limit.ts";
+import { Lookups } from "./lookups.ts";
+import { MetricsIngestion } from "./services/ingest-metrics.ts";
 import { PeerVerifierCache } from "./peer-verifier-cache.ts";
 import type { ObjectStore } from "./storage/object-store.ts";
 import { openObjectStore } from "./storage/open-object-store.ts";
@@ -27,6 +29,10 @@ export interface AppContext {
    * store with `BARNRAISE_STORAGE_URL`.
    */
   readonly storage: ObjectStore;
+  /** Group-committed reads of experiments and nodes, which every signed request makes. */
+  readonly lookups: Lookups;
+  /** The group-committed writer of the aux peers' metric reports. */
+  readonly ingestion: MetricsIngestion;
   /** Verifiers of peer-signed requests, one per experiment key, and their shared replay guard. */
   readonly peerVerifiers: PeerVerifierCache;
   /** The Prometheus metrics `GET /metrics` serves. */
@@ -48,14 +54,18 @@ export interface AppContextOverrides {
 export function createAppContext(env: ServerEnv, overrides: AppContextOverrides = {}): AppContext {
   const metrics = new PlatformMetrics();
   const db = instrumentDatabase(overrides.db ?? createDatabase(env.databaseUrl), metrics);
+  const now = overrides.now ?? Date.now;
+  const logger = overrides.logger ?? createLogger(env.logLevel);
   return {
     env,
     db,
     metrics,
     crypto: nodeCrypto,
-    logger: overrides.logger ?? createLogger(env.logLevel),
-    now: overrides.now ?? Date.now,
+    logger,
+    now,
     storage: overrides.storage ?? openObjectStore(env),
+    lookups: new Lookups(db),
+    ingestion: new MetricsIngestion(db, now, logger),
     peerVerifiers: new PeerVerifierCache(db, nodeCrypto),
     rateLimits: new RateLimits(db),
     mailer:

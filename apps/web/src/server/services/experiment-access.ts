@@ -57,7 +57,7 @@ export function bumpControlVersion(db: Pick<Database, "experiment">, experimentI
 }
 
 export async function findExperiment(ctx: AppContext, id: string): Promise<ExperimentRecord> {
-  const experiment = await ctx.db.experiment.findUnique({ where: { id } });
+  const experiment = await ctx.lookups.experiments.load(id);
   if (experiment === null) throw new AppError(AppErrorCode.NOT_FOUND, `no experiment with id ${id}`);
   return experiment;
 }

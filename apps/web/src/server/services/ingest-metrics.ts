@@ -1,10 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { Prisma } from "@barnraise/prisma";
+import { groupCommit, Prisma, type Database } from "@barnraise/prisma";
+import type DataLoader from "dataloader";
 import type { MetricsIngested, MetricsReport } from "../../api/schemas/peer.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
+import type { Logger } from "../logger.ts";
 import type { AuxCaller } from "./peer-auth.ts";
-import { lastStepOf } from "./run-timelines.ts";
 
 /**
  * An aux monitor posts one aggregated collaborative step with each peer's cumulative contribution.
@@ -23,94 +24,230 @@ import { lastStepOf } from "./run-timelines.ts";
  *   reported, is stored on its node (a node with two sessions in one report averages if either does).
  * - Unknown peers are ignored and counted in the response.
  *
- * Everything is written in one transaction. The insert and the maximum are done by the database in
- * INSERT … ON CONFLICT statements (portable SQL, the same on SQLite and PostgreSQL), so two monitors
- * reporting at once can neither overwrite a step nor move a counter backwards.
+ * Reports are group-committed (see `MetricsIngestion`). The insert and the maximum are done by the
+ * database in INSERT … ON CONFLICT statements (portable SQL, the same on SQLite and PostgreSQL), so
+ * two monitors or two web instances reporting at once can neither overwrite a step nor move a
+ * counter backwards.
  */
-
-type PeerReport = MetricsReport["peers"][number];
-
-/** Rows per INSERT statement: 10 parameters each, well below SQLite's and PostgreSQL's limits. */
-const CONTRIBUTION_ROWS_PER_STATEMENT = 500;
-
 export async function ingestMetrics(
   ctx: AppContext,
   caller: AuxCaller,
   report: MetricsReport,
 ): Promise<MetricsIngested> {
-  const { id: experimentId, generation, timeline } = caller.experiment;
+  const { generation } = caller.experiment;
   if (report.generation < generation) {
     throw new AppError(
       AppErrorCode.STALE_GENERATION,
       `the report is of generation ${report.generation}, but the run was rolled back to generation ${generation}`,
     );
   }
-  const now = new Date(ctx.now());
-  const reports = mergeDuplicates(report.peers);
-  const peerIds = [...new Set([...reports.values()].map((r) => r.peerId))];
-  const known =
-    peerIds.length === 0
-      ? []
-      : await ctx.db.$queryRaw<{ id: string; peerId: string; userId: string }[]>`
-          SELECT "id", "peerId", "userId" FROM "Peer"
-          WHERE "experimentId" = ${experimentId} AND "peerId" IN (${Prisma.join(peerIds)})`;
-
-  const knownBy = new Map(known.map((peer) => [peer.peerId, peer]));
-  const rows: ContributionRow[] = [...reports.values()].flatMap((reported) => {
-    const peer = knownBy.get(reported.peerId);
-    return peer === undefined
-      ? []
-      : [{ experimentId, userId: peer.userId, peerRowId: peer.id, report: reported }];
-  });
-  const seen = [...new Set([caller.peer.id, ...known.map((peer) => peer.id)])];
-
-  const [inserted] = await ctx.db.$transaction([
-    insertMetricIfAbsent(ctx, { experimentId, timeline, report }),
-    ...chunk(rows, CONTRIBUTION_ROWS_PER_STATEMENT).map((part) => upsertContributions(ctx, part, now)),
-    markSeen(ctx, seen, averagingByNode(rows), now),
-  ]);
-  return {
-    ok: true,
-    unknownPeers: reports.size - rows.length,
-    stored: inserted > 0,
-    timeline,
-    lastStep: await lastStepOf(ctx, experimentId, timeline),
-  };
+  return ctx.ingestion.write(caller, report);
 }
 
-/** Inserts the step into `timeline` unless the timeline already has it; resolves to the rows inserted. */
-function insertMetricIfAbsent(
-  ctx: AppContext,
-  metric: { experimentId: string; timeline: number; report: MetricsReport },
-) {
-  const { report } = metric;
-  const values = Prisma.join([
-    metric.experimentId,
-    metric.timeline,
-    report.step,
-    report.generation,
-    report.loss,
-    report.samplesPerSecond,
-    report.alivePeers,
-    report.bytesPerPeer ?? null,
-    report.utilization ?? null,
-    new Date(report.time),
-  ]);
-  return ctx.db
-    .$executeRaw`INSERT INTO "Metric" ("experimentId", "timeline", "step", "generation", "loss", "samplesPerSecond", "alivePeers", "bytesPerPeer", "utilization", "recordedAt") VALUES (${values}) ON CONFLICT ("experimentId", "timeline", "step") DO NOTHING`;
+type PeerReport = MetricsReport["peers"][number];
+
+interface PendingReport {
+  readonly caller: AuxCaller;
+  readonly report: MetricsReport;
+}
+
+/** Reports per batch; their contributions are written in statements of at most 500 rows. */
+const REPORTS_PER_BATCH = 64;
+
+/**
+ * Rows per statement (10 parameters each in an INSERT; ids in an IN list), well below SQLite's and
+ * PostgreSQL's limits on parameters also when a batch's reports name many peers.
+ */
+const ROWS_PER_STATEMENT = 500;
+
+/**
+ * The platform's writer of metric reports. Reports that arrive while one batch is being written go
+ * together in the next, in one transaction of a few statements whatever their number: the steps in
+ * one INSERT, the contributions (the largest of each counter over the batch) in one upsert, the
+ * nodes seen in one UPDATE. A batch behaves as its reports written one after the other in arrival
+ * order: of two reports of one step the first is stored, and a node's `averaging` flag is the last
+ * one reported. Each report's answer is read after the batch is committed. If a batch fails, its
+ * reports are written one by one, so a report fails only for its own reasons.
+ */
+export class MetricsIngestion {
+  readonly #reports: DataLoader<PendingReport, MetricsIngested>;
+  readonly #db: Database;
+  readonly #now: () => number;
+
+  constructor(db: Database, now: () => number, logger: Logger) {
+    this.#db = db;
+    this.#now = now;
+    this.#reports = groupCommit(
+      async (reports) => {
+        if (reports.length === 1) return this.#write(reports);
+        try {
+          return await this.#write(reports);
+        } catch (error) {
+          logger.warn(
+            { err: error, reports: reports.length },
+            "writing a batch of metric reports failed; writing them one by one",
+          );
+          const alone: (MetricsIngested | Error)[] = [];
+          for (const report of reports) {
+            alone.push(await this.#write([report]).then((results) => results[0] as MetricsIngested, asError));
+          }
+          return alone;
+        }
+      },
+      { maxBatchSize: REPORTS_PER_BATCH },
+    );
+  }
+
+  /** Writes an authenticated aux's report (of the run's generation or newer) with the others pending. */
+  write(caller: AuxCaller, report: MetricsReport): Promise<MetricsIngested> {
+    return this.#reports.load({ caller, report });
+  }
+
+  async #write(pending: readonly PendingReport[]): Promise<MetricsIngested[]> {
+    const db = this.#db;
+    const now = new Date(this.#now());
+    const merged = pending.map(({ report }) => mergeDuplicates(report.peers));
+    const known = await this.#knownPeers(pending, merged);
+
+    // The first report of each (experiment, timeline, step) is the one inserted.
+    const stepKey = (p: PendingReport) =>
+      `${p.caller.experiment.id}\0${p.caller.experiment.timeline}\0${p.report.step}`;
+    const firstOfStep = new Map<string, PendingReport>();
+    for (const p of pending) if (!firstOfStep.has(stepKey(p))) firstOfStep.set(stepKey(p), p);
+
+    const rows: ContributionRow[] = [];
+    const averaging = new Map<string, boolean>();
+    const seen = new Set<string>();
+    const unknownPeers = pending.map(({ caller }, i) => {
+      seen.add(caller.peer.id);
+      const reports = merged[i] ?? new Map<string, PeerReport>();
+      const nodeFlags = new Map<string, boolean>();
+      let unknown = 0;
+      for (const reported of reports.values()) {
+        const peer = known.get(`${caller.experiment.id}\0${reported.peerId}`);
+        if (peer === undefined) {
+          unknown += 1;
+          continue;
+        }
+        seen.add(peer.id);
+        rows.push({
+          experimentId: caller.experiment.id,
+          userId: peer.userId,
+          peerRowId: peer.id,
+          report: reported,
+        });
+        if (reported.averaging !== undefined) {
+          nodeFlags.set(peer.id, reported.averaging || nodeFlags.get(peer.id) === true);
+        }
+      }
+      for (const [id, flag] of nodeFlags) averaging.set(id, flag);
+      return unknown;
+    });
+
+    const contributions = chunk(mergeContributions(rows), ROWS_PER_STATEMENT);
+    const [inserted] = await db.$transaction([
+      insertMetricsIfAbsent(db, [...firstOfStep.values()]),
+      ...contributions.map((part) => upsertContributions(db, part, now)),
+      ...chunk([...seen], ROWS_PER_STATEMENT).map((part) => markSeen(db, part, averaging, now)),
+    ]);
+    const stored = new Set(
+      inserted.map((row) => `${row.experimentId}\0${Number(row.timeline)}\0${Number(row.step)}`),
+    );
+    const lastSteps = await lastStepsOf(db, pending);
+    return pending.map((p, i) => {
+      const { id, timeline } = p.caller.experiment;
+      return {
+        ok: true,
+        unknownPeers: unknownPeers[i] ?? 0,
+        stored: firstOfStep.get(stepKey(p)) === p && stored.has(stepKey(p)),
+        timeline,
+        lastStep: lastSteps.get(`${id}\0${timeline}`) ?? null,
+      };
+    });
+  }
+
+  /** The reported peers this experiment knows, by experiment id and PeerId: one SELECT per experiment. */
+  async #knownPeers(
+    pending: readonly PendingReport[],
+    merged: readonly Map<string, PeerReport>[],
+  ): Promise<Map<string, { id: string; userId: string }>> {
+    const peerIdsByExperiment = new Map<string, Set<string>>();
+    pending.forEach(({ caller }, i) => {
+      const peerIds = peerIdsByExperiment.get(caller.experiment.id) ?? new Set<string>();
+      for (const reported of merged[i]?.values() ?? []) peerIds.add(reported.peerId);
+      peerIdsByExperiment.set(caller.experiment.id, peerIds);
+    });
+    const known = new Map<string, { id: string; userId: string }>();
+    for (const [experimentId, peerIds] of peerIdsByExperiment) {
+      for (const part of chunk([...peerIds], ROWS_PER_STATEMENT)) {
+        const rows = await this.#db.$queryRaw<{ id: string; peerId: string; userId: string }[]>`
+          SELECT "id", "peerId", "userId" FROM "Peer"
+          WHERE "experimentId" = ${experimentId} AND "peerId" IN (${Prisma.join(part)})`;
+        for (const row of rows) known.set(`${experimentId}\0${row.peerId}`, row);
+      }
+    }
+    return known;
+  }
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+/** The last recorded step of each (experiment, timeline) the reports are in, by "experiment\0timeline". */
+async function lastStepsOf(db: Database, pending: readonly PendingReport[]): Promise<Map<string, number>> {
+  const timelines = new Map<string, Set<number>>();
+  for (const { caller } of pending) {
+    const ofExperiment = timelines.get(caller.experiment.id) ?? new Set<number>();
+    ofExperiment.add(caller.experiment.timeline);
+    timelines.set(caller.experiment.id, ofExperiment);
+  }
+  const last = new Map<string, number>();
+  for (const [experimentId, ofExperiment] of timelines) {
+    const rows = await db.$queryRaw<{ timeline: number | bigint; step: number | bigint | null }[]>`
+      SELECT "timeline", MAX("step") AS "step" FROM "Metric"
+      WHERE "experimentId" = ${experimentId} AND "timeline" IN (${Prisma.join([...ofExperiment])})
+      GROUP BY "timeline"`;
+    for (const row of rows) {
+      if (row.step !== null) last.set(`${experimentId}\0${Number(row.timeline)}`, Number(row.step));
+    }
+  }
+  return last;
+}
+
+/**
+ * Inserts each report's step into its experiment's current timeline unless the timeline already has
+ * it; resolves to the rows inserted.
+ */
+function insertMetricsIfAbsent(db: Database, pending: readonly PendingReport[]) {
+  const tuples = pending.map(
+    ({ caller, report }) =>
+      Prisma.sql`(${Prisma.join([
+        caller.experiment.id,
+        caller.experiment.timeline,
+        report.step,
+        report.generation,
+        report.loss,
+        report.samplesPerSecond,
+        report.alivePeers,
+        report.bytesPerPeer ?? null,
+        report.utilization ?? null,
+        new Date(report.time),
+      ])})`,
+  );
+  return db.$queryRaw<{ experimentId: string; timeline: number | bigint; step: number | bigint }[]>`
+    INSERT INTO "Metric" ("experimentId", "timeline", "step", "generation", "loss", "samplesPerSecond", "alivePeers", "bytesPerPeer", "utilization", "recordedAt")
+    VALUES ${Prisma.join(tuples)}
+    ON CONFLICT ("experimentId", "timeline", "step") DO NOTHING
+    RETURNING "experimentId", "timeline", "step"`;
 }
 
 /**
  * Marks the nodes `seen` (Peer row ids) as seen `now` and stores the `averaging` flags reported for
  * some of them, in one UPDATE (its CASE keeps the flag of a node that reported none).
  */
-function markSeen(
-  ctx: AppContext,
-  seen: readonly string[],
-  averaging: ReadonlyMap<string, boolean>,
-  now: Date,
-) {
-  const withFlag = (flag: boolean) => [...averaging].flatMap(([id, value]) => (value === flag ? [id] : []));
+function markSeen(db: Database, seen: readonly string[], averaging: ReadonlyMap<string, boolean>, now: Date) {
+  const withFlag = (flag: boolean) => seen.filter((id) => averaging.get(id) === flag);
   const branches = [true, false].flatMap((flag) => {
     const ids = withFlag(flag);
     return ids.length === 0 ? [] : [Prisma.sql`WHEN "id" IN (${Prisma.join(ids)}) THEN ${flag}`];
@@ -119,20 +256,9 @@ function markSeen(
     branches.length === 0
       ? Prisma.sql`"averaging"`
       : Prisma.sql`CASE ${Prisma.join(branches, " ")} ELSE "averaging" END`;
-  return ctx.db.$executeRaw`
+  return db.$executeRaw`
     UPDATE "Peer" SET "lastSeenAt" = ${now}, "averaging" = ${averagingValue}
     WHERE "id" IN (${Prisma.join(seen)})`;
-}
-
-/** Each node's reported `averaging` flag (true if any of its sessions averages), by Peer row id. */
-function averagingByNode(rows: readonly ContributionRow[]): Map<string, boolean> {
-  const flags = new Map<string, boolean>();
-  for (const { peerRowId, report } of rows) {
-    if (report.averaging !== undefined) {
-      flags.set(peerRowId, report.averaging || flags.get(peerRowId) === true);
-    }
-  }
-  return flags;
 }
 
 /** A peer session listed twice counts once, with the larger of each value. */
@@ -141,24 +267,24 @@ function mergeDuplicates(peers: readonly PeerReport[]): Map<string, PeerReport> 
   for (const peer of peers) {
     const key = `${peer.peerId}\0${peer.session}`;
     const previous = merged.get(key);
-    merged.set(
-      key,
-      previous === undefined
-        ? peer
-        : {
-            peerId: peer.peerId,
-            session: peer.session,
-            samples: Math.max(previous.samples, peer.samples),
-            computeSeconds: Math.max(previous.computeSeconds, peer.computeSeconds),
-            bytesAggregated: Math.max(previous.bytesAggregated, peer.bytesAggregated),
-            sessionSeconds: Math.max(previous.sessionSeconds, peer.sessionSeconds),
-            ...(previous.averaging === undefined && peer.averaging === undefined
-              ? {}
-              : { averaging: previous.averaging === true || peer.averaging === true }),
-          },
-    );
+    merged.set(key, previous === undefined ? peer : larger(previous, peer));
   }
   return merged;
+}
+
+/** One peer session's report with the larger of each counter of two; it averages if either does. */
+function larger(a: PeerReport, b: PeerReport): PeerReport {
+  return {
+    peerId: b.peerId,
+    session: b.session,
+    samples: Math.max(a.samples, b.samples),
+    computeSeconds: Math.max(a.computeSeconds, b.computeSeconds),
+    bytesAggregated: Math.max(a.bytesAggregated, b.bytesAggregated),
+    sessionSeconds: Math.max(a.sessionSeconds, b.sessionSeconds),
+    ...(a.averaging === undefined && b.averaging === undefined
+      ? {}
+      : { averaging: a.averaging === true || b.averaging === true }),
+  };
 }
 
 interface ContributionRow {
@@ -166,6 +292,17 @@ interface ContributionRow {
   readonly userId: string;
   readonly peerRowId: string;
   readonly report: PeerReport;
+}
+
+/** One row per (experiment, node, session): the largest of each counter the batch reports for it. */
+function mergeContributions(rows: readonly ContributionRow[]): ContributionRow[] {
+  const merged = new Map<string, ContributionRow>();
+  for (const row of rows) {
+    const key = `${row.experimentId}\0${row.peerRowId}\0${row.report.session}`;
+    const previous = merged.get(key);
+    merged.set(key, previous === undefined ? row : { ...row, report: larger(previous.report, row.report) });
+  }
+  return [...merged.values()];
 }
 
 /** Takes the larger of the stored and the new value of `column`. */
@@ -188,7 +325,7 @@ const ON_CONFLICT_KEEP_MAX =
   ].join(", ");
 
 /** One multi-row upsert; every value is bound as a parameter. */
-function upsertContributions(ctx: AppContext, rows: readonly ContributionRow[], now: Date) {
+function upsertContributions(db: Database, rows: readonly ContributionRow[], now: Date) {
   const tuples = rows.map(
     (row) =>
       Prisma.sql`(${Prisma.join([
@@ -204,8 +341,7 @@ function upsertContributions(ctx: AppContext, rows: readonly ContributionRow[], 
         now,
       ])})`,
   );
-  return ctx.db
-    .$executeRaw`${Prisma.raw(INSERT_CONTRIBUTIONS)}${Prisma.join(tuples)}${Prisma.raw(ON_CONFLICT_KEEP_MAX)}`;
+  return db.$executeRaw`${Prisma.raw(INSERT_CONTRIBUTIONS)}${Prisma.join(tuples)}${Prisma.raw(ON_CONFLICT_KEEP_MAX)}`;
 }
 
 function chunk<T>(items: readonly T[], size: number): T[][] {

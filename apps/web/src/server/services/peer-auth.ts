@@ -97,20 +97,9 @@ async function verifyPeerRequest(
     now: ctx.now(),
     roles,
   });
-  const peer = await ctx.db.peer.findUnique({
-    where: {
-      experimentId_publicKey: {
-        experimentId,
-        publicKey: encodePublicKey(verified.pass.peerPublicKey),
-      },
-    },
-    select: {
-      id: true,
-      peerId: true,
-      userId: true,
-      role: true,
-      token: { select: { revokedAt: true, role: true } },
-    },
+  const peer = await ctx.lookups.nodes.load({
+    experimentId,
+    publicKey: encodePublicKey(verified.pass.peerPublicKey),
   });
   const role = peer === null ? undefined : parsePeerRole(peer.role);
   if (peer === null || role === undefined || !roles.includes(role) || peer.token.role !== role) {
