@@ -1,5 +1,5 @@
 import type { Database } from "@barnraise/prisma";
-import { groupCommit } from "@barnraise/prisma";
+import { groupCommit, Prisma } from "@barnraise/prisma";
 import type DataLoader from "dataloader";
 import type { ExperimentRecord } from "./services/experiment-access.ts";
 
@@ -10,6 +10,16 @@ export interface NodeRecord {
   readonly userId: string;
   readonly role: string;
   readonly token: { readonly revokedAt: Date | null; readonly role: string };
+}
+
+interface NodeRow {
+  readonly id: string;
+  readonly peerId: string;
+  readonly userId: string;
+  readonly role: string;
+  readonly publicKey: string;
+  readonly tokenRevokedAt: Date | string | number | null;
+  readonly tokenRole: string;
 }
 
 export interface NodeKey {
@@ -52,18 +62,24 @@ export class Lookups {
         const found = new Map<string, NodeRecord>();
         await Promise.all(
           [...byExperiment].map(async ([experimentId, publicKeys]) => {
-            const rows = await db.peer.findMany({
-              where: { experimentId, publicKey: { in: [...publicKeys] } },
-              select: {
-                id: true,
-                peerId: true,
-                userId: true,
-                role: true,
-                publicKey: true,
-                token: { select: { revokedAt: true, role: true } },
-              },
-            });
-            for (const { publicKey, ...row } of rows) found.set(`${experimentId}\0${publicKey}`, row);
+            // Raw SQL, one statement with its token: every signed request needs this row.
+            const rows = await db.$queryRaw<NodeRow[]>`
+              SELECT p."id", p."peerId", p."userId", p."role", p."publicKey",
+                     t."revokedAt" AS "tokenRevokedAt", t."role" AS "tokenRole"
+              FROM "Peer" p JOIN "PeerToken" t ON t."id" = p."tokenId"
+              WHERE p."experimentId" = ${experimentId} AND p."publicKey" IN (${Prisma.join([...publicKeys])})`;
+            for (const row of rows) {
+              found.set(`${experimentId}\0${row.publicKey}`, {
+                id: row.id,
+                peerId: row.peerId,
+                userId: row.userId,
+                role: row.role,
+                token: {
+                  revokedAt: row.tokenRevokedAt === null ? null : new Date(row.tokenRevokedAt),
+                  role: row.tokenRole,
+                },
+              });
+            }
           }),
         );
         return keys.map((key) => found.get(`${key.experimentId}\0${key.publicKey}`) ?? null);
