@@ -92,7 +92,7 @@ export class Swarm {
     this.matchmaking = new Matchmaking({
       rpc: node.rpc,
       logger,
-      leaders: () => node.members().filter((peer) => node.modeOf(peer) !== "client"),
+      leaders: (key) => this.#leaders(key),
       expected: (key) => this.#expectedMembers(key),
       willJoin: (key) => this.#willJoin(key),
       maxGroupSize: config.averaging.maxGroupSize,
@@ -108,6 +108,7 @@ export class Swarm {
       compression: config.compression,
       link: this.link,
       swarmSize: () => this.#trainers(),
+      roundMembers: (epoch) => this.#roundMembers(epoch),
       generation: () => this.progress.generation(),
       logger,
       metrics: this.metrics,
@@ -297,8 +298,9 @@ export class Swarm {
   /**
    * Whether this node may still ask for the group of `key`: not before its first progress report,
    * not once its own progress has passed the key's epoch (the round is done, or it loaded newer
-   * state) unless that epoch's delayed round is still in flight, and for an aux only for the
-   * round its record names as the one it is about to help (`averagingEpoch`).
+   * state) unless that epoch's delayed round is still in flight, for an aux only for the round
+   * its record names as the one it is about to help (`averagingEpoch`), and in a Moshpit grid only
+   * for the cell its plan puts it in.
    */
   #willJoin(key: string): boolean {
     const parsed = parseGroupKey(key);
@@ -313,7 +315,48 @@ export class Swarm {
     // An aux names the round it is about to help as `averagingEpoch`; a trainer's delayed round in
     // flight is reported the same way.
     if (local.mode === "aux") return local.averagingEpoch === epoch;
-    return local.epoch <= epoch || local.averagingEpoch === epoch;
+    if (local.epoch > epoch && local.averagingEpoch !== epoch) return false;
+    // In a grid, only the cell this node's plan puts it in.
+    return parsed.wholeSwarm || this.#cellMembers(parsed).includes(this.node.peerId);
+  }
+
+  /**
+   * Who may lead the group of `key`: connected members that accept connections; for a Moshpit grid
+   * cell, those of them the plan puts in the cell (each cell its own leader), or, when the cell
+   * has none, any of them.
+   */
+  #leaders(key: string): string[] {
+    const leaders = this.node.members().filter((peer) => this.node.modeOf(peer) !== "client");
+    const parsed = parseGroupKey(key);
+    if (parsed === undefined || parsed.wholeSwarm) return leaders;
+    const cell = new Set(this.#cellMembers(parsed));
+    const inCell = leaders.filter((peer) => cell.has(peer));
+    return inCell.length > 0 || (cell.has(this.node.peerId) && this.node.mode !== "client")
+      ? inCell
+      : leaders;
+  }
+
+  /** The members the grid of the key's epoch puts in the key's cell and round. */
+  #cellMembers(parsed: { epoch: number; round: number; cell: readonly number[] }): string[] {
+    return this.averager.plan(parsed.epoch).membersOf(parsed.round, parsed.cell);
+  }
+
+  /**
+   * The trainers of this node's run generation in the round for `epoch`, by their progress records:
+   * at that epoch, averaging it, or just past it (they finished its round). This node is added by
+   * the averager when it trains. Every member that sees the same records places them alike.
+   */
+  #roundMembers(epoch: number): string[] {
+    const generation = this.progress.generation();
+    return this.progress
+      .records()
+      .filter(
+        ({ record }) =>
+          record.mode !== "aux" &&
+          generationOf(record) === generation &&
+          (record.epoch === epoch || record.epoch === epoch + 1 || record.averagingEpoch === epoch),
+      )
+      .map((entry) => entry.peerId);
   }
 
   /**
@@ -323,10 +366,13 @@ export class Swarm {
    * key's epoch as the round they are about to help (`averagingEpoch`).
    */
   #expectedMembers(key: string): string[] {
-    // Only a whole-swarm group (one Moshpit dimension: key "e<epoch>/r0/") has a known member list;
-    // grid cells close when full or at the deadline.
     const parsed = parseGroupKey(key);
-    if (parsed?.wholeSwarm !== true) return [];
+    if (parsed === undefined) return [];
+    if (!parsed.wholeSwarm) {
+      // A grid cell: the members the plan puts there, of those connected (this node joins itself).
+      const connected = new Set(this.node.members());
+      return this.#cellMembers(parsed).filter((peer) => connected.has(peer));
+    }
     const { epoch, generation } = parsed;
     const connected = new Set(this.node.members());
     // Those who finished the previous round with this peer start this epoch at the same moment; a

@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import type { SwarmMetrics } from "../metrics/swarm-metrics.ts";
 import { compressorFor, resultCompressorFor } from "../compression/index.ts";
 import type { AllReduceService } from "./butterfly-allreduce.ts";
-import { optimalGroupSize, moshpitDimensions } from "./group-size.ts";
+import { optimalGroupSize } from "./group-size.ts";
 import {
   optimalPartFractions,
   partElementCounts,
@@ -13,7 +13,8 @@ import {
 } from "./load-balancing.ts";
 import type { Matchmaking } from "./matchmaking.ts";
 import { roundDeadlineMs, senderDeadlineMs } from "./deadlines.ts";
-import { groupKey, initialGridIndex, nextGridIndex } from "./moshpit-grid.ts";
+import { groupKey, planGrid, type GridPlan } from "./moshpit-grid.ts";
+import { SwarmError, SwarmErrorCode } from "../errors.ts";
 import type { AveragingMode } from "./partition.ts";
 
 export interface AveragerOptions {
@@ -32,13 +33,17 @@ export interface AveragerOptions {
     current(): { uploadBytesPerSecond: number; downloadBytesPerSecond: number };
     observed(sample: { bytesSent: number; bytesReceived: number; seconds: number }): void;
   };
-  /** How many peers are alive in the swarm (progress tracking); sizes the Moshpit grid. */
+  /** How many trainers can take part in this peer's rounds (progress tracking), this peer included. */
   swarmSize: () => number;
+  /**
+   * The trainers of the round for `epoch` as this peer sees them (progress tracking), itself
+   * included when it trains: the Moshpit grid places them in PeerId order (`planGrid`).
+   */
+  roundMembers: (epoch: number) => readonly string[];
   /** This peer's run generation (rollbacks so far): groups form among peers of the same one. */
   generation?: () => number;
   /** Per-peer, per-round failure probability used to choose the group size (DeDLOC App. C). */
   failureRate?: number;
-  random?: () => number;
   /** A monotonic clock in milliseconds, to time rounds; default `performance.now`. */
   now?: () => number;
   logger: Logger;
@@ -81,7 +86,6 @@ const ROUND_HISTORY = 8;
  */
 export class Averager {
   readonly #options: AveragerOptions;
-  #gridIndex: number[] | undefined;
   #bytesAggregated = 0;
   /** Measured ÷ modelled time of the last successful rounds, newest last. */
   readonly #roundRatios: number[] = [];
@@ -99,6 +103,20 @@ export class Averager {
   get lastWholeSwarmGroup():
     { readonly generation: number; readonly epoch: number; readonly members: readonly string[] } | undefined {
     return this.#lastWholeSwarmGroup;
+  }
+
+  /**
+   * The Moshpit grid of the round for `epoch` as this peer sees its trainers: groups of the size
+   * DeDLOC Appendix C prescribes for their number (`optimalGroupSize`), in `planGrid`'s places.
+   * Every member derives its groups from it, and a leader whom to wait for.
+   */
+  plan(epoch: number): GridPlan {
+    const { self, averaging } = this.#options;
+    const trainers = [...this.#options.roundMembers(epoch)];
+    if (this.#options.mode() !== "aux") trainers.push(self);
+    const n = new Set(trainers).size;
+    const m = optimalGroupSize(Math.max(n, 2), this.#options.failureRate ?? 0.01, averaging.maxGroupSize);
+    return planGrid(trainers, m);
   }
 
   /** Raw bytes this peer reduced for others so far (the leaderboard's "bytes aggregated"). */
@@ -161,11 +179,15 @@ export class Averager {
     const { averaging, compression, link } = this.#options;
     const mode = this.#options.mode();
     const now = this.#options.now ?? (() => performance.now());
-    const peers = this.#options.swarmSize();
-    const m = optimalGroupSize(peers, this.#options.failureRate ?? 0.01, averaging.maxGroupSize);
-    const dimensions = moshpitDimensions(peers, m);
-    if (this.#gridIndex?.length !== dimensions - 1) {
-      this.#gridIndex = initialGridIndex(dimensions, m, this.#options.random ?? Math.random);
+    const self = this.#options.self;
+    const plan = this.plan(epoch);
+    const { dimensions } = plan;
+    if (dimensions > 1 && mode === "aux") {
+      // An aux peer brings no samples and has no place in the grid; it helps whole-swarm rounds.
+      throw new SwarmError(
+        SwarmErrorCode.NO_GROUP,
+        `an aux peer helps only rounds of one group, not a ${dimensions}-round grid`,
+      );
     }
     const firstCompression = {
       method: compression.method,
@@ -187,11 +209,13 @@ export class Averager {
     let bytesSent = 0;
     let bytesReceived = 0;
     for (let round = 0; round < dimensions; round += 1) {
-      const key = groupKey(epoch, round, this.#gridIndex, this.#options.generation?.() ?? 0);
+      const key = groupKey(epoch, round, plan.cellOf(self, round) ?? [], this.#options.generation?.() ?? 0);
       const { uploadBytesPerSecond, downloadBytesPerSecond } = link.current();
+      // A peer left over from the grid's core brings its samples once, in round 0.
+      const roundWeight = plan.contributesIn(self, round) || mode === "aux" ? currentWeight : 0;
       const group = await this.#options.matchmaking.form(
         key,
-        { mode, weight: currentWeight, uploadBytesPerSecond, downloadBytesPerSecond },
+        { mode, weight: roundWeight, uploadBytesPerSecond, downloadBytesPerSecond },
         signal,
       );
       // Clients (behind NAT) reduce no part, so that all-reduce traffic never crosses a relay;
@@ -218,7 +242,7 @@ export class Averager {
         group: { groupId: group.groupId, members: group.members, fractions },
         partCounts: partElementCounts(current.length, fractions),
         vector: current,
-        weight: currentWeight,
+        weight: roundWeight,
         compression: round === 0 ? firstCompression : laterCompression,
         ...(round === 0 && residual !== undefined ? { residual } : {}),
         chunkSizeBytes: averaging.chunkSizeBytes,
@@ -256,8 +280,6 @@ export class Averager {
           members: group.members.map((member) => member.peerId).filter((peer) => !excluded.has(peer)),
         };
       }
-      const position = group.members.findIndex((member) => member.peerId === this.#options.self);
-      this.#gridIndex = nextGridIndex(this.#gridIndex, position % m);
       if (result.excluded.length > 0) {
         this.#options.logger.info(
           { epoch, round, excluded: result.excluded },

@@ -58,8 +58,11 @@ export const matchmakingMethod = defineMethod({
 export interface MatchmakingOptions {
   rpc: Rpc;
   logger: Logger;
-  /** Peers that could lead: connected members that accept connections (not client mode). */
-  leaders: () => PeerIdString[];
+  /**
+   * Peers that could lead the group for `key`: connected members that accept connections (not
+   * client mode), for a Moshpit grid cell those of the cell, so that each cell has its own leader.
+   */
+  leaders: (key: string) => PeerIdString[];
   /**
    * The other members this peer expects in the group for `key` (from progress tracking); the
    * leader closes the group as soon as all of them have joined, instead of waiting for the deadline.
@@ -133,7 +136,7 @@ export class Matchmaking {
       }
       // A lower peer the asker could not reach (frozen, or cut off from it) is no leader for it:
       // sending it back there would split the members that skipped it among several leaders.
-      const leader = this.#leaderFor(new Set(skipped), true);
+      const leader = this.#leaderFor(key, new Set(skipped), true);
       if (leader !== this.#options.rpc.peerId) {
         await incoming.respond({ status: "redirect", leader });
         return;
@@ -183,7 +186,7 @@ export class Matchmaking {
     const skipped = new Set<PeerIdString>();
     const deadline = (this.#options.now ?? Date.now)() + this.#options.timeoutMs;
     const selfCanLead = offer.mode !== "client";
-    let leader = this.#leaderFor(skipped, selfCanLead);
+    let leader = this.#leaderFor(key, skipped, selfCanLead);
     let group: FormedGroup | undefined;
     for (let hops = 0; group === undefined && hops < 8; hops += 1) {
       if (leader === self) {
@@ -210,7 +213,7 @@ export class Matchmaking {
           if (answer.leader === leader || skipped.has(answer.leader)) skipped.add(leader);
           leader =
             answer.leader === self || skipped.has(answer.leader)
-              ? this.#leaderFor(skipped, selfCanLead)
+              ? this.#leaderFor(key, skipped, selfCanLead)
               : answer.leader;
           continue;
         }
@@ -220,7 +223,7 @@ export class Matchmaking {
           throw new SwarmError(SwarmErrorCode.ABORTED, "matchmaking aborted", { cause: error });
         this.#options.logger.debug({ leader, key, err: error }, "matchmaking leader failed; trying the next");
         skipped.add(leader);
-        leader = this.#leaderFor(skipped, selfCanLead);
+        leader = this.#leaderFor(key, skipped, selfCanLead);
       }
     }
     if (group === undefined || !group.members.some((member) => member.peerId === self)) {
@@ -229,10 +232,10 @@ export class Matchmaking {
     return group;
   }
 
-  /** The lowest PeerId among the peers that can lead (and this peer, unless it is a client). */
-  #leaderFor(skipped: ReadonlySet<PeerIdString>, selfCanLead: boolean): PeerIdString {
+  /** The lowest PeerId among the peers that can lead `key`'s group (and this peer, unless it is a client). */
+  #leaderFor(key: string, skipped: ReadonlySet<PeerIdString>, selfCanLead: boolean): PeerIdString {
     const self = this.#options.rpc.peerId;
-    const candidates = this.#options.leaders().filter((peer) => !skipped.has(peer));
+    const candidates = this.#options.leaders(key).filter((peer) => !skipped.has(peer));
     if (selfCanLead && !skipped.has(self)) candidates.push(self);
     candidates.sort();
     const leader = candidates[0];

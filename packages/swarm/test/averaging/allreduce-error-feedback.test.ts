@@ -244,6 +244,7 @@ describe("Averager with error feedback", () => {
         observed: () => undefined,
       },
       swarmSize: () => 4, // groups of 2: two rounds
+      roundMembers: () => ["b", "c", "d"],
       logger: silentLogger,
     });
     const residual = new Float32Array(10);
@@ -275,6 +276,7 @@ describe("Averager with error feedback", () => {
         observed: () => undefined,
       },
       swarmSize: () => 1,
+      roundMembers: () => [],
       logger: silentLogger,
     });
     const soleOutcome = await alone.average(1, new Float32Array(10).fill(1), 1, undefined, { residual });

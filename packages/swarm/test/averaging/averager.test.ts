@@ -50,6 +50,7 @@ function pairAverager(
       observed: () => undefined,
     },
     swarmSize: () => 2,
+    roundMembers: () => members.map((member) => member.peerId),
     ...(now === undefined ? {} : { now }),
     logger: silentLogger,
   });
@@ -124,6 +125,7 @@ describe("Averager", () => {
         observed: (sample) => observed.push(sample),
       },
       swarmSize: () => 2,
+      roundMembers: () => ["b"],
       now: () => now,
       logger: silentLogger,
     });

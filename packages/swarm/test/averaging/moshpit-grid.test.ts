@@ -1,54 +1,43 @@
 import { describe, expect, it } from "vitest";
 import { moshpitDimensions } from "../../src/averaging/group-size.ts";
-import {
-  groupKey,
-  initialGridIndex,
-  nextGridIndex,
-  parseGroupKey,
-} from "../../src/averaging/moshpit-grid.ts";
+import { optimalGroupSize } from "../../src/averaging/group-size.ts";
+import { groupKey, parseGroupKey, planGrid, type GridPlan } from "../../src/averaging/moshpit-grid.ts";
 import { seededRandom as seeded } from "../support/seeded-random.ts";
 
 interface SimPeer {
-  id: number;
-  index: number[];
+  id: string;
   value: number;
+  weight: number;
 }
 
+const peerIds = (n: number) => Array.from({ length: n }, (_, i) => `peer-${String(i).padStart(4, "0")}`);
+
 /**
- * One Moshpit round: peers meet under their group key in a random order (as a matchmaking leader
- * shuffles its group), a group larger than m is cut into chunks of m (matchmaking caps group
- * size), each group averages exactly, and every member moves on with its position in the group
- * as its new last coordinate. Returns the groups.
+ * One Moshpit round as the swarm runs it: every peer asks for the key of its planned cell, the
+ * peers under one key form one group, and each group averages exactly, weighted by the weights its
+ * members bring this round (a left-over peer brings none after round 0); every member carries the
+ * group's total weight on. Returns the groups' sizes.
  */
-function runRound(
-  peers: SimPeer[],
-  epoch: number,
-  round: number,
-  m: number,
-  random: () => number,
-): SimPeer[][] {
+function runRound(peers: SimPeer[], plan: GridPlan, epoch: number, round: number): number[] {
   const byKey = new Map<string, SimPeer[]>();
   for (const peer of peers) {
-    const key = groupKey(epoch, round, peer.index);
+    const key = groupKey(epoch, round, plan.cellOf(peer.id, round) ?? []);
     byKey.set(key, [...(byKey.get(key) ?? []), peer]);
   }
-  const groups: SimPeer[][] = [];
-  for (const members of byKey.values()) {
-    members.sort((a, b) => a.id - b.id);
-    for (let i = members.length - 1; i > 0; i--) {
-      const j = Math.floor(random() * (i + 1));
-      [members[i], members[j]] = [members[j] as SimPeer, members[i] as SimPeer];
-    }
-    for (let start = 0; start < members.length; start += m) groups.push(members.slice(start, start + m));
-  }
-  for (const group of groups) {
-    const mean = group.reduce((sum, p) => sum + p.value, 0) / group.length;
-    group.forEach((peer, position) => {
+  for (const [key, members] of byKey) {
+    const parsed = parseGroupKey(key);
+    expect(parsed).toBeDefined();
+    // The plan's member list of the key is exactly who asked for it: a leader knows whom to wait for.
+    expect(plan.membersOf(round, parsed?.cell ?? [])).toEqual(members.map((peer) => peer.id).sort());
+    const weights = members.map((peer) => (plan.contributesIn(peer.id, round) ? peer.weight : 0));
+    const total = weights.reduce((sum, weight) => sum + weight, 0);
+    const mean = members.reduce((sum, peer, i) => sum + peer.value * (weights[i] ?? 0), 0) / total;
+    for (const peer of members) {
       peer.value = mean;
-      peer.index = nextGridIndex(peer.index, position);
-    });
+      peer.weight = total;
+    }
   }
-  return groups;
+  return [...byKey.values()].map((members) => members.length);
 }
 
 function spread(peers: readonly SimPeer[]): number {
@@ -56,16 +45,9 @@ function spread(peers: readonly SimPeer[]): number {
   return Math.max(...values) - Math.min(...values);
 }
 
-function mean(peers: readonly SimPeer[]): number {
-  return peers.reduce((sum, p) => sum + p.value, 0) / peers.length;
-}
-
-/** m^d peers, each at its own cell: index = its first d − 1 base-m digits. */
-function fullGrid(m: number, d: number, random: () => number): SimPeer[] {
-  return Array.from({ length: m ** d }, (_, id) => {
-    const digits = Array.from({ length: d }, (_, k) => Math.floor(id / m ** k) % m);
-    return { id, index: digits.slice(0, d - 1), value: random() * 100 - 50 };
-  });
+function weightedMean(peers: readonly SimPeer[]): number {
+  const total = peers.reduce((sum, p) => sum + p.weight, 0);
+  return peers.reduce((sum, p) => sum + p.value * p.weight, 0) / total;
 }
 
 describe("groupKey", () => {
@@ -77,8 +59,8 @@ describe("groupKey", () => {
   });
 
   it("gives every peer the same key when the grid has one dimension", () => {
-    const random = seeded(1);
-    const keys = new Set(Array.from({ length: 10 }, () => groupKey(5, 0, initialGridIndex(1, 16, random))));
+    const plan = planGrid(peerIds(10), 16);
+    const keys = new Set(plan.peers.map((peer) => groupKey(5, 0, plan.cellOf(peer, 0) ?? [9])));
     expect([...keys]).toEqual(["e5/r0/"]);
   });
 
@@ -101,12 +83,14 @@ describe("parseGroupKey", () => {
       generation: 0,
       epoch: 7,
       round: 0,
+      cell: [],
       wholeSwarm: true,
     });
     expect(parseGroupKey(groupKey(7, 1, [2, 0], 3))).toEqual({
       generation: 3,
       epoch: 7,
       round: 1,
+      cell: [2, 0],
       wholeSwarm: false,
     });
     expect(parseGroupKey(groupKey(7, 0, [4], 1))?.wholeSwarm).toBe(false);
@@ -118,83 +102,89 @@ describe("parseGroupKey", () => {
   });
 });
 
-describe("initialGridIndex", () => {
-  it("draws d − 1 coordinates uniformly from [0, m)", () => {
-    const random = seeded(42);
-    const counts = new Array<number>(5).fill(0);
-    for (let i = 0; i < 5000; i++) {
-      const index = initialGridIndex(3, 5, random);
-      expect(index).toHaveLength(2);
-      for (const c of index) counts[c] = (counts[c] ?? 0) + 1;
-    }
-    for (const count of counts) expect(Math.abs(count - 2000)).toBeLessThan(150);
-    expect(initialGridIndex(4, 7, () => 0.999999999)).toEqual([6, 6, 6]);
-  });
-
-  it("refuses a random source outside [0, 1)", () => {
-    expect(() => initialGridIndex(2, 4, () => 1)).toThrow(RangeError);
-    expect(() => initialGridIndex(0, 4, Math.random)).toThrow(RangeError);
-  });
-});
-
-describe("nextGridIndex", () => {
-  it("drops the first coordinate and appends the part index", () => {
-    expect(nextGridIndex([3, 1], 4)).toEqual([1, 4]);
-    expect(nextGridIndex([2], 0)).toEqual([0]);
-    expect(nextGridIndex([], 3)).toEqual([]);
-    expect(() => nextGridIndex([1], -1)).toThrow(RangeError);
-  });
-});
-
-describe("Moshpit averaging over the grid (simulation)", () => {
+describe("planGrid: Moshpit averaging over the grid", () => {
   it.each([
     [3, 3],
     [4, 2],
     [2, 5],
     [5, 1],
-  ])("on a full %i^%i grid, d rounds give every peer the exact global mean (Theorem 1)", (m, d) => {
-    expect(moshpitDimensions(m ** d, m)).toBe(d);
-    const random = seeded(m * 10 + d);
-    const peers = fullGrid(m, d, random);
-    const target = mean(peers);
-    for (let round = 0; round < d; round++) {
-      if (round > 0) expect(spread(peers)).toBeGreaterThan(1e-6); // not done before round d
-      const groups = runRound(peers, 7, round, m, random);
-      expect(groups).toHaveLength(m ** (d - 1));
-      for (const group of groups) expect(group).toHaveLength(m);
-    }
-    for (const peer of peers) expect(peer.value).toBeCloseTo(target, 10);
-  });
+    [8, 2],
+  ])(
+    "on a full %i^%i grid, d rounds of groups of m give every peer the exact global mean (Theorem 1)",
+    (m, d) => {
+      const random = seeded(m * 10 + d);
+      const peers = peerIds(m ** d).map((id) => ({
+        id,
+        value: random() * 100 - 50,
+        weight: 1 + random() * 9,
+      }));
+      const plan = planGrid(
+        [...peers].reverse().map((peer) => peer.id),
+        m,
+      );
+      expect(plan.dimensions).toBe(d);
+      const target = weightedMean(peers);
+      for (let round = 0; round < d; round++) {
+        if (round > 0) expect(spread(peers)).toBeGreaterThan(1e-6); // not done before round d
+        const sizes = runRound(peers, plan, 7, round);
+        expect(sizes).toEqual(Array.from({ length: m ** (d - 1) }, () => m));
+      }
+      for (const peer of peers) expect(peer.value).toBeCloseTo(target, 9);
+    },
+  );
+
+  it.each([17, 20, 37, 61, 63, 64, 65, 90, 200])(
+    "with %i trainers in groups of the size Appendix C prescribes, every peer ends with the exact weighted mean",
+    (n) => {
+      const random = seeded(n);
+      const m = optimalGroupSize(n, 0.01, 16);
+      const peers = peerIds(n).map((id) => ({ id, value: random() * 100, weight: 1 + random() * 9 }));
+      const plan = planGrid(
+        peers.map((peer) => peer.id),
+        m,
+      );
+      expect(plan.dimensions).toBe(moshpitDimensions(n, m));
+      const target = weightedMean(peers);
+      for (let round = 0; round < plan.dimensions; round++) {
+        const sizes = runRound(peers, plan, 3, round);
+        // Groups hold m peers, and a few left-over peers at most ⌈…⌉ more in round 0 and later.
+        for (const size of sizes) {
+          expect(size).toBeGreaterThanOrEqual(Math.min(m, plan.radices[round] ?? m));
+          expect(size).toBeLessThanOrEqual(2 * m);
+        }
+      }
+      for (const peer of peers) expect(peer.value).toBeCloseTo(target, 9);
+    },
+  );
 
   it("sends the members of one group to different groups in the next round", () => {
-    const random = seeded(3);
-    const peers = fullGrid(4, 3, random);
-    const first = runRound(peers, 0, 0, 4, random);
-    const next = new Map(peers.map((p) => [p.id, groupKey(0, 1, p.index)]));
-    for (const group of first) expect(new Set(group.map((p) => next.get(p.id))).size).toBe(group.length);
+    const plan = planGrid(peerIds(64), 4);
+    expect(plan.dimensions).toBe(3);
+    for (let round = 0; round + 1 < plan.dimensions; round++) {
+      const groups = new Map<string, string[]>();
+      for (const peer of plan.peers) {
+        const key = groupKey(0, round, plan.cellOf(peer, round) ?? []);
+        groups.set(key, [...(groups.get(key) ?? []), peer]);
+      }
+      for (const group of groups.values()) {
+        const next = new Set(group.map((peer) => groupKey(0, round + 1, plan.cellOf(peer, round + 1) ?? [])));
+        expect(next.size).toBe(group.length);
+      }
+    }
   });
 
-  it("shrinks the spread round after round on a partly filled grid with random indices", () => {
-    const random = seeded(2024);
-    const m = 5;
-    const n = 90; // 90 of 125 cells
-    const d = moshpitDimensions(n, m);
-    expect(d).toBe(3);
-    const peers: SimPeer[] = Array.from({ length: n }, (_, id) => ({
-      id,
-      index: initialGridIndex(d, m, random),
-      value: random() * 100,
-    }));
-    const target = mean(peers);
-    const spreads = [spread(peers)];
-    for (let round = 0; round < 12; round++) {
-      runRound(peers, 3, round, m, random);
-      spreads.push(spread(peers));
+  it("places every peer alike whatever order it learned the trainers in, and one group for a small swarm", () => {
+    const ids = peerIds(30);
+    const a = planGrid(ids, 6);
+    const b = planGrid([...ids].reverse(), 6);
+    for (const peer of ids) {
+      for (let round = 0; round < a.dimensions; round++)
+        expect(a.cellOf(peer, round)).toEqual(b.cellOf(peer, round));
     }
-    // Averages never widen the spread; with this seed it also shrinks in every single round
-    // (a round can stall when the extreme peers happen to sit in groups of one).
-    for (let i = 1; i < spreads.length; i++) expect(spreads[i]).toBeLessThan(spreads[i - 1] ?? 0);
-    expect(spreads.at(-1)).toBeLessThan((spreads[0] ?? 0) * 1e-3);
-    expect(mean(peers)).toBeCloseTo(target, 10); // group averages keep the global mean
+    const small = planGrid(peerIds(5), 8);
+    expect(small.dimensions).toBe(1);
+    expect(small.cellOf("peer-0003", 0)).toEqual([]);
+    expect(small.membersOf(0, [])).toEqual(peerIds(5));
+    expect(small.cellOf("someone-else", 0)).toBeUndefined();
   });
 });
