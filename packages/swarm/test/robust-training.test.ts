@@ -189,7 +189,6 @@ async function train(aggregation: "mean" | "centered-clip", attack: Attack): Pro
     agree: honest.every((weights) => Buffer.from(weights.buffer).equals(reference)),
   };
   await Promise.all(swarms.splice(0).map((swarm) => swarm.stop().catch(() => undefined)));
-  console.log(`${aggregation} + ${attack}: loss ${initialLoss} → ${result.finalLoss}`);
   return result;
 }
 

@@ -23,6 +23,7 @@ const MEMBERS: GroupMember[] = Array.from({ length: 8 }, (_, i) => ({
   weight: 1 + (i % 3),
 }));
 const ATTACKER = "m3";
+const MEAN: Aggregation = { method: "mean" };
 const CLIP: Aggregation = { method: "centered-clip", tau: 2, iterations: 10 };
 
 /** Honest vectors: the same direction for every member plus a little noise of its own. */
@@ -172,7 +173,7 @@ describe("robust aggregation in the butterfly all-reduce", () => {
   });
 
   it.each([
-    ["mean", { method: "mean" }],
+    ["mean", MEAN],
     ["centered-clip", CLIP],
   ])("with %s, refuses a sender of NaN values and reports it as non-finite", async (_, aggregation) => {
     const vectors = honestVectors(3);
