@@ -212,6 +212,37 @@ describe("buildConfig", () => {
     });
   });
 
+  it("builds a robust aggregation with its τ and iterations, and reports them under their fields", () => {
+    const base = defaultConfig();
+    expect(formValuesOf(about, base)).toMatchObject({
+      aggregation: "mean",
+      clipTau: "2",
+      clipIterations: "10",
+    });
+    const values = valuesFor(base, { aggregation: "centered-clip", clipTau: "1.5", clipIterations: "20" });
+    expect(built(values, base).averaging).toMatchObject({
+      aggregation: "centered-clip",
+      centeredClip: { tau: 1.5, iterations: 20 },
+    });
+    // With the mean, the hidden fields are ignored and the config's settings kept.
+    expect(built({ ...values, aggregation: "mean", clipTau: "x" }, base).averaging.centeredClip).toEqual(
+      base.averaging.centeredClip,
+    );
+    expect(buildConfig({ ...values, clipTau: "0", clipIterations: "1.5" }, base)).toEqual({
+      ok: false,
+      errors: {
+        [Field.clipTau]: "Must be at least 0.1.",
+        [Field.clipIterations]: expect.any(String) as string,
+      },
+      other: [],
+    });
+    expect(buildConfig({ ...values, clipTau: "wide" }, base)).toEqual({
+      ok: false,
+      errors: { [Field.clipTau]: "Enter a number." },
+      other: [],
+    });
+  });
+
   it("puts the ALBERT head-count rule next to the number of heads", () => {
     const base = defaultConfig();
     const values = valuesFor(base, { preset: "albert-mlm" });

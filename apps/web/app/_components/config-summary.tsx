@@ -29,6 +29,9 @@ export function ConfigSummary({
     ...(averaging.delayedParameterUpdates
       ? [diloco ? "overlapped with compute" : "delayed parameter updates"]
       : []),
+    ...(averaging.aggregation === "centered-clip"
+      ? [`CenteredClip (τ ${averaging.centeredClip.tau}, ${averaging.centeredClip.iterations} iterations)`]
+      : []),
   ].join(", ");
   /** Term, value and, for the facts a test reads, the value's test id. */
   const facts: [string, string, string?][] = [

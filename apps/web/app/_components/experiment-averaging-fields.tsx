@@ -1,5 +1,6 @@
-import { AveragingStrategy, CompressionMethod } from "@barnraise/protocol";
+import { Aggregation, AveragingStrategy, CompressionMethod } from "@barnraise/protocol";
 import {
+  aggregationOptions,
   compressionOptions,
   Field,
   strategyOptions,
@@ -39,6 +40,7 @@ export function AveragingFields({
   const field = (path: Field) => fieldProps(path, errors);
   const diloco = values.strategy === AveragingStrategy.diloco;
   const topk = values.compression === CompressionMethod.topk;
+  const clip = values.aggregation === Aggregation.centeredClip;
   return (
     <fieldset>
       <legend>Optimizer and averaging</legend>
@@ -201,6 +203,66 @@ export function AveragingFields({
             }}
           />
         </Labelled>
+        <Labelled
+          path={Field.aggregation}
+          label="Aggregation"
+          hint={
+            clip
+              ? "Each reducer clips every peer’s contribution to a radius around a robust centre, so one peer sending a huge, sign-flipped or otherwise bad vector moves the average only a little."
+              : "The weighted mean of every peer’s contribution. Values that are not finite are refused either way."
+          }
+          error={errors[Field.aggregation]}
+        >
+          <select
+            {...field(Field.aggregation)}
+            value={values.aggregation}
+            onChange={(event) => {
+              set("aggregation", event.target.value as FormValues["aggregation"]);
+            }}
+          >
+            {aggregationOptions.map((option) => (
+              <option key={option.value} value={option.value}>
+                {option.label}
+              </option>
+            ))}
+          </select>
+        </Labelled>
+        {clip ? (
+          <>
+            <Labelled
+              path={Field.clipTau}
+              label="Clipping radius τ"
+              hint="In typical distances of a peer’s contribution from the centre, from 0.1 to 100: smaller resists attackers more, larger stays closer to the mean."
+              error={errors[Field.clipTau]}
+            >
+              <input
+                {...field(Field.clipTau)}
+                inputMode="decimal"
+                value={values.clipTau}
+                onChange={(event) => {
+                  set("clipTau", event.target.value);
+                }}
+              />
+            </Labelled>
+            <Labelled
+              path={Field.clipIterations}
+              label="CenteredClip iterations"
+              hint="Clipping steps per chunk, from 1 to 100."
+              error={errors[Field.clipIterations]}
+            >
+              <input
+                {...field(Field.clipIterations)}
+                type="number"
+                min={1}
+                max={100}
+                value={values.clipIterations}
+                onChange={(event) => {
+                  set("clipIterations", event.target.value);
+                }}
+              />
+            </Labelled>
+          </>
+        ) : null}
       </div>
       <Check
         path={Field.loadBalancing}

@@ -1,4 +1,5 @@
 import {
+  Aggregation,
   AveragingStrategy,
   CompressionMethod,
   LAYERS_MODEL,
@@ -49,6 +50,9 @@ export const Field = {
   maxGroupSize: "config.averaging.maxGroupSize",
   loadBalancing: "config.averaging.loadBalancing",
   delayedParameterUpdates: "config.averaging.delayedParameterUpdates",
+  aggregation: "config.averaging.aggregation",
+  clipTau: "config.averaging.centeredClip.tau",
+  clipIterations: "config.averaging.centeredClip.iterations",
   checkpointEvery: "config.checkpoints.everySteps",
 } as const;
 export type Field = (typeof Field)[keyof typeof Field];
@@ -107,8 +111,17 @@ export interface FormValues {
   maxGroupSize: string;
   loadBalancing: boolean;
   delayedParameterUpdates: boolean;
+  aggregation: ExperimentConfig["averaging"]["aggregation"];
+  /** CenteredClip's τ and iterations, applied only with that aggregation. */
+  clipTau: string;
+  clipIterations: string;
   checkpointEvery: string;
 }
+
+export const aggregationOptions: readonly { value: FormValues["aggregation"]; label: string }[] = [
+  { value: Aggregation.mean, label: "Weighted mean" },
+  { value: Aggregation.centeredClip, label: "CenteredClip: robust to a few malicious peers" },
+];
 
 export const strategyOptions: readonly { value: FormValues["strategy"]; label: string }[] = [
   { value: AveragingStrategy.dedloc, label: "DeDLOC: gradient averaging, one shared step" },
@@ -257,6 +270,9 @@ export function formValuesOf(
     maxGroupSize: String(averaging.maxGroupSize),
     loadBalancing: averaging.loadBalancing,
     delayedParameterUpdates: averaging.delayedParameterUpdates,
+    aggregation: averaging.aggregation,
+    clipTau: String(averaging.centeredClip.tau),
+    clipIterations: String(averaging.centeredClip.iterations),
     checkpointEvery: String(config.checkpoints.everySteps),
   };
 }
@@ -351,6 +367,14 @@ export function buildConfig(values: FormValues, base: ExperimentConfig): BuildRe
       maxGroupSize: number(Field.maxGroupSize, values.maxGroupSize),
       loadBalancing: values.loadBalancing,
       delayedParameterUpdates: values.delayedParameterUpdates,
+      aggregation: values.aggregation,
+      centeredClip:
+        values.aggregation === Aggregation.centeredClip
+          ? {
+              tau: number(Field.clipTau, values.clipTau),
+              iterations: number(Field.clipIterations, values.clipIterations),
+            }
+          : base.averaging.centeredClip,
     },
     // A preset's dataset follows from it (the schema fills it in); an uploaded model names its own.
     // The masked LM may name an imported text instead.

@@ -2,7 +2,7 @@ import type { ExperimentConfig } from "@barnraise/protocol";
 import type { Logger } from "pino";
 import type { SwarmMetrics } from "../metrics/swarm-metrics.ts";
 import { compressorFor, resultCompressorFor } from "../compression/index.ts";
-import type { AllReduceService } from "./butterfly-allreduce.ts";
+import type { AllReduceResult, AllReduceService } from "./butterfly-allreduce.ts";
 import { optimalGroupSize } from "./group-size.ts";
 import {
   optimalPartFractions,
@@ -63,6 +63,8 @@ export interface AverageOutcome {
   /** Bytes this peer wrote and read on the wire over all rounds (compressed, with frame headers). */
   bytesSent?: number;
   bytesReceived?: number;
+  /** Peers left out of a round of this step, with the reason (see `AllReduceResult.exclusions`). */
+  exclusions?: AllReduceResult["exclusions"];
 }
 
 /** Options of one averaging step. */
@@ -208,6 +210,7 @@ export class Averager {
     let groupSize = 1;
     let bytesSent = 0;
     let bytesReceived = 0;
+    const exclusions: AllReduceResult["exclusions"] = [];
     for (let round = 0; round < dimensions; round += 1) {
       const key = groupKey(epoch, round, plan.cellOf(self, round) ?? [], this.#options.generation?.() ?? 0);
       const { uploadBytesPerSecond, downloadBytesPerSecond } = link.current();
@@ -245,6 +248,10 @@ export class Averager {
         weight: roundWeight,
         compression: round === 0 ? firstCompression : laterCompression,
         ...(round === 0 && residual !== undefined ? { residual } : {}),
+        aggregation:
+          averaging.aggregation === "centered-clip"
+            ? { method: "centered-clip", ...averaging.centeredClip }
+            : { method: "mean" },
         chunkSizeBytes: averaging.chunkSizeBytes,
         chunksInFlight: averaging.chunksInFlight,
         maxChunksInFlight: averaging.maxChunksInFlight,
@@ -286,6 +293,18 @@ export class Averager {
           "members left the all-reduce; weights renormalized",
         );
       }
+      exclusions.push(...result.exclusions);
+      for (const { peer, reason } of result.exclusions) {
+        if (reason === "elsewhere") continue;
+        this.#options.metrics?.peerExclusions.inc({ reason });
+        // Churn (timeouts, broken streams) is expected; values no honest peer sends are not.
+        if (reason === "non-finite" || reason === "malformed") {
+          this.#options.logger.warn(
+            { epoch, round, peer, reason },
+            `excluded ${peer} from the all-reduce: ${reason === "non-finite" ? "it sent non-finite values" : "it sent a malformed stream"}`,
+          );
+        }
+      }
     }
     return {
       vector: current,
@@ -294,6 +313,7 @@ export class Averager {
       rounds: dimensions,
       bytesSent,
       bytesReceived,
+      exclusions,
     };
   }
 }

@@ -10,7 +10,12 @@ import {
 } from "./allreduce-messages.ts";
 import { exchangePart, RoundTripFloor, type PartExchangeOutcome } from "./part-exchange.ts";
 import { type AllReduceGroup, chunkElementsFor, planRound, type RoundPlan } from "./partition.ts";
-import { type ReducerOutcome, ReducerSession } from "./reducer-session.ts";
+import {
+  type Aggregation,
+  type ExclusionReason,
+  type ReducerOutcome,
+  ReducerSession,
+} from "./reducer-session.ts";
 
 export interface AllReduceServiceOptions {
   rpc: Rpc;
@@ -47,6 +52,11 @@ export interface AllReduceRunOptions {
    * exactly.
    */
   residual?: Float32Array;
+  /**
+   * How this member reduces its part (see `Aggregation`); default the weighted mean. Each reducer
+   * applies its own, so every member of the group should pass the same.
+   */
+  aggregation?: Aggregation;
   /** Encoded payload bytes per streamed chunk (see `chunkElementsFor`). */
   chunkSizeBytes: number;
   /** Chunks a sender writes ahead of the results it has read back; default 6 (the experiment config's default). */
@@ -79,6 +89,11 @@ export interface AllReduceResult {
   totalWeight: number;
   /** Contributors whose weight was left out of at least one of those chunks, in member order. */
   excluded: string[];
+  /**
+   * Why, for each of `excluded` (same order): the reason this member's reducer left it out, or
+   * "elsewhere" when only other reducers did (their reasons are not sent).
+   */
+  exclusions: { peer: string; reason: ExclusionReason | "elsewhere" }[];
   /** Bytes written and read on the wire (compressed, with frame headers). */
   bytesSent: number;
   bytesReceived: number;
@@ -206,6 +221,7 @@ export class AllReduceService {
               ? {}
               : { localResidual: residual.subarray(ownPart.start, ownPart.end) }),
             localWeight: weight,
+            ...(options.aggregation === undefined ? {} : { aggregation: options.aggregation }),
             onResult: (chunk, values) => {
               if (participant) result.set(values, ownPart.start + chunk.start);
             },
@@ -344,6 +360,18 @@ function checkLocalInput(plan: RoundPlan, options: AllReduceRunOptions): void {
   }
   if (!(options.timeoutMs > 0)) throw invalid(`timeout ${options.timeoutMs} ms`);
   if (!(options.chunkSizeBytes > 0)) throw invalid(`chunk size ${options.chunkSizeBytes} bytes`);
+  const { aggregation } = options;
+  if (
+    aggregation?.method === "centered-clip" &&
+    !(
+      Number.isFinite(aggregation.tau) &&
+      aggregation.tau >= 0 &&
+      Number.isInteger(aggregation.iterations) &&
+      aggregation.iterations >= 1
+    )
+  ) {
+    throw invalid(`centered clip with tau ${aggregation.tau}, ${aggregation.iterations} iterations`);
+  }
   if (
     options.chunksInFlight !== undefined &&
     !(Number.isInteger(options.chunksInFlight) && options.chunksInFlight >= 1)
@@ -409,12 +437,16 @@ function summarize(
       if (((bitmap[index >> 3] ?? 0) & (1 << (index & 7))) === 0) excluded.add(index);
     }
   }
+  const reasons = new Map((reduced?.excluded ?? []).map((exclusion) => [exclusion.index, exclusion.reason]));
+  const order = [...excluded].sort((a, b) => a - b);
+  const peerOf = (index: number) => plan.group.members[index]?.peerId ?? "";
   const sum = (pick: (source: PartExchangeOutcome | ReducerOutcome) => number) =>
     sources.reduce((total, source) => total + pick(source), 0);
   return {
     vector,
     totalWeight: chunkWeights.length === 0 ? 0 : chunkWeights.reduce((min, weight) => Math.min(min, weight)),
-    excluded: [...excluded].sort((a, b) => a - b).map((index) => plan.group.members[index]?.peerId ?? ""),
+    excluded: order.map(peerOf),
+    exclusions: order.map((index) => ({ peer: peerOf(index), reason: reasons.get(index) ?? "elsewhere" })),
     bytesSent: sum((source) => source.bytesSent),
     bytesReceived: sum((source) => source.bytesReceived),
     bytesAggregated: reduced?.bytesAggregated ?? 0,

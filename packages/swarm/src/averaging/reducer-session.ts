@@ -16,8 +16,23 @@ import {
   decodeChunkFrame,
   encodeResultFrame,
 } from "./allreduce-messages.ts";
+import { centeredClip, medianDistance, weightedMedian } from "./centered-clip.ts";
 import { chunkRanges, type ElementRange, type RoundPlan } from "./partition.ts";
 import { Wakeup } from "./wakeup.ts";
+
+/**
+ * How a reducer combines the contributions to each chunk of its part: the weighted mean, or
+ * CenteredClip with a radius of `tau` times the weighted median of the contributions' distances
+ * to their coordinate-wise weighted median (the start of the iterations). See the experiment
+ * config's `averaging.centeredClip`.
+ */
+export type Aggregation = { method: "mean" } | { method: "centered-clip"; tau: number; iterations: number };
+
+/**
+ * Why a sender was left out of a round: it sent a non-finite value, did not deliver in time, sent
+ * something malformed, or its stream failed otherwise.
+ */
+export type ExclusionReason = "non-finite" | "timeout" | "malformed" | "failed";
 
 /** Chunks a sender's reader may decode ahead of the aggregation (bounds memory, pushes back on the sender). */
 const READ_AHEAD_CHUNKS = 2;
@@ -39,6 +54,8 @@ export interface ReducerSessionOptions {
    */
   localResidual?: Float32Array;
   localWeight: number;
+  /** Default the weighted mean. */
+  aggregation?: Aggregation;
   /** Receives each averaged chunk as decoded from the bytes sent to everyone (offsets within the part). */
   onResult: (chunk: ElementRange, values: Float32Array) => void;
   /** A sender that has not delivered the chunk being waited for within this time is excluded. */
@@ -57,6 +74,8 @@ export interface ReducerOutcome {
   bytesReceived: number;
   /** Raw float32 bytes of remote contributions this member summed. */
   bytesAggregated: number;
+  /** Senders this reducer left out of the round (from the chunk they failed on), and why. */
+  excluded: { index: number; peerId: string; reason: ExclusionReason }[];
 }
 
 type SenderState = "absent" | "live" | "excluded" | "done";
@@ -75,11 +94,13 @@ interface RemoteSender {
 /**
  * The reducer side of one round: member j averages part j (DeDLOC §3.2). Per chunk k it waits
  * until every live contributor delivered chunk k, computes Σ w_i x_i / Σ w_i over those that did
- * (in float64, in member order), compresses the mean once and queues the same bytes for every live
+ * (in float64, in member order) or, with `centered-clip`, their CenteredClip (see `Aggregation`),
+ * compresses the result once and queues the same bytes for every live
  * receiver, while readers already decode chunk k+1: upload, reduction and download overlap.
- * A sender that breaks, stalls or sends anything malformed is excluded from the remaining chunks
- * (its weight leaves the denominator) and its stream is aborted; the session itself only fails
- * when the round is aborted or no sender is left for a chunk. Every participant must have opened
+ * A sender that breaks, stalls or sends anything malformed (a non-finite value included) is
+ * excluded from the remaining chunks (its weight leaves the denominator), its stream is aborted
+ * and the outcome lists it with the reason; the session itself only fails when the round is
+ * aborted, no sender is left for a chunk, or an aggregate is not finite (it is never sent). Every participant must have opened
  * its stream before chunk 0 is reduced (waiting at most `senderTimeoutMs`); weight-0 participants
  * send no chunks and are only served results.
  */
@@ -97,6 +118,7 @@ export class ReducerSession {
     bytesSent: 0,
     bytesReceived: 0,
     bytesAggregated: 0,
+    excluded: [],
   };
 
   constructor(options: ReducerSessionOptions) {
@@ -226,9 +248,18 @@ export class ReducerSession {
     const length = chunk.end - chunk.start;
     const sum = new Float64Array(length);
     const contributors = new Uint8Array(bitmapBytes(plan.group.members.length));
+    const clip =
+      this.#options.aggregation?.method === "centered-clip" ? this.#options.aggregation : undefined;
+    const points: Float32Array[] = [];
+    const weights: number[] = [];
     let totalWeight = 0;
     const add = (index: number, values: Float32Array, weight: number) => {
-      for (let i = 0; i < length; i++) sum[i] = (sum[i] ?? 0) + weight * (values[i] ?? 0);
+      if (clip === undefined) {
+        for (let i = 0; i < length; i++) sum[i] = (sum[i] ?? 0) + weight * (values[i] ?? 0);
+      } else {
+        points.push(values);
+        weights.push(weight);
+      }
       totalWeight += weight;
       contributors[index >> 3] = (contributors[index >> 3] ?? 0) | (1 << (index & 7));
     };
@@ -260,7 +291,20 @@ export class ReducerSession {
       );
     }
     const mean = new Float32Array(length);
-    for (let i = 0; i < length; i++) mean[i] = (sum[i] ?? 0) / totalWeight;
+    if (clip === undefined) {
+      for (let i = 0; i < length; i++) mean[i] = (sum[i] ?? 0) / totalWeight;
+    } else {
+      const start = weightedMedian(points, weights);
+      const radius = clip.tau * medianDistance(points, weights, start);
+      mean.set(centeredClip(points, weights, { radius, iterations: clip.iterations, start }));
+    }
+    // Finite inputs can still overflow float32; such a result is never sent.
+    if (!mean.every((value) => Number.isFinite(value))) {
+      throw new SwarmError(
+        SwarmErrorCode.ALLREDUCE_FAILED,
+        `the aggregate of chunk ${k} of part ${plan.selfIndex} is not finite`,
+      );
+    }
     const payload = resultCompressorFor(compressor).compress(mean);
     this.#options.onResult(chunk, decompress(payload, length));
     this.#frames.push(encodeResultFrame(k, { totalWeight, contributors, payload }));
@@ -314,7 +358,12 @@ export class ReducerSession {
       const chunk = this.#chunks[k] ?? { start: 0, end: 0 };
       const length = chunk.end - chunk.start;
       const values = decompress(decodeChunkFrame(frame, k, length), length);
-      assertFinite(values, `chunk ${k}`);
+      try {
+        assertFinite(values, `chunk ${k}`);
+      } catch (error) {
+        this.#exclude(sender, error, "non-finite");
+        return;
+      }
       if (sender.state !== "live") return;
       sender.chunks.set(k, values);
       this.#wake.notify();
@@ -347,16 +396,22 @@ export class ReducerSession {
     await stream.closeWrite();
   }
 
-  #exclude(sender: RemoteSender, error: unknown): void {
+  #exclude(sender: RemoteSender, error: unknown, why?: ExclusionReason): void {
     if (sender.state === "excluded" || sender.state === "done") return;
     sender.state = "excluded";
     sender.chunks.clear();
     const reason = toSwarmError(error, "the stream failed");
     sender.stream?.abort(reason);
+    const exclusion = why ?? exclusionReason(reason);
+    // A weight-0 participant only takes results: losing it leaves every chunk's aggregate as is.
+    if (sender.contributes) {
+      this.#outcome.excluded.push({ index: sender.index, peerId: sender.peerId, reason: exclusion });
+    }
     this.#options.logger.debug(
       {
         groupId: this.#options.plan.group.groupId,
         peer: sender.peerId,
+        reason: exclusion,
         code: reason.code,
         err: reason.message,
       },
@@ -370,6 +425,18 @@ export class ReducerSession {
     this.#failure = error;
     for (const sender of this.#remotes.values()) sender.stream?.abort(error);
     this.#wake.notify();
+  }
+}
+
+function exclusionReason(error: SwarmError): ExclusionReason {
+  switch (error.code) {
+    case SwarmErrorCode.TIMEOUT:
+      return "timeout";
+    case SwarmErrorCode.MALFORMED_MESSAGE:
+    case SwarmErrorCode.OVERSIZED_MESSAGE:
+      return "malformed";
+    default:
+      return "failed";
   }
 }
 

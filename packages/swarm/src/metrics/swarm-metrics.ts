@@ -42,6 +42,12 @@ export class SwarmMetrics {
     labelNames: ["reason"] as const,
     registers: [this.registry],
   });
+  readonly peerExclusions = new Counter({
+    name: "barnraise_peer_excluded_total",
+    help: "Peers this node's reducer left out of an all-reduce round, by reason: non-finite, timeout, malformed or failed",
+    labelNames: ["reason"] as const,
+    registers: [this.registry],
+  });
   readonly stateDownloads = new Counter({
     name: "barnraise_state_downloads_total",
     help: "Downloads of the swarm's state from other nodes, by outcome: ok or failed",

@@ -230,6 +230,7 @@ describe("Averager with error feedback", () => {
             vector: options.vector.slice(),
             totalWeight: 2 * options.weight,
             excluded: [],
+            exclusions: [],
             bytesSent: 100 + runs.length,
             bytesReceived: 200 + runs.length,
             bytesAggregated: 0,

@@ -1,4 +1,5 @@
 import { parseExperimentConfig } from "@barnraise/protocol";
+import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { Averager } from "../../src/averaging/averager.ts";
 import type {
@@ -9,6 +10,7 @@ import type {
 import type { FormedGroup, Matchmaking, MemberOffer } from "../../src/averaging/matchmaking.ts";
 import { roundDeadlineMs, senderDeadlineMs } from "../../src/averaging/deadlines.ts";
 import { predictedAllReduceSeconds, uniformPartFractions } from "../../src/averaging/load-balancing.ts";
+import { SwarmMetrics } from "../../src/metrics/swarm-metrics.ts";
 import { silentLogger } from "../support/swarm-fixtures.ts";
 
 const MB = 1e6;
@@ -37,6 +39,7 @@ function pairAverager(
           vector: options.vector,
           totalWeight: 2,
           excluded: run(options).excluded,
+          exclusions: [],
           bytesSent: 0,
           bytesReceived: 0,
           bytesAggregated: 0,
@@ -104,6 +107,7 @@ describe("Averager", () => {
           vector: options.vector.slice(),
           totalWeight: 20,
           excluded: [],
+          exclusions: [],
           bytesSent: 3 * MB,
           bytesReceived: 4 * MB,
           bytesAggregated: 0,
@@ -234,5 +238,94 @@ describe("Averager", () => {
     });
     await averager.average(1, new Float32Array(10_000), 1);
     expect(runs[0]?.timeoutMs).toBe(config.averaging.allreduceTimeoutMs);
+  });
+});
+
+describe("Averager exclusions", () => {
+  it("returns each excluded peer with its reason, warns of a non-finite sender and counts it", async () => {
+    const config = parseExperimentConfig({
+      averaging: { loadBalancing: false, aggregation: "centered-clip", centeredClip: { tau: 3 } },
+    });
+    const metrics = new SwarmMetrics();
+    const lines: string[] = [];
+    const logger = pino({ level: "warn" }, { write: (line: string) => lines.push(line) });
+    const runs: AllReduceRunOptions[] = [];
+    const exclusions: AllReduceResult["exclusions"] = [
+      { peer: "b", reason: "non-finite" },
+      { peer: "c", reason: "timeout" },
+      { peer: "d", reason: "elsewhere" },
+    ];
+    const averager = new Averager({
+      self: "a",
+      mode: () => "node",
+      matchmaking: {
+        form: () =>
+          Promise.resolve({
+            groupId: "g",
+            leader: "a",
+            fractions: [],
+            members: ["a", "b", "c", "d"].map((peerId) => ({
+              peerId,
+              mode: "node",
+              weight: 1,
+              uploadBytesPerSecond: MB,
+              downloadBytesPerSecond: MB,
+            })),
+          }),
+      } as unknown as Matchmaking,
+      allreduce: {
+        run: (options: AllReduceRunOptions): Promise<AllReduceResult> => {
+          runs.push(options);
+          return Promise.resolve({
+            vector: options.vector.slice(),
+            totalWeight: 1,
+            excluded: exclusions.map((exclusion) => exclusion.peer),
+            exclusions,
+            bytesSent: 0,
+            bytesReceived: 0,
+            bytesAggregated: 0,
+            largestWindow: 1,
+          });
+        },
+      } as unknown as AllReduceService,
+      averaging: config.averaging,
+      compression: config.compression,
+      link: {
+        current: () => ({ uploadBytesPerSecond: MB, downloadBytesPerSecond: MB }),
+        observed: () => undefined,
+      },
+      swarmSize: () => 4,
+      roundMembers: () => ["b", "c", "d"],
+      logger,
+      metrics,
+    });
+    const outcome = await averager.average(1, new Float32Array(8), 1);
+
+    // The config's aggregation reaches the round.
+    expect(runs[0]?.aggregation).toEqual({ method: "centered-clip", tau: 3, iterations: 10 });
+    expect(outcome.exclusions).toEqual(exclusions);
+    const warnings = lines.map((line) => JSON.parse(line) as { peer?: string; reason?: string });
+    expect(warnings).toEqual([expect.objectContaining({ peer: "b", reason: "non-finite" })]);
+    const counted = await metrics.peerExclusions.get();
+    expect(
+      Object.fromEntries(counted.values.map((sample) => [String(sample.labels.reason), sample.value])),
+    ).toEqual({ "non-finite": 1, timeout: 1 });
+  });
+
+  it("asks the round for the weighted mean by default", async () => {
+    const runs: AllReduceRunOptions[] = [];
+    const averager = pairAverager(
+      [
+        { peerId: "a", mode: "node", weight: 1, uploadBytesPerSecond: MB, downloadBytesPerSecond: MB },
+        { peerId: "b", mode: "node", weight: 1, uploadBytesPerSecond: MB, downloadBytesPerSecond: MB },
+      ] as FormedGroup["members"],
+      MB,
+      (options) => {
+        runs.push(options);
+        return { excluded: [] };
+      },
+    );
+    await averager.average(1, new Float32Array(8), 1);
+    expect(runs[0]?.aggregation).toEqual({ method: "mean" });
   });
 });

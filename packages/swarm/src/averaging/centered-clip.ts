@@ -1,0 +1,105 @@
+/**
+ * CenteredClip (Karimireddy, He and Jaggi 2021), the robust aggregation BTARD (Gorbunov et al.
+ * 2021) applies to each part of its all-reduce: starting from a robust centre v, repeat
+ *
+ *   v ← v + Σ w_i (x_i − v) min(1, r / ‖x_i − v‖) / Σ w_i
+ *
+ * Points within the radius r of v count as in the weighted mean; a point farther away is pulled
+ * back onto the sphere of radius r around v, so it moves the result by at most w_i r / Σ w_i
+ * however far it is. When every point stays within r of the iterates the result is the weighted
+ * mean. Everything here is pure and computed in float64, in input order, so every run on the same
+ * input gives the same bits.
+ */
+
+export interface CenteredClipOptions {
+  /** The clipping radius r (ℓ2), absolute; 0 keeps v at the start. */
+  radius: number;
+  /** Updates of v, at least one. */
+  iterations: number;
+  /** Where the iterations start; default the coordinate-wise weighted median. */
+  start?: Float64Array;
+}
+
+/**
+ * The coordinate-wise weighted median: per element, the smallest value at which the weights of
+ * the values not above it reach half the total weight. Robust to any minority of the weight.
+ */
+export function weightedMedian(
+  points: readonly ArrayLike<number>[],
+  weights: readonly number[],
+): Float64Array {
+  const length = points[0]?.length ?? 0;
+  const median = new Float64Array(length);
+  const total = weights.reduce((sum, weight) => sum + weight, 0);
+  const order = points.map((_, index) => index);
+  for (let i = 0; i < length; i++) {
+    order.sort((a, b) => (points[a]?.[i] ?? 0) - (points[b]?.[i] ?? 0) || a - b);
+    let below = 0;
+    for (const index of order) {
+      below += weights[index] ?? 0;
+      if (2 * below >= total) {
+        median[i] = points[index]?.[i] ?? 0;
+        break;
+      }
+    }
+  }
+  return median;
+}
+
+/** The ℓ2 distance from `point` to `centre`. */
+export function distance(point: ArrayLike<number>, centre: ArrayLike<number>): number {
+  let squares = 0;
+  for (let i = 0; i < centre.length; i++) {
+    const difference = (point[i] ?? 0) - (centre[i] ?? 0);
+    squares += difference * difference;
+  }
+  return Math.sqrt(squares);
+}
+
+/**
+ * The weighted median of the points' distances to `centre`: a typical point's distance, which
+ * a minority of far points cannot inflate. The reducer scales the clipping radius by it.
+ */
+export function medianDistance(
+  points: readonly ArrayLike<number>[],
+  weights: readonly number[],
+  centre: ArrayLike<number>,
+): number {
+  const distances = points.map((point) => [distance(point, centre)]);
+  return weightedMedian(distances, weights)[0] ?? 0;
+}
+
+/** CenteredClip of `points` (all of one length) with positive `weights`; see the module comment. */
+export function centeredClip(
+  points: readonly ArrayLike<number>[],
+  weights: readonly number[],
+  options: CenteredClipOptions,
+): Float64Array {
+  if (points.length !== weights.length || points.length === 0) {
+    throw new RangeError(`centered clip of ${points.length} points with ${weights.length} weights`);
+  }
+  if (!(options.radius >= 0) || !(Number.isInteger(options.iterations) && options.iterations >= 1)) {
+    throw new RangeError(`centered clip with radius ${options.radius}, ${options.iterations} iterations`);
+  }
+  const length = points[0]?.length ?? 0;
+  const total = weights.reduce((sum, weight) => sum + weight, 0);
+  const centre = options.start === undefined ? weightedMedian(points, weights) : options.start.slice();
+  const step = new Float64Array(length);
+  for (let iteration = 0; iteration < options.iterations; iteration++) {
+    step.fill(0);
+    points.forEach((point, index) => {
+      const away = distance(point, centre);
+      const scale = ((weights[index] ?? 0) * (away > options.radius ? options.radius / away : 1)) / total;
+      if (scale === 0) return;
+      for (let i = 0; i < length; i++)
+        step[i] = (step[i] ?? 0) + scale * ((point[i] ?? 0) - (centre[i] ?? 0));
+    });
+    let moved = 0;
+    for (let i = 0; i < length; i++) {
+      centre[i] = (centre[i] ?? 0) + (step[i] ?? 0);
+      moved += Math.abs(step[i] ?? 0);
+    }
+    if (moved === 0) break;
+  }
+  return centre;
+}
