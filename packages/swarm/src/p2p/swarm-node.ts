@@ -7,6 +7,7 @@ import { identify } from "@libp2p/identify";
 import type { Connection, Libp2p, PeerId } from "@libp2p/interface";
 import type { TransportManager } from "@libp2p/interface-internal";
 import { gossipsub, StrictSign, type GossipSub } from "@libp2p/gossipsub";
+import type { MetricsRegister } from "@libp2p/gossipsub/metrics";
 import { createTopicScoreParams } from "@libp2p/gossipsub/score";
 import { peerIdFromString } from "@libp2p/peer-id";
 import { ping } from "@libp2p/ping";
@@ -105,6 +106,8 @@ export interface SwarmNodeOptions {
   maxSkewMs?: number;
   /** Stop dialing members beyond this many connections; default 64. */
   maxPeers?: number;
+  /** Where gossipsub counts its traffic (messages, bytes, control), for benches and monitoring. */
+  pubsubMetrics?: MetricsRegister;
 }
 
 /**
@@ -263,12 +266,25 @@ export class SwarmNode {
           allowPublishToZeroTopicPeers: true,
           emitSelf: false,
           doPX: false,
+          ...(options.pubsubMetrics === undefined
+            ? {}
+            : {
+                metricsRegister: options.pubsubMetrics,
+                metricsTopicStrToLabel: new Map([[topic, "progress"]]),
+              }),
           scoreParams: {
+            // Members are admitted by pass, and peers behind one NAT (or on one host) share an
+            // address: that alone must not cost them their score.
+            IPColocationFactorWeight: 0,
             topics: {
               [topic]: createTopicScoreParams({
                 topicWeight: 1,
                 invalidMessageDeliveriesWeight: -100,
                 invalidMessageDeliveriesDecay: 0.5,
+                // A record every few seconds per peer is far below any delivery quota a mesh
+                // peer could be held to.
+                meshMessageDeliveriesWeight: 0,
+                meshFailurePenaltyWeight: 0,
               }),
             },
           },

@@ -110,7 +110,9 @@ export function estimateSwarm(input: SwarmEstimateInput): SwarmEstimate {
     const { record } = entry;
     const atGlobalEpoch = record.epoch === epoch;
     const receiveAge = Math.max(0, now - entry.receivedAt);
-    const extra = atGlobalEpoch ? (record.samplesPerSecond * extrapolationMs(entry, now, entry.ttlMs ?? ttlMs)) / 1000 : 0;
+    const extra = atGlobalEpoch
+      ? (record.samplesPerSecond * extrapolationMs(entry, now, entry.ttlMs ?? ttlMs)) / 1000
+      : 0;
     // For an epoch asked for, peers elsewhere will not bring samples to it.
     if (input.epoch === undefined || atGlobalEpoch) samplesPerSecond += record.samplesPerSecond;
     if (atGlobalEpoch) {

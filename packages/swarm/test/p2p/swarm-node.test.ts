@@ -87,10 +87,7 @@ describe("SwarmNode against hostile peers", () => {
     const member = await start(authority, { helloTimeoutMs: 2_000 });
     const bare = await bareNode();
     const { multiaddr } = await import("@multiformats/multiaddr");
-    const stream = await bare.dialProtocol(
-      multiaddr(member.multiaddrs()[0]),
-      "/meshsub/1.1.0",
-    );
+    const stream = await bare.dialProtocol(multiaddr(member.multiaddrs()[0]), "/meshsub/1.1.0");
     const closed = new Promise<unknown>((resolve) => {
       stream.addEventListener(
         "close",
