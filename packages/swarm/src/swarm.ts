@@ -11,6 +11,7 @@ import { DEFAULT_PROBE_BYTES, LinkProbe } from "./net/link-probe.ts";
 import { SwarmNode, type SwarmNodeOptions } from "./p2p/swarm-node.ts";
 import { SwarmMetrics } from "./metrics/swarm-metrics.ts";
 import type { ProgressRecord } from "./progress/progress-messages.ts";
+import { GossipProgressTransport, progressTopic } from "./progress/progress-gossip.ts";
 import { ProgressTracker } from "./progress/progress-tracker.ts";
 import { generationOf } from "./progress/swarm-estimate.ts";
 import { StateSharing } from "./state/state-sharing.ts";
@@ -78,8 +79,15 @@ export class Swarm {
     this.link = new LinkMeter(options.bandwidth === undefined ? {} : { configured: options.bandwidth });
     this.linkProbe = new LinkProbe({ rpc: node.rpc });
     this.progress = new ProgressTracker({
-      rpc: node.rpc,
-      peers: () => node.members(),
+      transport: new GossipProgressTransport({
+        pubsub: node.libp2p.services.pubsub,
+        topic: progressTopic(options.experimentId),
+        self: node.peerId,
+        passes: node.passes,
+        currentPass: () => node.passHolder.token(),
+        logger,
+        ...(options.now === undefined ? {} : { now: options.now }),
+      }),
       targetBatchSize: config.training.targetBatchSize,
       // A node that turns out not to be reachable runs on as a client: its records say so.
       mode: () => node.mode,
@@ -148,13 +156,14 @@ export class Swarm {
   }
 
   async start(): Promise<void> {
-    this.progress.start();
     this.matchmaking.start();
     this.allreduce.start();
     this.state.start();
     this.control.start();
     this.linkProbe.start();
     await this.node.start();
+    // Joins the progress topic, which needs a started node.
+    this.progress.start();
   }
 
   async stop(): Promise<void> {

@@ -6,7 +6,9 @@ import { dcutr } from "@libp2p/dcutr";
 import { identify } from "@libp2p/identify";
 import type { Connection, Libp2p, PeerId } from "@libp2p/interface";
 import type { TransportManager } from "@libp2p/interface-internal";
-import { kadDHT, passthroughMapper } from "@libp2p/kad-dht";
+import { gossipsub, StrictSign, type GossipSub } from "@libp2p/gossipsub";
+import type { MetricsRegister } from "@libp2p/gossipsub/metrics";
+import { createTopicScoreParams } from "@libp2p/gossipsub/score";
 import { peerIdFromString } from "@libp2p/peer-id";
 import { ping } from "@libp2p/ping";
 import { tcp } from "@libp2p/tcp";
@@ -26,6 +28,7 @@ import type { Logger } from "pino";
 import { isSwarmError, SwarmError, SwarmErrorCode } from "../errors.ts";
 import { checkReachability, DialBackServer, tcpPorts, type Reachability } from "../net/reachability.ts";
 import { Libp2pRpc, protocolId } from "../rpc/libp2p-rpc.ts";
+import { progressTopic } from "../progress/progress-gossip.ts";
 import { HELLO_MAX_PEERS, helloMethod, type AveragingMode } from "./hello.ts";
 import { PassHolder } from "./pass-holder.ts";
 import { PeerAuthorizer } from "./peer-authorizer.ts";
@@ -78,8 +81,7 @@ export interface SwarmNodeOptions {
   refreshPass: () => Promise<string>;
   /**
    * node: accepts connections, reduces a part of each all-reduce. client: behind NAT, dials out
-   * only (reachable through relays). aux: a public helper — relay server, DHT server, reducer with
-   * weight 0.
+   * only (reachable through relays). aux: a public helper — relay server, reducer with weight 0.
    */
   mode: AveragingMode;
   /** Listen multiaddrs; default TCP on all interfaces with a free port (none in client mode). */
@@ -104,17 +106,27 @@ export interface SwarmNodeOptions {
   maxSkewMs?: number;
   /** Stop dialing members beyond this many connections; default 64. */
   maxPeers?: number;
+  /** Where gossipsub counts its traffic (messages, bytes, control), for benches and monitoring. */
+  pubsubMetrics?: MetricsRegister;
 }
 
 /**
  * One member of an experiment's private swarm: a libp2p 3 node (TCP + WebSockets, Noise, Yamux,
- * identify, ping, a per-experiment Kademlia DHT, circuit relay v2, DCUtR, AutoNAT) whose identity is
- * the access-pass key, plus the signed RPC layer and the pass gate. Peers without a valid pass are
- * refused at every layer: their streams to libp2p's protocols wait for a pass and are aborted, their
- * RPCs fail verification, and after a failed hello they are disconnected and gated for a while.
+ * identify, ping, gossipsub, circuit relay v2, DCUtR, AutoNAT) whose identity is the access-pass
+ * key, plus the signed RPC layer and the pass gate. Peers without a valid pass are refused at every
+ * layer: their streams to libp2p's protocols (gossipsub's included) wait for a pass and are
+ * aborted, their RPCs fail verification, and after a failed hello they are disconnected and gated
+ * for a while.
+ *
+ * No Kademlia DHT. Members find each other through the bootstrap peers and the hello exchange
+ * (each hello answer lists up to HELLO_MAX_PEERS members, and maintenance asks a random member
+ * every few seconds), which meshes a swarm of up to `maxPeers` (64) fully; group keys are
+ * matched by the leaders over the rpc layer, and progress spreads by gossip. A DHT would add its
+ * periodic routing-table refreshes and random walks to every member's traffic and find nothing
+ * those do not, so the node runs none.
  */
 export class SwarmNode {
-  readonly libp2p: Libp2p<{ passGate: PassGateService }>;
+  readonly libp2p: Libp2p<{ passGate: PassGateService; pubsub: GossipSub }>;
   readonly rpc: Libp2pRpc;
   readonly authorizer: PeerAuthorizer;
   readonly passHolder: PassHolder;
@@ -151,7 +163,7 @@ export class SwarmNode {
   #running = false;
 
   private constructor(
-    libp2p: Libp2p<{ passGate: PassGateService }>,
+    libp2p: Libp2p<{ passGate: PassGateService; pubsub: GossipSub }>,
     rpc: Libp2pRpc,
     authorizer: PeerAuthorizer,
     passHolder: PassHolder,
@@ -210,8 +222,8 @@ export class SwarmNode {
       now,
     });
     const authorizer = new PeerAuthorizer({ now });
-    const prefix = `/barnraise/${options.experimentId}/`;
     const isAux = options.mode === "aux";
+    const topic = progressTopic(options.experimentId);
     const rpcRef: { current?: Libp2pRpc } = {};
     const transports: { manager?: TransportManager } = {};
     const listen = options.listen ?? (options.mode === "client" ? [] : ["/ip4/0.0.0.0/tcp/0"]);
@@ -242,11 +254,40 @@ export class SwarmNode {
       services: {
         identify: identify({ protocolPrefix: `/barnraise/${options.experimentId}` }),
         ping: ping(),
-        dht: kadDHT({
-          protocol: `${prefix}kad/1.0.0`,
-          clientMode: options.mode === "client",
-          peerInfoMapper: passthroughMapper,
-          allowQueryWithZeroPeers: true,
+        // Progress records (see GossipProgressTransport): every message signed by its origin, one
+        // topic, no fallback to floodsub, and messages refused by the topic validator count
+        // against the peer that sent them.
+        pubsub: gossipsub({
+          globalSignaturePolicy: StrictSign,
+          allowedTopics: [topic],
+          fallbackToFloodsub: false,
+          // A peer sends its own record to its mesh only, not to every member.
+          floodPublish: false,
+          allowPublishToZeroTopicPeers: true,
+          emitSelf: false,
+          doPX: false,
+          ...(options.pubsubMetrics === undefined
+            ? {}
+            : {
+                metricsRegister: options.pubsubMetrics,
+                metricsTopicStrToLabel: new Map([[topic, "progress"]]),
+              }),
+          scoreParams: {
+            // Members are admitted by pass, and peers behind one NAT (or on one host) share an
+            // address: that alone must not cost them their score.
+            IPColocationFactorWeight: 0,
+            topics: {
+              [topic]: createTopicScoreParams({
+                topicWeight: 1,
+                invalidMessageDeliveriesWeight: -100,
+                invalidMessageDeliveriesDecay: 0.5,
+                // A record every few seconds per peer is far below any delivery quota a mesh
+                // peer could be held to.
+                meshMessageDeliveriesWeight: 0,
+                meshFailurePenaltyWeight: 0,
+              }),
+            },
+          },
         }),
         dcutr: dcutr(),
         autoNAT: autoNAT({ protocolPrefix: `/barnraise/${options.experimentId}` }),
@@ -295,6 +336,11 @@ export class SwarmNode {
 
   get peerId(): string {
     return this.libp2p.peerId.toString();
+  }
+
+  /** This node's pass verifier, with the organizer's revocation list applied. */
+  get passes(): AccessPassVerifier {
+    return this.#passes;
   }
 
   /** The addresses other peers can dial, each ending with /p2p/<this peer>. */

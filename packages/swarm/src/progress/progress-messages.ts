@@ -12,6 +12,9 @@ export const MAX_LINK_BYTES_PER_SECOND = 125e9;
 /** Largest cumulative compute time a record may claim (about 30,000 years). */
 export const MAX_COMPUTE_SECONDS = 1e12;
 
+/** Longest publish period a record may name (see ProgressTracker): 30 s. */
+export const MAX_PERIOD_MS = 30_000;
+
 const count = z.number().int().min(0).max(MAX_PROGRESS_COUNT);
 
 /** Longest session id a record may carry. */
@@ -104,6 +107,11 @@ export const progressRecordSchema = z.strictObject({
    * that finds no trainer to download from can load it.
    */
   stateEpoch: count.optional(),
+  /**
+   * How often the sender publishes its record now, in ms: receivers keep the record alive for
+   * three such periods. Set on the wire only; stored records leave it out.
+   */
+  periodMs: z.number().int().min(1).max(MAX_PERIOD_MS).optional(),
   /** The peer's session (a random id per process start), for per-session credit. */
   session: sessionSchema.optional(),
   /** The peer's link capacity as it knows it (see LinkMeter), in bytes per second, and from where. */
@@ -119,8 +127,9 @@ export const progressRecordSchema = z.strictObject({
 export type ProgressRecord = z.infer<typeof progressRecordSchema>;
 
 /**
- * The unary "progress" rpc: a peer pushes its latest record to each peer it is connected to; the
- * receiver stores it and answers `{ ok: true }`. No frames follow the heads.
+ * The unary "progress" rpc of direct delivery (RpcProgressTransport): a peer pushes its latest
+ * record to each peer it is connected to; the receiver stores it and answers `{ ok: true }`. No
+ * frames follow the heads. The engine gossips records instead (GossipProgressTransport).
  */
 export const progressMethod = defineMethod({
   name: "progress",

@@ -1,13 +1,14 @@
 import type { PeerRole } from "@barnraise/protocol";
 import { SwarmError, SwarmErrorCode } from "../errors.ts";
-import type { PeerIdString, Rpc, RpcIncoming, RpcPeer } from "../rpc/rpc.ts";
+import type { PeerIdString, Rpc, RpcPeer } from "../rpc/rpc.ts";
 import {
-  progressMethod,
+  MAX_PERIOD_MS,
   progressRecordSchema,
   sessionSchema,
   type ProgressMode,
   type ProgressRecord,
 } from "./progress-messages.ts";
+import { RpcProgressTransport, type ProgressLogger, type ProgressTransport } from "./progress-transport.ts";
 import {
   estimateSwarm,
   generationOf,
@@ -16,23 +17,36 @@ import {
   type SwarmEstimate,
 } from "./swarm-estimate.ts";
 
-/** The slice of a pino logger the tracker uses. */
-export interface ProgressLogger {
-  debug(fields: object, message: string): void;
-}
+export type { ProgressLogger } from "./progress-transport.ts";
 
-export interface ProgressTrackerOptions {
-  readonly rpc: Rpc;
-  /** The peers currently connected and authorized; each push goes to all of them. */
-  readonly peers: () => readonly PeerIdString[];
+/** How records travel: a transport (the engine's gossip), or direct pushes over the rpc layer. */
+export type ProgressDelivery =
+  | { readonly transport: ProgressTransport }
+  | {
+      readonly rpc: Rpc;
+      /** The peers currently connected and authorized; each push goes to all of them. */
+      readonly peers: () => readonly PeerIdString[];
+      /** Time limit of one push; default max(intervalMs, 2 s). */
+      readonly callTimeoutMs?: number;
+    };
+
+export type ProgressTrackerOptions = ProgressDelivery & ProgressTrackerSettings;
+
+export interface ProgressTrackerSettings {
   /** Samples the swarm accumulates per optimizer step. */
   readonly targetBatchSize: number;
-  /** Push period; default 1000 ms. */
+  /** Shortest publish period, the period of a small swarm; default 1000 ms. */
   readonly intervalMs?: number;
-  /** A record received longer ago than this is dead; default 3 × intervalMs + 2 s. */
+  /**
+   * Records the whole swarm publishes per second at most on the periodic schedule: each peer
+   * publishes every max(intervalMs, n / recordsPerSecond s) for a swarm of n it knows of; default 16.
+   */
+  readonly recordsPerSecond?: number;
+  /**
+   * A record received longer ago than this is dead; default 3 × intervalMs + 2 s. A record whose
+   * sender publishes less often (a large swarm) lives 3 × its period + 2 s.
+   */
   readonly ttlMs?: number;
-  /** Time limit of one push; default max(intervalMs, 2 s). */
-  readonly callTimeoutMs?: number;
   /** Most records kept from other peers; a new peer's record is dropped when the table is full. */
   readonly maxPeers?: number;
   /** Records accepted per second from one peer, with bursts of as many; the rest are dropped. */
@@ -61,6 +75,16 @@ export interface PeerProgressRecord {
   readonly receivedAt: number;
 }
 
+/** The publish period a swarm of `swarmSize` gives (see ProgressTrackerSettings.recordsPerSecond). */
+export function publishPeriodMs(swarmSize: number, intervalMs: number, recordsPerSecond: number): number {
+  return Math.min(MAX_PERIOD_MS, Math.max(intervalMs, Math.ceil((1000 * swarmSize) / recordsPerSecond)));
+}
+
+/** How long a record published every `periodMs` stays alive: three periods and 2 s of slack. */
+export function ttlForPeriod(periodMs: number): number {
+  return 3 * periodMs + 2000;
+}
+
 export type ProgressListener = (update: PeerProgressRecord) => void;
 
 /** What the collaborative optimizer reads (its `ProgressPort.global`). */
@@ -83,50 +107,64 @@ interface TableEntry {
   role: PeerRole;
   record: ProgressRecord;
   receivedAt: number;
+  /** How long this record stays alive: from the period its sender publishes at. */
+  ttlMs: number;
   /** Token bucket of the per-peer rate cap: records it may still send now, and when that was computed. */
   tokens: number;
   tokensAt: number;
 }
 
 /**
- * Progress tracking (DeDLOC §3.1): pushes this node's signed progress to every connected peer,
- * keeps the latest record of each peer (keyed by the authenticated sender, never by the body), and
- * estimates the swarm's total toward the target batch size. Also serves as the optimizer's
- * progress port (`report`, `global`) and as the aux monitor's source of per-peer metrics.
+ * Progress tracking (DeDLOC §3.1): spreads this node's progress record to the swarm, keeps the
+ * latest record of each peer (keyed by the authenticated origin, never by the body), and estimates
+ * the swarm's total toward the target batch size. Also serves as the optimizer's progress port
+ * (`report`, `global`) and as the aux monitor's source of per-peer metrics.
+ *
+ * Scale. Pushing every record to every member costs n² messages per period in a swarm of n. The
+ * engine gossips instead (GossipProgressTransport): each record is signed by its origin and
+ * relayed along gossipsub's mesh, so a peer sends and receives a bounded number of copies of each
+ * record whatever n is. Gossip still brings every peer's record to every peer, so the periodic
+ * publish slows down as the swarm grows: each peer publishes every
+ * max(intervalMs, n / recordsPerSecond s), which keeps the swarm-wide rate at recordsPerSecond at
+ * most, and so the records a peer handles per second flat in n. Each record names the period its
+ * sender publishes at, and a receiver keeps it alive for three periods (plus 2 s), so peers that
+ * count the swarm a little differently still agree on who is alive. The estimate extrapolates each
+ * record by its sender's throughput up to that lifetime, so longer periods cost no accuracy while
+ * throughputs hold.
+ *
+ * What matchmaking waits for goes out promptly: a new epoch or a change of the round in flight
+ * (averagingEpoch) publishes at once, at most one publish per quarter period (at least 250 ms),
+ * so a peer never sends more than a few records per period. Direct delivery (pushes over the rpc
+ * layer) remains for small swarms and tests; it needs no relaying.
  */
 export class ProgressTracker {
-  readonly #rpc: Rpc;
-  readonly #peers: () => readonly PeerIdString[];
+  readonly #transport: ProgressTransport;
   readonly #target: number;
   readonly #intervalMs: number;
+  readonly #recordsPerSecond: number;
   readonly #ttlMs: number;
-  readonly #callTimeoutMs: number;
   readonly #maxPeers: number;
   readonly #ratePerSecond: number;
   readonly #burst: number;
   readonly #mode: () => ProgressMode;
   readonly #session: string | undefined;
-  readonly #link: ProgressTrackerOptions["link"];
+  readonly #link: ProgressTrackerSettings["link"];
   readonly #now: () => number;
   readonly #logger: ProgressLogger | undefined;
   readonly #table = new Map<PeerIdString, TableEntry>();
   readonly #listeners = new Set<ProgressListener>();
-  /** One in-flight push per peer; `again` asks for one more with the latest record when it ends. */
-  readonly #sending = new Map<PeerIdString, { again: boolean; done: Promise<void> }>();
   #local: ReceivedProgress | null = null;
   #timer: ReturnType<typeof setInterval> | undefined;
-  #stopping: AbortController | undefined;
+  /** A prompt publish held back by the minimum gap. */
+  #deferred: ReturnType<typeof setTimeout> | undefined;
+  #running = false;
+  #lastPublishAt = -Infinity;
 
   constructor(options: ProgressTrackerOptions) {
-    this.#rpc = options.rpc;
-    this.#peers = options.peers;
     this.#target = positive(options.targetBatchSize, "targetBatchSize");
     this.#intervalMs = positive(options.intervalMs ?? 1000, "intervalMs");
-    this.#ttlMs = positive(options.ttlMs ?? 3 * this.#intervalMs + 2000, "ttlMs");
-    this.#callTimeoutMs = positive(
-      options.callTimeoutMs ?? Math.max(this.#intervalMs, 2000),
-      "callTimeoutMs",
-    );
+    this.#recordsPerSecond = positive(options.recordsPerSecond ?? 16, "recordsPerSecond");
+    this.#ttlMs = positive(options.ttlMs ?? ttlForPeriod(this.#intervalMs), "ttlMs");
     this.#maxPeers = positive(options.maxPeers ?? 1024, "maxPeers");
     this.#ratePerSecond = positive(options.maxRecordsPerSecond ?? 10, "maxRecordsPerSecond");
     this.#burst = Math.max(1, this.#ratePerSecond);
@@ -141,25 +179,53 @@ export class ProgressTracker {
     this.#link = options.link;
     this.#now = options.now ?? Date.now;
     this.#logger = options.logger;
+    this.#transport =
+      "transport" in options
+        ? options.transport
+        : new RpcProgressTransport({
+            rpc: options.rpc,
+            peers: options.peers,
+            callTimeoutMs: positive(
+              options.callTimeoutMs ?? Math.max(this.#intervalMs, 2000),
+              "callTimeoutMs",
+            ),
+            ...(options.logger === undefined ? {} : { logger: options.logger }),
+          });
   }
 
-  /** Serves the "progress" rpc and starts pushing every `intervalMs`. */
+  /** Starts receiving records and publishing this node's on its period. */
   start(): void {
-    if (this.#stopping !== undefined) return;
-    this.#stopping = new AbortController();
-    this.#rpc.handle(progressMethod, (incoming) => this.#receive(incoming));
-    this.#timer = setInterval(() => void this.pushNow(), this.#intervalMs);
+    if (this.#running) return;
+    this.#running = true;
+    this.#transport.start((from, record) => this.#accept(from, record));
+    this.#timer = setInterval(() => {
+      if (this.#now() - this.#lastPublishAt >= this.periodMs() - this.#intervalMs / 2) void this.pushNow();
+    }, this.#intervalMs);
     this.#timer.unref();
   }
 
-  /** Stops serving and pushing; in-flight pushes are aborted. Records stay readable. */
+  /** Stops receiving and publishing; in-flight sends are aborted. Records stay readable. */
   stop(): void {
-    if (this.#stopping === undefined) return;
+    if (!this.#running) return;
+    this.#running = false;
     clearInterval(this.#timer);
+    clearTimeout(this.#deferred);
     this.#timer = undefined;
-    this.#rpc.unhandle(progressMethod);
-    this.#stopping.abort(new SwarmError(SwarmErrorCode.ABORTED, "progress tracker stopped"));
-    this.#stopping = undefined;
+    this.#deferred = undefined;
+    this.#transport.stop();
+  }
+
+  /** The swarm size this node knows of: itself and every peer with a live record. */
+  swarmSize(): number {
+    const now = this.#now();
+    let alive = 1;
+    for (const entry of this.#table.values()) if (isFresh(entry, now, entry.ttlMs)) alive += 1;
+    return alive;
+  }
+
+  /** This node's publish period now (see the class comment). */
+  periodMs(): number {
+    return publishPeriodMs(this.swarmSize(), this.#intervalMs, this.#recordsPerSecond);
   }
 
   /**
@@ -167,7 +233,8 @@ export class ProgressTracker {
    * and `minibatches` restart at 0 and `previous` is dropped with a new epoch, `averagingEpoch` is
    * dropped unless given, `step` defaults to `epoch` and `time` to now. The session given at
    * construction is put into every record.
-   * Pushes at once when the epoch changes. Throws MALFORMED_MESSAGE for an invalid record.
+   * Publishes promptly (see the class comment) when the epoch or the averaging epoch changes.
+   * Throws MALFORMED_MESSAGE for an invalid record.
    */
   report(local: LocalProgress): void {
     const now = this.#now();
@@ -193,28 +260,23 @@ export class ProgressTracker {
       const issues = parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`);
       throw new SwarmError(SwarmErrorCode.MALFORMED_MESSAGE, `invalid local progress: ${issues.join("; ")}`);
     }
-    this.#local = { peerId: this.#rpc.peerId, record: parsed.data, receivedAt: now };
-    if (!sameEpoch && this.#stopping !== undefined) void this.pushNow();
+    this.#local = { peerId: this.#transport.self, record: parsed.data, receivedAt: now };
+    const roundChanged = previous?.averagingEpoch !== parsed.data.averagingEpoch;
+    if ((!sameEpoch || roundChanged) && this.#running) this.#publishSoon();
   }
 
   /**
-   * Pushes the latest local record to every connected peer in parallel and resolves when all
-   * pushes are done. Never rejects: failures are logged at debug. A peer with a push in flight gets
-   * one more push with the latest record right after it, never two at once.
+   * Publishes the latest local record now, whatever the period, and resolves when the transport is
+   * done with it. Never rejects: failures are logged at debug.
    */
   async pushNow(): Promise<void> {
     this.#expire();
-    if (this.#local === null) return;
-    const self = this.#rpc.peerId;
-    let connected: readonly PeerIdString[];
-    try {
-      connected = this.#peers();
-    } catch (error) {
-      this.#logger?.debug({ err: error }, "listing peers for a progress push failed");
-      return;
-    }
-    const targets = [...new Set(connected)].filter((peer) => peer !== self);
-    await Promise.all(targets.map((peer) => this.#pushTo(peer)));
+    const local = this.#local;
+    if (local === null || !this.#running) return;
+    clearTimeout(this.#deferred);
+    this.#deferred = undefined;
+    this.#lastPublishAt = this.#now();
+    await this.#transport.publish({ ...local.record, periodMs: this.periodMs() });
   }
 
   /** This node's latest record, or null before its first `report`. */
@@ -232,9 +294,14 @@ export class ProgressTracker {
    * With `epoch`, the estimate for that epoch as if it were the swarm's.
    */
   snapshot(epoch?: number): SwarmEstimate {
+    // Others extrapolate this node's record up to the lifetime its period gives; so does it.
+    const local =
+      this.#local === null
+        ? null
+        : { ...this.#local, ttlMs: Math.max(this.#ttlMs, ttlForPeriod(this.periodMs())) };
     return estimateSwarm({
       peers: [...this.#table.values()],
-      local: this.#local,
+      local,
       now: this.#now(),
       ttlMs: this.#ttlMs,
       targetBatchSize: this.#target,
@@ -265,8 +332,8 @@ export class ProgressTracker {
     const generation = options.sameGeneration === true ? this.generation() : undefined;
     const now = this.#now();
     const fresh: PeerProgressRecord[] = [];
-    for (const { peerId, username, role, record, receivedAt } of this.#table.values()) {
-      if (!isFresh({ receivedAt }, now, this.#ttlMs)) continue;
+    for (const { peerId, username, role, record, receivedAt, ttlMs } of this.#table.values()) {
+      if (!isFresh({ receivedAt }, now, ttlMs)) continue;
       if (generation !== undefined && generationOf(record) !== generation) continue;
       fresh.push({ peerId, username, role, record, receivedAt });
     }
@@ -279,54 +346,34 @@ export class ProgressTracker {
     return () => this.#listeners.delete(listener);
   }
 
-  #pushTo(peer: PeerIdString): Promise<void> {
-    const inFlight = this.#sending.get(peer);
-    if (inFlight !== undefined) {
-      inFlight.again = true;
-      return inFlight.done;
+  /** Publishes now, or as soon as the minimum gap since the last publish has passed. */
+  #publishSoon(): void {
+    const gapMs = Math.max(250, this.periodMs() / 4);
+    const waitMs = this.#lastPublishAt + gapMs - this.#now();
+    if (waitMs <= 0) {
+      void this.pushNow();
+      return;
     }
-    const state = { again: true, done: Promise.resolve() };
-    state.done = (async () => {
-      try {
-        while (state.again && this.#stopping?.signal.aborted === false) {
-          state.again = false;
-          await this.#send(peer);
-        }
-      } finally {
-        this.#sending.delete(peer);
-      }
-    })();
-    this.#sending.set(peer, state);
-    return state.done;
+    if (this.#deferred !== undefined) return;
+    this.#deferred = setTimeout(() => {
+      this.#deferred = undefined;
+      void this.pushNow();
+    }, waitMs);
+    this.#deferred.unref();
   }
 
-  async #send(peer: PeerIdString): Promise<void> {
-    const record = this.#local?.record;
-    if (record === undefined) return;
-    try {
-      await this.#rpc.request(peer, progressMethod, record, {
-        timeoutMs: this.#callTimeoutMs,
-        signal: this.#stopping?.signal,
-      });
-    } catch (error) {
-      this.#logger?.debug({ peer, err: error }, "progress push failed");
-    }
-  }
-
-  async #receive(incoming: RpcIncoming<ProgressRecord, { ok: true }>): Promise<void> {
-    this.#accept(incoming.from, incoming.head);
-    await incoming.respond({ ok: true });
-  }
-
-  #accept(from: RpcPeer, record: ProgressRecord): void {
-    if (from.peerId === this.#rpc.peerId) return;
+  /** Takes a record from an authenticated peer; false when it is dropped (rate cap, full table). */
+  #accept(from: RpcPeer, received: ProgressRecord): boolean {
+    if (from.peerId === this.#transport.self) return false;
     const now = this.#now();
+    const { periodMs, ...record } = received;
+    const ttlMs = Math.max(this.#ttlMs, periodMs === undefined ? 0 : ttlForPeriod(periodMs));
     let entry = this.#table.get(from.peerId);
     if (entry === undefined) {
       if (this.#table.size >= this.#maxPeers) this.#expire();
       if (this.#table.size >= this.#maxPeers) {
         this.#logger?.debug({ peer: from.peerId }, "progress table full, record dropped");
-        return;
+        return false;
       }
       entry = {
         peerId: from.peerId,
@@ -334,6 +381,7 @@ export class ProgressTracker {
         role: from.pass.role,
         record,
         receivedAt: now,
+        ttlMs,
         tokens: this.#burst,
         tokensAt: now,
       };
@@ -345,13 +393,14 @@ export class ProgressTracker {
     }
     if (entry.tokens < 1) {
       this.#logger?.debug({ peer: from.peerId }, "progress records arrive too fast, record dropped");
-      return;
+      return false;
     }
     entry.tokens -= 1;
     entry.username = from.pass.username;
     entry.role = from.pass.role;
     entry.record = record;
     entry.receivedAt = now;
+    entry.ttlMs = ttlMs;
     const update: PeerProgressRecord = {
       peerId: entry.peerId,
       username: entry.username,
@@ -366,13 +415,14 @@ export class ProgressTracker {
         this.#logger?.debug({ err: error }, "progress listener threw");
       }
     }
+    return true;
   }
 
   /** Forgets records that are no longer alive, so the table only holds live peers. */
   #expire(): void {
     const now = this.#now();
     for (const [peer, entry] of this.#table) {
-      if (!isFresh(entry, now, this.#ttlMs)) this.#table.delete(peer);
+      if (!isFresh(entry, now, entry.ttlMs)) this.#table.delete(peer);
     }
   }
 }

@@ -6,6 +6,8 @@ export interface ReceivedProgress {
   readonly record: ProgressRecord;
   /** Unix ms on the local clock: arrival for remote records, the `report` call for the local one. */
   readonly receivedAt: number;
+  /** How long this record stays alive, when its sender's period sets it; else the input's `ttlMs`. */
+  readonly ttlMs?: number;
 }
 
 export interface SwarmEstimateInput {
@@ -15,7 +17,7 @@ export interface SwarmEstimateInput {
   readonly local: ReceivedProgress | null;
   /** Current Unix ms on the local clock. */
   readonly now: number;
-  /** A record received longer ago than this is dead. */
+  /** A record received longer ago than this is dead, unless the record names its own lifetime. */
   readonly ttlMs: number;
   readonly targetBatchSize: number;
   /**
@@ -77,7 +79,9 @@ export interface SwarmEstimate {
  * Clocks are not trusted. Staleness uses the local receive time only. The extrapolation interval
  * is the sender-clock age `now − time`, clamped below by the receive age `now − receivedAt` (the
  * record cannot be younger than its arrival) and above by `ttlMs`, so a skewed sender clock costs
- * at most `ttlMs` of extrapolation and never makes it negative.
+ * at most `ttlMs` of extrapolation and never makes it negative. A record sent by a peer that
+ * publishes less often (a large swarm) carries its own, longer lifetime: it stays alive and is
+ * extrapolated up to that lifetime, so a longer period does not make the total fall short.
  *
  * Pure: every node that holds the same records at the same `now` computes the same estimate.
  */
@@ -88,7 +92,7 @@ export function estimateSwarm(input: SwarmEstimateInput): SwarmEstimate {
   const counts = (entry: ReceivedProgress) =>
     entry.record.mode !== "aux" && generationOf(entry.record) === generation;
   for (const entry of input.peers) {
-    if (isFresh(entry, now, ttlMs) && counts(entry)) trainers.push({ entry, self: false });
+    if (isFresh(entry, now, entry.ttlMs ?? ttlMs) && counts(entry)) trainers.push({ entry, self: false });
   }
   if (input.local !== null && counts(input.local)) trainers.push({ entry: input.local, self: true });
 
@@ -106,7 +110,9 @@ export function estimateSwarm(input: SwarmEstimateInput): SwarmEstimate {
     const { record } = entry;
     const atGlobalEpoch = record.epoch === epoch;
     const receiveAge = Math.max(0, now - entry.receivedAt);
-    const extra = atGlobalEpoch ? (record.samplesPerSecond * extrapolationMs(entry, now, ttlMs)) / 1000 : 0;
+    const extra = atGlobalEpoch
+      ? (record.samplesPerSecond * extrapolationMs(entry, now, entry.ttlMs ?? ttlMs)) / 1000
+      : 0;
     // For an epoch asked for, peers elsewhere will not bring samples to it.
     if (input.epoch === undefined || atGlobalEpoch) samplesPerSecond += record.samplesPerSecond;
     if (atGlobalEpoch) {

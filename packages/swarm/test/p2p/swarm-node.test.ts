@@ -82,15 +82,12 @@ describe("SwarmNode against hostile peers", () => {
     await Promise.all(hostile.splice(0).map(async (node) => node.stop()));
   });
 
-  it("aborts a stranger's DHT stream and drops the stranger when it shows no pass", async () => {
+  it("aborts a stranger's gossipsub stream and drops the stranger when it shows no pass", async () => {
     const authority = new TestAuthority();
     const member = await start(authority, { helloTimeoutMs: 2_000 });
     const bare = await bareNode();
     const { multiaddr } = await import("@multiformats/multiaddr");
-    const stream = await bare.dialProtocol(
-      multiaddr(member.multiaddrs()[0]),
-      `/barnraise/${authority.experimentId}/kad/1.0.0`,
-    );
+    const stream = await bare.dialProtocol(multiaddr(member.multiaddrs()[0]), "/meshsub/1.1.0");
     const closed = new Promise<unknown>((resolve) => {
       stream.addEventListener(
         "close",

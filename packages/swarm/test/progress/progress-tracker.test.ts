@@ -2,12 +2,13 @@ import { pino } from "pino";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import { defineMethod } from "../../src/rpc/rpc.ts";
-import { progressMethod, type ProgressRecord } from "../../src/progress/progress-messages.ts";
+import { MAX_PERIOD_MS, progressMethod, type ProgressRecord } from "../../src/progress/progress-messages.ts";
 import {
   ProgressTracker,
   type PeerProgressRecord,
   type ProgressLogger,
   type ProgressTrackerOptions,
+  publishPeriodMs,
 } from "../../src/progress/progress-tracker.ts";
 import { MemoryRpcNetwork, type MemoryRpc } from "../support/memory-rpc.ts";
 
@@ -100,6 +101,7 @@ describe("ProgressTracker", () => {
     c.report({ epoch: 2, samplesAccumulated: 5, samplesPerSecond: 0 });
     const updates: PeerProgressRecord[] = [];
     const off = a.on("update", (update) => updates.push(update));
+    clock.now += 1_000; // past the minimum gap between two publishes
     b.report({ epoch: 9, samplesAccumulated: 0, samplesPerSecond: 0 });
     await settle();
     off();
@@ -388,5 +390,47 @@ describe("ProgressTracker", () => {
     a.report({ epoch: 3, samplesAccumulated: 1, samplesPerSecond: 0 });
     await a.pushNow();
     expect(b.records()).toEqual([]);
+  });
+  it("holds back a prompt publish that comes too soon after the last one, then sends the latest", async () => {
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval", "setTimeout", "clearTimeout"] });
+    const { trackers } = swarm(2);
+    const [a, b] = trackers as [ProgressTracker, ProgressTracker];
+    b.report({ epoch: 1, samplesAccumulated: 0, samplesPerSecond: 0 });
+    await settle();
+    expect(a.records().map((r) => r.record.epoch)).toEqual([1]);
+    b.report({ epoch: 2, samplesAccumulated: 0, samplesPerSecond: 0 });
+    b.report({ epoch: 3, samplesAccumulated: 0, samplesPerSecond: 0, averagingEpoch: 2 });
+    await settle();
+    expect(a.records().map((r) => r.record.epoch)).toEqual([1]);
+    clock.now += 250;
+    await vi.advanceTimersByTimeAsync(250);
+    await settle();
+    expect(a.records().map((r) => r.record)).toMatchObject([{ epoch: 3, averagingEpoch: 2 }]);
+    // The end of a round alone is worth a prompt publish too.
+    clock.now += 250;
+    b.report({ epoch: 3, samplesAccumulated: 1, samplesPerSecond: 0 });
+    await settle();
+    expect(a.records()[0]?.record).not.toHaveProperty("averagingEpoch");
+  });
+
+  it("publishes less often as the swarm grows, and keeps records alive for their sender's period", async () => {
+    expect(publishPeriodMs(8, 1000, 16)).toBe(1000);
+    expect(publishPeriodMs(64, 1000, 16)).toBe(4000);
+    expect(publishPeriodMs(10_000, 1000, 16)).toBe(MAX_PERIOD_MS);
+    const { trackers, pushAll } = swarm(5, { recordsPerSecond: 2 });
+    trackers.forEach((t) => {
+      t.report({ epoch: 1, samplesAccumulated: 1, samplesPerSecond: 1 });
+    });
+    await settle(); // a first report publishes at once
+    const [a] = trackers as [ProgressTracker];
+    expect(a.swarmSize()).toBe(5);
+    expect(a.periodMs()).toBe(2500); // 5 peers at 2 records/s swarm-wide
+    await pushAll(); // each record now names a 2.5 s period: alive for 3 × 2.5 s + 2 s
+    clock.now += 9_000;
+    expect(a.records()).toHaveLength(4);
+    expect(a.snapshot()).toMatchObject({ alivePeers: 5, samplesAccumulated: 5 + 5 * 9 });
+    clock.now += 501;
+    expect(a.records()).toEqual([]);
+    expect(a.swarmSize()).toBe(1);
   });
 });

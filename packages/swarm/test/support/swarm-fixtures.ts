@@ -57,6 +57,7 @@ export async function startNode(authority: TestAuthority, options: TestNodeOptio
     logger: options.logger ?? silentLogger,
     helloTimeoutMs: options.helloTimeoutMs ?? 10_000,
     ...(options.now === undefined ? {} : { now: options.now }),
+    ...(options.maxPeers === undefined ? {} : { maxPeers: options.maxPeers }),
   });
   await node.start();
   return node;

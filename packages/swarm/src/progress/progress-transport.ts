@@ -1,0 +1,125 @@
+import { SwarmError, SwarmErrorCode } from "../errors.ts";
+import type { PeerIdString, Rpc, RpcIncoming, RpcPeer } from "../rpc/rpc.ts";
+import { progressMethod, type ProgressRecord } from "./progress-messages.ts";
+
+/** The slice of a pino logger the progress layer uses. */
+export interface ProgressLogger {
+  debug(fields: object, message: string): void;
+}
+
+/**
+ * Takes a record from another peer, already authenticated (`from` is the record's origin with its
+ * verified pass); answers whether it was taken. A gossip transport forwards only records taken.
+ */
+export type ProgressOffer = (from: RpcPeer, record: ProgressRecord) => boolean;
+
+/** How progress records travel between peers (see ProgressTracker). */
+export interface ProgressTransport {
+  /** This node's peer id: records never come from it. */
+  readonly self: PeerIdString;
+  /** Starts receiving: `offer` hears every authenticated record from another peer. */
+  start(offer: ProgressOffer): void;
+  /** Stops receiving and sending; in-flight sends are aborted. */
+  stop(): void;
+  /** Sends this node's record to the swarm. Never rejects: failures are logged at debug. */
+  publish(record: ProgressRecord): Promise<void>;
+}
+
+export interface RpcProgressTransportOptions {
+  readonly rpc: Rpc;
+  /** The peers currently connected and authorized; each push goes to all of them. */
+  readonly peers: () => readonly PeerIdString[];
+  /** Time limit of one push. */
+  readonly callTimeoutMs: number;
+  readonly logger?: ProgressLogger;
+}
+
+/**
+ * Direct delivery over the signed rpc layer: each record is pushed to every connected member, so
+ * a swarm of n handles n² messages per publish round. It needs no relaying and no extra
+ * authentication (the rpc layer verifies the sender's pass on every request), which suits small
+ * swarms and the in-memory tests; the engine gossips instead (see GossipProgressTransport).
+ */
+export class RpcProgressTransport implements ProgressTransport {
+  readonly #options: RpcProgressTransportOptions;
+  /** One in-flight push per peer; `again` asks for one more with the latest record when it ends. */
+  readonly #sending = new Map<PeerIdString, { again: boolean; done: Promise<void> }>();
+  #latest: ProgressRecord | undefined;
+  #stopping: AbortController | undefined;
+
+  constructor(options: RpcProgressTransportOptions) {
+    this.#options = options;
+  }
+
+  get self(): PeerIdString {
+    return this.#options.rpc.peerId;
+  }
+
+  start(offer: ProgressOffer): void {
+    if (this.#stopping !== undefined) return;
+    this.#stopping = new AbortController();
+    this.#options.rpc.handle(progressMethod, async (incoming: RpcIncoming<ProgressRecord, { ok: true }>) => {
+      if (incoming.from.peerId !== this.self) offer(incoming.from, incoming.head);
+      await incoming.respond({ ok: true });
+    });
+  }
+
+  stop(): void {
+    if (this.#stopping === undefined) return;
+    this.#options.rpc.unhandle(progressMethod);
+    this.#stopping.abort(new SwarmError(SwarmErrorCode.ABORTED, "progress tracker stopped"));
+    this.#stopping = undefined;
+  }
+
+  /**
+   * Pushes `record` to every connected peer in parallel and resolves when all pushes are done. A
+   * peer with a push in flight gets one more push with the latest record right after it, never two
+   * at once.
+   */
+  async publish(record: ProgressRecord): Promise<void> {
+    this.#latest = record;
+    let connected: readonly PeerIdString[];
+    try {
+      connected = this.#options.peers();
+    } catch (error) {
+      this.#options.logger?.debug({ err: error }, "listing peers for a progress push failed");
+      return;
+    }
+    const targets = [...new Set(connected)].filter((peer) => peer !== this.self);
+    await Promise.all(targets.map((peer) => this.#pushTo(peer)));
+  }
+
+  #pushTo(peer: PeerIdString): Promise<void> {
+    const inFlight = this.#sending.get(peer);
+    if (inFlight !== undefined) {
+      inFlight.again = true;
+      return inFlight.done;
+    }
+    const state = { again: true, done: Promise.resolve() };
+    state.done = (async () => {
+      try {
+        while (state.again && this.#stopping?.signal.aborted === false) {
+          state.again = false;
+          await this.#send(peer);
+        }
+      } finally {
+        this.#sending.delete(peer);
+      }
+    })();
+    this.#sending.set(peer, state);
+    return state.done;
+  }
+
+  async #send(peer: PeerIdString): Promise<void> {
+    const record = this.#latest;
+    if (record === undefined) return;
+    try {
+      await this.#options.rpc.request(peer, progressMethod, record, {
+        timeoutMs: this.#options.callTimeoutMs,
+        signal: this.#stopping?.signal,
+      });
+    } catch (error) {
+      this.#options.logger?.debug({ peer, err: error }, "progress push failed");
+    }
+  }
+}
