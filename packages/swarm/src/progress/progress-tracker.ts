@@ -133,8 +133,10 @@ interface TableEntry {
  * throughputs hold.
  *
  * What matchmaking waits for goes out promptly: a new epoch or a change of the round in flight
- * (averagingEpoch) publishes at once, at most one publish per quarter period (at least 250 ms),
- * so a peer never sends more than a few records per period. Direct delivery (pushes over the rpc
+ * (averagingEpoch) publishes at once. Once the swarm is large enough for the period to grow, at
+ * most one such publish goes out per quarter period (at least 250 ms), so a peer never sends more
+ * than a few records per period; a small swarm publishes each change at once, since its peers
+ * wait on each other's next record. Direct delivery (pushes over the rpc
  * layer) remains for small swarms and tests; it needs no relaying.
  */
 export class ProgressTracker {
@@ -346,9 +348,10 @@ export class ProgressTracker {
     return () => this.#listeners.delete(listener);
   }
 
-  /** Publishes now, or as soon as the minimum gap since the last publish has passed. */
+  /** Publishes now, or, in a swarm large enough to publish less often, once the minimum gap since the last publish has passed. */
   #publishSoon(): void {
-    const gapMs = Math.max(250, this.periodMs() / 4);
+    const periodMs = this.periodMs();
+    const gapMs = periodMs > this.#intervalMs ? Math.max(250, periodMs / 4) : 0;
     const waitMs = this.#lastPublishAt + gapMs - this.#now();
     if (waitMs <= 0) {
       void this.pushNow();

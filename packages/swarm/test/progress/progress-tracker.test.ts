@@ -391,26 +391,39 @@ describe("ProgressTracker", () => {
     await a.pushNow();
     expect(b.records()).toEqual([]);
   });
-  it("holds back a prompt publish that comes too soon after the last one, then sends the latest", async () => {
+  it("in a swarm that publishes less often, holds back a prompt publish that comes too soon, then sends the latest", async () => {
     vi.useFakeTimers({ toFake: ["setInterval", "clearInterval", "setTimeout", "clearTimeout"] });
-    const { trackers } = swarm(2);
+    // Two peers at a swarm-wide budget of 1 record/s: a 2 s period, prompt publishes 500 ms apart.
+    const { trackers } = swarm(2, { recordsPerSecond: 1 });
     const [a, b] = trackers as [ProgressTracker, ProgressTracker];
+    a.report({ epoch: 1, samplesAccumulated: 0, samplesPerSecond: 0 });
     b.report({ epoch: 1, samplesAccumulated: 0, samplesPerSecond: 0 });
     await settle();
     expect(a.records().map((r) => r.record.epoch)).toEqual([1]);
+    expect(b.periodMs()).toBe(2000);
     b.report({ epoch: 2, samplesAccumulated: 0, samplesPerSecond: 0 });
     b.report({ epoch: 3, samplesAccumulated: 0, samplesPerSecond: 0, averagingEpoch: 2 });
     await settle();
     expect(a.records().map((r) => r.record.epoch)).toEqual([1]);
-    clock.now += 250;
-    await vi.advanceTimersByTimeAsync(250);
+    clock.now += 500;
+    await vi.advanceTimersByTimeAsync(500);
     await settle();
     expect(a.records().map((r) => r.record)).toMatchObject([{ epoch: 3, averagingEpoch: 2 }]);
     // The end of a round alone is worth a prompt publish too.
-    clock.now += 250;
+    clock.now += 500;
     b.report({ epoch: 3, samplesAccumulated: 1, samplesPerSecond: 0 });
     await settle();
     expect(a.records()[0]?.record).not.toHaveProperty("averagingEpoch");
+  });
+
+  it("in a small swarm, publishes every new epoch at once", async () => {
+    const { trackers } = swarm(2);
+    const [a, b] = trackers as [ProgressTracker, ProgressTracker];
+    for (let epoch = 1; epoch <= 3; epoch++) {
+      b.report({ epoch, samplesAccumulated: 0, samplesPerSecond: 0 });
+      await settle();
+      expect(a.records().map((r) => r.record.epoch)).toEqual([epoch]);
+    }
   });
 
   it("publishes less often as the swarm grows, and keeps records alive for their sender's period", async () => {
