@@ -63,7 +63,7 @@ const CHECKPOINT_RETRY_MS = 15_000;
 
 /**
  * The organizer's aux peer (DESIGN §6): a stable node of the swarm that
- * - bootstraps the DHT and relays for peers behind NAT (aux mode of the swarm node),
+ * - bootstraps the swarm and relays for peers behind NAT (aux mode of the swarm node),
  * - registers its address, so join responses list it as an initial peer,
  * - monitors: aggregates the peers' signed progress per step and posts it to the platform,
  * - checkpoints: every K steps downloads the latest state and uploads it,

@@ -14,7 +14,7 @@ export interface PassGateInit {
 
 /**
  * A libp2p service that puts the pass check in front of libp2p's own protocols (identify, ping,
- * the DHT, the relay's hop/stop, DCUtR, AutoNAT). After every service has registered its handler,
+ * gossipsub, the relay's hop/stop, DCUtR, AutoNAT). After every service has registered its handler,
  * each one is replaced by a wrapper that first waits until the remote peer has shown a valid pass
  * (the hello exchange), and aborts the stream otherwise. The swarm's own RPCs verify a signed
  * request on every stream, so they are not wrapped.

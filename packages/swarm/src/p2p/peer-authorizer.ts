@@ -10,7 +10,7 @@ export interface PeerAuthorizerOptions {
 
 /**
  * Which remote peers have shown a valid access pass for this experiment, and which are refused.
- * The libp2p connection gater, the pass gate in front of libp2p's own protocols (identify, DHT,
+ * The libp2p connection gater, the pass gate in front of libp2p's own protocols (identify, gossipsub,
  * relay …) and the swarm's membership all read from here. A peer is admitted when a signed
  * request or response carrying its pass verifies; it stays admitted until that pass expires.
  */
