@@ -5,6 +5,7 @@ import { eventually, TestAuthority } from "./support/swarm-fixtures.ts";
 import {
   maxAbsDifference,
   randomVector,
+  reportAndSync,
   seededRandom,
   startSwarm,
   testConfig,
@@ -51,28 +52,6 @@ async function startTrainers(n: number, maxGroupSize: number): Promise<Swarm[]> 
   return [...swarms];
 }
 
-/** Every trainer reports `epoch` and waits until it sees every other one there. */
-async function reportAndSync(
-  members: readonly Swarm[],
-  epoch: number,
-  weights: readonly number[],
-): Promise<void> {
-  members.forEach((swarm, k) => {
-    swarm.progress.report({ epoch, samplesAccumulated: at(weights, k), samplesPerSecond: 10 });
-  });
-  await Promise.all(members.map((swarm) => swarm.progress.pushNow()));
-  await eventually(
-    () =>
-      members.every(
-        (swarm) =>
-          swarm.progress.records().filter((entry) => entry.record.epoch === epoch).length >=
-          members.length - 1,
-      ),
-    `every trainer sees the others at epoch ${epoch}`,
-    60_000,
-  );
-}
-
 describe("Moshpit averaging among real swarms", () => {
   it("20 trainers in groups of 5: two rounds per step, each trainer ends with the global weighted mean", async () => {
     const members = await startTrainers(20, 5);
@@ -80,7 +59,7 @@ describe("Moshpit averaging among real swarms", () => {
     for (let epoch = 0; epoch < 3; epoch++) {
       const vectors = members.map(() => randomVector(2_000, random));
       const weights = members.map(() => 1 + Math.floor(random() * 50));
-      await reportAndSync(members, epoch, weights);
+      await reportAndSync(members, epoch, weights, 60_000);
       const plan = at(members, 0).averager.plan(epoch);
       expect(plan.dimensions).toBe(2);
       expect(plan.radices).toEqual([5, 4]);

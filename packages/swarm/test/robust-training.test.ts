@@ -1,3 +1,4 @@
+import { sendingNaNOn } from "./support/nan-stream.ts";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ExperimentConfigInput } from "@barnraise/protocol";
 import type { Rpc, RpcFrameStream } from "../src/rpc/rpc.ts";
@@ -74,18 +75,7 @@ function honestLoss(weights: Float32Array, data: readonly Dataset[]): number {
 function sendNaN(swarm: Swarm): void {
   const rpc: Rpc = swarm.node.rpc;
   const call = rpc.call.bind(rpc);
-  const spoil = (stream: RpcFrameStream): RpcFrameStream => ({
-    read: (options) => stream.read(options).catch(() => new Promise<never>(() => undefined)),
-    write: (frame, options) => {
-      const spoilt = frame.slice();
-      new DataView(spoilt.buffer).setFloat32(spoilt.length - 4, Number.NaN, true);
-      return stream.write(spoilt, options);
-    },
-    closeWrite: () => stream.closeWrite(),
-    abort: (reason) => {
-      stream.abort(reason);
-    },
-  });
+  const spoil = (stream: RpcFrameStream): RpcFrameStream => sendingNaNOn(stream, { quietWhenRefused: true });
   const spoiling: Rpc["call"] = async (peer, method, head, options) => {
     const opened = await call(peer, method, head, options);
     return method.name === "allreduce" ? { ...opened, stream: spoil(opened.stream) } : opened;

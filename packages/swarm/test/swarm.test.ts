@@ -6,6 +6,7 @@ import { eventually, TestAuthority } from "./support/swarm-fixtures.ts";
 import {
   maxAbsDifference,
   randomVector,
+  reportAndSync,
   seededRandom,
   startSwarm,
   weightedMean,
@@ -21,29 +22,6 @@ async function start(authority: TestAuthority, options: TestSwarmOptions = {}): 
   const swarm = await startSwarm(authority, options);
   swarms.push(swarm);
   return swarm;
-}
-
-/** Every swarm reports `epoch` with its weight, then waits until it sees every other one there. */
-async function reportAndSync(
-  members: readonly Swarm[],
-  epoch: number,
-  weights: readonly number[],
-): Promise<void> {
-  members.forEach((swarm, k) => {
-    // An aux is counted in only while its record names the round it is about to help.
-    const helping = swarm.node.mode === "aux" ? { averagingEpoch: epoch } : {};
-    swarm.progress.report({ epoch, samplesAccumulated: at(weights, k), samplesPerSecond: 10, ...helping });
-  });
-  await Promise.all(members.map((swarm) => swarm.progress.pushNow()));
-  await eventually(
-    () =>
-      members.every(
-        (swarm) =>
-          swarm.progress.records().filter((entry) => entry.record.epoch === epoch).length >=
-          members.length - 1,
-      ),
-    `every member sees the others at epoch ${epoch}`,
-  );
 }
 
 describe("Swarm (in-process, real libp2p on loopback)", () => {

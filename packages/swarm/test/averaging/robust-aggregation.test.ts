@@ -1,3 +1,4 @@
+import { sendingNaNOn } from "../support/nan-stream.ts";
 import { describe, expect, it } from "vitest";
 import {
   AllReduceService,
@@ -37,18 +38,7 @@ function honestVectors(seed: number): Map<string, Float32Array> {
 
 /** An Rpc whose opened all-reduce streams write every chunk with its last float32 set to NaN. */
 function sendingNaN(rpc: Rpc): Rpc {
-  const spoil = (stream: RpcFrameStream): RpcFrameStream => ({
-    read: (options) => stream.read(options),
-    write: (frame, options) => {
-      const spoilt = frame.slice();
-      new DataView(spoilt.buffer).setFloat32(spoilt.length - 4, Number.NaN, true);
-      return stream.write(spoilt, options);
-    },
-    closeWrite: () => stream.closeWrite(),
-    abort: (reason) => {
-      stream.abort(reason);
-    },
-  });
+  const spoil = (stream: RpcFrameStream): RpcFrameStream => sendingNaNOn(stream);
   return {
     peerId: rpc.peerId,
     call: async (peer, method, head, options) => {

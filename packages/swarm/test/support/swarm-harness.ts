@@ -7,7 +7,7 @@ import {
 import { Swarm, type SwarmOptions } from "../../src/swarm.ts";
 import type { TrainingState } from "../../src/state/training-state.ts";
 import { at } from "./at.ts";
-import { silentLogger, type TestAuthority } from "./swarm-fixtures.ts";
+import { eventually, silentLogger, type TestAuthority } from "./swarm-fixtures.ts";
 
 export { seededRandom } from "./seeded-random.ts";
 
@@ -91,4 +91,32 @@ export function maxAbsDifference(a: ArrayLike<number>, b: ArrayLike<number>): nu
   let max = 0;
   for (let i = 0; i < a.length; i += 1) max = Math.max(max, Math.abs(at(a, i) - at(b, i)));
   return max;
+}
+
+/**
+ * Every swarm reports `epoch` with its weight, then waits (up to `timeoutMs`) until it sees every
+ * other one there.
+ */
+export async function reportAndSync(
+  members: readonly Swarm[],
+  epoch: number,
+  weights: readonly number[],
+  timeoutMs = 10_000,
+): Promise<void> {
+  members.forEach((swarm, k) => {
+    // An aux is counted in only while its record names the round it is about to help.
+    const helping = swarm.node.mode === "aux" ? { averagingEpoch: epoch } : {};
+    swarm.progress.report({ epoch, samplesAccumulated: at(weights, k), samplesPerSecond: 10, ...helping });
+  });
+  await Promise.all(members.map((swarm) => swarm.progress.pushNow()));
+  await eventually(
+    () =>
+      members.every(
+        (swarm) =>
+          swarm.progress.records().filter((entry) => entry.record.epoch === epoch).length >=
+          members.length - 1,
+      ),
+    `every member sees the others at epoch ${epoch}`,
+    timeoutMs,
+  );
 }
