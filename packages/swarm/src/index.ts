@@ -51,7 +51,12 @@ export {
 } from "./control/run-control-board.ts";
 export { controlMethod, CONTROL_FRAME_BYTES, type ControlResult } from "./control/control-messages.ts";
 // Averaging
-export { Averager, type AverageOutcome } from "./averaging/averager.ts";
+export {
+  Averager,
+  type AverageOutcome,
+  type ContributionListener,
+  type ObservedContribution,
+} from "./averaging/averager.ts";
 export {
   AllReduceService,
   type AllReduceResult,
@@ -61,7 +66,7 @@ export { Matchmaking, type FormedGroup, type MemberOffer } from "./averaging/mat
 export * from "./averaging/load-balancing.ts";
 export * from "./averaging/group-size.ts";
 export * from "./averaging/moshpit-grid.ts";
-export type { AllReduceGroup, GroupMember } from "./averaging/partition.ts";
+export type { AllReduceGroup, ElementRange, GroupMember } from "./averaging/partition.ts";
 // Compression
 export * from "./compression/index.ts";
 // The link: measured capacity and speed tests

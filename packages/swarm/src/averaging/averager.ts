@@ -15,7 +15,8 @@ import type { Matchmaking } from "./matchmaking.ts";
 import { roundDeadlineMs, senderDeadlineMs } from "./deadlines.ts";
 import { groupKey, planGrid, type GridPlan } from "./moshpit-grid.ts";
 import { SwarmError, SwarmErrorCode } from "../errors.ts";
-import type { AveragingMode } from "./partition.ts";
+import type { AveragingMode, ElementRange } from "./partition.ts";
+import type { ChunkContribution } from "./reducer-session.ts";
 
 export interface AveragerOptions {
   self: string;
@@ -77,6 +78,27 @@ export interface AverageStepOptions {
   residual?: Float32Array;
 }
 
+/**
+ * What one remote sender put into one chunk of the part this peer reduced in the first Moshpit round
+ * of `epoch` (see `Averager.observeContributions`).
+ */
+export interface ObservedContribution {
+  readonly epoch: number;
+  /** The round's group: a retried round of the same epoch has another. */
+  readonly groupId: string;
+  readonly peerId: string;
+  /** The sender's weight (its samples). */
+  readonly weight: number;
+  /** The part this peer reduced (absolute element offsets); each sender's chunks of it come in order. */
+  readonly part: ElementRange;
+  /** The offset of `values[0]` in the whole vector. */
+  readonly start: number;
+  /** The sender's decoded values, as aggregated; shared with other listeners: do not modify them. */
+  readonly values: Float32Array;
+}
+
+export type ContributionListener = (contribution: ObservedContribution) => void;
+
 /** How many recent rounds' measured-to-modelled ratios the round deadline looks at. */
 const ROUND_HISTORY = 8;
 
@@ -92,6 +114,7 @@ export class Averager {
   /** Measured ÷ modelled time of the last successful rounds, newest last. */
   readonly #roundRatios: number[] = [];
   #lastWholeSwarmGroup: { generation: number; epoch: number; members: readonly string[] } | undefined;
+  readonly #contributionListeners = new Set<ContributionListener>();
 
   constructor(options: AveragerOptions) {
     this.#options = options;
@@ -119,6 +142,22 @@ export class Averager {
     const n = new Set(trainers).size;
     const m = optimalGroupSize(Math.max(n, 2), this.#options.failureRate ?? 0.01, averaging.maxGroupSize);
     return planGrid(trainers, m);
+  }
+
+  /**
+   * Calls `listener` with every remote sender's values for each chunk of the part this peer reduces
+   * in the first round of each step, just before they are aggregated (a validator samples what each
+   * peer contributes). Only the first round's senders send their own vectors; later Moshpit rounds
+   * average group means, so they are not reported. An aux peer reduces (with weight 0) only in
+   * steps of a single group, so it sees every contribution to its part then, and none in a grid.
+   * The listener runs inside the reduction: it must be quick, and what it throws is logged and
+   * ignored. Returns the function that removes it. Without listeners nothing is reported.
+   */
+  observeContributions(listener: ContributionListener): () => void {
+    this.#contributionListeners.add(listener);
+    return () => {
+      this.#contributionListeners.delete(listener);
+    };
   }
 
   /** Raw bytes this peer reduced for others so far (the leaderboard's "bytes aggregated"). */
@@ -252,6 +291,9 @@ export class Averager {
           averaging.aggregation === "centered-clip"
             ? { method: "centered-clip", ...averaging.centeredClip }
             : { method: "mean" },
+        ...(round === 0 && this.#contributionListeners.size > 0
+          ? { onContribution: this.#reportContribution(epoch, group.groupId) }
+          : {}),
         chunkSizeBytes: averaging.chunkSizeBytes,
         chunksInFlight: averaging.chunksInFlight,
         maxChunksInFlight: averaging.maxChunksInFlight,
@@ -314,6 +356,28 @@ export class Averager {
       bytesSent,
       bytesReceived,
       exclusions,
+    };
+  }
+
+  /** The all-reduce's `onContribution` for the first round of `epoch`: tells every listener. */
+  #reportContribution(epoch: number, groupId: string): (contribution: ChunkContribution) => void {
+    return ({ peerId, weight, part, range, values }) => {
+      const observed: ObservedContribution = {
+        epoch,
+        groupId,
+        peerId,
+        weight,
+        part,
+        start: range.start,
+        values,
+      };
+      for (const listener of this.#contributionListeners) {
+        try {
+          listener(observed);
+        } catch (error) {
+          this.#options.logger.warn({ epoch, peer: peerId, err: error }, "a contribution listener failed");
+        }
+      }
     };
   }
 }

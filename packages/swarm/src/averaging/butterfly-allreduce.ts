@@ -12,6 +12,7 @@ import { exchangePart, RoundTripFloor, type PartExchangeOutcome } from "./part-e
 import { type AllReduceGroup, chunkElementsFor, planRound, type RoundPlan } from "./partition.ts";
 import {
   type Aggregation,
+  type ChunkContribution,
   type ExclusionReason,
   type ReducerOutcome,
   ReducerSession,
@@ -57,6 +58,12 @@ export interface AllReduceRunOptions {
    * applies its own, so every member of the group should pass the same.
    */
   aggregation?: Aggregation;
+  /**
+   * Told each remote sender's decoded values for each chunk of this member's part just before its
+   * reducer aggregates them (see `ReducerSessionOptions.onContribution`); never called on a member
+   * that reduces no part. Absent: the reducer copies and calls nothing.
+   */
+  onContribution?: (contribution: ChunkContribution) => void;
   /** Encoded payload bytes per streamed chunk (see `chunkElementsFor`). */
   chunkSizeBytes: number;
   /** Chunks a sender writes ahead of the results it has read back; default 6 (the experiment config's default). */
@@ -222,6 +229,7 @@ export class AllReduceService {
               : { localResidual: residual.subarray(ownPart.start, ownPart.end) }),
             localWeight: weight,
             ...(options.aggregation === undefined ? {} : { aggregation: options.aggregation }),
+            ...(options.onContribution === undefined ? {} : { onContribution: options.onContribution }),
             onResult: (chunk, values) => {
               if (participant) result.set(values, ownPart.start + chunk.start);
             },

@@ -34,6 +34,24 @@ export type Aggregation = { method: "mean" } | { method: "centered-clip"; tau: n
  */
 export type ExclusionReason = "non-finite" | "timeout" | "malformed" | "failed";
 
+/**
+ * One remote sender's values for one chunk of the reducer's part, as decoded from its stream and
+ * about to be aggregated (see `ReducerSessionOptions.onContribution`).
+ */
+export interface ChunkContribution {
+  /** The sender's index in the group, and its PeerId. */
+  readonly index: number;
+  readonly peerId: string;
+  /** The sender's weight (its samples). */
+  readonly weight: number;
+  /** The reducer's whole part, absolute element offsets: a sender's chunks of it come in order. */
+  readonly part: ElementRange;
+  /** Where `values` lie in the whole vector: absolute element offsets [start, end). */
+  readonly range: ElementRange;
+  /** Owned by the session and not written to after this call; the observer must not modify them. */
+  readonly values: Float32Array;
+}
+
 /** Chunks a sender's reader may decode ahead of the aggregation (bounds memory, pushes back on the sender). */
 const READ_AHEAD_CHUNKS = 2;
 
@@ -56,6 +74,13 @@ export interface ReducerSessionOptions {
   localWeight: number;
   /** Default the weighted mean. */
   aggregation?: Aggregation;
+  /**
+   * Told each remote sender's values for each chunk just before they are aggregated, in member
+   * order (a validator samples what each peer contributes). Only senders still in the round are
+   * reported, so a sender excluded at a later chunk has reported only a prefix of its part; the
+   * reducer's own values are not. Absent: nothing is copied or called.
+   */
+  onContribution?: (contribution: ChunkContribution) => void;
   /** Receives each averaged chunk as decoded from the bytes sent to everyone (offsets within the part). */
   onResult: (chunk: ElementRange, values: Float32Array) => void;
   /** A sender that has not delivered the chunk being waited for within this time is excluded. */
@@ -107,6 +132,8 @@ interface RemoteSender {
 export class ReducerSession {
   readonly #options: ReducerSessionOptions;
   readonly #chunks: ElementRange[];
+  /** This member's part of the whole vector. */
+  readonly #part: ElementRange;
   readonly #remotes = new Map<number, RemoteSender>();
   readonly #frames: Uint8Array[] = [];
   readonly #connections: Promise<void>[] = [];
@@ -129,6 +156,7 @@ export class ReducerSession {
       throw new SwarmError(SwarmErrorCode.ALLREDUCE_FAILED, "a reducer session needs a non-empty part");
     }
     this.#chunks = chunkRanges(0, part.end - part.start, options.chunkElements);
+    this.#part = { start: part.start, end: part.end };
     for (const index of plan.participants) {
       if (index === plan.selfIndex) continue;
       const peerId = plan.group.members[index]?.peerId ?? "";
@@ -281,6 +309,14 @@ export class ReducerSession {
       if (sender === undefined || values === undefined) continue;
       sender.chunks.delete(k);
       if (sender.state === "excluded") continue;
+      this.#options.onContribution?.({
+        index,
+        peerId: sender.peerId,
+        weight: sender.weight,
+        part: this.#part,
+        range: { start: this.#part.start + chunk.start, end: this.#part.start + chunk.end },
+        values,
+      });
       add(index, values, sender.weight);
       this.#outcome.bytesAggregated += length * Float32Array.BYTES_PER_ELEMENT;
     }
