@@ -46,6 +46,9 @@ Options:
   --no-averaging        do not help average (bootstrap, relay, monitor and checkpoints only)
   --no-evaluate         do not score each checkpoint on the dataset's test split (the run's
                         public page then charts no held-out accuracy, perplexity or error)
+  --no-validate         do not validate what trainers contribute to the rounds this aux helps
+                        (each sampled contribution is scored by the change of held-out loss it
+                        causes; peers whose contributions hurt are flagged on the manage page)
   --json                JSON log lines on stdout (always; accepted for symmetry with the peer)
   --log-level LEVEL     debug, info (default), warn or error
   --metrics-port N      serve Prometheus metrics at http://127.0.0.1:N/metrics (0: a free port,
@@ -85,6 +88,7 @@ export async function main(argv: readonly string[], environment: AuxCliEnvironme
         "data-dir": { type: "string" },
         "no-averaging": { type: "boolean", default: false },
         "no-evaluate": { type: "boolean", default: false },
+        "no-validate": { type: "boolean", default: false },
         json: { type: "boolean", default: true },
         "log-level": { type: "string", default: "info" },
         "metrics-port": { type: "string" },
@@ -132,6 +136,7 @@ export async function main(argv: readonly string[], environment: AuxCliEnvironme
       peers: values.peer,
       helpAveraging: !values["no-averaging"],
       evaluate: !values["no-evaluate"],
+      validate: !values["no-validate"],
       logger,
       stopSignal: environment.stopSignal,
       ...(metricsPort === undefined ? {} : { metrics: { port: metricsPort, host: values["metrics-host"] } }),

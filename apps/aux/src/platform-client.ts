@@ -21,8 +21,8 @@ export {
 /**
  * The aux peer's side of the platform routes only it calls, as signed requests through the node's
  * `PlatformClient`: register its address, post aggregated metrics and the swarm's liveness, upload a
- * checkpoint and its held-out evaluation, and report that the swarm resumed from an older state (a
- * new timeline of the run).
+ * checkpoint and its held-out evaluation, flag a trainer whose contributions hurt, and report that
+ * the swarm resumed from an older state (a new timeline of the run).
  */
 
 export type AuxPlatformClientOptions = PlatformClientOptions;
@@ -107,6 +107,24 @@ export interface SwarmStatusBody {
   readonly time: number;
 }
 
+/**
+ * A trainer whose contributions hurt, as `POST …/validator-flags` takes it: the evidence of the
+ * validator's latest sample of it (see `ContributionValidator`).
+ */
+export interface ValidatorFlagBody {
+  readonly peerId: string;
+  readonly epoch: number;
+  readonly generation: number;
+  readonly firstHurtEpoch: number;
+  readonly baselineLoss: number;
+  /** Null when the loss after the peer's step was not finite. */
+  readonly lossAfter: number | null;
+  readonly medianDelta: number;
+  readonly normRatio: number;
+  readonly hurtSamples: number;
+  readonly recentSamples: number;
+}
+
 // Unknown extra fields are ignored, so a newer platform stays compatible.
 const count = z.number().int().nonnegative();
 const okSchema = z.object({ ok: z.literal(true) });
@@ -123,6 +141,8 @@ const evaluatedCheckpointSchema = z.object({
   id: z.string().min(1).max(256),
   evaluation: z.object({ metric: z.string().max(32) }),
 });
+/** The flag as the platform recorded it; only that it was recorded matters here. */
+const validatorFlagRecordedSchema = z.object({ peerId: z.string().min(1).max(256) });
 const checkpointSchema = z.object({
   id: z.string().min(1).max(256),
   step: count,
@@ -184,6 +204,19 @@ export class AuxPlatformClient {
     return this.platform.signed("POST", "timelines", {
       body: jsonBody({ fromStep, reason: "resumed" }),
       schema: timelineSchema,
+      signal,
+    });
+  }
+
+  /**
+   * Tells the organizer that a trainer's contributions hurt the held-out loss (the platform keeps
+   * the latest evidence per peer and lists it on the manage page). NOT_FOUND when no trainer of the
+   * experiment has that PeerId.
+   */
+  async postValidatorFlag(flag: ValidatorFlagBody, signal?: AbortSignal): Promise<void> {
+    await this.platform.signed("POST", "validator-flags", {
+      body: jsonBody(flag),
+      schema: validatorFlagRecordedSchema,
       signal,
     });
   }

@@ -23,7 +23,9 @@ import { AuxPlatformClient, PlatformRequestError } from "./platform-client.ts";
 import { AveragingHelper } from "./roles/averaging-helper.ts";
 import { CheckpointEvaluator } from "./roles/checkpoint-evaluator.ts";
 import { Checkpointer } from "./roles/checkpointer.ts";
+import { ContributionValidator, validationStepScale } from "./roles/contribution-validator.ts";
 import { openHeldOutScorer } from "./roles/held-out-scorer.ts";
+import { SharedScorer } from "./roles/shared-scorer.ts";
 
 export interface AuxRunOptions {
   readonly server: URL;
@@ -41,6 +43,12 @@ export interface AuxRunOptions {
   readonly helpAveraging: boolean;
   /** Score each uploaded checkpoint on the dataset's test split and record the score with the platform. */
   readonly evaluate: boolean;
+  /**
+   * Validate the contributions to the rounds this aux helps average (needs `helpAveraging`): score
+   * each sampled one by the change of held-out loss it causes and flag peers whose contributions
+   * hurt, with the platform.
+   */
+  readonly validate: boolean;
   readonly logger: Logger;
   /** Stops the aux: it leaves the swarm and returns. */
   readonly stopSignal: AbortSignal;
@@ -60,6 +68,11 @@ const METRICS_RETRY_MS = 5_000;
 const LIVENESS_EVERY_MS = 5_000;
 /** Wait before asking the platform again for the checkpoint to serve. */
 const CHECKPOINT_RETRY_MS = 15_000;
+/**
+ * Test-split batches the validator measures each loss on: 512 rows of a classifier (128 a batch),
+ * 4,096 tokens of a language model. A round of n sampled senders costs n + 1 such passes.
+ */
+const VALIDATION_BATCHES = 4;
 
 /**
  * The organizer's aux peer (DESIGN §6): a stable node of the swarm that
@@ -73,7 +86,9 @@ const CHECKPOINT_RETRY_MS = 15_000;
  * - follows the organizer's run control (pause, bans, rollback) and spreads it to the swarm,
  * - reports the swarm's liveness, and tells the platform when the swarm resumed behind the
  *   recorded steps (the curve then continues on a new timeline),
- * - helps averaging as a reducer with weight 0.
+ * - helps averaging as a reducer with weight 0,
+ * - validates what trainers contribute to the rounds it helps, and flags those whose contributions
+ *   raise the held-out loss on the manage page.
  * Runs until `stopSignal`; throws JoinError when the platform refuses it.
  */
 export async function runAux(options: AuxRunOptions): Promise<void> {
@@ -203,6 +218,14 @@ interface HeldState {
   state: TrainingState | null;
 }
 
+/** What the roles that score parameters (checkpoint evaluator, contribution validator) share. */
+interface ScoringContext extends RolesContext {
+  /** One held-out model for both, built on first use (TF.js is only imported then). */
+  readonly scorer: SharedScorer;
+  /** The run generation the aux follows now. */
+  readonly generation: () => number;
+}
+
 async function runRoles(context: RolesContext): Promise<void> {
   const { options, joined, swarm, client, addresses, signal, held } = context;
   const { logger } = options;
@@ -214,6 +237,26 @@ async function runRoles(context: RolesContext): Promise<void> {
   });
   const startedAt = Date.now();
   const generation = () => aggregator.generation;
+  const scoring: ScoringContext = {
+    ...context,
+    generation,
+    scorer: new SharedScorer((openSignal) =>
+      openHeldOutScorer({
+        config: joined.config,
+        server: options.server,
+        dataDir: options.dataDir,
+        logger,
+        signal: openSignal,
+      }),
+    ),
+  };
+  const validator = options.validate && options.helpAveraging ? createValidator(scoring) : undefined;
+  const stopObserving =
+    validator === undefined
+      ? undefined
+      : swarm.averager.observeContributions((contribution) => {
+          validator.observe(contribution);
+        });
   const helper = new AveragingHelper({
     logger,
     global: () => swarm.progress.global(),
@@ -229,9 +272,18 @@ async function runRoles(context: RolesContext): Promise<void> {
         ...(held.state === null ? {} : { stateEpoch: held.state.epoch }),
       });
     },
-    average: (epoch, vector, roundSignal) => swarm.averager.average(epoch, vector, 0, roundSignal),
+    average: async (epoch, vector, roundSignal) => {
+      try {
+        const outcome = await swarm.averager.average(epoch, vector, 0, roundSignal);
+        validator?.finish(epoch);
+        return outcome;
+      } catch (error) {
+        validator?.discard();
+        throw error;
+      }
+    },
   });
-  const evaluator = options.evaluate ? createEvaluator(context) : undefined;
+  const evaluator = options.evaluate ? createEvaluator(scoring) : undefined;
   const checkpointer = new Checkpointer({
     everySteps: joined.config.checkpoints.everySteps,
     finalStep: joined.config.training.maxSteps,
@@ -496,27 +548,48 @@ async function runRoles(context: RolesContext): Promise<void> {
   } finally {
     unsubscribe();
     unsubscribeControl();
+    stopObserving?.();
     await Promise.all(background);
     await evaluator?.close();
+    await validator?.close();
   }
 }
 
 /** The held-out evaluation of each checkpoint, scored with the peer's code and posted to the platform. */
-function createEvaluator(context: RolesContext): CheckpointEvaluator {
-  const { options, joined, client, signal } = context;
+function createEvaluator(context: ScoringContext): CheckpointEvaluator {
+  const { options, client, signal, scorer } = context;
   return new CheckpointEvaluator({
     logger: options.logger,
     signal,
     retryable: (error) => error instanceof PlatformRequestError && error.retryable,
-    openScorer: (openSignal) =>
-      openHeldOutScorer({
-        config: joined.config,
-        server: options.server,
-        dataDir: options.dataDir,
-        logger: options.logger,
-        signal: openSignal,
-      }),
+    openScorer: (openSignal) => scorer.open(openSignal),
     report: (checkpointId, score, reportSignal) => client.postEvaluation(checkpointId, score, reportSignal),
+  });
+}
+
+/**
+ * The validator of contributions: it steps the state this aux serves (its latest checkpoint) by
+ * each sampled peer's contribution, measures the held-out loss with the peer's code, and flags a
+ * peer whose steps raise it with the platform.
+ */
+function createValidator(context: ScoringContext): ContributionValidator {
+  const { options, joined, client, signal, scorer, held, generation } = context;
+  return new ContributionValidator({
+    logger: options.logger,
+    signal,
+    stepScale: validationStepScale(joined.config),
+    batches: VALIDATION_BATCHES,
+    parameters: () =>
+      held.state === null
+        ? null
+        : {
+            step: held.state.epoch,
+            generation: held.state.generation ?? 0,
+            parameters: held.state.parameters,
+          },
+    generation,
+    openScorer: (openSignal) => scorer.open(openSignal),
+    report: (flag, reportSignal) => client.postValidatorFlag(flag, reportSignal),
   });
 }
 

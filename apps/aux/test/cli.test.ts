@@ -49,6 +49,7 @@ describe("barnraise-aux arguments", () => {
       expect(result.out.join("\n")).toMatch(
         /--no-evaluate +do not score each checkpoint on the dataset's test split/,
       );
+      expect(result.out.join("\n")).toMatch(/--no-validate +do not validate what trainers contribute/);
       expect(result.err).toEqual([]);
     }
   });
@@ -97,7 +98,7 @@ describe("barnraise-aux arguments", () => {
     expect(result.err[0]).toContain("--frobnicate");
   });
 
-  it("accepts --no-evaluate and --no-averaging, and refuses a value for them", async () => {
+  it("accepts --no-evaluate, --no-validate and --no-averaging, and refuses a value for them", async () => {
     const stop = new AbortController();
     const result = await run(
       [
@@ -107,6 +108,7 @@ describe("barnraise-aux arguments", () => {
         "--listen",
         "/ip4/127.0.0.1/tcp/0",
         "--no-evaluate",
+        "--no-validate",
         "--no-averaging",
       ],
       {},
@@ -120,9 +122,11 @@ describe("barnraise-aux arguments", () => {
     expect(result.err).toEqual([]);
     expect(result.code).toBe(AuxExitCode.ok);
 
-    const valued = await run([...valid, "--no-evaluate=yes"]);
-    expect(valued.code).toBe(AuxExitCode.usage);
-    expect(valued.err[0]).toContain("--no-evaluate");
+    for (const flag of ["--no-evaluate", "--no-validate"]) {
+      const valued = await run([...valid, `${flag}=yes`]);
+      expect(valued.code).toBe(AuxExitCode.usage);
+      expect(valued.err[0]).toContain(flag);
+    }
   });
 
   it("takes the server and token from BARNRAISE_SERVER and BARNRAISE_TOKEN, and stops while joining", async () => {

@@ -5,14 +5,26 @@ import type { Logger } from "pino";
 /** Scores a state's parameters on the dataset's test split (the peer's model and data code). */
 export interface HeldOutScorer {
   score(parameters: Float32Array, signal: AbortSignal): Promise<HeldOutScore>;
+  /**
+   * The mean loss over the split's first `maxBatches` batches (a fixed subset); +Infinity when it
+   * is not finite.
+   */
+  loss(
+    parameters: Float32Array,
+    signal: AbortSignal,
+    options: { readonly maxBatches: number },
+  ): Promise<number>;
   /** Frees the model. */
   dispose(): void;
 }
 
+/** What the evaluator uses of a scorer. */
+export type CheckpointScorer = Pick<HeldOutScorer, "score" | "dispose">;
+
 /** Where the evaluator gets its scorer and where it sends the scores (ports; tests fake them). */
 export interface CheckpointEvaluatorPorts {
   /** Builds the scorer (backend, model, the dataset's manifest); asked again after a failure. */
-  openScorer(signal: AbortSignal): Promise<HeldOutScorer>;
+  openScorer(signal: AbortSignal): Promise<CheckpointScorer>;
   /** Records the score of checkpoint `checkpointId` on the platform. */
   report(checkpointId: string, score: HeldOutScore, signal: AbortSignal): Promise<void>;
 }
@@ -50,7 +62,7 @@ export class CheckpointEvaluator {
   readonly #options: CheckpointEvaluatorOptions;
   #next: EvaluationTarget | undefined;
   #running: Promise<void> | undefined;
-  #scorer: HeldOutScorer | undefined;
+  #scorer: CheckpointScorer | undefined;
 
   constructor(options: CheckpointEvaluatorOptions) {
     this.#options = options;

@@ -37,6 +37,7 @@ export async function openHeldOutScorer(options: HeldOutScorerOptions): Promise<
   );
   return {
     score: (parameters, signal) => evaluator.evaluate(parameters, signal),
+    loss: (parameters, signal, lossOptions) => evaluator.loss(parameters, signal, lossOptions),
     dispose: () => {
       evaluator.dispose();
     },

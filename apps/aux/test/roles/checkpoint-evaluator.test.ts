@@ -5,8 +5,8 @@ import {
   CheckpointEvaluator,
   type CheckpointEvaluatorOptions,
   type CheckpointEvaluatorPorts,
+  type CheckpointScorer,
   type EvaluationTarget,
-  type HeldOutScorer,
 } from "../../src/roles/checkpoint-evaluator.ts";
 
 /** A promise resolved from outside, to hold a fake's work until the test lets it go. */
@@ -35,7 +35,7 @@ const scoreOf = (parameters: Float32Array): HeldOutScore => ({
 function setup(
   ports: Partial<CheckpointEvaluatorPorts> &
     Pick<CheckpointEvaluatorOptions, "retryable" | "retryDelaysMs"> & {
-      scorer?: Partial<HeldOutScorer>;
+      scorer?: Partial<CheckpointScorer>;
     } = {},
 ) {
   const logger = pino({ level: "silent" });
@@ -45,7 +45,7 @@ function setup(
   const scored: number[] = [];
   const disposed = vi.fn();
   const opened = vi.fn();
-  const scorer: HeldOutScorer = {
+  const scorer: CheckpointScorer = {
     score: (parameters) => {
       scored.push(parameters[0] ?? NaN);
       return Promise.resolve(scoreOf(parameters));

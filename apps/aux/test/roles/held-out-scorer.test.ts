@@ -14,13 +14,20 @@ import { DirectoryDatasetSource } from "../../../peer/test/support/directory-dat
 import { datasetsDir, prepareDatasets } from "../../../web/src/server/datasets/prepare-datasets.ts";
 import { LocalObjectStore } from "../../../web/src/server/storage/local-object-store.ts";
 import { CheckpointEvaluator } from "../../src/roles/checkpoint-evaluator.ts";
+import {
+  ContributionValidator,
+  validationStepScale,
+  type ContributionFlag,
+} from "../../src/roles/contribution-validator.ts";
 import { openHeldOutScorer } from "../../src/roles/held-out-scorer.ts";
+import { SharedScorer } from "../../src/roles/shared-scorer.ts";
 
 /**
  * The aux's held-out evaluation with the real scorer: the peer's mnist-mlp on the WebAssembly
  * backend, reading the test split of a small real MNIST subset over HTTP as the platform serves
  * it. A state trained for a few hundred minibatches scores a far higher accuracy than the initial
- * weights, and the second evaluation reads the shards from the aux's cache.
+ * weights, and the second evaluation reads the shards from the aux's cache. The contribution
+ * validator, on the same model, flags a peer that sends its gradients sign-flipped and ×1,000.
  */
 
 const config = parseExperimentConfig({ model: { preset: "mnist-mlp", hiddenUnits: [32] } });
@@ -118,6 +125,90 @@ describe("the aux's held-out evaluation of mnist-mlp checkpoints", () => {
     } finally {
       stop.abort();
       await evaluator.close();
+    }
+  }, 120_000);
+});
+
+/** Mean gradients of the model at `parameters` over `count` minibatches of 64 from `seed`'s shuffle. */
+async function gradientsAt(parameters: Float32Array, seed: number, count: number): Promise<Float32Array[]> {
+  const model = createModel(config.model);
+  try {
+    model.setParameters(parameters);
+    const source = new DirectoryDatasetSource({ dir: join(datasetsDir(root), "mnist"), dataset: "mnist" });
+    const batches = createBatchStream({ source, split: "train", batchSize: 64, seed, config, manifest });
+    const gradients: Float32Array[] = [];
+    for await (const batch of batches) {
+      gradients.push((await model.computeGradients(batch, 0)).gradient.slice());
+      if (gradients.length === count) break;
+    }
+    await batches.return();
+    return gradients;
+  } finally {
+    model.dispose();
+  }
+}
+
+describe("the aux's contribution validator on mnist-mlp", () => {
+  it("flags the peer whose gradients are sign-flipped and ×1,000 in two rounds, and none of the honest ones", async () => {
+    const { trained } = await initialAndTrained();
+    const logger = pino({ level: "silent" });
+    const stop = new AbortController();
+    const shared = new SharedScorer((signal) =>
+      openHeldOutScorer({ config, server: new URL(server.url), dataDir: join(root, "aux"), logger, signal }),
+    );
+    const flags: ContributionFlag[] = [];
+    const validator = new ContributionValidator({
+      logger,
+      signal: stop.signal,
+      parameters: () => ({ step: TRAIN_STEPS, generation: 0, parameters: trained }),
+      generation: () => 0,
+      openScorer: (signal) => shared.open(signal),
+      report: (flag) => {
+        flags.push(flag);
+        return Promise.resolve();
+      },
+      stepScale: validationStepScale(
+        parseExperimentConfig({ optimizer: { name: "adam", learningRate: 0.01 } }),
+      ),
+      batches: 4,
+    });
+    // The aux's part: the first layer's weights from the middle of the vector on, as a load-balanced
+    // part of a larger group would be.
+    const part = { start: 5_000, end: 20_000 };
+    try {
+      for (const epoch of [0, 1]) {
+        const [a, b, c, d] = await gradientsAt(trained, 100 + epoch, 4);
+        const senders = new Map([
+          ["honest-a", a],
+          ["honest-b", b],
+          ["honest-c", c],
+          ["attacker", d?.map((value) => value * -1000)],
+        ]);
+        for (const [peerId, gradient] of senders) {
+          if (gradient === undefined) throw new Error("too few gradients");
+          validator.observe({
+            epoch,
+            groupId: `g${epoch}`,
+            peerId,
+            weight: 64,
+            part,
+            start: part.start,
+            values: gradient.subarray(part.start, part.end),
+          });
+        }
+        validator.finish(epoch);
+        await validator.idle();
+      }
+      expect(validator.roundsScored).toBe(2);
+      expect(validator.flagged()).toEqual(["attacker"]);
+      expect(flags).toHaveLength(1);
+      const [flag] = flags;
+      expect(flag).toMatchObject({ peerId: "attacker", epoch: 1, firstHurtEpoch: 0, hurtSamples: 2 });
+      expect(flag?.normRatio ?? 0).toBeGreaterThan(100);
+      expect(flag?.lossAfter ?? Infinity).toBeGreaterThan(flag?.baselineLoss ?? Infinity);
+    } finally {
+      stop.abort();
+      await validator.close();
     }
   }, 120_000);
 });

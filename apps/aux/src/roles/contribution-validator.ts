@@ -1,0 +1,467 @@
+import { AveragingStrategy, type ExperimentConfig } from "@barnraise/protocol";
+import type { ObservedContribution } from "@barnraise/swarm";
+import type { Logger } from "pino";
+import type { HeldOutScorer } from "./checkpoint-evaluator.ts";
+
+/** What the validator uses of a scorer: the loss on a fixed subset of the test split. */
+export type LossScorer = Pick<HeldOutScorer, "loss" | "dispose">;
+
+/** The parameters the validator steps from: the aux's newest state. */
+export interface ValidationParameters {
+  /** The state's step (collaborative epoch) and rollback generation. */
+  readonly step: number;
+  readonly generation: number;
+  readonly parameters: Float32Array;
+}
+
+/** What the validator tells the platform about a peer whose contributions hurt. */
+export interface ContributionFlag {
+  readonly peerId: string;
+  /** The epoch and run generation of the round whose contribution hurt last. */
+  readonly epoch: number;
+  readonly generation: number;
+  /** The earliest epoch among the peer's recent samples that hurt. */
+  readonly firstHurtEpoch: number;
+  /** The held-out loss (on the validator's subset) at θ, and after the peer's step; null: not finite. */
+  readonly baselineLoss: number;
+  readonly lossAfter: number | null;
+  /** The median change of loss the round's sampled senders' steps caused. */
+  readonly medianDelta: number;
+  /** ‖g_peer‖ / median ‖g_j‖ over the round's sampled senders. */
+  readonly normRatio: number;
+  /** How many of the peer's last `recentSamples` scored samples hurt. */
+  readonly hurtSamples: number;
+  readonly recentSamples: number;
+}
+
+/** What the validator needs from the aux (ports; tests fake them). */
+export interface ContributionValidatorPorts {
+  /** The aux's newest parameters (its latest checkpoint), or null while it holds none. */
+  parameters(): ValidationParameters | null;
+  /** The run generation the aux is in now: rounds are scored only against a state of theirs. */
+  generation(): number;
+  /** A handle on the held-out scorer (shared with the checkpoint evaluator); disposed at `close`. */
+  openScorer(signal: AbortSignal): Promise<LossScorer>;
+  /** Records the flag with the platform. */
+  report(flag: ContributionFlag, signal: AbortSignal): Promise<void>;
+}
+
+export interface ContributionValidatorOptions extends ContributionValidatorPorts {
+  readonly logger: Logger;
+  /** The aux's stop: cuts the scoring in flight short and starts no other. */
+  readonly signal: AbortSignal;
+  /**
+   * The scale s of each sender's step θ − s·g_i, from the part's length and the median ℓ2 norm of
+   * the round's sampled contributions (see `validationStepScale`).
+   */
+  readonly stepScale: (partLength: number, medianNorm: number) => number;
+  /** Batches of the test split each loss is measured on (a fixed subset, the same every time). */
+  readonly batches: number;
+  /** Senders scored per round at most (a random sample of them); default 8. */
+  readonly maxSendersPerRound?: number;
+  /** How long after a report a still-flagged peer is reported again with newer evidence; default 30 s. */
+  readonly reportEveryMs?: number;
+  readonly now?: () => number;
+  readonly random?: () => number;
+}
+
+/** Fewer senders than this in a round and the median is no honest reference: the round is not scored. */
+export const MIN_SENDERS = 3;
+/** A contribution hurts when its loss increase exceeds the median's by this share of the loss… */
+export const RELATIVE_TOLERANCE = 1e-3;
+/** …and by this many median absolute deviations of the round's changes of loss. */
+export const MAD_TOLERANCE = 5;
+/** A peer is flagged when `HURT_TO_FLAG` of its last `RECENT_SAMPLES` scored samples hurt. */
+export const RECENT_SAMPLES = 3;
+export const HURT_TO_FLAG = 2;
+/** Peers whose history is kept at most (the least recently scored are forgotten first). */
+const MAX_TRACKED_PEERS = 1024;
+
+/**
+ * The step each sender's contribution g is scaled to, for the optimizer the run uses.
+ *
+ * `dedloc` averages gradients that Adam or LAMB turn into a step of about the learning rate per
+ * coordinate, so the median sender's step gets the ℓ2 norm such a step has on the part,
+ * lr·√length: a gradient 1,000 times the others' then steps 1,000 times as far, and a sign-flipped
+ * one climbs the loss. `diloco` averages pseudo-gradients that are steps already: the outer SGD
+ * moves θ by its learning rate times them (before momentum), so each is scaled by that rate.
+ */
+export function validationStepScale(
+  config: ExperimentConfig,
+): (partLength: number, medianNorm: number) => number {
+  if (config.averaging.strategy === AveragingStrategy.diloco) {
+    const rate = config.averaging.outerOptimizer.learningRate;
+    return () => rate;
+  }
+  const rate = config.optimizer.learningRate;
+  return (partLength, medianNorm) => (rate * Math.sqrt(partLength)) / medianNorm;
+}
+
+/** One sender's contribution to the validator's part in one round, put back together from its chunks. */
+interface SenderSample {
+  readonly values: Float32Array;
+  /** Elements received so far; complete when it equals `values.length`. */
+  received: number;
+}
+
+/** The contributions of one round, as the reducer hands them over. */
+interface RoundSample {
+  readonly epoch: number;
+  readonly groupId: string;
+  readonly partStart: number;
+  readonly partLength: number;
+  readonly senders: Map<string, SenderSample>;
+  /** Senders seen, for the reservoir sample. */
+  seen: number;
+  generation?: number;
+}
+
+/** One scored sample of a peer. */
+interface Verdict {
+  readonly epoch: number;
+  readonly hurt: boolean;
+}
+
+interface PeerHistory {
+  readonly verdicts: Verdict[];
+  flagged: boolean;
+  lastReportedAt: number;
+}
+
+/** The loss change one sender's step caused, with what the report needs. */
+interface SenderScore {
+  readonly peerId: string;
+  readonly norm: number;
+  readonly lossAfter: number;
+  readonly delta: number;
+}
+
+/**
+ * The aux as validator (issue 19): it samples what trainers contribute to the rounds it helps
+ * average, scores each contribution by the change of held-out loss it causes, and flags peers whose
+ * contributions hurt.
+ *
+ * The aux reduces a part of every round it helps; the swarm tells it each sender's chunks of that
+ * part (`Averager.observeContributions`), which `observe` puts back together per sender. When the
+ * round succeeded (`finish`), up to `maxSendersPerRound` complete senders, a random sample, are
+ * scored in the background: for each sender i, Δ_i = L(θ − s·g_i on the part) − L(θ), L the mean
+ * loss on a fixed subset of the test split and θ the aux's newest state, with s from
+ * `stepScale` (scaled to the median sender's norm, so one vector 1,000 times the others' cannot
+ * hide by scaling everyone's step). A contribution hurts when Δ_i > 0 and Δ_i exceeds the round's
+ * median Δ by more than max(RELATIVE_TOLERANCE·L(θ), MAD_TOLERANCE·MAD): honest peers' steps lower
+ * the loss or move it by noise, while a huge or sign-flipped one climbs it. A peer is flagged when
+ * HURT_TO_FLAG of its last RECENT_SAMPLES scored samples hurt; the aux warns and reports the
+ * evidence to the platform, again at most every `reportEveryMs` while the peer keeps hurting.
+ *
+ * Scoring never holds the averaging up: one round is scored at a time, and a round that finishes
+ * meanwhile waits in a single slot, where a newer round replaces it. Rounds with fewer than
+ * MIN_SENDERS complete senders are not scored: with two, the median is no honest reference.
+ * Non-finite values never get here (the reducer refuses them and excludes their sender).
+ */
+export class ContributionValidator {
+  readonly #options: ContributionValidatorOptions;
+  #collecting: RoundSample | undefined;
+  #next: RoundSample | undefined;
+  #running: Promise<void> | undefined;
+  #scorer: LossScorer | undefined;
+  readonly #peers = new Map<string, PeerHistory>();
+  #rounds = 0;
+
+  constructor(options: ContributionValidatorOptions) {
+    this.#options = options;
+  }
+
+  /** Rounds scored so far. */
+  get roundsScored(): number {
+    return this.#rounds;
+  }
+
+  /** Whether a round is being scored. */
+  get busy(): boolean {
+    return this.#running !== undefined;
+  }
+
+  /** Peers flagged now (hurt in HURT_TO_FLAG of their last RECENT_SAMPLES samples). */
+  flagged(): string[] {
+    return [...this.#peers.entries()].filter(([, history]) => history.flagged).map(([peer]) => peer);
+  }
+
+  /** Takes one sender's chunk of the part this aux reduces (from `Averager.observeContributions`). */
+  observe(contribution: ObservedContribution): void {
+    const { epoch, groupId, part, peerId, start, values } = contribution;
+    let round = this.#collecting;
+    if (round?.groupId !== groupId || round.epoch !== epoch) {
+      // A new round (or the retry of a failed one): what was collected of the old one is dropped.
+      round = {
+        epoch,
+        groupId,
+        partStart: part.start,
+        partLength: part.end - part.start,
+        senders: new Map(),
+        seen: 0,
+      };
+      this.#collecting = round;
+    }
+    let sender = round.senders.get(peerId);
+    if (sender === undefined) {
+      if (start !== part.start) return; // joined the sample mid-way (evicted before): not complete
+      sender = this.#admit(round, peerId);
+      if (sender === undefined) return;
+    }
+    const offset = start - round.partStart;
+    if (offset !== sender.received || offset + values.length > round.partLength) return;
+    sender.values.set(values, offset);
+    sender.received += values.length;
+  }
+
+  /** The round of `epoch` that this aux helped succeeded: scores its complete senders in the background. */
+  finish(epoch: number): void {
+    const round = this.#collecting;
+    this.#collecting = undefined;
+    if (round?.epoch !== epoch || this.#options.signal.aborted) return;
+    for (const [peer, sender] of round.senders) {
+      if (sender.received !== round.partLength) round.senders.delete(peer);
+    }
+    if (round.senders.size < MIN_SENDERS) {
+      this.#options.logger.debug(
+        { epoch, senders: round.senders.size },
+        `not validating the round of epoch ${epoch}: fewer than ${MIN_SENDERS} complete contributions`,
+      );
+      return;
+    }
+    round.generation = this.#options.generation();
+    if (this.#next !== undefined) {
+      this.#options.logger.debug(
+        { epoch: this.#next.epoch, newerEpoch: epoch },
+        "the validator is busy: skipping a round for a newer one",
+      );
+    }
+    this.#next = round;
+    if (this.#running === undefined) this.#start();
+  }
+
+  /** The round this aux was helping failed: what was collected of it is dropped. */
+  discard(): void {
+    this.#collecting = undefined;
+  }
+
+  /** Resolves once no round is being scored or waiting. */
+  async idle(): Promise<void> {
+    while (this.#running !== undefined) await this.#running;
+  }
+
+  /** Waits for the scoring in flight (abort the signal first to cut it short), then lets the scorer go. */
+  async close(): Promise<void> {
+    this.#collecting = undefined;
+    await this.idle();
+    this.#scorer?.dispose();
+    this.#scorer = undefined;
+  }
+
+  /** Reservoir sampling of the round's senders: each of the first n seen is kept with probability k/n. */
+  #admit(round: RoundSample, peerId: string): SenderSample | undefined {
+    const cap = this.#options.maxSendersPerRound ?? 8;
+    round.seen += 1;
+    if (round.senders.size >= cap) {
+      const slot = Math.floor((this.#options.random ?? Math.random)() * round.seen);
+      if (slot >= cap) return undefined;
+      const evicted = [...round.senders.keys()][slot];
+      if (evicted !== undefined) round.senders.delete(evicted);
+    }
+    const sender: SenderSample = { values: new Float32Array(round.partLength), received: 0 };
+    round.senders.set(peerId, sender);
+    return sender;
+  }
+
+  #start(): void {
+    this.#running = this.#drain().finally(() => {
+      this.#running = undefined;
+      if (this.#next !== undefined && !this.#options.signal.aborted) this.#start();
+    });
+  }
+
+  async #drain(): Promise<void> {
+    for (let round = this.#take(); round !== undefined; round = this.#take()) {
+      if (this.#stopped()) return;
+      try {
+        await this.#score(round);
+      } catch (error) {
+        if (this.#stopped()) return;
+        this.#options.logger.warn(
+          { epoch: round.epoch, err: error },
+          `could not validate the contributions of epoch ${round.epoch}: ${describe(error)}; the aux goes on`,
+        );
+      }
+    }
+  }
+
+  /** A call, so that the compiler does not assume the signal unchanged across awaits. */
+  #stopped(): boolean {
+    return this.#options.signal.aborted;
+  }
+
+  #take(): RoundSample | undefined {
+    const round = this.#next;
+    this.#next = undefined;
+    return round;
+  }
+
+  async #score(round: RoundSample): Promise<void> {
+    const { logger, signal } = this.#options;
+    const state = this.#options.parameters();
+    const { epoch, partStart, partLength } = round;
+    if (state === null || state.generation !== round.generation) {
+      logger.debug({ epoch }, "not validating: this aux holds no state of the round's generation yet");
+      return;
+    }
+    if (state.parameters.length < partStart + partLength) {
+      throw new Error(
+        `the aux's state has ${state.parameters.length} parameters, the round's part ends at ${partStart + partLength}`,
+      );
+    }
+    const senders = [...round.senders.entries()].map(([peerId, sample]) => ({
+      peerId,
+      values: sample.values,
+      norm: l2Norm(sample.values),
+    }));
+    const medianNorm = median(senders.map((sender) => sender.norm));
+    if (!(medianNorm > 0)) return;
+    const scale = this.#options.stepScale(partLength, medianNorm);
+    this.#scorer ??= await this.#options.openScorer(signal);
+    const scorer = this.#scorer;
+    const options = { maxBatches: this.#options.batches };
+    const baseline = await scorer.loss(state.parameters, signal, options);
+    if (!Number.isFinite(baseline)) {
+      throw new Error(`the held-out loss of the aux's state of step ${state.step} is not finite`);
+    }
+    const stepped = state.parameters.slice();
+    const part = stepped.subarray(partStart, partStart + partLength);
+    const original = state.parameters.subarray(partStart, partStart + partLength);
+    const scores: SenderScore[] = [];
+    for (const sender of senders) {
+      signal.throwIfAborted();
+      for (let i = 0; i < partLength; i++) part[i] = (original[i] ?? 0) - scale * (sender.values[i] ?? 0);
+      // A step that drives the loss past what is finite is an infinite increase (the scorer says +Infinity).
+      const lossAfter = await scorer.loss(stepped, signal, options);
+      scores.push({ peerId: sender.peerId, norm: sender.norm, lossAfter, delta: lossAfter - baseline });
+    }
+    signal.throwIfAborted();
+    this.#rounds += 1;
+    const deltas = scores.map((score) => score.delta);
+    const medianDelta = median(deltas);
+    const mad = median(deltas.map((delta) => Math.abs(delta - medianDelta)));
+    const tolerance = Math.max(RELATIVE_TOLERANCE * Math.abs(baseline), MAD_TOLERANCE * mad);
+    logger.debug(
+      { epoch, parametersStep: state.step, baseline, medianDelta, tolerance, senders: scores.length },
+      `validated the contributions of epoch ${epoch}`,
+    );
+    for (const score of scores) {
+      const hurt = score.delta > 0 && score.delta - medianDelta > tolerance;
+      this.#judge(round, score, hurt, { baseline, medianDelta, normRatio: score.norm / medianNorm });
+    }
+  }
+
+  #judge(
+    round: RoundSample,
+    score: SenderScore,
+    hurt: boolean,
+    evidence: { baseline: number; medianDelta: number; normRatio: number },
+  ): void {
+    const { logger } = this.#options;
+    const now = (this.#options.now ?? Date.now)();
+    const history = this.#history(score.peerId);
+    history.verdicts.push({ epoch: round.epoch, hurt });
+    if (history.verdicts.length > RECENT_SAMPLES) history.verdicts.shift();
+    const hurting = history.verdicts.filter((verdict) => verdict.hurt);
+    const wasFlagged = history.flagged;
+    history.flagged = hurting.length >= HURT_TO_FLAG;
+    if (history.flagged && !wasFlagged) {
+      logger.warn(
+        {
+          peer: score.peerId,
+          epoch: round.epoch,
+          baselineLoss: evidence.baseline,
+          lossAfter: score.lossAfter,
+          medianDelta: evidence.medianDelta,
+          normRatio: evidence.normRatio,
+          hurtSamples: hurting.length,
+          recentSamples: history.verdicts.length,
+        },
+        `flagged ${score.peerId}: its contributions raised the held-out loss in ${hurting.length} of its last ${history.verdicts.length} samples`,
+      );
+    } else if (wasFlagged && !history.flagged) {
+      logger.info(
+        { peer: score.peerId },
+        `${score.peerId} is no longer flagged: its recent contributions help`,
+      );
+    }
+    if (!history.flagged || !hurt) return;
+    if (wasFlagged && now - history.lastReportedAt < (this.#options.reportEveryMs ?? 30_000)) return;
+    const flag: ContributionFlag = {
+      peerId: score.peerId,
+      epoch: round.epoch,
+      generation: round.generation ?? 0,
+      firstHurtEpoch: Math.min(...hurting.map((verdict) => verdict.epoch)),
+      baselineLoss: evidence.baseline,
+      lossAfter: Number.isFinite(score.lossAfter) ? score.lossAfter : null,
+      medianDelta: evidence.medianDelta,
+      normRatio: evidence.normRatio,
+      hurtSamples: hurting.length,
+      recentSamples: history.verdicts.length,
+    };
+    const previous = history.lastReportedAt;
+    history.lastReportedAt = now;
+    this.#options.report(flag, this.#options.signal).then(
+      () => {
+        logger.info({ peer: flag.peerId, epoch: flag.epoch }, "reported a flagged peer to the platform");
+      },
+      (error: unknown) => {
+        // Sent again with the next sample that hurts.
+        history.lastReportedAt = previous;
+        if (this.#options.signal.aborted) return;
+        logger.warn(
+          { peer: flag.peerId, err: error },
+          `could not report the flagged peer ${flag.peerId}: ${describe(error)}`,
+        );
+      },
+    );
+  }
+
+  #history(peerId: string): PeerHistory {
+    let history = this.#peers.get(peerId);
+    if (history === undefined) {
+      history = { verdicts: [], flagged: false, lastReportedAt: Number.NEGATIVE_INFINITY };
+    } else {
+      this.#peers.delete(peerId);
+    }
+    // Most recently scored last: the first entries are the ones to forget.
+    this.#peers.set(peerId, history);
+    if (this.#peers.size > MAX_TRACKED_PEERS) {
+      const oldest = this.#peers.keys().next();
+      if (oldest.done !== true) this.#peers.delete(oldest.value);
+    }
+    return history;
+  }
+}
+
+function l2Norm(values: Float32Array): number {
+  let squares = 0;
+  for (const value of values) squares += value * value;
+  return Math.sqrt(squares);
+}
+
+/** The median (the mean of the middle two for an even count); NaN for none. */
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  const upper = sorted[middle] ?? Number.NaN;
+  if (sorted.length % 2 === 1) return upper;
+  const lower = sorted[middle - 1] ?? Number.NaN;
+  // Two infinite changes of loss in the middle: their mean would be NaN.
+  return lower === upper ? upper : (lower + upper) / 2;
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
