@@ -194,6 +194,27 @@ describe("AuxPlatformClient against the platform", () => {
     expect(unknown).toMatchObject({ code: "NOT_FOUND", status: 404, retryable: false });
   });
 
+  it("flags a trainer whose contributions hurt; a trainer cannot, and an unknown PeerId is NOT_FOUND", async () => {
+    const trainer = await joinWith((await platform.addVolunteer(experimentId)).token);
+    const flag = {
+      peerId: trainer.peerId,
+      epoch: 9,
+      generation: 0,
+      firstHurtEpoch: 8,
+      baselineLoss: 2.1,
+      lossAfter: null,
+      medianDelta: -0.01,
+      normRatio: 1000,
+      hurtSamples: 2,
+      recentSamples: 3,
+    };
+    await clientFor(aux).postValidatorFlag(flag);
+    const byTrainer = await refusal(clientFor(trainer).postValidatorFlag(flag));
+    expect(byTrainer).toMatchObject({ code: "PASS_WRONG_ROLE", status: 401, retryable: false });
+    const unknown = await refusal(clientFor(aux).postValidatorFlag({ ...flag, peerId: aux.peerId }));
+    expect(unknown).toMatchObject({ code: "NOT_FOUND", status: 404, retryable: false });
+  });
+
   it("refuses a file whose bytes are not the signed SHA-256 with CHECKSUM_MISMATCH, and lists nothing", async () => {
     const signed = await checkpointFile("signed.ckpt", randomBytes(64 * 1024));
     const other = await checkpointFile("other.ckpt", randomBytes(64 * 1024));

@@ -33,6 +33,8 @@ const SESSION_ROUTE_FILES = [
   "experiments/[id]/alerts/webhooks/route.ts",
   "experiments/[id]/alerts/webhooks/[webhookId]/route.ts",
   "experiments/[id]/alerts/test/route.ts",
+  // The organizer's GET; the aux's signed POST is documented on the same path.
+  "experiments/[id]/validator-flags/route.ts",
   "me/alerts/route.ts",
 ];
 

@@ -12,6 +12,7 @@ import * as experiment from "../../app/api/v1/experiments/[id]/route.ts";
 import * as status from "../../app/api/v1/experiments/[id]/status/route.ts";
 import * as token from "../../app/api/v1/experiments/[id]/tokens/[tokenId]/route.ts";
 import * as tokens from "../../app/api/v1/experiments/[id]/tokens/route.ts";
+import * as validatorFlags from "../../app/api/v1/experiments/[id]/validator-flags/route.ts";
 import * as experiments from "../../app/api/v1/experiments/route.ts";
 import * as myAlerts from "../../app/api/v1/me/alerts/route.ts";
 import * as myNodes from "../../app/api/v1/me/nodes/route.ts";
@@ -249,6 +250,13 @@ export const routeCases: readonly RouteCase[] = [
     experimentScoped: false,
     expected: anyUser("200"),
     call: calling(myNodes.GET, nowhere("/api/v1/me/nodes")),
+  },
+  {
+    name: "GET /experiments/{id}/validator-flags",
+    mutation: false,
+    experimentScoped: true,
+    expected: organizerOnly("200"),
+    call: calling(validatorFlags.GET, at("/validator-flags")),
   },
   {
     name: "GET /experiments/{id}/alerts",

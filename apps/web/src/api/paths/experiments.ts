@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { ZodOpenApiPathsObject } from "zod-openapi";
+import type { ZodOpenApiOperationObject, ZodOpenApiPathsObject } from "zod-openapi";
 import type { AppErrorCode } from "../../server/app-error.ts";
 import {
   addToAllowlistRequestSchema,
@@ -23,6 +23,7 @@ import {
   createPeerTokenRequestSchema,
   peerTokenListSchema,
 } from "../schemas/tokens.ts";
+import { validatorFlagListSchema } from "../schemas/validator-flags.ts";
 
 const idParam = z.string().meta({ description: "The experiment's id", examples: ["demo"] });
 const experimentParams = z.object({ id: idParam });
@@ -37,6 +38,21 @@ const ok = (description: string, schema: z.ZodType) => ({
 const noContent = { description: "Done; no body" };
 const mutationErrors = (...codes: AppErrorCode[]) => errorResponses(...mutationErrorCodes, ...codes);
 const organizerOnly = "Who: the experiment's organizer (403 FORBIDDEN for anyone else).";
+
+/** The organizer's read of the validator's flags; the aux posts them on the same path (see peer.ts). */
+export const listValidatorFlagsOperation: ZodOpenApiOperationObject = {
+  tags: ["experiments"],
+  summary: "Trainer nodes the validator flagged",
+  description:
+    `${organizerOnly} The aux's validator scores what trainers contribute by the change of held-out loss ` +
+    "it causes; a node whose contributions hurt in most of its recent samples is listed here with the " +
+    "evidence of its latest report and its owner's standing (ban them through the allowlist).",
+  requestParams: { path: experimentParams },
+  responses: {
+    "200": ok("The flags, the most recently reported first", validatorFlagListSchema),
+    ...errorResponses("UNAUTHENTICATED", "FORBIDDEN", "NOT_FOUND"),
+  },
+};
 
 export const experimentPaths: ZodOpenApiPathsObject = {
   "/api/v1/experiments": {

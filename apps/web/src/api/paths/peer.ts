@@ -14,7 +14,10 @@ import {
   runControlResponseSchema,
   swarmStatusReportSchema,
   timelineResponseSchema,
+  validatorFlagRequestSchema,
 } from "../schemas/peer.ts";
+import { validatorFlagSchema } from "../schemas/validator-flags.ts";
+import { listValidatorFlagsOperation } from "./experiments.ts";
 import { checkpointSchema, experimentIdParamSchema } from "../schemas/public.ts";
 import { errorResponse, listCheckpointsOperation, readMetricsOperation } from "./public.ts";
 
@@ -254,6 +257,29 @@ export const peerPaths: ZodOpenApiPathsObject = {
         "200": { description: "The current timeline", content: jsonContent(timelineResponseSchema) },
         "400": errorResponse("INVALID_INPUT, BODY_MISMATCH"),
         ...signedErrors,
+        "413": errorResponse("PAYLOAD_TOO_LARGE"),
+      },
+    },
+  },
+  "/api/v1/experiments/{id}/validator-flags": {
+    get: listValidatorFlagsOperation,
+    post: {
+      tags: ["peer"],
+      summary: "Flag a trainer whose contributions hurt (signed aux)",
+      description:
+        "The aux's validator steps its state by each sampled trainer's contribution and measures the " +
+        "held-out loss; a trainer whose steps raised it in most of its recent samples is flagged here. " +
+        "The platform keeps one flag per node with the latest evidence (and the earliest epoch of the " +
+        "current run generation at which it hurt) for the organizer's manage page. Body at most 4 KiB.",
+      requestParams: { path: experimentIdParamSchema, header: signedHeader },
+      requestBody: { required: true, content: jsonContent(validatorFlagRequestSchema) },
+      responses: {
+        "200": { description: "Recorded: the node's flag", content: jsonContent(validatorFlagSchema) },
+        "400": errorResponse(
+          "INVALID_INPUT (a malformed PeerId, a non-finite or negative loss, a generation the run has not reached), BODY_MISMATCH",
+        ),
+        ...signedErrors,
+        "404": errorResponse("NOT_FOUND: no such experiment, or no trainer of it with that PeerId"),
         "413": errorResponse("PAYLOAD_TOO_LARGE"),
       },
     },

@@ -195,6 +195,59 @@ export const swarmStatusReportSchema = z
   .meta({ id: "SwarmStatusReport", description: "The aux peer's heartbeat, every 10 s" });
 export type SwarmStatusReport = z.infer<typeof swarmStatusReportSchema>;
 
+/** A 32-bit integer column. */
+const int32 = z
+  .number()
+  .int()
+  .nonnegative()
+  .max(2 ** 31 - 1);
+
+/** The most samples a validator's verdict may look back on. */
+export const MAX_VALIDATOR_SAMPLES = 64;
+
+export const validatorFlagRequestSchema = z
+  .strictObject({
+    peerId: z
+      .string()
+      .regex(/^[1-9A-HJ-NP-Za-km-z]{1,128}$/, "must be a libp2p PeerId (base58btc)")
+      .meta({ description: "The flagged trainer node's PeerId", examples: ["12D3KooW…"] }),
+    epoch: int32.meta({ description: "The epoch of the round whose contribution hurt last" }),
+    generation: int32.meta({ description: "The run generation (rollbacks so far) of that round" }),
+    firstHurtEpoch: int32.meta({
+      description: "The earliest epoch among the node's recent samples that hurt (at most `epoch`)",
+    }),
+    baselineLoss: nonNegative.meta({
+      description: "The held-out loss at the aux's state, on the validator's fixed subset of the test split",
+    }),
+    lossAfter: nonNegative
+      .nullable()
+      .meta({ description: "The loss after the node's step; null when it was not finite" }),
+    medianDelta: z
+      .number()
+      .meta({ description: "The median change of loss of the round's sampled senders' steps" }),
+    normRatio: nonNegative.meta({
+      description: "The ℓ2 norm of the node's contribution over the median of the round's sampled senders",
+    }),
+    hurtSamples: z.number().int().min(1).max(MAX_VALIDATOR_SAMPLES).meta({
+      description: "How many of the node's last `recentSamples` scored samples hurt",
+    }),
+    recentSamples: z.number().int().min(1).max(MAX_VALIDATOR_SAMPLES),
+  })
+  .superRefine((flag, ctx) => {
+    if (flag.hurtSamples > flag.recentSamples) {
+      ctx.addIssue({ code: "custom", path: ["hurtSamples"], message: "must be at most recentSamples" });
+    }
+    if (flag.firstHurtEpoch > flag.epoch) {
+      ctx.addIssue({ code: "custom", path: ["firstHurtEpoch"], message: "must be at most epoch" });
+    }
+  })
+  .meta({
+    id: "ValidatorFlagRequest",
+    description:
+      "The aux's validator found a trainer's contributions raising the held-out loss: the evidence of its latest sample",
+  });
+export type ValidatorFlagRequest = z.output<typeof validatorFlagRequestSchema>;
+
 export const checkpointEvaluationRequestSchema = z
   .strictObject({
     metric: z.enum(HELD_OUT_METRICS).meta({
