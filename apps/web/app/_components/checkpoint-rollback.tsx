@@ -5,6 +5,16 @@ import type { CheckpointView } from "../../src/api/schemas/public.ts";
 import { formatBytes, formatCount, formatDecimal, formatTime } from "./format.ts";
 import { StatusLine, useMutation } from "./mutation.tsx";
 
+/** Where the organizer's rollback is posted. */
+export function rollbackPath(experimentId: string): string {
+  return `/api/v1/experiments/${encodeURIComponent(experimentId)}/rollback`;
+}
+
+/** What the page says once a rollback to the checkpoint of `step` is accepted. */
+export function rolledBackText(step: number): string {
+  return `Rolled the run back to the checkpoint of step ${step}. The swarm restarts from it within about 30 s.`;
+}
+
 /**
  * The organizer's list of checkpoints, newest step first, each with a "Roll back to step N" button.
  * A first click asks for confirmation in place; the second posts the rollback. The swarm then
@@ -31,9 +41,9 @@ export function CheckpointRollback({
   async function rollBack(checkpoint: CheckpointView) {
     const done = await mutation.run(
       "POST",
-      `/api/v1/experiments/${encodeURIComponent(experimentId)}/rollback`,
+      rollbackPath(experimentId),
       { checkpointId: checkpoint.id },
-      `Rolled the run back to the checkpoint of step ${checkpoint.step}. The swarm restarts from it within about 30 s.`,
+      rolledBackText(checkpoint.step),
     );
     if (done) setConfirming(null);
   }

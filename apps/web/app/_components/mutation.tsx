@@ -13,7 +13,7 @@ export interface Mutation {
   readonly busy: boolean;
   readonly status: MutationStatus;
   /** Calls the API; on success shows `success` and refreshes the page's server data. */
-  run(method: "POST", path: string, body: unknown, success: string): Promise<boolean>;
+  run(method: "POST" | "PUT", path: string, body: unknown, success: string): Promise<boolean>;
 }
 
 export function useMutation(): Mutation {
@@ -21,7 +21,7 @@ export function useMutation(): Mutation {
   const [busy, setBusy] = useState(false);
   const [status, setStatus] = useState<MutationStatus>(null);
   const [refreshing, startRefresh] = useTransition();
-  async function run(method: "POST", path: string, body: unknown, success: string): Promise<boolean> {
+  async function run(method: "POST" | "PUT", path: string, body: unknown, success: string): Promise<boolean> {
     setBusy(true);
     setStatus(null);
     const result = await callApi(method, path, body);

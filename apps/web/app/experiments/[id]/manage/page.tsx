@@ -10,6 +10,7 @@ import { findExperiment } from "../../../../src/server/services/experiment-acces
 import { listAllowlist } from "../../../../src/server/services/list-allowlist.ts";
 import { listCheckpoints } from "../../../../src/server/services/list-checkpoints.ts";
 import { listPeerTokens } from "../../../../src/server/services/list-peer-tokens.ts";
+import { listValidatorFlags } from "../../../../src/server/services/list-validator-flags.ts";
 import { readAlertSettings } from "../../../../src/server/services/read-alert-settings.ts";
 import { AccessDenied } from "../../../_components/access-denied.tsx";
 import { AlertSettings } from "../../../_components/alert-settings.tsx";
@@ -20,6 +21,7 @@ import { ExperimentForm } from "../../../_components/experiment-form.tsx";
 import { PauseResume, RotateAuthorityKey } from "../../../_components/run-controls.tsx";
 import { ExperimentStatusBadge } from "../../../_components/status-badge.tsx";
 import { TokenPanel } from "../../../_components/token-panel.tsx";
+import { ValidatorFlags } from "../../../_components/validator-flags.tsx";
 
 type Props = { readonly params: Promise<{ id: string }> };
 
@@ -51,7 +53,7 @@ export default async function ManageExperimentPage({ params }: Props) {
     );
   }
 
-  const [entries, tokens, origin, { checkpoints }, record, alerts] = await Promise.all([
+  const [entries, tokens, origin, { checkpoints }, record, alerts, flags] = await Promise.all([
     listAllowlist(ctx, user, id),
     listPeerTokens(ctx, user, id),
     publicOrigin(ctx),
@@ -59,6 +61,7 @@ export default async function ManageExperimentPage({ params }: Props) {
     // The rollback state is not part of the public view.
     findExperiment(ctx, id),
     readAlertSettings(ctx, user, id),
+    listValidatorFlags(ctx, user, id),
   ]);
   const pending = entries.filter((entry) => entry.status === "pending").length;
   const program = await programLink(ctx, "barnraise-aux", origin);
@@ -103,6 +106,21 @@ export default async function ManageExperimentPage({ params }: Props) {
           </p>
         </section>
       </div>
+
+      <section aria-labelledby="validator-heading" className="section">
+        <h2 id="validator-heading">
+          Flagged by the validator{" "}
+          {flags.length > 0 ? <span className="badge badge-warn">{flags.length}</span> : null}
+        </h2>
+        <div className="card">
+          <ValidatorFlags
+            experimentId={id}
+            flags={flags}
+            checkpoints={checkpoints}
+            generation={record.generation}
+          />
+        </div>
+      </section>
 
       <section aria-labelledby="rollback-heading" className="section">
         <h2 id="rollback-heading">Checkpoints and rollback</h2>
