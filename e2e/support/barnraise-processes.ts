@@ -84,6 +84,36 @@ export function startPeer(
 }
 
 /**
+ * An attacker's peer (`support/attacker-peer.ts`): the volunteer's peer on the WASM backend with a
+ * minibatch of `batchSize`, whose every contribution to averaging is multiplied by `scale`.
+ */
+export function startAttackerPeer(
+  processes: ProcessSet,
+  name: string,
+  options: NodeProcessOptions & { readonly batchSize: number; readonly scale: number },
+): RunningProcess {
+  return processes.start({
+    name,
+    command: process.execPath,
+    args: [
+      "e2e/support/attacker-peer.ts",
+      "--server",
+      options.server,
+      "--scale",
+      String(options.scale),
+      "--batch-size",
+      String(options.batchSize),
+      "--identity",
+      join(options.dir, "identity.json"),
+      "--data-dir",
+      join(options.dir, "data"),
+    ],
+    cwd: repoRoot,
+    env: childEnv({ BARNRAISE_TOKEN: options.token }),
+  });
+}
+
+/**
  * The test runner's environment for a CLI: this Node.js first on PATH, without the runner's own
  * NODE_OPTIONS (its loader is for the tests, not for the product), plus `extra`.
  */

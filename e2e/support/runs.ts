@@ -9,6 +9,8 @@ export interface SmallRun {
   readonly checkpointEvery: number;
   readonly learningRate?: number;
   readonly hiddenUnits?: number;
+  /** How reducers combine contributions; the form's default (the weighted mean) when absent. */
+  readonly aggregation?: "mean" | "centered-clip";
 }
 
 /**
@@ -43,6 +45,7 @@ export async function publishRun(organizer: Page, run: SmallRun): Promise<void> 
   await organizer.getByLabel("Stop after (steps)").fill("");
   await organizer.getByLabel("Learning rate").fill(String(run.learningRate ?? 0.01));
   await organizer.getByLabel("Checkpoint every (steps)").fill(String(run.checkpointEvery));
+  if (run.aggregation !== undefined) await organizer.getByLabel("Aggregation").selectOption(run.aggregation);
   await organizer.getByRole("button", { name: "Create experiment" }).click();
   await organizer.waitForURL(/\/experiments\/[^/]+\/manage$/);
   expect(new URL(organizer.url()).pathname).toBe(`/experiments/${run.id}/manage`);

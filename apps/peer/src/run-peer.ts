@@ -19,6 +19,7 @@ import {
   pollRunControl,
   startMetricsServer,
   Swarm,
+  type AveragerPort,
   type AveragingMode,
   type JoinedExperiment,
   type SwarmMetrics,
@@ -65,6 +66,12 @@ export interface PeerRunOptions {
   /** Serve Prometheus metrics at http://host:port/metrics (`--metrics-port`, `--metrics-host`). */
   readonly metrics?: { readonly port: number; readonly host: string };
   readonly now?: () => number;
+  /**
+   * For tests of the swarm's defences only (the CLI never sets it): wraps the port through which
+   * the optimizer averages, so a test's attacker peer can tamper with what it contributes (scale
+   * or flip its gradients) while everything else runs as a volunteer's peer does.
+   */
+  readonly wrapAverager?: (port: AveragerPort) => AveragerPort;
 }
 
 export interface PeerRunResult {
@@ -260,7 +267,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       // Every peer starts from the same bits: the seed is the experiment's.
       parameters: model.initialParameters(hashName(joined.experiment.id)),
       progress,
-      averager: swarm.averagerPort(),
+      averager: options.wrapAverager?.(swarm.averagerPort()) ?? swarm.averagerPort(),
       state: swarm.statePort(),
       // Checkpoints record which config the state was trained with.
       configVersion: joined.configVersion,
