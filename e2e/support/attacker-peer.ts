@@ -5,7 +5,7 @@
  * tests of the defences. Everything else, what it loads, how it joins and how it leaves when
  * banned, is what a volunteer's `barnraise-peer` does.
  *
- *   node e2e/support/attacker-peer.ts --server URL --scale -1000 --identity FILE --data-dir DIR
+ *   node e2e/support/attacker-peer.ts --server URL --scale=-1000 --identity FILE --data-dir DIR
  *        --batch-size N        (the token in BARNRAISE_TOKEN)
  *
  * JSON logs on stdout like the peer's, plus one `sending tampered contributions` record at the first
@@ -40,7 +40,7 @@ if (
   batchSize < 1
 ) {
   process.stderr.write(
-    "usage: BARNRAISE_TOKEN=… node e2e/support/attacker-peer.ts --server URL --scale FACTOR " +
+    "usage: BARNRAISE_TOKEN=… node e2e/support/attacker-peer.ts --server URL --scale=FACTOR " +
       "--identity FILE --data-dir DIR --batch-size N\n",
   );
   process.exit(PeerExitCode.usage);

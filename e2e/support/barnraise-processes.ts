@@ -99,8 +99,8 @@ export function startAttackerPeer(
       "e2e/support/attacker-peer.ts",
       "--server",
       options.server,
-      "--scale",
-      String(options.scale),
+      // Joined to its value: parseArgs would read a negative factor as an option.
+      `--scale=${options.scale}`,
       "--batch-size",
       String(options.batchSize),
       "--identity",
