@@ -164,6 +164,11 @@ export class ContributionValidator {
   #next: RoundSample | undefined;
   #running: Promise<void> | undefined;
   #scorer: LossScorer | undefined;
+  /**
+   * θ with one sender's step on the part, reused from round to round: a copy, since the aux serves
+   * its state to donors while this scores (a large model's vector is tens of megabytes).
+   */
+  #stepped: Float32Array | undefined;
   readonly #peers = new Map<string, PeerHistory>();
   #rounds = 0;
 
@@ -256,6 +261,7 @@ export class ContributionValidator {
     await this.idle();
     this.#scorer?.dispose();
     this.#scorer = undefined;
+    this.#stepped = undefined;
   }
 
   /** Reservoir sampling of the round's senders: each of the first n seen is kept with probability k/n. */
@@ -334,7 +340,11 @@ export class ContributionValidator {
     if (!Number.isFinite(baseline)) {
       throw new Error(`the held-out loss of the aux's state of step ${state.step} is not finite`);
     }
-    const stepped = state.parameters.slice();
+    if (this.#stepped?.length !== state.parameters.length) {
+      this.#stepped = new Float32Array(state.parameters.length);
+    }
+    const stepped = this.#stepped;
+    stepped.set(state.parameters);
     const part = stepped.subarray(partStart, partStart + partLength);
     const original = state.parameters.subarray(partStart, partStart + partLength);
     const scores: SenderScore[] = [];
