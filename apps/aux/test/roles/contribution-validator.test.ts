@@ -79,9 +79,8 @@ function setup(options: Partial<ContributionValidatorOptions> & { scorer?: Parti
       flags.push(flag);
       return Promise.resolve();
     },
-    stepScale: validationStepScale(
-      parseExperimentConfig({ optimizer: { name: "adam", learningRate: 0.01 } }),
-    ),
+    // The median sender steps lr·√length (lr 0.01): on this quadratic the loss stays near-linear.
+    stepScale: (partLength: number, medianNorm: number) => (0.01 * Math.sqrt(partLength)) / medianNorm,
     batches: 4,
     now: () => clock.now,
     random: () => 0.5,
@@ -184,6 +183,46 @@ describe("ContributionValidator", () => {
     expect(Array.from(stepped.subarray(0, PART.start))).toEqual(Array.from(THETA.subarray(0, PART.start)));
     expect(Array.from(stepped.subarray(PART.end))).toEqual(Array.from(THETA.subarray(PART.end)));
     expect(quadraticLoss(stepped)).toBeLessThan(quadraticLoss(THETA));
+  });
+
+  it("shortens a step too long for the state until the median one descends, then judges", async () => {
+    let measured = 0;
+    const { validator, flags } = setup({
+      // 256 times the step that stays near-linear: every honest step overshoots the optimum at first.
+      stepScale: (partLength, medianNorm) => (256 * 0.01 * Math.sqrt(partLength)) / medianNorm,
+      scorer: {
+        loss: (parameters) => {
+          measured += 1;
+          return Promise.resolve(quadraticLoss(parameters));
+        },
+      },
+    });
+    await round(validator, 1, honestRound(1, { attacker: scaled(honest(10), -1000) }));
+    await round(validator, 2, honestRound(2, { attacker: scaled(honest(20), -1000) }));
+    expect(validator.roundsScored).toBe(2);
+    expect(flags.map((flag) => flag.peerId)).toEqual(["attacker"]);
+    // θ, then the four senders at each length tried: more than one length per round.
+    expect(measured).toBeGreaterThan(2 * (1 + 4));
+    expect((measured - 2) % 4).toBe(0);
+  });
+
+  it("does not judge a round whose median step never lowers the loss", async () => {
+    const { validator, flags } = setup({
+      // Any move away from θ raises this loss: no step descends, however short.
+      scorer: {
+        loss: (parameters) => {
+          let distance = 0;
+          for (let i = 0; i < LENGTH; i++) distance += Math.abs((parameters[i] ?? 0) - (THETA[i] ?? 0));
+          return Promise.resolve(1 + distance);
+        },
+      },
+    });
+    for (let epoch = 0; epoch < 3; epoch++) {
+      await round(validator, epoch, honestRound(epoch, { attacker: scaled(honest(epoch), -1000) }));
+    }
+    expect(validator.roundsScored).toBe(0);
+    expect(validator.flagged()).toEqual([]);
+    expect(flags).toEqual([]);
   });
 
   it("unflags a peer once two of its last three samples help again", async () => {
@@ -355,11 +394,11 @@ describe("ContributionValidator", () => {
 });
 
 describe("validationStepScale", () => {
-  it("gives the median sender an Adam-sized step with dedloc, and the outer rate with diloco", () => {
+  it("gives the median sender a tenth of an Adam step's norm with dedloc, and the outer rate with diloco", () => {
     const dedloc = validationStepScale(
       parseExperimentConfig({ optimizer: { name: "adam", learningRate: 0.002 } }),
     );
-    expect(dedloc(10_000, 4)).toBeCloseTo((0.002 * 100) / 4, 12);
+    expect(dedloc(10_000, 4)).toBeCloseTo((0.1 * 0.002 * 100) / 4, 12);
     const diloco = validationStepScale(
       parseExperimentConfig({ averaging: { strategy: "diloco", outerOptimizer: { learningRate: 0.5 } } }),
     );
