@@ -332,6 +332,14 @@ async function runRoles(context: RolesContext): Promise<void> {
     background.add(tracked);
     void tracked.finally(() => background.delete(tracked));
   };
+  // A round starts as soon as the swarm has its target batch: the helper looks on every progress
+  // record, not only at the next tick, or a fast swarm's rounds close before this aux asks to join
+  // (and the validator sees none of them).
+  const unsubscribeHelper = options.helpAveraging
+    ? swarm.progress.on("update", () => {
+        inBackground(helper.maybeHelp(signal));
+      })
+    : undefined;
 
   // The organizer's run control: kept by the swarm's board, which spreads it to every node.
   const unsubscribeControl = swarm.control.on("change", (control: RunControl) => {
@@ -548,6 +556,7 @@ async function runRoles(context: RolesContext): Promise<void> {
   } finally {
     unsubscribe();
     unsubscribeControl();
+    unsubscribeHelper?.();
     stopObserving?.();
     await Promise.all(background);
     await evaluator?.close();
