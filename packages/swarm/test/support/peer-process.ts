@@ -67,9 +67,14 @@ export type PeerEvent =
       epoch: number;
       /** sha256 (hex) of the result's float32 bytes: equal on every member iff bit-identical. */
       checksum: string;
+      /** Members of the last round's group. */
       groupSize: number;
       totalWeight: number;
       rounds: number;
+      /** The Moshpit grid's extent along each dimension, as this peer planned it when it started. */
+      radices: number[];
+      /** Peers left out of a round of this step, with the reason (`AverageOutcome.exclusions`). */
+      exclusions: Array<{ peer: string; reason: string }>;
       bytesAggregated: number;
       firstValues: number[];
       /** The whole result, float32 little-endian, base64. */
@@ -188,6 +193,7 @@ async function main(): Promise<void> {
       try {
         const { vector, weight } = epochScript(epoch);
         const input = randomVector(vector.length, seededRandom(vector.seed));
+        const { radices } = swarm.averager.plan(epoch);
         const result = await swarm.averager.average(epoch, input, weight);
         const bytes = Buffer.from(result.vector.buffer, result.vector.byteOffset, result.vector.byteLength);
         return {
@@ -197,6 +203,8 @@ async function main(): Promise<void> {
           groupSize: result.groupSize,
           totalWeight: result.totalWeight,
           rounds: result.rounds,
+          radices: [...radices],
+          exclusions: result.exclusions ?? [],
           bytesAggregated: swarm.averager.bytesAggregated,
           firstValues: Array.from(result.vector.subarray(0, 4)),
           vector: bytes.toString("base64"),
