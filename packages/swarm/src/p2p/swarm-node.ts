@@ -42,6 +42,14 @@ export interface RevocationList {
 
 /** How often a node asks a random member for the member list. */
 const MEMBER_REFRESH_MS = 5_000;
+/**
+ * A refresh that brings no member this node did not know doubles the wait before the next, up to
+ * this. Newcomers dial the members they learn of, so a meshed swarm hears of them anyway; the
+ * refresh only repairs what those dials missed, and at 64 members each answer is a few KB.
+ */
+const MAX_MEMBER_REFRESH_MS = 60_000;
+/** Even with nothing new, maintenance walks the peer store for members to redial this often. */
+const PEER_STORE_SCAN_MS = 30_000;
 /** After a failed dial of a member, wait this long, doubling per failure up to the maximum. */
 const FIRST_DIAL_BACKOFF_MS = 5_000;
 const MAX_DIAL_BACKOFF_MS = 5 * 60_000;
@@ -160,6 +168,14 @@ export class SwarmNode {
   readonly #dialBackoff = new Map<string, { nextAt: number; delayMs: number; failures: number }>();
   #maintenance: NodeJS.Timeout | undefined;
   #lastRefresh = 0;
+  #refreshWaitMs = MEMBER_REFRESH_MS;
+  /** The addresses last merged into the peer store per member, so unchanged ones are not merged again. */
+  readonly #merged = new Map<string, string>();
+  /** Whether a connection closed or addresses were learned since maintenance last walked the peer store. */
+  #peerStoreChanged = true;
+  #lastPeerStoreScan = 0;
+  /** When the earliest member waiting out a dial backoff may be dialed again. */
+  #redialAt = Infinity;
   #running = false;
 
   private constructor(
@@ -266,6 +282,11 @@ export class SwarmNode {
           allowPublishToZeroTopicPeers: true,
           emitSelf: false,
           doPX: false,
+          // Each record reaches a peer along several mesh paths. Without a fast id, gossipsub
+          // checks every copy's signature before it finds the copy is a duplicate; with one, only
+          // the first copy (origin and sequence number, which StrictSign's message id is made of
+          // too) is verified. Ids enter this cache only after their signature checked out.
+          fastMsgIdFn: fastMessageId,
           ...(options.pubsubMetrics === undefined
             ? {}
             : {
@@ -369,6 +390,9 @@ export class SwarmNode {
     });
     this.libp2p.addEventListener("connection:open", (event) => {
       this.#onConnection(event.detail);
+    });
+    this.libp2p.addEventListener("peer:disconnect", () => {
+      this.#peerStoreChanged = true;
     });
     // Running before libp2p starts: relay reservations are dialed inside start(), and the relay
     // lets them through only after our hello.
@@ -722,7 +746,10 @@ export class SwarmNode {
       if (!this.#introduced.has(member.peerId)) fresh = true;
       this.#introduced.add(member.peerId);
     }
-    if (fresh) void this.#maintain();
+    if (fresh) {
+      this.#refreshWaitMs = MEMBER_REFRESH_MS;
+      void this.#maintain();
+    }
   }
 
   /** Asks one random member for its member list, so peers that joined later are found. */
@@ -730,6 +757,8 @@ export class SwarmNode {
     const members = this.members().filter((peer) => this.modeOf(peer) !== "client");
     const peer = members[Math.floor(Math.random() * members.length)];
     if (peer === undefined) return;
+    // Back off while refreshes bring nothing new; #learnMembers resets this when one does.
+    this.#refreshWaitMs = Math.min(MAX_MEMBER_REFRESH_MS, this.#refreshWaitMs * 2);
     try {
       const answer = await this.rpc.request(peer, helloMethod, { mode: this.#mode, addrs: this.#ownAddrs() });
       await this.#learnMembers(answer.peers);
@@ -740,6 +769,14 @@ export class SwarmNode {
 
   async #learnAddrs(peer: string, addrs: readonly string[]): Promise<void> {
     if (peer === this.peerId || addrs.length === 0) return;
+    const key = addrs.join(" ");
+    if (this.#merged.get(peer) === key) return;
+    this.#merged.set(peer, key);
+    if (this.#merged.size > 4 * (this.#options.maxPeers ?? 64)) {
+      const oldest = this.#merged.keys().next().value;
+      if (oldest !== undefined) this.#merged.delete(oldest);
+    }
+    this.#peerStoreChanged = true;
     let id: PeerId;
     try {
       id = peerIdFromString(peer);
@@ -777,12 +814,19 @@ export class SwarmNode {
     }
     const connected = new Set(this.libp2p.getPeers().map((peer) => peer.toString()));
     if (connected.size === 0) await this.#bootstrap();
-    else if (Date.now() - this.#lastRefresh >= MEMBER_REFRESH_MS) {
+    else if (Date.now() - this.#lastRefresh >= this.#refreshWaitMs) {
       this.#lastRefresh = Date.now();
       void this.#refreshMembers();
     }
     const maxPeers = this.#options.maxPeers ?? 64;
     if (connected.size >= maxPeers) return;
+    // Walking the peer store decodes every entry; with nothing new to dial it is only a backstop.
+    const now = Date.now();
+    if (!this.#peerStoreChanged && now < this.#redialAt && now - this.#lastPeerStoreScan < PEER_STORE_SCAN_MS)
+      return;
+    this.#peerStoreChanged = false;
+    this.#lastPeerStoreScan = now;
+    this.#redialAt = Infinity;
     for (const peer of await this.libp2p.peerStore.all()) {
       const id = peer.id.toString();
       if (
@@ -795,7 +839,10 @@ export class SwarmNode {
       const speaksHello = peer.protocols.includes(protocolId(this.#options.experimentId, helloMethod.name));
       if (!speaksHello && !this.#introduced.has(id)) continue;
       const backoff = this.#dialBackoff.get(id);
-      if (backoff !== undefined && Date.now() < backoff.nextAt) continue;
+      if (backoff !== undefined && Date.now() < backoff.nextAt) {
+        this.#redialAt = Math.min(this.#redialAt, backoff.nextAt);
+        continue;
+      }
       const addresses = peer.addresses.map((address) => address.multiaddr.toString());
       void this.libp2p.dial(peer.id, { signal: AbortSignal.timeout(10_000) }).then(
         () => this.#dialBackoff.delete(id),
@@ -818,6 +865,7 @@ export class SwarmNode {
     const delayMs = Math.min((previous?.delayMs ?? FIRST_DIAL_BACKOFF_MS / 2) * 2, MAX_DIAL_BACKOFF_MS);
     const failures = (previous?.failures ?? 0) + 1;
     this.#dialBackoff.set(peer, { nextAt: Date.now() + delayMs, delayMs, failures });
+    this.#redialAt = Math.min(this.#redialAt, Date.now() + delayMs);
     if (failures % 4 !== 1) return;
     const reason = error instanceof Error ? error.message : String(error);
     this.#logger.warn(
@@ -825,4 +873,11 @@ export class SwarmNode {
       `could not reach member ${peer} at the addresses it announced (${reason}); trying again in ${Math.round(delayMs / 1000)} s. A member behind NAT can only be reached through a relay`,
     );
   }
+}
+
+/** The origin's peer id and the message's sequence number (StrictSign messages carry both). */
+function fastMessageId(message: { from?: Uint8Array; seqno?: Uint8Array }): string {
+  const from = message.from === undefined ? "" : Buffer.from(message.from).toString("base64");
+  const seqno = message.seqno === undefined ? "" : Buffer.from(message.seqno).toString("base64");
+  return `${from}/${seqno}`;
 }
