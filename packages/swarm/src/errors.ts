@@ -22,6 +22,12 @@ export const SwarmErrorCode = {
   NO_GROUP: "NO_GROUP",
   /** An all-reduce round failed for this peer (a reducer left, a part never arrived …). */
   ALLREDUCE_FAILED: "ALLREDUCE_FAILED",
+  /**
+   * A reducer excluded this peer from an all-reduce round for what it saw on this peer's stream
+   * (non-finite values, a malformed chunk, a chunk too late); `remoteCode` holds its reason, `peer`
+   * the reducer. The reducer is alive: the fault is this peer's, and the others' round goes on.
+   */
+  ALLREDUCE_REFUSED: "ALLREDUCE_REFUSED",
   /** Downloaded state does not hash to the donor's manifest, or no donor could serve it. */
   STATE_UNAVAILABLE: "STATE_UNAVAILABLE",
   /** A vector or buffer does not have the length that was agreed on. */
@@ -40,7 +46,7 @@ export type SwarmErrorCode = (typeof SwarmErrorCode)[keyof typeof SwarmErrorCode
 
 export interface SwarmErrorOptions {
   cause?: unknown;
-  /** The code the remote peer sent, for REMOTE_ERROR. */
+  /** The code the remote peer sent: for REMOTE_ERROR its error code, for ALLREDUCE_REFUSED its reason. */
   remoteCode?: string;
   /** The peer the error is about, when there is one. */
   peer?: string;

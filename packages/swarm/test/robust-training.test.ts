@@ -68,9 +68,10 @@ function honestLoss(weights: Float32Array, data: readonly Dataset[]): number {
 
 /**
  * Makes every all-reduce stream `swarm` opens carry NaN in the last value of each chunk it sends.
- * Refused, the attacker keeps quiet on that stream instead of giving up its round: a peer whose
- * upload fails stops waiting for that reducer's chunks in its own part, and an attacker that means
- * to stay in the group keeps serving its part.
+ * Refused, the attacker keeps quiet on that stream instead of giving up its round, as an attacker
+ * that means to stay in the group would: it keeps its other streams open, so every honest reducer
+ * reads its NaN (an honest peer that learns it was refused withdraws its other uploads, and a
+ * reducer that sees that first reports the exclusion as "failed").
  */
 function sendNaN(swarm: Swarm): void {
   const rpc: Rpc = swarm.node.rpc;
@@ -159,7 +160,8 @@ async function train(aggregation: "mean" | "centered-clip", attack: Attack): Pro
         const sent = k === ATTACKER ? corrupt(gradient, attack) : gradient;
         const averaging = swarm.averager.average(epoch, sent, SAMPLES);
         if (k === ATTACKER && attack === "nan") {
-          // Refused by every other reducer, the attacker's round only ends at its result deadline.
+          // Refused by every other reducer and deaf to it, the attacker's round only ends at its
+          // result deadline.
           averaging.catch(() => undefined);
           return;
         }

@@ -16,6 +16,11 @@ import { MAX_CHUNK_ELEMENTS, type RoundPlan } from "./partition.ts";
  *
  * A weight-0 participant sends no chunk frames, only takes the result. Each side closes its
  * writing end after its last frame.
+ *
+ * A reducer that excludes a sender for what it saw on the sender's stream says why before it
+ * closes its end: a refusal frame, `u32 LE 0xFFFFFFFF` (never a chunk index) and one byte, the
+ * reason's index in REFUSAL_REASONS. A libp2p stream reset carries no message, so without it the
+ * sender could not tell "refused" (the reducer is alive and its round goes on) from "unreachable".
  */
 
 /** Largest group the wire format accepts. */
@@ -33,6 +38,26 @@ export const MAX_ALLREDUCE_FRAME_BYTES = (64 << 20) + (64 << 10);
 const CODEC_SLACK_BYTES = 4096;
 const CHUNK_HEADER_BYTES = 4;
 const RESULT_FIXED_HEADER_BYTES = 12;
+const REFUSAL_MARK = 0xff_ff_ff_ff;
+const REFUSAL_FRAME_BYTES = 5;
+
+/**
+ * Why a sender was left out of a round: it sent a non-finite value, did not deliver in time, sent
+ * something malformed, or its stream failed otherwise.
+ */
+export type ExclusionReason = "non-finite" | "timeout" | "malformed" | "failed";
+
+/** The exclusions a reducer tells the sender of (the wire order: do not reorder, only append). */
+export const REFUSAL_REASONS = [
+  "non-finite",
+  "malformed",
+  "timeout",
+] as const satisfies readonly ExclusionReason[];
+export type RefusalReason = (typeof REFUSAL_REASONS)[number];
+
+export function isRefusalReason(reason: ExclusionReason): reason is RefusalReason {
+  return (REFUSAL_REASONS as readonly string[]).includes(reason);
+}
 
 const index = z
   .number()
@@ -203,6 +228,26 @@ export function decodeResultFrame(
     contributors: frame.subarray(RESULT_FIXED_HEADER_BYTES, payloadAt),
     payload: payloadWithin(frame, payloadAt, elements),
   };
+}
+
+export function encodeRefusalFrame(reason: RefusalReason): Uint8Array {
+  const frame = new Uint8Array(REFUSAL_FRAME_BYTES);
+  view(frame).setUint32(0, REFUSAL_MARK, true);
+  frame[4] = REFUSAL_REASONS.indexOf(reason);
+  return frame;
+}
+
+/**
+ * The reason of a reducer's refusal frame, or undefined when `frame` is not one (a result frame);
+ * refuses a refusal frame of the wrong size or with an unknown reason.
+ */
+export function refusalOf(frame: Uint8Array): RefusalReason | undefined {
+  if (frame.length < 4 || view(frame).getUint32(0, true) !== REFUSAL_MARK) return undefined;
+  const reason = frame.length === REFUSAL_FRAME_BYTES ? REFUSAL_REASONS[frame[4] ?? -1] : undefined;
+  if (reason === undefined) {
+    throw malformedFrame(`refusal frame of ${frame.length} bytes with reason ${String(frame[4])}`);
+  }
+  return reason;
 }
 
 /** Throws MALFORMED_MESSAGE at the first non-finite value. */

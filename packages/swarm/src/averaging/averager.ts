@@ -15,6 +15,7 @@ import type { Matchmaking } from "./matchmaking.ts";
 import { roundDeadlineMs, senderDeadlineMs } from "./deadlines.ts";
 import { groupKey, planGrid, type GridPlan } from "./moshpit-grid.ts";
 import { SwarmError, SwarmErrorCode } from "../errors.ts";
+import { isDefaultLink } from "../net/link-meter.ts";
 import type { AveragingMode, ElementRange } from "./partition.ts";
 import type { ChunkContribution } from "./reducer-session.ts";
 
@@ -111,7 +112,7 @@ const ROUND_HISTORY = 8;
 export class Averager {
   readonly #options: AveragerOptions;
   #bytesAggregated = 0;
-  /** Measured ÷ modelled time of the last successful rounds, newest last. */
+  /** Measured ÷ modelled time of the last successful rounds on measured links, newest last. */
   readonly #roundRatios: number[] = [];
   #lastWholeSwarmGroup: { generation: number; epoch: number; members: readonly string[] } | undefined;
   readonly #contributionListeners = new Set<ContributionListener>();
@@ -313,7 +314,14 @@ export class Averager {
       link.observed({ bytesSent: result.bytesSent, bytesReceived: result.bytesReceived, seconds });
       bytesSent += result.bytesSent;
       bytesReceived += result.bytesReceived;
-      if (predictedSeconds > 0 && result.excluded.length === 0) {
+      // A ratio scales the model of later rounds, so it must come from a model of the links: one
+      // made on a member's default capacity (nothing measured yet) is off by whatever that link
+      // really is (~200 in the netns lab's first rounds), and multiplied into the next, measured
+      // prediction it gave deadlines of 25 minutes for an 80 KB vector. Offers carry only rates,
+      // so the default is told by its value; a link configured to exactly that only costs the
+      // history (the deadline falls back to four times the model, at least the config's).
+      const modelled = !capacities.some(isDefaultLink);
+      if (modelled && predictedSeconds > 0 && result.excluded.length === 0) {
         this.#roundRatios.push(seconds / predictedSeconds);
         if (this.#roundRatios.length > ROUND_HISTORY) this.#roundRatios.shift();
       }

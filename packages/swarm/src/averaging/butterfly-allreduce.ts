@@ -130,7 +130,10 @@ interface ActiveRound {
  * renormalized away by each reducer; a failed reducer makes `run` reject with ALLREDUCE_FAILED
  * on the members missing its part, so the caller can retry with a new group. On such a failure
  * this member withdraws its remaining uploads but keeps reducing its own part for the others;
- * `run` settles once that work is done too.
+ * `run` settles once that work is done too. A member that a reducer refused for what it sent
+ * (non-finite values, a malformed or late chunk) rejects with that reducer's ALLREDUCE_REFUSED and
+ * still serves the others its part, the refusing reducer included: the others' rounds complete
+ * without its weight.
  */
 export class AllReduceService {
   readonly #rpc: Rpc;
@@ -279,8 +282,14 @@ export class AllReduceService {
                     signal: uploadSignal,
                     timeoutMs,
                   }).catch((error: unknown) => {
+                    // A reducer that failed this exchange on its own is most likely gone: this
+                    // member's part stops waiting for its chunks. Not one that refused this member
+                    // (it is alive, and excluding it would fail its round for this member's
+                    // fault), nor one whose exchange only ended because the uploads were withdrawn.
+                    const own =
+                      !uploads.signal.aborted && !isSwarmError(error, SwarmErrorCode.ALLREDUCE_REFUSED);
                     uploads.abort(error);
-                    reducer?.excludeMember(j, error);
+                    if (own) reducer?.excludeMember(j, error);
                     throw error;
                   }),
                 ],
@@ -422,9 +431,16 @@ async function settle<T>(promise: Promise<T>): Promise<Settled<T>> {
   }
 }
 
-/** The caller's abort stays ABORTED; everything else (timeout, a lost part) becomes ALLREDUCE_FAILED. */
+/**
+ * The caller's abort stays ABORTED and a refusal ALLREDUCE_REFUSED; everything else (timeout, a
+ * lost part) becomes ALLREDUCE_FAILED.
+ */
 function roundFailure(groupId: string, cause: unknown): SwarmError {
-  if (isSwarmError(cause, SwarmErrorCode.ABORTED) || isSwarmError(cause, SwarmErrorCode.ALLREDUCE_FAILED)) {
+  if (
+    isSwarmError(cause, SwarmErrorCode.ABORTED) ||
+    isSwarmError(cause, SwarmErrorCode.ALLREDUCE_FAILED) ||
+    isSwarmError(cause, SwarmErrorCode.ALLREDUCE_REFUSED)
+  ) {
     return cause;
   }
   const message = cause instanceof Error ? cause.message : String(cause);

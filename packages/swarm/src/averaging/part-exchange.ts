@@ -1,7 +1,13 @@
 import { compressWithFeedback, decompress, type Compressor } from "../compression/index.ts";
-import { SwarmError, SwarmErrorCode } from "../errors.ts";
+import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
 import type { Rpc, RpcFrameStream } from "../rpc/rpc.ts";
-import { allReduceMethod, assertFinite, decodeResultFrame, encodeChunkFrame } from "./allreduce-messages.ts";
+import {
+  allReduceMethod,
+  assertFinite,
+  decodeResultFrame,
+  encodeChunkFrame,
+  refusalOf,
+} from "./allreduce-messages.ts";
 import { chunkRanges, type ElementRange, type RoundPlan } from "./partition.ts";
 import { Wakeup } from "./wakeup.ts";
 
@@ -67,7 +73,9 @@ export interface PartExchangeOutcome {
  * The window follows the network (see `WindowControl`): what the stream sends in a round trip plus
  * 200 ms at its rate, from `chunksInFlight` up to `maxChunksInFlight`.
  * Any failure of the reducer (unreachable, broken stream, timeout, malformed result) rejects with
- * ALLREDUCE_FAILED: this member cannot complete the round without that part.
+ * ALLREDUCE_FAILED: this member cannot complete the round without that part. A reducer that
+ * excluded this member for what it sent (its refusal frame) rejects with ALLREDUCE_REFUSED, the
+ * reason in `remoteCode`: the reducer is alive and goes on without this member.
  */
 export async function exchangePart(options: PartExchangeOptions): Promise<PartExchangeOutcome> {
   const { rpc, plan, partIndex, signal } = options;
@@ -81,11 +89,13 @@ export async function exchangePart(options: PartExchangeOptions): Promise<PartEx
     chunkContributors: [],
   };
   const failed = (error: unknown) =>
-    new SwarmError(
-      SwarmErrorCode.ALLREDUCE_FAILED,
-      `part ${partIndex} from ${reducer} failed: ${error instanceof Error ? error.message : String(error)}`,
-      { cause: error, peer: reducer },
-    );
+    isSwarmError(error, SwarmErrorCode.ALLREDUCE_REFUSED)
+      ? error
+      : new SwarmError(
+          SwarmErrorCode.ALLREDUCE_FAILED,
+          `part ${partIndex} from ${reducer} failed: ${error instanceof Error ? error.message : String(error)}`,
+          { cause: error, peer: reducer },
+        );
   let stream: RpcFrameStream;
   const control = new WindowControl({
     least: options.chunksInFlight,
@@ -309,6 +319,14 @@ async function receiveResults(
         SwarmErrorCode.PEER_UNREACHABLE,
         `stream closed after ${k} of ${chunks.length} results`,
       );
+    }
+    const refusal = refusalOf(frame);
+    if (refusal !== undefined) {
+      const reducer = options.plan.group.members[options.partIndex]?.peerId ?? "";
+      throw new SwarmError(SwarmErrorCode.ALLREDUCE_REFUSED, `refused by reducer ${reducer}: ${refusal}`, {
+        peer: reducer,
+        remoteCode: refusal,
+      });
     }
     outcome.bytesReceived += frame.length;
     const length = chunk.end - chunk.start;

@@ -14,7 +14,11 @@ import {
   bitmapBytes,
   checkRequest,
   decodeChunkFrame,
+  encodeRefusalFrame,
   encodeResultFrame,
+  type ExclusionReason,
+  isRefusalReason,
+  type RefusalReason,
 } from "./allreduce-messages.ts";
 import { centeredClip, medianDistance, weightedMedian } from "./centered-clip.ts";
 import { chunkRanges, type ElementRange, type RoundPlan } from "./partition.ts";
@@ -28,11 +32,7 @@ import { Wakeup } from "./wakeup.ts";
  */
 export type Aggregation = { method: "mean" } | { method: "centered-clip"; tau: number; iterations: number };
 
-/**
- * Why a sender was left out of a round: it sent a non-finite value, did not deliver in time, sent
- * something malformed, or its stream failed otherwise.
- */
-export type ExclusionReason = "non-finite" | "timeout" | "malformed" | "failed";
+export type { ExclusionReason } from "./allreduce-messages.ts";
 
 /**
  * One remote sender's values for one chunk of the reducer's part, as decoded from its stream and
@@ -112,6 +112,8 @@ interface RemoteSender {
   state: SenderState;
   weight: number;
   stream: RpcFrameStream | undefined;
+  /** Why it was excluded for what it did on its own stream: what it is told (see `#refuse`). */
+  refusal: RefusalReason | undefined;
   /** Decoded chunks waiting to be averaged. */
   readonly chunks: Map<number, Float32Array>;
 }
@@ -123,8 +125,10 @@ interface RemoteSender {
  * compresses the result once and queues the same bytes for every live
  * receiver, while readers already decode chunk k+1: upload, reduction and download overlap.
  * A sender that breaks, stalls or sends anything malformed (a non-finite value included) is
- * excluded from the remaining chunks (its weight leaves the denominator), its stream is aborted
- * and the outcome lists it with the reason; the session itself only fails when the round is
+ * excluded from the remaining chunks (its weight leaves the denominator) and the outcome lists it
+ * with the reason. One that stalled or sent something wrong is told so on its stream (a refusal
+ * frame, see `#refuse`), so that it fails its own round as refused rather than taking this reducer
+ * for gone; a broken stream is aborted. The session itself only fails when the round is
  * aborted, no sender is left for a chunk, or an aggregate is not finite (it is never sent). Every participant must have opened
  * its stream before chunk 0 is reduced (waiting at most `senderTimeoutMs`); weight-0 participants
  * send no chunks and are only served results.
@@ -168,6 +172,7 @@ export class ReducerSession {
         state: "absent",
         weight: 0,
         stream: undefined,
+        refusal: undefined,
         chunks: new Map(),
       });
     }
@@ -191,6 +196,13 @@ export class ReducerSession {
     if (sender === undefined) {
       throw new SwarmError(SwarmErrorCode.MALFORMED_MESSAGE, "a member cannot send to itself");
     }
+    if (sender.state === "excluded" && sender.refusal !== undefined) {
+      // Excluded before it connected (it came too late): it learns why like any refused sender.
+      const refusal = sender.refusal;
+      return incoming
+        .respond({ chunkCount: this.#chunks.length })
+        .then((stream) => this.#refuse(stream, refusal, excludedError(from.peerId, refusal)));
+    }
     if (sender.state === "excluded") {
       throw new SwarmError(
         SwarmErrorCode.ALLREDUCE_FAILED,
@@ -212,11 +224,12 @@ export class ReducerSession {
 
   /**
    * Excludes a member from the remaining chunks on local knowledge (e.g. this member's own exchange
-   * with it failed), so the session does not wait for a peer that is known to be gone.
+   * with it failed), so the session does not wait for a peer that is known to be gone. Its stream
+   * is aborted: it did nothing wrong on it, so it is not told it was refused.
    */
   excludeMember(index: number, reason: unknown): void {
     const sender = this.#remotes.get(index);
-    if (sender !== undefined) this.#exclude(sender, reason);
+    if (sender !== undefined) this.#exclude(sender, reason, undefined, false);
   }
 
   /** Runs the aggregation; resolves once every receiver is served or excluded. */
@@ -361,6 +374,10 @@ export class ReducerSession {
       return;
     }
     sender.stream = stream;
+    if (this.#failure === undefined && sender.state === "excluded" && sender.refusal !== undefined) {
+      await this.#refuse(stream, sender.refusal, excludedError(sender.peerId, sender.refusal));
+      return;
+    }
     if (sender.state === "excluded" || this.#failure !== undefined) {
       stream.abort(
         this.#failure ?? new SwarmError(SwarmErrorCode.ALLREDUCE_FAILED, "excluded from the round"),
@@ -432,13 +449,23 @@ export class ReducerSession {
     await stream.closeWrite();
   }
 
-  #exclude(sender: RemoteSender, error: unknown, why?: ExclusionReason): void {
+  /**
+   * Leaves `sender` out of the remaining chunks. With `tell` (the reason is what this reducer saw
+   * on the sender's own stream), a sender refused for a reason it can be told of gets a refusal
+   * frame instead of a reset.
+   */
+  #exclude(sender: RemoteSender, error: unknown, why?: ExclusionReason, tell = true): void {
     if (sender.state === "excluded" || sender.state === "done") return;
     sender.state = "excluded";
     sender.chunks.clear();
     const reason = toSwarmError(error, "the stream failed");
-    sender.stream?.abort(reason);
     const exclusion = why ?? exclusionReason(reason);
+    if (tell && isRefusalReason(exclusion)) {
+      sender.refusal = exclusion;
+      if (sender.stream !== undefined) void this.#refuse(sender.stream, exclusion, reason);
+    } else {
+      sender.stream?.abort(reason);
+    }
     // A weight-0 participant only takes results: losing it leaves every chunk's aggregate as is.
     if (sender.contributes) {
       this.#outcome.excluded.push({ index: sender.index, peerId: sender.peerId, reason: exclusion });
@@ -456,6 +483,31 @@ export class ReducerSession {
     this.#wake.notify();
   }
 
+  /**
+   * Tells an excluded sender why (a refusal frame, see allreduce-messages.ts) and closes this end;
+   * this reducer reads nothing more from it. The sender's code aborts the stream once it has read
+   * the frame; one that does not is cut off after a sender deadline, or when the round ends badly.
+   * Resolves once the frame is out (or could not be sent); never rejects.
+   */
+  async #refuse(stream: RpcFrameStream, reason: RefusalReason, error: SwarmError): Promise<void> {
+    const grace = AbortSignal.any([this.#options.signal, AbortSignal.timeout(this.#options.senderTimeoutMs)]);
+    const cut = () => {
+      stream.abort(error);
+    };
+    if (grace.aborted) {
+      cut();
+      return;
+    }
+    grace.addEventListener("abort", cut, { once: true });
+    try {
+      await stream.write(encodeRefusalFrame(reason), { signal: grace });
+      await stream.closeWrite();
+    } catch {
+      grace.removeEventListener("abort", cut);
+      cut();
+    }
+  }
+
   #fail(error: SwarmError): void {
     if (this.#failure !== undefined) return;
     this.#failure = error;
@@ -470,10 +522,17 @@ function exclusionReason(error: SwarmError): ExclusionReason {
       return "timeout";
     case SwarmErrorCode.MALFORMED_MESSAGE:
     case SwarmErrorCode.OVERSIZED_MESSAGE:
+    case SwarmErrorCode.LENGTH_MISMATCH:
       return "malformed";
     default:
       return "failed";
   }
+}
+
+function excludedError(peerId: string, reason: RefusalReason): SwarmError {
+  return new SwarmError(SwarmErrorCode.ALLREDUCE_FAILED, `${peerId} was excluded from the round: ${reason}`, {
+    peer: peerId,
+  });
 }
 
 function malformed(message: string): SwarmError {

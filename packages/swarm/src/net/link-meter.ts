@@ -6,9 +6,19 @@
  *   link), at start and again every few minutes;
  * - the peer's own all-reduce traffic: the bytes each round sent and received over its duration.
  *   A round waits for its slowest member, so this is a lower bound of the link's capacity: it can
- *   raise the estimate (the probe's aux was the bottleneck) but never lower it.
+ *   raise the estimate (the probe's aux was the bottleneck) but never lower it below a probe.
  * The estimate of each direction is the larger of the latest probe and the best of the last
  * `windowRounds` rounds. Before either: a conservative default (about 100 Mbit/s), said as such.
+ *
+ * Without a probe, a round's traffic replaces the default only when the round was long enough to be
+ * about bandwidth: its bytes would have taken at least BANDWIDTH_BOUND_SECONDS at the estimate in
+ * force then. A small vector's round (a few hundred KB in ~2 s, the time going to compression,
+ * round trips and waiting for the group's slowest member) would otherwise turn a 50 Mbit/s link's
+ * default into 50–300 KB/s (seen in the netns lab), and every deadline and load-balancing share
+ * built on it 40–250 times too slow. Such a round can still raise the estimate. A threshold in time
+ * at the current estimate, rather than in bytes, lets later rounds lower it further once a large
+ * transfer showed the link slow, and bounds the error: a round with O seconds of overhead reads at
+ * worst (1 + O / BANDWIDTH_BOUND_SECONDS) times too slow.
  */
 
 /** A conservative link capacity (≈100 Mbit/s) until something was measured. */
@@ -33,17 +43,42 @@ export interface LinkMeterOptions {
 /** A round's traffic: below these it says more about latency than about bandwidth, and is ignored. */
 const MIN_SAMPLE_BYTES = 64 << 10;
 const MIN_SAMPLE_SECONDS = 0.01;
+/**
+ * A round's direction may replace the default only if its bytes would have taken this long at the
+ * estimate in force (see the class comment).
+ */
+const BANDWIDTH_BOUND_SECONDS = 1;
 
 interface Rates {
   readonly up: number;
   readonly down: number;
 }
 
+/** A round's rates, and for each direction whether it was long enough to stand for the bandwidth. */
+interface RoundRates extends Rates {
+  readonly upBound: boolean;
+  readonly downBound: boolean;
+}
+
+/**
+ * Whether `link` is the default capacity in both directions: what a peer offers before it measured
+ * anything (matchmaking's offers carry the rates only, so this is how other members' are told).
+ */
+export function isDefaultLink(link: {
+  readonly uploadBytesPerSecond: number;
+  readonly downloadBytesPerSecond: number;
+}): boolean {
+  return (
+    link.uploadBytesPerSecond === DEFAULT_LINK_BYTES_PER_SECOND &&
+    link.downloadBytesPerSecond === DEFAULT_LINK_BYTES_PER_SECOND
+  );
+}
+
 export class LinkMeter {
   readonly #configured: LinkMeterOptions["configured"];
   readonly #windowRounds: number;
   #probe: Rates | undefined;
-  readonly #rounds: Rates[] = [];
+  readonly #rounds: RoundRates[] = [];
 
   constructor(options: LinkMeterOptions = {}) {
     this.#configured = options.configured;
@@ -70,32 +105,58 @@ export class LinkMeter {
   }): void {
     const round = rates(sample.bytesSent, sample.seconds, sample.bytesReceived, sample.seconds);
     if (round === undefined) return;
-    this.#rounds.push(round);
+    const before = this.current();
+    this.#rounds.push({
+      ...round,
+      upBound: sample.bytesSent >= BANDWIDTH_BOUND_SECONDS * before.uploadBytesPerSecond,
+      downBound: sample.bytesReceived >= BANDWIDTH_BOUND_SECONDS * before.downloadBytesPerSecond,
+    });
     if (this.#rounds.length > this.#windowRounds) this.#rounds.shift();
   }
 
   current(): LinkEstimate {
     const configured = this.#configured;
     if (configured !== undefined) return { ...configured, source: "configured" };
-    const roundsUp = Math.max(0, ...this.#rounds.map((round) => round.up));
-    const roundsDown = Math.max(0, ...this.#rounds.map((round) => round.down));
     const probe = this.#probe;
-    if (probe === undefined && roundsUp === 0 && roundsDown === 0) {
+    const up = this.#direction(
+      probe?.up,
+      (round) => round.up,
+      (round) => round.upBound,
+    );
+    const down = this.#direction(
+      probe?.down,
+      (round) => round.down,
+      (round) => round.downBound,
+    );
+    if (up === undefined && down === undefined) {
       return {
         uploadBytesPerSecond: DEFAULT_LINK_BYTES_PER_SECOND,
         downloadBytesPerSecond: DEFAULT_LINK_BYTES_PER_SECOND,
         source: "default",
       };
     }
-    const up = Math.max(probe?.up ?? 0, roundsUp);
-    const down = Math.max(probe?.down ?? 0, roundsDown);
-    const fromTraffic = roundsUp > (probe?.up ?? 0) || roundsDown > (probe?.down ?? 0);
+    const fromTraffic =
+      probe === undefined || this.#rounds.some((round) => round.up > probe.up || round.down > probe.down);
     return {
       // A direction nothing measured yet (an aux sends little) borrows the other's rate.
-      uploadBytesPerSecond: up > 0 ? up : down,
-      downloadBytesPerSecond: down > 0 ? down : up,
-      source: probe === undefined || fromTraffic ? "traffic" : "probe",
+      uploadBytesPerSecond: up ?? down ?? DEFAULT_LINK_BYTES_PER_SECOND,
+      downloadBytesPerSecond: down ?? up ?? DEFAULT_LINK_BYTES_PER_SECOND,
+      source: fromTraffic ? "traffic" : "probe",
     };
+  }
+
+  /** One direction's estimate, or undefined while nothing measured it (the default stands). */
+  #direction(
+    probe: number | undefined,
+    rate: (round: RoundRates) => number,
+    bound: (round: RoundRates) => boolean,
+  ): number | undefined {
+    const best = Math.max(0, ...this.#rounds.map(rate));
+    if (probe !== undefined && probe > 0) return Math.max(probe, best);
+    // Short rounds are only lower bounds: they may raise the default, never replace it.
+    const replaced = this.#rounds.some((round) => bound(round) && rate(round) > 0);
+    if (replaced || best > DEFAULT_LINK_BYTES_PER_SECOND) return best;
+    return undefined;
   }
 }
 

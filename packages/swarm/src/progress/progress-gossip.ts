@@ -4,7 +4,7 @@ import type { PeerId } from "@libp2p/interface";
 import { decode, encode } from "cborg";
 import { z } from "zod";
 import type { PeerIdString } from "../rpc/rpc.ts";
-import { progressRecordSchema, type ProgressRecord } from "./progress-messages.ts";
+import { checkRecordRole, progressRecordSchema, type ProgressRecord } from "./progress-messages.ts";
 import type { ProgressLogger, ProgressOffer, ProgressTransport } from "./progress-transport.ts";
 
 /** Largest progress message accepted from gossip: a pass and a record are well under 2 KiB. */
@@ -35,15 +35,20 @@ export interface GossipProgressTransportOptions {
   readonly logger?: ProgressLogger;
 }
 
-/** Why a gossiped progress message was refused, for logs and tests. */
-export type ProgressRejection = "unsigned" | "malformed" | "pass" | "key";
+/**
+ * Why a gossiped progress message was refused, for logs and tests: not signed, not a progress
+ * message, an invalid pass, a pass of another key than the signature's, or a record that does not
+ * fit the pass's role (`checkRecordRole`).
+ */
+export type ProgressRejection = "unsigned" | "malformed" | "pass" | "key" | "role";
 
 /**
  * Spreads progress records by gossipsub on one topic per experiment. A record may reach a peer
  * relayed by members that are not its origin, so each message carries everything a receiver needs
  * to authenticate it on its own: gossipsub's StrictSign signature by the origin's libp2p key (the
  * Ed25519 key its pass names) and the origin's access pass. The topic validator verifies the pass
- * (authority signature, experiment, expiry, revocation) and that it names the signing key, and
+ * (authority signature, experiment, expiry, revocation), that it names the signing key and that
+ * the record fits the pass's role (an aux claims no trainer samples: `checkRecordRole`), and
  * refuses replays of older messages of an origin. A message that fails is rejected: gossipsub does
  * not forward it and counts it against the peer that sent it. A valid message the tracker does not
  * take (rate cap, full table) is ignored, so it is not forwarded either.
@@ -126,6 +131,15 @@ export class GossipProgressTransport implements ProgressTransport {
       return this.#reject(origin, "pass");
     }
     if (!sameBytes(pass.peerPublicKey, message.key.raw)) return this.#reject(origin, "key");
+    try {
+      checkRecordRole(envelope.record, pass.role);
+    } catch (error) {
+      this.#options.logger?.debug(
+        { origin, via: propagationSource.toString(), err: error },
+        "refused a progress record that does not fit its pass",
+      );
+      return this.#reject(origin, "role");
+    }
     const last = this.#sequence.get(origin);
     if (last !== undefined && message.sequenceNumber <= last) return TopicValidatorResult.Ignore;
     if (!offer({ peerId: origin, pass }, envelope.record)) return TopicValidatorResult.Ignore;

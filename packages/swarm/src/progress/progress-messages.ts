@@ -1,4 +1,6 @@
+import type { PeerRole } from "@barnraise/protocol";
 import { z } from "zod";
+import { SwarmError, SwarmErrorCode } from "../errors.ts";
 import { defineMethod } from "../rpc/rpc.ts";
 
 /** Largest epoch, step, sample or minibatch count a record may carry (2^48, far above any real run). */
@@ -125,6 +127,46 @@ export const progressRecordSchema = z.strictObject({
 });
 
 export type ProgressRecord = z.infer<typeof progressRecordSchema>;
+
+/**
+ * Refuses a record that does not fit the role of the pass it came with (MALFORMED_MESSAGE, saying
+ * what does not fit); every transport applies it to each record it receives, before the tracker
+ * sees it. The pass is checked by the transport; this checks what the record claims with it:
+ * - an aux reduces and serves state but trains nothing: its record is in aux mode and claims no
+ *   samples, throughput, loss or compute. What it legitimately reports is the epoch it helps
+ *   average (`averagingEpoch`) or serves (`stateEpoch`), `bytesAggregated` and its `round`. A
+ *   record of an aux pass in node mode, or with trainer samples, would count toward the swarm's
+ *   progress (DeDLOC §3.1) and the leaderboard's credit as a trainer's.
+ * - a trainer's record is never in aux mode (matchmaking refuses aux mode to trainer passes too).
+ */
+export function checkRecordRole(record: ProgressRecord, role: PeerRole): void {
+  const misfits = role === "aux" ? auxMisfits(record) : record.mode === "aux" ? ["mode aux"] : [];
+  if (misfits.length > 0) {
+    throw new SwarmError(
+      SwarmErrorCode.MALFORMED_MESSAGE,
+      `a progress record from ${role === "aux" ? "an aux" : "a trainer"} pass cannot claim ${misfits.join(", ")}`,
+    );
+  }
+}
+
+/** What an aux record claims that only a trainer may. */
+function auxMisfits(record: ProgressRecord): string[] {
+  const claims: Array<[string, number | undefined]> = [
+    ["samplesAccumulated", record.samplesAccumulated],
+    ["samplesPerSecond", record.samplesPerSecond],
+    ["samplesTotal", record.samplesTotal],
+    ["lossSum", record.lossSum],
+    ["minibatches", record.minibatches],
+    ["computeSeconds", record.computeSeconds],
+    ["previous.lossSum", record.previous?.lossSum],
+    ["previous.minibatches", record.previous?.minibatches],
+    ["previous.computeSeconds", record.previous?.computeSeconds],
+  ];
+  const misfits = claims.flatMap(([field, value]) =>
+    value !== undefined && value > 0 ? [`${field} ${value}`] : [],
+  );
+  return record.mode === "aux" ? misfits : [`mode ${record.mode}`, ...misfits];
+}
 
 /**
  * The unary "progress" rpc of direct delivery (RpcProgressTransport): a peer pushes its latest

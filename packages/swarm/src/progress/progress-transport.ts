@@ -1,6 +1,6 @@
 import { SwarmError, SwarmErrorCode } from "../errors.ts";
 import type { PeerIdString, Rpc, RpcIncoming, RpcPeer } from "../rpc/rpc.ts";
-import { progressMethod, type ProgressRecord } from "./progress-messages.ts";
+import { checkRecordRole, progressMethod, type ProgressRecord } from "./progress-messages.ts";
 
 /** The slice of a pino logger the progress layer uses. */
 export interface ProgressLogger {
@@ -38,7 +38,9 @@ export interface RpcProgressTransportOptions {
  * Direct delivery over the signed rpc layer: each record is pushed to every connected member, so
  * a swarm of n handles n² messages per publish round. It needs no relaying and no extra
  * authentication (the rpc layer verifies the sender's pass on every request), which suits small
- * swarms and the in-memory tests; the engine gossips instead (see GossipProgressTransport).
+ * swarms and the in-memory tests; the engine gossips instead (see GossipProgressTransport). A
+ * record that does not fit the sender's pass role (`checkRecordRole`) is answered with
+ * MALFORMED_MESSAGE and not taken.
  */
 export class RpcProgressTransport implements ProgressTransport {
   readonly #options: RpcProgressTransportOptions;
@@ -59,7 +61,11 @@ export class RpcProgressTransport implements ProgressTransport {
     if (this.#stopping !== undefined) return;
     this.#stopping = new AbortController();
     this.#options.rpc.handle(progressMethod, async (incoming: RpcIncoming<ProgressRecord, { ok: true }>) => {
-      if (incoming.from.peerId !== this.self) offer(incoming.from, incoming.head);
+      if (incoming.from.peerId !== this.self) {
+        // A record that does not fit the sender's pass is refused with the reason, before the tracker.
+        checkRecordRole(incoming.head, incoming.from.pass.role);
+        offer(incoming.from, incoming.head);
+      }
       await incoming.respond({ ok: true });
     });
   }

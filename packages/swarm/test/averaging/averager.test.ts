@@ -7,10 +7,11 @@ import type {
   AllReduceRunOptions,
   AllReduceService,
 } from "../../src/averaging/butterfly-allreduce.ts";
-import type { FormedGroup, Matchmaking, MemberOffer } from "../../src/averaging/matchmaking.ts";
+import type { FormedGroup, FormedMember, Matchmaking, MemberOffer } from "../../src/averaging/matchmaking.ts";
 import { roundDeadlineMs, senderDeadlineMs } from "../../src/averaging/deadlines.ts";
 import { predictedAllReduceSeconds, uniformPartFractions } from "../../src/averaging/load-balancing.ts";
 import { SwarmMetrics } from "../../src/metrics/swarm-metrics.ts";
+import { DEFAULT_LINK_BYTES_PER_SECOND } from "../../src/net/link-meter.ts";
 import { silentLogger } from "../support/swarm-fixtures.ts";
 
 const MB = 1e6;
@@ -220,6 +221,48 @@ describe("Averager", () => {
     excluded = [];
     await averager.average(4, vector, 10);
     expect(runs[3]?.timeoutMs).toBe(runs[2]?.timeoutMs);
+  });
+
+  it("does not scale a measured round's deadline by a round predicted on default links", async () => {
+    const config = parseExperimentConfig({ averaging: { loadBalancing: false } });
+    const offer = (bytesPerSecond: number): FormedMember[] =>
+      ["a", "b"].map((peerId) => ({
+        peerId,
+        mode: "node" as const,
+        weight: 10,
+        uploadBytesPerSecond: bytesPerSecond,
+        downloadBytesPerSecond: bytesPerSecond,
+      }));
+    // The netns lab: an 80 KB vector, whose first round, predicted on the default links, took 2 s
+    // (about 300 times the model); then the members offered measured links of 150 kB/s.
+    const members = offer(DEFAULT_LINK_BYTES_PER_SECOND);
+    const vector = new Float32Array(20_000);
+    let now = 0;
+    const runs: AllReduceRunOptions[] = [];
+    const averager = pairAverager(
+      members,
+      DEFAULT_LINK_BYTES_PER_SECOND,
+      (options) => {
+        runs.push(options);
+        now += 2_000;
+        return { excluded: [] };
+      },
+      () => now,
+    );
+    await averager.average(1, vector, 10);
+    members.splice(0, members.length, ...offer(150e3));
+    await averager.average(2, vector, 10);
+
+    const measured = members.map((m) => ({ ...m, canReduce: true, sends: true }));
+    const predicted = predictedAllReduceSeconds(measured, uniformPartFractions(measured), vector.byteLength);
+    expect(runs[1]?.timeoutMs).toBe(
+      roundDeadlineMs({
+        predictedSeconds: predicted,
+        recentRatios: [],
+        floorMs: config.averaging.allreduceTimeoutMs,
+      }),
+    );
+    expect(runs[1]?.timeoutMs).toBe(config.averaging.allreduceTimeoutMs);
   });
 
   it("gives a small vector on fast links the config's round deadline", async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { allReduceMethod, type AllReduceRequest } from "../../src/averaging/allreduce-messages.ts";
+import { allReduceMethod, type AllReduceRequest, refusalOf } from "../../src/averaging/allreduce-messages.ts";
 import {
   AllReduceService,
   type AllReduceResult,
@@ -634,23 +634,28 @@ describe("butterfly all-reduce", () => {
     };
     const withNaN = new Float32Array(50);
     withNaN[17] = Number.NaN;
+    // A wrong index, a payload no codec reads, NaN, an oversized payload, one of the wrong length:
+    // each reducer refuses the sender and tells it why (its refusal frame), then closes its end.
     const attacks: Array<[string, Uint8Array, string]> = [
-      ["h0", frame(1, none.compress(new Float32Array(50))), "MALFORMED_MESSAGE"],
-      ["h1", frame(0, new Uint8Array([1, 2, 3, 4, 5, 6, 7])), "MALFORMED_MESSAGE"],
-      ["h2", frame(0, none.compress(withNaN)), "MALFORMED_MESSAGE"],
-      ["h3", frame(0, new Uint8Array(50 * 4 + 5000)), "OVERSIZED_MESSAGE"],
-      ["h4", frame(0, compressorFor("none", 51).compress(new Float32Array(51))), "LENGTH_MISMATCH"],
+      ["h0", frame(1, none.compress(new Float32Array(50))), "malformed"],
+      ["h1", frame(0, new Uint8Array([1, 2, 3, 4, 5, 6, 7])), "malformed"],
+      ["h2", frame(0, none.compress(withNaN)), "non-finite"],
+      ["h3", frame(0, new Uint8Array(50 * 4 + 5000)), "malformed"],
+      ["h4", frame(0, compressorFor("none", 51).compress(new Float32Array(51))), "malformed"],
     ];
-    for (const [index, [reducer, bytes, code]] of attacks.entries()) {
+    for (const [index, [reducer, bytes, reason]] of attacks.entries()) {
       const { stream } = await evil.call(reducer, allReduceMethod, head(index));
       if (reducer === "h0") {
         await expect(evil.call("h0", allReduceMethod, head(0))).rejects.toEqual(refused("MALFORMED_MESSAGE"));
       }
       await stream.write(bytes);
-      await expect(stream.read()).rejects.toMatchObject({ code });
+      expect(refusalOf((await stream.read()) ?? new Uint8Array())).toBe(reason);
+      expect(await stream.read()).toBeNull();
+      stream.abort(new Error("refused"));
     }
-    // Excluded is final: a new stream from the same member is refused.
-    await expect(evil.call("h1", allReduceMethod, head(1))).rejects.toEqual(refused("ALLREDUCE_FAILED"));
+    // Excluded is final: a new stream from the same member is told it was refused, and why.
+    const again = await evil.call("h1", allReduceMethod, head(1));
+    expect(refusalOf((await again.stream.read()) ?? new Uint8Array())).toBe("malformed");
 
     const results = await Promise.all(runs.values());
     expectBitIdentical(results);
@@ -661,6 +666,44 @@ describe("butterfly all-reduce", () => {
     }
     // The round is over: its group id is refused at once.
     await expect(evil.call("h0", allReduceMethod, head(0))).rejects.toThrow(/hostile is over/);
+  });
+
+  it("tells a sender it dropped for silence that it was refused for a timeout, and finishes without it", async () => {
+    const honest: GroupMember[] = Array.from({ length: 3 }, (_, i) => ({
+      peerId: `h${i}`,
+      mode: "node",
+      weight: 1 + i,
+    }));
+    const members: GroupMember[] = [...honest, { peerId: "mute", mode: "node", weight: 5 }];
+    const length = 300;
+    const net = swarm(members);
+    const mute = must(net.network.get("mute"));
+    const group = makeGroup("silent", members);
+    const vectors = vectorsFor(members, length, 9);
+    const runs = runAll(
+      net,
+      group,
+      vectors,
+      { ...base, chunkSizeBytes: 200, partCounts: [100, 100, 100, 0], senderTimeoutMs: 200 },
+      honest.map((m) => m.peerId),
+    );
+    // The mute member opens its stream to h0 and never sends a chunk.
+    const { stream } = await mute.call("h0", allReduceMethod, {
+      groupId: "silent",
+      senderIndex: 3,
+      partIndex: 0,
+      weight: 5,
+      partLength: 100,
+      chunkElements: 50,
+    });
+    expect(refusalOf((await stream.read()) ?? new Uint8Array())).toBe("timeout");
+    expect(await stream.read()).toBeNull();
+    stream.abort(new Error("refused"));
+
+    const results = await Promise.all(runs.values());
+    expectBitIdentical(results);
+    expect(maxError(must(results[0]).vector, weightedMean(honest, vectors, length))).toBeLessThan(1e-6);
+    for (const result of results) expect(result.exclusions).toEqual([{ peer: "mute", reason: "timeout" }]);
   });
 
   it.each([

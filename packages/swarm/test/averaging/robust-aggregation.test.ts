@@ -7,6 +7,7 @@ import {
 } from "../../src/averaging/butterfly-allreduce.ts";
 import type { GroupMember } from "../../src/averaging/partition.ts";
 import type { Aggregation } from "../../src/averaging/reducer-session.ts";
+import { SwarmErrorCode } from "../../src/errors.ts";
 import type { Rpc, RpcFrameStream } from "../../src/rpc/rpc.ts";
 import { at } from "../support/at.ts";
 import { MemoryRpcNetwork } from "../support/memory-rpc.ts";
@@ -187,5 +188,77 @@ describe("robust aggregation in the butterfly all-reduce", () => {
     expect(distance(others(result), others(expected))).toBeLessThan(
       aggregation.method === "mean" ? 1e-4 : 0.2 * distance(vectors.get("m0") ?? [], expected),
     );
+  });
+});
+
+describe("a sender refused by its reducers", () => {
+  // Four members, one sending NaN. Parts of 16 chunks streamed two at a time: the refusals come
+  // while every reducer, the refused sender's own included, is still reducing its part.
+  const PART = 16 * 256;
+  const GROUP: GroupMember[] = [
+    { peerId: "h0", mode: "node", weight: 1 },
+    { peerId: "h1", mode: "node", weight: 2 },
+    { peerId: "nan", mode: "node", weight: 3 },
+    { peerId: "h3", mode: "node", weight: 1 },
+  ];
+
+  it("fails its own round as refused for non-finite values; the other three average without it", async () => {
+    const random = seededRandom(4);
+    const vectors = GROUP.map(() => Float32Array.from({ length: 4 * PART }, () => random() * 2 - 1));
+    const network = new MemoryRpcNetwork();
+    const services = GROUP.map((member) => {
+      const rpc = network.add(member.peerId);
+      const service = new AllReduceService({ rpc: member.peerId === "nan" ? sendingNaN(rpc) : rpc });
+      service.start();
+      return service;
+    });
+    const settled = await Promise.allSettled(
+      GROUP.map((member, k) =>
+        at(services, k).run({
+          group: { groupId: "refused", members: GROUP, fractions: GROUP.map(() => 0.25) },
+          partCounts: GROUP.map(() => PART),
+          vector: at(vectors, k),
+          weight: member.weight,
+          compression: { method: "none" },
+          chunkSizeBytes: 1024,
+          chunksInFlight: 2,
+          timeoutMs: 20_000,
+        }),
+      ),
+    );
+    for (const service of services) service.stop();
+
+    // The sender learns it was refused, and why: not that a reducer is unreachable.
+    const refused = at(settled, 2);
+    expect(refused.status).toBe("rejected");
+    expect(refused.status === "rejected" ? refused.reason : undefined).toMatchObject({
+      code: SwarmErrorCode.ALLREDUCE_REFUSED,
+      remoteCode: "non-finite",
+      message: expect.stringMatching(/^refused by reducer h[013]: non-finite$/) as unknown,
+    });
+    const honest = [0, 1, 3].map((k) => fulfilled(at(settled, k)));
+    expect(bitIdentical(honest)).toBe(true);
+    for (const result of honest) {
+      expect(result.exclusions).toEqual([{ peer: "nan", reason: "non-finite" }]);
+    }
+    // The honest reducers' parts are the mean of the three honest vectors; the refused sender's
+    // own part is what it reduced (its own values in it), served to everyone.
+    const mean = (i: number) => {
+      let sum = 0;
+      let total = 0;
+      for (const k of [0, 1, 3]) {
+        sum += at(GROUP, k).weight * at(at(vectors, k), i);
+        total += at(GROUP, k).weight;
+      }
+      return sum / total;
+    };
+    const result = at(honest, 0).vector;
+    let worst = 0;
+    for (let i = 0; i < result.length; i++) {
+      if (i >= 2 * PART && i < 3 * PART) continue;
+      worst = Math.max(worst, Math.abs(at(result, i) - mean(i)));
+    }
+    expect(worst).toBeLessThan(1e-6);
+    expect(result.every((value) => Number.isFinite(value))).toBe(true);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_LINK_BYTES_PER_SECOND, LinkMeter } from "../../src/net/link-meter.ts";
+import { DEFAULT_LINK_BYTES_PER_SECOND, isDefaultLink, LinkMeter } from "../../src/net/link-meter.ts";
 
 const MiB = 1 << 20;
 
@@ -39,31 +39,70 @@ describe("LinkMeter", () => {
 
   it("forgets rounds older than its window, and ignores samples too small to mean anything", () => {
     const meter = new LinkMeter({ windowRounds: 2 });
-    meter.observed({ bytesSent: 8 * MiB, bytesReceived: 8 * MiB, seconds: 1 });
-    meter.observed({ bytesSent: MiB, bytesReceived: MiB, seconds: 1 });
-    expect(meter.current().uploadBytesPerSecond).toBe(8 * MiB);
-    meter.observed({ bytesSent: MiB, bytesReceived: MiB, seconds: 1 });
+    meter.observed({ bytesSent: 32 * MiB, bytesReceived: 32 * MiB, seconds: 1 });
+    meter.observed({ bytesSent: 16 * MiB, bytesReceived: 16 * MiB, seconds: 1 });
+    expect(meter.current().uploadBytesPerSecond).toBe(32 * MiB);
+    meter.observed({ bytesSent: 16 * MiB, bytesReceived: 16 * MiB, seconds: 1 });
     expect(meter.current()).toEqual({
-      uploadBytesPerSecond: MiB,
-      downloadBytesPerSecond: MiB,
+      uploadBytesPerSecond: 16 * MiB,
+      downloadBytesPerSecond: 16 * MiB,
       source: "traffic",
     });
     // A few kilobytes in a microsecond would claim gigabytes per second.
     meter.observed({ bytesSent: 4096, bytesReceived: 4096, seconds: 0.000001 });
     meter.observed({ bytesSent: MiB, bytesReceived: MiB, seconds: 0 });
     meter.observed({ bytesSent: Number.NaN, bytesReceived: MiB, seconds: 1 });
-    expect(meter.current().uploadBytesPerSecond).toBe(MiB);
+    expect(meter.current().uploadBytesPerSecond).toBe(16 * MiB);
+  });
+
+  it("keeps the default after a short round: its time went to round trips and waiting, not the link", () => {
+    const meter = new LinkMeter();
+    // The netns lab's first round on 50 Mbit/s links: 300 KB in 2 s, 150 KB/s if taken for the link.
+    meter.observed({ bytesSent: 300_000, bytesReceived: 300_000, seconds: 2 });
+    meter.observed({ bytesSent: 300_000, bytesReceived: 300_000, seconds: 2 });
+    expect(meter.current()).toEqual({
+      uploadBytesPerSecond: DEFAULT_LINK_BYTES_PER_SECOND,
+      downloadBytesPerSecond: DEFAULT_LINK_BYTES_PER_SECOND,
+      source: "default",
+    });
+    // A short round faster than the default still raises it: the link is at least that.
+    meter.observed({ bytesSent: 4 * DEFAULT_LINK_BYTES_PER_SECOND, bytesReceived: 0, seconds: 2 });
+    expect(meter.current()).toEqual({
+      uploadBytesPerSecond: 2 * DEFAULT_LINK_BYTES_PER_SECOND,
+      downloadBytesPerSecond: 2 * DEFAULT_LINK_BYTES_PER_SECOND,
+      source: "traffic",
+    });
+  });
+
+  it("lets a round that would have taken a second or more at the estimate replace the default", () => {
+    const meter = new LinkMeter();
+    // 25 MB in 10 s: two seconds at the default, so the link is the likelier reason for the ten.
+    meter.observed({ bytesSent: 25_000_000, bytesReceived: 25_000_000, seconds: 10 });
+    expect(meter.current()).toEqual({
+      uploadBytesPerSecond: 2_500_000,
+      downloadBytesPerSecond: 2_500_000,
+      source: "traffic",
+    });
+    // The estimate lowered, a smaller round now counts as long; the best in the window still holds.
+    meter.observed({ bytesSent: 3_000_000, bytesReceived: 3_000_000, seconds: 2 });
+    expect(meter.current().uploadBytesPerSecond).toBe(2_500_000);
   });
 
   it("lends a direction nothing measured the other's rate", () => {
     const meter = new LinkMeter();
     // An aux reduces: it receives far more than it sends.
-    meter.observed({ bytesSent: 1000, bytesReceived: 2 * MiB, seconds: 1 });
+    meter.observed({ bytesSent: 1000, bytesReceived: 20 * MiB, seconds: 10 });
     expect(meter.current()).toEqual({
       uploadBytesPerSecond: 2 * MiB,
       downloadBytesPerSecond: 2 * MiB,
       source: "traffic",
     });
+  });
+
+  it("tells the default link from a measured one by its rates", () => {
+    const link = new LinkMeter().current();
+    expect(isDefaultLink(link)).toBe(true);
+    expect(isDefaultLink({ ...link, downloadBytesPerSecond: 1e6 })).toBe(false);
   });
 
   it("keeps a configured capacity whatever it observes", () => {

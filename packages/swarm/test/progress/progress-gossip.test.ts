@@ -6,6 +6,7 @@ import {
   progressTopic,
   type ProgressRejection,
 } from "../../src/progress/progress-gossip.ts";
+import type { ProgressMode } from "../../src/progress/progress-messages.ts";
 import { ProgressTracker } from "../../src/progress/progress-tracker.ts";
 import { at } from "../support/at.ts";
 import { eventually, startNode, TestAuthority, type TestNodeOptions } from "../support/swarm-fixtures.ts";
@@ -32,7 +33,7 @@ interface Member {
  */
 async function member(
   authority: TestAuthority,
-  options: TestNodeOptions & { pass?: string; gossipPass?: () => string } = {},
+  options: TestNodeOptions & { pass?: string; gossipPass?: () => string; recordMode?: ProgressMode } = {},
 ): Promise<Member> {
   const identity = options.identity ?? generateKeyPair();
   const node = await startNode(authority, { maxPeers: 1, ...options, identity });
@@ -46,7 +47,13 @@ async function member(
   });
   const rejected: Member["rejected"] = [];
   transport.onRejected((origin, reason) => rejected.push({ origin, reason }));
-  const tracker = new ProgressTracker({ transport, targetBatchSize: 100, intervalMs: 200 });
+  const recordMode = options.recordMode;
+  const tracker = new ProgressTracker({
+    transport,
+    targetBatchSize: 100,
+    intervalMs: 200,
+    ...(recordMode === undefined ? {} : { mode: () => recordMode }),
+  });
   tracker.start();
   trackers.push(tracker);
   return { node, identity, tracker, transport, rejected };
@@ -144,5 +151,56 @@ describe("GossipProgressTransport", () => {
       expect(heard(b, mallory)).toBe(false);
     }
     expect(a.rejected).toEqual([]);
+  });
+
+  it("rejects and does not forward records that do not fit their pass's role; takes an aux's own", async () => {
+    const authority = new TestAuthority();
+    const a = await member(authority);
+    const b = await member(authority, { bootstrap: a.node.multiaddrs() });
+    // One hostile member per case, as above. An aux pass claiming a trainer's samples in node
+    // mode, or in aux mode, and a trainer pass posing as an aux.
+    const cases: Array<{ role: "aux" | "trainer"; recordMode: ProgressMode; samples: number; rate: number }> =
+      [
+        { role: "aux", recordMode: "node", samples: 500, rate: 30 },
+        { role: "aux", recordMode: "aux", samples: 0, rate: 30 },
+        { role: "trainer", recordMode: "aux", samples: 0, rate: 0 },
+      ];
+    const hostile: Member[] = [];
+    for (const { role, recordMode, samples, rate } of cases) {
+      const mallory = await member(authority, { role, recordMode, bootstrap: b.node.multiaddrs() });
+      hostile.push(mallory);
+      mallory.tracker.report({ epoch: 100, samplesAccumulated: samples, samplesPerSecond: rate });
+    }
+    await eventually(
+      () =>
+        hostile.every((mallory) =>
+          b.rejected.some((r) => r.origin === mallory.node.peerId && r.reason === "role"),
+        ),
+      "b rejected every record that does not fit its pass",
+      20_000,
+    );
+
+    // An aux's own record: the round it helps average, no samples. It reaches a through b.
+    const helper = await member(authority, {
+      role: "aux",
+      recordMode: "aux",
+      bootstrap: b.node.multiaddrs(),
+    });
+    helper.tracker.report({ epoch: 9, averagingEpoch: 9, samplesAccumulated: 0, samplesPerSecond: 0 });
+    a.tracker.report({ epoch: 9, samplesAccumulated: 2, samplesPerSecond: 1 });
+    b.tracker.report({ epoch: 9, samplesAccumulated: 4, samplesPerSecond: 1 });
+    await eventually(() => heard(a, helper, 9) && heard(a, b, 9), "a hears the aux and b");
+    expect(a.tracker.records().find((r) => r.peerId === helper.node.peerId)).toMatchObject({
+      role: "aux",
+      record: { mode: "aux", averagingEpoch: 9 },
+    });
+    for (const mallory of hostile) {
+      expect(heard(a, mallory)).toBe(false);
+      expect(heard(b, mallory)).toBe(false);
+    }
+    // Only b and a train: nothing of the hostile records counts toward the swarm's progress.
+    expect(a.tracker.snapshot()).toMatchObject({ epoch: 9, alivePeers: 2, samplesPerSecond: 2 });
+    expect(a.rejected).toEqual([]);
+    expect(b.rejected.filter((r) => r.origin === helper.node.peerId)).toEqual([]);
   });
 });

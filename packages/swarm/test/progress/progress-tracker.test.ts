@@ -155,6 +155,63 @@ describe("ProgressTracker", () => {
     ]);
   });
 
+  it("refuses a record that does not fit the sender's pass role, saying what, and takes an aux's own", async () => {
+    const network = new MemoryRpcNetwork();
+    const a = tracker(network.add("a"), () => []);
+    const aux = network.add("x", "aux");
+    const trainer = network.add("t");
+    const refused = (what: RegExp): unknown =>
+      expect.objectContaining({
+        code: "REMOTE_ERROR",
+        remoteCode: "MALFORMED_MESSAGE",
+        message: expect.stringMatching(what) as unknown,
+      });
+    await expect(
+      aux.request("a", progressMethod, validRecord({ samplesAccumulated: 500, samplesPerSecond: 30 })),
+    ).rejects.toEqual(
+      refused(
+        /an aux pass cannot claim mode node, samplesAccumulated 500, samplesPerSecond 30, lossSum 2, minibatches 1$/,
+      ),
+    );
+    const idle = { samplesAccumulated: 0, samplesPerSecond: 0, lossSum: 0, minibatches: 0 };
+    await expect(
+      aux.request(
+        "a",
+        progressMethod,
+        validRecord({ ...idle, mode: "aux", samplesTotal: 9, computeSeconds: 3 }),
+      ),
+    ).rejects.toEqual(refused(/cannot claim samplesTotal 9, computeSeconds 3$/));
+    await expect(
+      aux.request(
+        "a",
+        progressMethod,
+        validRecord({ ...idle, mode: "aux", previous: { epoch: 0, lossSum: 1, minibatches: 2 } }),
+      ),
+    ).rejects.toEqual(refused(/cannot claim previous.lossSum 1, previous.minibatches 2$/));
+    await expect(trainer.request("a", progressMethod, validRecord({ mode: "aux" }))).rejects.toEqual(
+      refused(/a trainer pass cannot claim mode aux$/),
+    );
+    expect(a.records()).toEqual([]);
+    expect(a.snapshot()).toMatchObject({ alivePeers: 0, samplesPerSecond: 0 });
+
+    // What an aux publishes: the round it helps average and the state it serves, no samples.
+    await aux.request(
+      "a",
+      progressMethod,
+      validRecord({
+        ...idle,
+        mode: "aux",
+        averagingEpoch: 1,
+        stateEpoch: 1,
+        bytesAggregated: 4096,
+        round: { epoch: 0, bytesSent: 100 },
+      }),
+    );
+    expect(a.records()).toMatchObject([
+      { peerId: "x", role: "aux", record: { mode: "aux", averagingEpoch: 1 } },
+    ]);
+  });
+
   it("refuses malformed records with MALFORMED_MESSAGE and keeps working", async () => {
     const network = new MemoryRpcNetwork();
     const a = tracker(network.add("a"), () => []);

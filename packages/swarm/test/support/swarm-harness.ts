@@ -104,9 +104,15 @@ export async function reportAndSync(
   timeoutMs = 10_000,
 ): Promise<void> {
   members.forEach((swarm, k) => {
-    // An aux is counted in only while its record names the round it is about to help.
-    const helping = swarm.node.mode === "aux" ? { averagingEpoch: epoch } : {};
-    swarm.progress.report({ epoch, samplesAccumulated: at(weights, k), samplesPerSecond: 10, ...helping });
+    // An aux is counted in only while its record names the round it is about to help; it trains
+    // nothing, so it claims no samples (its peers refuse a record of an aux pass that does).
+    const aux = swarm.node.mode === "aux";
+    swarm.progress.report({
+      epoch,
+      samplesAccumulated: aux ? 0 : at(weights, k),
+      samplesPerSecond: aux ? 0 : 10,
+      ...(aux ? { averagingEpoch: epoch } : {}),
+    });
   });
   await Promise.all(members.map((swarm) => swarm.progress.pushNow()));
   await eventually(
