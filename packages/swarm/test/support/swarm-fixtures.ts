@@ -11,10 +11,12 @@ export const silentLogger = pino(
 /** A stand-in for the platform: one experiment's authority key, issuing passes the way join does. */
 export class TestAuthority {
   readonly experimentId: string;
-  readonly keyPair: KeyPair = generateKeyPair();
+  readonly keyPair: KeyPair;
 
-  constructor(experimentId = "exp-test") {
+  /** `keyPair` lets another thread issue passes of the same authority. */
+  constructor(experimentId = "exp-test", keyPair: KeyPair = generateKeyPair()) {
     this.experimentId = experimentId;
+    this.keyPair = keyPair;
   }
 
   pass(

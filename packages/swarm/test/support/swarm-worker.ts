@@ -1,0 +1,88 @@
+/**
+ * A worker thread hosting some of a test's swarms (see swarm-threads.ts): one event loop carries
+ * only its share of the nodes, so a test of many real libp2p nodes in one process does not stall
+ * on a single thread. It answers the host's requests one message at a time.
+ */
+import { parseExperimentConfig } from "@barnraise/protocol";
+import { parentPort, workerData } from "node:worker_threads";
+import type { Swarm } from "../../src/swarm.ts";
+import { TestAuthority } from "./swarm-fixtures.ts";
+import { startSwarm } from "./swarm-harness.ts";
+import type { WorkerData, WorkerReply, WorkerRequest, WorkerResult } from "./swarm-threads.ts";
+
+const data = workerData as WorkerData;
+const authority = new TestAuthority(data.experimentId, {
+  publicKey: new Uint8Array(data.authorityPublicKey),
+  secretKey: new Uint8Array(data.authoritySecretKey),
+});
+parseExperimentConfig(data.config); // fail early, in the worker, on a bad config
+const swarms: Swarm[] = [];
+
+async function handle(request: WorkerRequest): Promise<WorkerResult> {
+  switch (request.op) {
+    case "start": {
+      const started = await Promise.all(
+        Array.from({ length: request.count }, () =>
+          startSwarm(authority, { config: data.config, bootstrap: request.bootstrap }),
+        ),
+      );
+      swarms.push(...started);
+      return started.map((swarm) => ({ peerId: swarm.node.peerId, multiaddrs: swarm.node.multiaddrs() }));
+    }
+    case "members":
+      return swarms.map((swarm) => swarm.node.members().length);
+    case "report":
+      swarms.forEach((swarm, k) => {
+        swarm.progress.report({
+          epoch: request.epoch,
+          samplesAccumulated: request.weights[k] ?? 0,
+          samplesPerSecond: 10,
+        });
+      });
+      await Promise.all(swarms.map((swarm) => swarm.progress.pushNow()));
+      return null;
+    case "records":
+      return swarms.map(
+        (swarm) => swarm.progress.records().filter((entry) => entry.record.epoch === request.epoch).length,
+      );
+    case "plan": {
+      const plan = swarms[0]?.averager.plan(request.epoch);
+      return plan === undefined ? null : { radices: [...plan.radices] };
+    }
+    case "average": {
+      const outcomes = await Promise.allSettled(
+        swarms.map((swarm, k) =>
+          swarm.averager.average(
+            request.epoch,
+            request.vectors[k] ?? new Float32Array(),
+            request.weights[k] ?? 0,
+          ),
+        ),
+      );
+      return outcomes.map((outcome) =>
+        outcome.status === "fulfilled"
+          ? {
+              vector: outcome.value.vector,
+              rounds: outcome.value.rounds,
+              groupSize: outcome.value.groupSize,
+              totalWeight: outcome.value.totalWeight,
+            }
+          : { error: outcome.reason instanceof Error ? outcome.reason.message : String(outcome.reason) },
+      );
+    }
+    case "stop":
+      await Promise.all(swarms.splice(0).map((swarm) => swarm.stop().catch(() => undefined)));
+      return null;
+  }
+}
+
+parentPort?.on("message", (request: WorkerRequest) => {
+  handle(request).then(
+    (result) => parentPort?.postMessage({ id: request.id, result } satisfies WorkerReply),
+    (error: unknown) =>
+      parentPort?.postMessage({
+        id: request.id,
+        error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+      } satisfies WorkerReply),
+  );
+});
