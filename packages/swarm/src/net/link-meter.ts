@@ -92,9 +92,16 @@ export class LinkMeter {
     readonly downloadBytes: number;
     readonly downloadSeconds: number;
   }): void {
+    // A probe of a megabyte that ends within the shortest sample (on loopback or a LAN) shows a link
+    // at least that fast: it counts as having taken that long, a lower bound on the rate.
+    const atLeast = (seconds: number) => (seconds >= 0 ? Math.max(seconds, MIN_SAMPLE_SECONDS) : seconds);
     this.#probe =
-      rates(sample.uploadBytes, sample.uploadSeconds, sample.downloadBytes, sample.downloadSeconds) ??
-      this.#probe;
+      rates(
+        sample.uploadBytes,
+        atLeast(sample.uploadSeconds),
+        sample.downloadBytes,
+        atLeast(sample.downloadSeconds),
+      ) ?? this.#probe;
   }
 
   /** One all-reduce round of this peer: bytes written and read on the wire, and its duration. */

@@ -22,6 +22,20 @@ describe("LinkMeter", () => {
     });
   });
 
+  it("takes a probe that ends faster than the shortest sample as a lower bound, not as nothing", () => {
+    const meter = new LinkMeter();
+    // A megabyte each way on loopback within a few milliseconds: at least 100 MiB/s.
+    meter.probed({ uploadBytes: MiB, uploadSeconds: 0.002, downloadBytes: MiB, downloadSeconds: 0 });
+    expect(meter.current()).toEqual({
+      uploadBytesPerSecond: MiB / 0.01,
+      downloadBytesPerSecond: MiB / 0.01,
+      source: "probe",
+    });
+    // A probe too small to say anything leaves the estimate as it was.
+    meter.probed({ uploadBytes: 1024, uploadSeconds: 0.001, downloadBytes: 1024, downloadSeconds: 0.001 });
+    expect(meter.current().uploadBytesPerSecond).toBe(MiB / 0.01);
+  });
+
   it("lets a round's traffic raise the estimate but never lower it below the probe", () => {
     const meter = new LinkMeter();
     meter.probed({ uploadBytes: MiB, uploadSeconds: 1, downloadBytes: MiB, downloadSeconds: 1 });

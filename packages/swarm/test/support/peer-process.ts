@@ -173,9 +173,13 @@ async function main(): Promise<void> {
       const epoch = Number(epochText);
       const others = Number(othersText);
       const { weight } = epochScript(epoch);
-      // An aux is counted in only while its record names the round it is about to help.
-      const helping = swarm.node.mode === "aux" ? { averagingEpoch: epoch } : {};
-      swarm.progress.report({ epoch, samplesAccumulated: weight, samplesPerSecond: 10, ...helping });
+      // An aux is counted in only while its record names the round it is about to help, and it
+      // claims no samples or throughput (its peers refuse a record that does).
+      const progress =
+        swarm.node.mode === "aux"
+          ? { samplesAccumulated: 0, samplesPerSecond: 0, averagingEpoch: epoch }
+          : { samplesAccumulated: weight, samplesPerSecond: 10 };
+      swarm.progress.report({ epoch, ...progress });
       // Not waiting for every push: one to a frozen member would hold the command up.
       await Promise.race([swarm.progress.pushNow(), new Promise((resolve) => setTimeout(resolve, 2_000))]);
       const deadline = Date.now() + SYNC_TIMEOUT_MS;
