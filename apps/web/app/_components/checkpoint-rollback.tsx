@@ -16,6 +16,53 @@ export function rolledBackText(step: number): string {
 }
 
 /**
+ * "Roll back to step N": a first click asks for confirmation in place (`onAsk`), then "Confirm"
+ * calls `onConfirm` and "Cancel" `onCancel`.
+ */
+export function RollbackButton({
+  step,
+  confirming,
+  busy,
+  title,
+  onAsk,
+  onCancel,
+  onConfirm,
+}: {
+  readonly step: number;
+  readonly confirming: boolean;
+  readonly busy: boolean;
+  /** Why this checkpoint, shown on hover. */
+  readonly title?: string;
+  readonly onAsk: () => void;
+  readonly onCancel: () => void;
+  readonly onConfirm: () => void;
+}) {
+  if (!confirming) {
+    return (
+      <button
+        type="button"
+        className="button button-small button-quiet"
+        disabled={busy}
+        {...(title === undefined ? {} : { title })}
+        onClick={onAsk}
+      >
+        {`Roll back to step ${step}`}
+      </button>
+    );
+  }
+  return (
+    <>
+      <button type="button" className="button button-small button-danger" disabled={busy} onClick={onConfirm}>
+        {`Confirm roll back to step ${step}`}
+      </button>
+      <button type="button" className="button button-small button-quiet" disabled={busy} onClick={onCancel}>
+        Cancel
+      </button>
+    </>
+  );
+}
+
+/**
  * The organizer's list of checkpoints, newest step first, each with a "Roll back to step N" button.
  * A first click asks for confirmation in place; the second posts the rollback. The swarm then
  * restarts from that checkpoint within about 30 s, and the steps after it are kept on the dashboard
@@ -104,39 +151,18 @@ export function CheckpointRollback({
                   </td>
                   <td>
                     <div className="actions">
-                      {confirming === checkpoint.id ? (
-                        <>
-                          <button
-                            type="button"
-                            className="button button-small button-danger"
-                            disabled={mutation.busy}
-                            onClick={() => void rollBack(checkpoint)}
-                          >
-                            {`Confirm roll back to step ${checkpoint.step}`}
-                          </button>
-                          <button
-                            type="button"
-                            className="button button-small button-quiet"
-                            disabled={mutation.busy}
-                            onClick={() => {
-                              setConfirming(null);
-                            }}
-                          >
-                            Cancel
-                          </button>
-                        </>
-                      ) : (
-                        <button
-                          type="button"
-                          className="button button-small button-quiet"
-                          disabled={mutation.busy}
-                          onClick={() => {
-                            setConfirming(checkpoint.id);
-                          }}
-                        >
-                          {`Roll back to step ${checkpoint.step}`}
-                        </button>
-                      )}
+                      <RollbackButton
+                        step={checkpoint.step}
+                        confirming={confirming === checkpoint.id}
+                        busy={mutation.busy}
+                        onAsk={() => {
+                          setConfirming(checkpoint.id);
+                        }}
+                        onCancel={() => {
+                          setConfirming(null);
+                        }}
+                        onConfirm={() => void rollBack(checkpoint)}
+                      />
                     </div>
                   </td>
                 </tr>

@@ -3,7 +3,7 @@
 import { useState } from "react";
 import type { CheckpointView } from "../../src/api/schemas/public.ts";
 import type { ValidatorFlagView } from "../../src/api/schemas/validator-flags.ts";
-import { rollbackPath, rolledBackText } from "./checkpoint-rollback.tsx";
+import { RollbackButton, rollbackPath, rolledBackText } from "./checkpoint-rollback.tsx";
 import { formatTime } from "./format.ts";
 import { StatusLine, useMutation } from "./mutation.tsx";
 import { flagEvidence, rollbackTarget, shortPeerId } from "./validator-flag-text.ts";
@@ -105,39 +105,20 @@ export function ValidatorFlags({
                       {`Ban ${flag.username}`}
                     </button>
                   )}
-                  {before === undefined ? null : confirming === flag.peerId ? (
-                    <>
-                      <button
-                        type="button"
-                        className="button button-small button-danger"
-                        disabled={mutation.busy}
-                        onClick={() => void rollBack(before)}
-                      >
-                        {`Confirm roll back to step ${before.step}`}
-                      </button>
-                      <button
-                        type="button"
-                        className="button button-small button-quiet"
-                        disabled={mutation.busy}
-                        onClick={() => {
-                          setConfirming(null);
-                        }}
-                      >
-                        Cancel
-                      </button>
-                    </>
-                  ) : (
-                    <button
-                      type="button"
-                      className="button button-small button-quiet"
-                      disabled={mutation.busy}
+                  {before === undefined ? null : (
+                    <RollbackButton
+                      step={before.step}
+                      confirming={confirming === flag.peerId}
+                      busy={mutation.busy}
                       title={`The last checkpoint before epoch ${flag.firstHurtEpoch}, when this node's contributions started to hurt`}
-                      onClick={() => {
+                      onAsk={() => {
                         setConfirming(flag.peerId);
                       }}
-                    >
-                      {`Roll back to step ${before.step}`}
-                    </button>
+                      onCancel={() => {
+                        setConfirming(null);
+                      }}
+                      onConfirm={() => void rollBack(before)}
+                    />
                   )}
                 </div>
               </li>
