@@ -8,6 +8,7 @@ import {
 } from "@barnraise/swarm";
 import type { HeldOutMetric } from "@barnraise/protocol";
 import { z } from "zod";
+import type { ContributionFlag } from "./roles/contribution-validator.ts";
 
 export {
   DEFAULT_PLATFORM_TIMEOUT_MS as DEFAULT_REQUEST_TIMEOUT_MS,
@@ -107,23 +108,8 @@ export interface SwarmStatusBody {
   readonly time: number;
 }
 
-/**
- * A trainer whose contributions hurt, as `POST …/validator-flags` takes it: the evidence of the
- * validator's latest sample of it (see `ContributionValidator`).
- */
-export interface ValidatorFlagBody {
-  readonly peerId: string;
-  readonly epoch: number;
-  readonly generation: number;
-  readonly firstHurtEpoch: number;
-  readonly baselineLoss: number;
-  /** Null when the loss after the peer's step was not finite. */
-  readonly lossAfter: number | null;
-  readonly medianDelta: number;
-  readonly normRatio: number;
-  readonly hurtSamples: number;
-  readonly recentSamples: number;
-}
+/** A trainer whose contributions hurt, as `POST …/validator-flags` takes it: the validator's flag. */
+export type ValidatorFlagBody = ContributionFlag;
 
 // Unknown extra fields are ignored, so a newer platform stays compatible.
 const count = z.number().int().nonnegative();
