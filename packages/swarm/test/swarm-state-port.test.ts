@@ -16,11 +16,11 @@ async function start(authority: TestAuthority, options: TestSwarmOptions = {}): 
   return swarm;
 }
 
-function state(epoch: number, generation: number, seed = epoch): TrainingState {
+function state(epoch: number, generation: number, seed = epoch, size = 64): TrainingState {
   return {
     epoch,
-    parameters: seededFloats(seed, 64),
-    optimizer: { name: "adam", step: epoch, slots: { m: seededFloats(seed + 1, 64) } },
+    parameters: seededFloats(seed, size),
+    optimizer: { name: "adam", step: epoch, slots: { m: seededFloats(seed + 1, size) } },
     generation,
     samples: epoch * 100,
   };
@@ -96,4 +96,43 @@ describe("Swarm's state port", () => {
       [5, 0],
     ]);
   }, 60_000);
+
+  it("serves a crowd of newcomers arriving together from every donor", async () => {
+    const authority = new TestAuthority();
+    // 8 MB of state: eight 1-MiB chunks, so each download takes blocks from all four donors.
+    const held = state(5, 0, 21, 1_000_000);
+    const first = await start(authority, { getState: () => held });
+    const bootstrap = first.node.multiaddrs();
+    const donors = [
+      first,
+      ...(await Promise.all([1, 2, 3].map(() => start(authority, { bootstrap, getState: () => held })))),
+    ];
+    const newcomers = await Promise.all(Array.from({ length: 16 }, () => start(authority, { bootstrap })));
+    for (const donor of donors)
+      donor.progress.report({ epoch: 5, samplesAccumulated: 0, samplesPerSecond: 10 });
+    await Promise.all(donors.map((donor) => donor.progress.pushNow()));
+    await eventually(
+      () => newcomers.every((newcomer) => newcomer.stateDonors(1, 0).length === donors.length),
+      "every newcomer knows the four donors",
+      60_000,
+    );
+
+    const states = await Promise.all(newcomers.map((newcomer) => newcomer.statePort().loadNewer(0, 0)));
+    const expected = Buffer.from(held.parameters.buffer);
+    for (const got of states) {
+      expect(got).toMatchObject({ epoch: 5, generation: 0, samples: 500 });
+      expect(Buffer.from(present(got).parameters.buffer).equals(expected)).toBe(true);
+    }
+    const chunks = present(first.state.snapshot()).chunkHashes.length;
+    expect(chunks).toBe(8);
+    const served = donors.map((donor) => donor.state.servedChunks);
+    expect(served.reduce((sum, count) => sum + count, 0)).toBe(16 * chunks);
+    // Each newcomer starts one block at every donor at once.
+    for (const count of served) expect(count).toBeGreaterThanOrEqual(16);
+  }, 120_000);
 });
+
+function present<T>(value: T | null | undefined): T {
+  if (value === null || value === undefined) throw new Error("expected a value");
+  return value;
+}

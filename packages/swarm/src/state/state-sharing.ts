@@ -43,6 +43,8 @@ export interface StateSharingOptions {
   serveTimeoutMs?: number;
   /** Where downloads are counted. */
   metrics?: SwarmMetrics;
+  /** Uniform numbers in [0, 1) that decide which donor serves which block; default Math.random. */
+  random?: () => number;
 }
 
 export interface StateDownloadOptions {
@@ -99,6 +101,7 @@ export class StateSharing {
   #servedChunks = 0;
 
   readonly #metrics: SwarmMetrics | undefined;
+  readonly #random: () => number;
 
   constructor(options: StateSharingOptions) {
     const chunkBytes = options.chunkBytes ?? 1 << 20;
@@ -115,6 +118,7 @@ export class StateSharing {
     this.#metrics = options.metrics;
     this.#keepSnapshots = Math.max(1, options.keepSnapshots ?? 2);
     this.#serveTimeoutMs = options.serveTimeoutMs ?? 30_000;
+    this.#random = options.random ?? Math.random;
   }
 
   /** Chunks this peer has sent to downloaders since it was created. */
@@ -337,6 +341,10 @@ export class StateSharing {
    * Fetches every chunk of `manifest`: blocks of contiguous chunks are pulled from a shared queue by
    * whichever donor is idle (so faster donors serve more); a failed donor's unfinished block goes
    * back to the queue. Returns null when every donor failed.
+   *
+   * The donors start in a random order. A state of fewer blocks than donors (a small model is one
+   * chunk) is then served by a random few, so newcomers that arrive together spread over all the
+   * donors instead of all taking the first block from the same one.
    */
   async #fetchBlob(
     manifest: StateManifest,
@@ -348,7 +356,7 @@ export class StateSharing {
     const blockSize = Math.max(1, Math.ceil(count / (donors.length * BLOCKS_PER_DONOR)));
     const queue: Array<[number, number]> = [];
     for (let from = 0; from < count; from += blockSize) queue.push([from, Math.min(count, from + blockSize)]);
-    const idle = [...donors];
+    const idle = shuffled(donors, this.#random);
     const inFlight = new Map<PeerIdString, Promise<RangeOutcome>>();
     let receivedBytes = 0;
     let receivedChunks = 0;
@@ -490,4 +498,14 @@ function hex(bytes: Uint8Array): string {
 function stateBytes(state: TrainingState): number {
   const slots = Object.values(state.optimizer.slots).reduce((sum, slot) => sum + slot.byteLength, 0);
   return state.parameters.byteLength + slots;
+}
+
+/** A copy of `items` in a uniformly random order (Fisher–Yates). */
+function shuffled<T>(items: readonly T[], random: () => number): T[] {
+  const copy = [...items];
+  for (let i = copy.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [copy[i], copy[j]] = [copy[j] as T, copy[i] as T];
+  }
+  return copy;
 }

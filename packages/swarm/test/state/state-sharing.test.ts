@@ -6,7 +6,7 @@ import { StateSharing, type StateDownloadOptions } from "../../src/state/state-s
 import { createStateSnapshot, snapshotChunk, type StateSnapshot } from "../../src/state/state-snapshot.ts";
 import type { TrainingState } from "../../src/state/training-state.ts";
 import { MemoryRpcNetwork, type MemoryRpc } from "../support/memory-rpc.ts";
-import { seededFloats } from "../support/seeded-random.ts";
+import { seededFloats, seededRandom } from "../support/seeded-random.ts";
 
 function randomState(seed: number, size: number, epoch: number): TrainingState {
   return {
@@ -356,6 +356,33 @@ describe("StateSharing", () => {
     await stream.closeWrite();
     expect(await stream.read()).toEqual(snapshotChunk(snapshotOf(s, "a"), chunks - 1));
     expect(await stream.read()).toBeNull();
+  });
+
+  it("spreads a hundred newcomers arriving together over all donors", async () => {
+    // A small model's state is one chunk, so each newcomer takes it whole from one donor: before
+    // the donors were shuffled, every newcomer took it from the first one it was given.
+    const state = randomState(18, 200, 4);
+    const s = swarm({ a: state, b: state, c: state, d: state, e: state });
+    expect(snapshotOf(s, "a").chunkHashes).toHaveLength(1);
+    const newcomers = Array.from({ length: 100 }, (_, index) => {
+      const sharing = new StateSharing({
+        rpc: s.network.add(`newcomer-${index}`),
+        chunkBytes: CHUNK,
+        getState: () => null,
+        random: seededRandom(1000 + index),
+      });
+      sharing.start();
+      return sharing;
+    });
+    const states = await Promise.all(
+      newcomers.map((newcomer) => newcomer.download({ donors: [...s.donors.keys()], minEpoch: 4 })),
+    );
+    for (const got of states) expectSameState(got, state);
+    const served = [...s.donors.values()].map((donor) => donor.servedChunks);
+    expect(served.reduce((sum, count) => sum + count, 0)).toBe(100);
+    // A fair share is 20 each; every donor serves some, none more than twice its share.
+    for (const count of served) expect(count).toBeGreaterThan(5);
+    expect(Math.max(...served)).toBeLessThanOrEqual(40);
   });
 
   it("moves a big state (3 M floats) in small chunks", async () => {

@@ -22,14 +22,42 @@ export type WorkerRequest = { id: number } & (
   | { op: "records"; epoch: number }
   | { op: "plan"; epoch: number }
   | { op: "average"; epoch: number; vectors: Float32Array[]; weights: number[] }
+  | { op: "hold"; states: Array<HeldState | null> }
+  | { op: "catch-up"; take: boolean[] }
+  | { op: "donors"; epoch: number }
+  | { op: "served" }
+  | { op: "control"; index: number; token: string }
+  | { op: "refuses"; peerId: string; version: number }
   | { op: "stop" }
 );
+
+/** A training state a swarm serves: `size` parameters and one optimizer slot from `seed`. */
+export interface HeldState {
+  epoch: number;
+  seed: number;
+  size: number;
+}
+
+/** A fingerprint of parameters, the same on every thread: their float32 values, in order. */
+export function checksum(parameters: Float32Array): number {
+  let sum = 0;
+  for (const value of parameters) sum = (sum * 31 + Math.round(value * 1e6)) % 1_000_000_007;
+  return sum;
+}
+
+/** What a swarm's state port brought: the epoch and a checksum of the parameters, or why not. */
+export type CatchUpReply = { epoch: number; checksum: number; ms: number } | { error: string } | null;
 
 export type AverageReply =
   { vector: Float32Array; rounds: number; groupSize: number; totalWeight: number } | { error: string };
 
 export type WorkerResult =
-  Array<{ peerId: string; multiaddrs: string[] }> | number[] | AverageReply[] | { radices: number[] } | null;
+  | Array<{ peerId: string; multiaddrs: string[] }>
+  | number[]
+  | AverageReply[]
+  | CatchUpReply[]
+  | { radices: number[] }
+  | null;
 
 export type WorkerReply = { id: number } & ({ result: WorkerResult } | { error: string; result?: undefined });
 
@@ -175,6 +203,53 @@ export class ThreadedSwarms {
         weights: weightParts[t] ?? [],
       }),
     );
+  }
+
+  /**
+   * Swarms given a state serve it and report its epoch; the others (null) hold nothing.
+   */
+  async hold(states: ReadonlyArray<HeldState | null>): Promise<void> {
+    const parts = this.#split(states);
+    await Promise.all(
+      this.#threads.map((thread, t) => thread.request({ op: "hold", states: parts[t] ?? [] })),
+    );
+  }
+
+  /** How many state donors at or after `epoch` each swarm knows. */
+  donors(epoch: number): Promise<number[]> {
+    return this.#all((thread) => thread.request<number[]>({ op: "donors", epoch }));
+  }
+
+  /** The swarms marked in `take` all load newer state through their state port at once. */
+  catchUp(take: readonly boolean[]): Promise<CatchUpReply[]> {
+    const parts = this.#split(take);
+    return this.#all((thread, t) => thread.request<CatchUpReply[]>({ op: "catch-up", take: parts[t] ?? [] }));
+  }
+
+  /** The state chunks each swarm has served. */
+  served(): Promise<number[]> {
+    return this.#all((thread) => thread.request<number[]>({ op: "served" }));
+  }
+
+  /** Swarm `index` takes a run control token from the platform, as an aux does, and spreads it. */
+  async offerControl(index: number, token: string): Promise<void> {
+    let offset = 0;
+    for (const [t, size] of this.#sizes.entries()) {
+      if (index < offset + size) {
+        await this.#threads[t]?.request({ op: "control", index: index - offset, token });
+        return;
+      }
+      offset += size;
+    }
+    throw new Error(`no swarm ${index}`);
+  }
+
+  /**
+   * For each swarm, whether it holds run control `version` or later, denies `peerId` and has no
+   * connection to it (always false for `peerId`'s own swarm).
+   */
+  refuses(peerId: string, version: number): Promise<number[]> {
+    return this.#all((thread) => thread.request<number[]>({ op: "refuses", peerId, version }));
   }
 
   async stop(): Promise<void> {

@@ -8,7 +8,16 @@ import { parentPort, workerData } from "node:worker_threads";
 import type { Swarm } from "../../src/swarm.ts";
 import { TestAuthority } from "./swarm-fixtures.ts";
 import { startSwarm } from "./swarm-harness.ts";
-import type { WorkerData, WorkerReply, WorkerRequest, WorkerResult } from "./swarm-threads.ts";
+import type { TrainingState } from "../../src/state/training-state.ts";
+import { seededFloats } from "./seeded-random.ts";
+import {
+  checksum,
+  type CatchUpReply,
+  type WorkerData,
+  type WorkerReply,
+  type WorkerRequest,
+  type WorkerResult,
+} from "./swarm-threads.ts";
 
 const data = workerData as WorkerData;
 const authority = new TestAuthority(data.experimentId, {
@@ -17,13 +26,20 @@ const authority = new TestAuthority(data.experimentId, {
 });
 parseExperimentConfig(data.config); // fail early, in the worker, on a bad config
 const swarms: Swarm[] = [];
+/** The state each swarm serves, by its index in `swarms`. */
+const held = new Map<number, TrainingState>();
 
 async function handle(request: WorkerRequest): Promise<WorkerResult> {
   switch (request.op) {
     case "start": {
+      const base = swarms.length;
       const started = await Promise.all(
-        Array.from({ length: request.count }, () =>
-          startSwarm(authority, { config: data.config, bootstrap: request.bootstrap }),
+        Array.from({ length: request.count }, (_, k) =>
+          startSwarm(authority, {
+            config: data.config,
+            bootstrap: request.bootstrap,
+            getState: () => held.get(base + k) ?? null,
+          }),
         ),
       );
       swarms.push(...started);
@@ -70,6 +86,59 @@ async function handle(request: WorkerRequest): Promise<WorkerResult> {
           : { error: outcome.reason instanceof Error ? outcome.reason.message : String(outcome.reason) },
       );
     }
+    case "hold":
+      request.states.forEach((state, k) => {
+        const swarm = swarms[k];
+        if (state === null || swarm === undefined) return;
+        held.set(k, {
+          epoch: state.epoch,
+          parameters: seededFloats(state.seed, state.size),
+          optimizer: {
+            name: "adam",
+            step: state.epoch,
+            slots: { m: seededFloats(state.seed + 1, state.size) },
+          },
+        });
+        swarm.progress.report({ epoch: state.epoch, samplesAccumulated: 0, samplesPerSecond: 10 });
+      });
+      await Promise.all(swarms.map((swarm) => swarm.progress.pushNow()));
+      return null;
+    case "donors":
+      return swarms.map((swarm) => swarm.stateDonors(request.epoch, 0).length);
+    case "catch-up":
+      return Promise.all(
+        swarms.map(async (swarm, k): Promise<CatchUpReply> => {
+          if (request.take[k] !== true) return null;
+          const started = performance.now();
+          try {
+            const state = await swarm.statePort().loadNewer(0, 0);
+            if (state === null) return { error: "no newer state" };
+            return {
+              epoch: state.epoch,
+              checksum: checksum(state.parameters),
+              ms: performance.now() - started,
+            };
+          } catch (error) {
+            return { error: error instanceof Error ? error.message : String(error) };
+          }
+        }),
+      );
+    case "served":
+      return swarms.map((swarm) => swarm.state.servedChunks);
+    case "control":
+      swarms[request.index]?.control.offer(request.token, "platform");
+      return null;
+    case "refuses":
+      return swarms.map((swarm) =>
+        swarm.node.peerId !== request.peerId &&
+        (swarm.control.current()?.version ?? 0) >= request.version &&
+        swarm.node.authorizer.isDenied(request.peerId) &&
+        swarm.node.libp2p
+          .getConnections()
+          .every((connection) => connection.remotePeer.toString() !== request.peerId)
+          ? 1
+          : 0,
+      );
     case "stop":
       await Promise.all(swarms.splice(0).map((swarm) => swarm.stop().catch(() => undefined)));
       return null;
