@@ -9,6 +9,7 @@ import {
   refusalOf,
 } from "./allreduce-messages.ts";
 import { chunkRanges, type ElementRange, type RoundPlan } from "./partition.ts";
+import { stallAwareTimeout } from "./stall-aware-timeout.ts";
 import { Wakeup } from "./wakeup.ts";
 
 export interface PartExchangeOptions {
@@ -296,7 +297,7 @@ async function receiveResults(
   const read = async (k: number): Promise<Uint8Array | null> => {
     if (resultTimeoutMs === undefined) return stream.read({ signal: options.signal });
     const stalled = new AbortController();
-    const timer = setTimeout(() => {
+    const timer = stallAwareTimeout(() => {
       stalled.abort(
         new SwarmError(
           SwarmErrorCode.TIMEOUT,
@@ -309,7 +310,7 @@ async function receiveResults(
     } catch (error) {
       throw stalled.signal.aborted ? stalled.signal.reason : error;
     } finally {
-      clearTimeout(timer);
+      timer.clear();
     }
   };
   for (const [k, chunk] of chunks.entries()) {

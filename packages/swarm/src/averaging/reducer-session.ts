@@ -22,6 +22,7 @@ import {
 } from "./allreduce-messages.ts";
 import { centeredClip, medianDistance, weightedMedian } from "./centered-clip.ts";
 import { chunkRanges, type ElementRange, type RoundPlan } from "./partition.ts";
+import { stallAwareTimeout } from "./stall-aware-timeout.ts";
 import { Wakeup } from "./wakeup.ts";
 
 /**
@@ -256,7 +257,7 @@ export class ReducerSession {
   }
 
   async #awaitChunk(k: number): Promise<void> {
-    const timer = setTimeout(() => {
+    const timer = stallAwareTimeout(() => {
       for (const sender of this.#remotes.values()) {
         if (!this.#hasDelivered(sender, k)) {
           const what = sender.state === "absent" ? "did not connect" : `did not deliver chunk ${k}`;
@@ -273,7 +274,7 @@ export class ReducerSession {
         await this.#wake.wait();
       }
     } finally {
-      clearTimeout(timer);
+      timer.clear();
     }
   }
 
