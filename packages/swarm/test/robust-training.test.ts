@@ -121,8 +121,8 @@ async function train(aggregation: "mean" | "centered-clip", attack: Attack): Pro
       chunkSizeBytes: 1024,
       // Equal parts whatever the measured links, so every run chunks the vector the same way.
       loadBalancing: false,
+      // CenteredClip with its defaults (τ = 1, 10 iterations), as a run published from the form has.
       aggregation,
-      centeredClip: { tau: 1 },
     },
   };
   const first = await startSwarm(authority, { config });
