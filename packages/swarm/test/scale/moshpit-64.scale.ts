@@ -1,5 +1,8 @@
 import { availableParallelism } from "node:os";
-import { afterAll, describe, expect, it } from "vitest";
+import { signRunControl } from "@barnraise/protocol";
+import { nodeCrypto } from "@barnraise/protocol/node";
+import { peerIdFromString } from "@libp2p/peer-id";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { at } from "../support/at.ts";
 import { eventually, TestAuthority } from "../support/swarm-fixtures.ts";
 import {
@@ -38,8 +41,10 @@ function succeeded(
   return replies.filter((reply): reply is Exclude<AverageReply, { error: string }> => !("error" in reply));
 }
 
+const authority = new TestAuthority("exp-moshpit-64");
+
 describe("Moshpit averaging among 64 real swarms", () => {
-  it("64 trainers train 3 SGD steps in 8×8 cells: parameters agree after every step", async () => {
+  beforeAll(async () => {
     const config = {
       ...testConfig,
       averaging: {
@@ -50,13 +55,17 @@ describe("Moshpit averaging among 64 real swarms", () => {
         allreduceTimeoutMs: 120_000,
       },
     };
-    swarms = await ThreadedSwarms.start(new TestAuthority("exp-moshpit-64"), config, N, THREADS);
+    swarms = await ThreadedSwarms.start(authority, config, N, THREADS);
     const threaded = swarms;
     await eventually(
       async () => (await threaded.members()).every((count) => count === N - 1),
       "the 64 swarms are fully meshed",
       180_000,
     );
+  }, 300_000);
+
+  it("64 trainers train 3 SGD steps in 8×8 cells: parameters agree after every step", async () => {
+    const threaded = present(swarms);
     const random = seededRandom(11);
     const length = 500;
     // Trainer k minimizes ½‖θ − c_k‖²; with weights w_k the swarm minimizes their weighted sum,
@@ -93,4 +102,36 @@ describe("Moshpit averaging among 64 real swarms", () => {
     const initial = maxAbsDifference(new Float32Array(length), optimum);
     expect(maxAbsDifference(at(parameters, 0), optimum)).toBeLessThan(initial / 8 + 1e-5);
   }, 600_000);
+
+  it("a banned trainer is refused by all 63 others within 30 s of the platform's control reaching one", async () => {
+    const threaded = present(swarms);
+    const banned = at(threaded.peerIds, N - 1);
+    const publicKey = peerIdFromString(banned).publicKey?.raw;
+    if (publicKey === undefined) throw new Error("the banned peer's id carries no key");
+    const token = signRunControl(nodeCrypto, authority.keyPair, {
+      experimentId: authority.experimentId,
+      version: 1,
+      issuedAt: Date.now(),
+      status: "running",
+      generation: 0,
+      rollback: null,
+      revokedUsernames: [],
+      revokedPublicKeys: [publicKey],
+    });
+    const started = performance.now();
+    await threaded.offerControl(0, token);
+    await eventually(
+      async () => (await threaded.refuses(banned, 1)).filter((refuses) => refuses === 1).length === N - 1,
+      "every other trainer refuses the banned one",
+      30_000,
+    );
+    process.stdout.write(
+      `a ban reached and cut off the banned peer at all ${N - 1} others in ${((performance.now() - started) / 1000).toFixed(1)} s\n`,
+    );
+  }, 60_000);
 });
+
+function present<T>(value: T | undefined): T {
+  if (value === undefined) throw new Error("the swarms did not start");
+  return value;
+}
