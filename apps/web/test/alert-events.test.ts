@@ -8,6 +8,7 @@ import { POST as postMetrics } from "../app/api/v1/experiments/[id]/metrics/rout
 import { POST as postSwarmStatus } from "../app/api/v1/experiments/[id]/swarm-status/route.ts";
 import { GET as getMyAlerts, PUT as putMyAlerts } from "../app/api/v1/me/alerts/route.ts";
 import { PUT as putAlerts } from "../app/api/v1/experiments/[id]/alerts/route.ts";
+import { POST as postValidatorFlag } from "../app/api/v1/experiments/[id]/validator-flags/route.ts";
 import type { AlertPayload } from "../src/server/alerts/alert-events.ts";
 import { createAlertWorker, type AlertWorker } from "../src/server/alerts/alert-worker.ts";
 import { createAppContext } from "../src/server/context.ts";
@@ -181,6 +182,47 @@ describe.each(testDatabaseProviders())("alert events (%s)", (provider) => {
         details: { username: volunteer.username },
       }),
     ]);
+  });
+
+  it("announces a node the validator flagged, once per node and run generation", async () => {
+    await subscribe(["node.flagged"], ["ops@example.org"]);
+    const volunteer = await createUser(app);
+    await setAllowlistStatus(app, setup.experimentId, volunteer, "approved");
+    const node = await joinNode(setup.experimentId, await createToken(app, setup.experimentId, volunteer));
+    const flag = (epoch: number) =>
+      postSignedJson(postValidatorFlag, `${base()}/validator-flags`, { id: setup.experimentId }, setup.aux, {
+        peerId: node.peerId,
+        epoch,
+        generation: 0,
+        firstHurtEpoch: 11,
+        baselineLoss: 1.25,
+        lossAfter: 48.5,
+        medianDelta: -0.004,
+        normRatio: 1000.5,
+        hurtSamples: 2,
+        recentSamples: 3,
+      });
+    expect((await flag(12)).status).toBe(200);
+    // The aux reports again while the node keeps hurting: no second alert.
+    expect((await flag(14)).status).toBe(200);
+    await worker.tick();
+    expect(payloads()).toEqual([
+      expect.objectContaining({
+        type: "node.flagged",
+        summary: expect.stringContaining(volunteer.username) as unknown,
+        details: {
+          node: node.peerId,
+          owner: volunteer.username,
+          epoch: 12,
+          baselineLoss: 1.25,
+          lossAfter: 48.5,
+          hurtSamples: 2,
+          recentSamples: 3,
+        },
+      }),
+    ]);
+    expect(mail.mails).toHaveLength(1);
+    expect(mail.mails[0]?.subject).toMatch(/validator flagged/);
   });
 
   it("announces a stalled run once per stall, and not again after a restart", async () => {

@@ -16,6 +16,8 @@ export const AlertEventType = {
   auxSilent: "aux.silent",
   checkpointUploaded: "checkpoint.uploaded",
   joinRequested: "join.requested",
+  /** The aux's validator found a node's contributions raising the held-out loss. */
+  nodeFlagged: "node.flagged",
   /** To a volunteer: one of their nodes stopped counting. */
   nodeStoppedCounting: "node.stopped-counting",
   test: "test",
@@ -29,6 +31,7 @@ export const ORGANIZER_EVENTS = [
   AlertEventType.auxSilent,
   AlertEventType.checkpointUploaded,
   AlertEventType.joinRequested,
+  AlertEventType.nodeFlagged,
 ] as const;
 export type OrganizerEvent = (typeof ORGANIZER_EVENTS)[number];
 
@@ -41,6 +44,7 @@ export const organizerEventLabels: Record<OrganizerEvent, string> = {
   "aux.silent": "The aux went silent",
   "checkpoint.uploaded": "A checkpoint was uploaded",
   "join.requested": "A volunteer asked to join",
+  "node.flagged": "The validator flagged a node",
 };
 
 /** The JSON body of an alert. */

@@ -1,6 +1,8 @@
 import { PeerRole } from "@barnraise/protocol";
 import type { ValidatorFlagRequest } from "../../api/schemas/peer.ts";
 import type { ValidatorFlagView } from "../../api/schemas/validator-flags.ts";
+import { AlertEventType } from "../alerts/alert-events.ts";
+import { enqueueAlert } from "../alerts/enqueue-alert.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import { ownerStatuses, toValidatorFlagView, validatorFlagInclude } from "./list-validator-flags.ts";
@@ -11,7 +13,8 @@ import type { AuxCaller } from "./peer-auth.ts";
  * …/validator-flags`, signed; see the aux's `ContributionValidator`). The platform keeps one row per
  * node with the latest evidence, counts the reports, and keeps the earliest epoch of the current
  * run generation at which the node was seen hurting (the manage page offers to roll back to a
- * checkpoint before it).
+ * checkpoint before it). The first report about a node in a run generation alerts the organizer
+ * (`node.flagged`, docs/alerts.md).
  *
  * Refused: a PeerId no trainer of this experiment joined with (NOT_FOUND: nothing to ban), and a
  * report from a run generation the platform has not reached (INVALID_INPUT). Only an aux of the
@@ -65,11 +68,31 @@ export async function recordValidatorFlag(
     previous?.generation === flag.generation
       ? Math.min(previous.firstHurtEpoch, flag.firstHurtEpoch)
       : flag.firstHurtEpoch;
-  const row = await ctx.db.validatorFlag.upsert({
-    where: key,
-    create: { experimentId: experiment.id, peerRowId: peer.id, firstHurtEpoch, ...evidence },
-    update: { firstHurtEpoch, reports: { increment: 1 }, ...evidence },
-    include: validatorFlagInclude,
+  const row = await ctx.db.$transaction(async (tx) => {
+    const flagged = await tx.validatorFlag.upsert({
+      where: key,
+      create: { experimentId: experiment.id, peerRowId: peer.id, firstHurtEpoch, ...evidence },
+      update: { firstHurtEpoch, reports: { increment: 1 }, ...evidence },
+      include: validatorFlagInclude,
+    });
+    // Announced once per node and run generation: the aux repeats its report while the node hurts.
+    if (previous?.generation !== flag.generation) {
+      const owner = flagged.peer.user.username;
+      await enqueueAlert(ctx, tx, experiment, {
+        type: AlertEventType.nodeFlagged,
+        summary: `the validator flagged ${owner}'s node ${flag.peerId}: its contributions raised the held-out loss`,
+        details: {
+          node: flag.peerId,
+          owner,
+          epoch: flag.epoch,
+          baselineLoss: flag.baselineLoss,
+          lossAfter: flag.lossAfter,
+          hurtSamples: flag.hurtSamples,
+          recentSamples: flag.recentSamples,
+        },
+      });
+    }
+    return flagged;
   });
   const statuses = await ownerStatuses(ctx, experiment, [peer.userId]);
   const view = toValidatorFlagView(row, statuses.get(peer.userId) ?? "none");
