@@ -103,6 +103,9 @@ export type ContributionListener = (contribution: ObservedContribution) => void;
 /** How many recent rounds' measured-to-modelled ratios the round deadline looks at. */
 const ROUND_HISTORY = 8;
 
+/** Fixed plans kept for epochs before the newest one averaged. */
+const PLANS_KEPT = 4;
+
 /**
  * One averaging step for the optimizer: Moshpit All-Reduce (thesis Alg. 1) over groups formed by
  * matchmaking, each round a load-balanced butterfly all-reduce. For swarms no larger than the
@@ -116,6 +119,8 @@ export class Averager {
   readonly #roundRatios: number[] = [];
   #lastWholeSwarmGroup: { generation: number; epoch: number; members: readonly string[] } | undefined;
   readonly #contributionListeners = new Set<ContributionListener>();
+  /** The grid this peer fixed for each recent epoch when it started averaging it. */
+  readonly #plans = new Map<number, GridPlan>();
 
   constructor(options: AveragerOptions) {
     this.#options = options;
@@ -135,8 +140,25 @@ export class Averager {
    * The Moshpit grid of the round for `epoch` as this peer sees its trainers: groups of the size
    * DeDLOC Appendix C prescribes for their number (`optimalGroupSize`), in `planGrid`'s places.
    * Every member derives its groups from it, and a leader whom to wait for.
+   *
+   * A peer fixes the plan when it starts averaging the epoch, and keeps it for the epoch's rounds:
+   * a round can take long on a loaded machine, and records that lapse or arrive meanwhile must not
+   * move members between cells (the cell's leader would stop waiting for one it no longer places
+   * there). Before that, the plan is computed from the records as they are.
    */
   plan(epoch: number): GridPlan {
+    return this.#plans.get(epoch) ?? this.#planFromRecords(epoch);
+  }
+
+  #fixPlan(epoch: number): GridPlan {
+    const plan = this.#planFromRecords(epoch);
+    this.#plans.set(epoch, plan);
+    for (const kept of this.#plans.keys())
+      if (kept < epoch - PLANS_KEPT || kept > epoch) this.#plans.delete(kept);
+    return plan;
+  }
+
+  #planFromRecords(epoch: number): GridPlan {
     const { self, averaging } = this.#options;
     const trainers = [...this.#options.roundMembers(epoch)];
     if (this.#options.mode() !== "aux") trainers.push(self);
@@ -222,7 +244,7 @@ export class Averager {
     const mode = this.#options.mode();
     const now = this.#options.now ?? (() => performance.now());
     const self = this.#options.self;
-    const plan = this.plan(epoch);
+    const plan = this.#fixPlan(epoch);
     const { dimensions } = plan;
     if (dimensions > 1 && mode === "aux") {
       // An aux peer brings no samples and has no place in the grid; it helps whole-swarm rounds.

@@ -5,6 +5,7 @@ import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
 import { defineMethod, type PeerIdString, type Rpc } from "../rpc/rpc.ts";
 import { gatheringDeadlineMs } from "./deadlines.ts";
 import type { AllReduceGroup, AveragingMode } from "./partition.ts";
+import { stallAwareTimeout, type StallAwareTimeout } from "./stall-aware-timeout.ts";
 
 /** What a member brings to a group: its mode, weight (samples) and measured bandwidth. */
 export interface MemberOffer {
@@ -94,7 +95,7 @@ interface Gathering {
   readonly key: string;
   readonly members: Map<PeerIdString, FormedMember>;
   readonly formed: PromiseWithResolvers<FormedGroup>;
-  readonly timer: NodeJS.Timeout;
+  readonly timer: StallAwareTimeout;
   readonly recheck: NodeJS.Timeout;
   readonly openedAt: number;
   lastJoinAt: number;
@@ -278,7 +279,7 @@ export class Matchmaking {
         closed: false,
         openedAt: now,
         lastJoinAt: now,
-        timer: setTimeout(() => {
+        timer: stallAwareTimeout(() => {
           this.#close(created, false);
         }, this.gatheringDeadlineMs),
         recheck: setInterval(() => {
@@ -322,7 +323,7 @@ export class Matchmaking {
     gathering.closed = true;
     if (complete && gathering.members.size > 1)
       this.#rememberSpread(gathering.lastJoinAt - gathering.openedAt);
-    clearTimeout(gathering.timer);
+    gathering.timer.clear();
     clearInterval(gathering.recheck);
     this.#gatherings.delete(gathering.key);
     const members = [...gathering.members.values()].sort((a, b) =>
