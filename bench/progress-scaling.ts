@@ -3,7 +3,7 @@
  * engine's gossipsub progress transport) for n = 8, 16, 32 and 64, each reporting progress, and
  * the gossip messages and bytes each peer handles per second, in and out.
  *
- *   node bench/progress-scaling.ts [--sizes 8,16,32,64] [--window-s 20] [--join-timeout-s 120]
+ *   node bench/progress-scaling.ts [--sizes 8,16,32,64] [--window-s 20] [--join-timeout-s 120] [--threads N]
  *
  * For each n: one swarm starts, the others bootstrap from it and mesh; once every peer holds a
  * live record of every other (or --join-timeout-s passed, reported), the counters are read, each
@@ -16,60 +16,37 @@
  * "direct push" is what the previous transport cost (one rpc per connected member per second, in
  * and out: n − 1 each way), computed, not measured.
  *
- * Every peer runs in this one process, so on a machine with few cores the largest swarms may lag;
- * no number here is a timing assertion.
+ * The peers run in this process over worker threads (--threads, default one per core, 2 to 8), as
+ * in the scale tests: 64 libp2p nodes on one event loop do not even finish meshing on two cores.
+ * On a machine with few cores the largest swarms may still lag; no number here is a timing assertion.
  */
-import { generateKeyPair, parseExperimentConfig } from "@barnraise/protocol";
-import type { MetricsRegister } from "@libp2p/gossipsub/metrics";
+import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
-import { Swarm } from "../packages/swarm/src/swarm.ts";
-import { silentLogger, TestAuthority } from "../packages/swarm/test/support/swarm-fixtures.ts";
+import {
+  zeroCounts,
+  type GossipCounter,
+  type GossipCounts,
+} from "../packages/swarm/test/support/gossip-counters.ts";
+import { TestAuthority } from "../packages/swarm/test/support/swarm-fixtures.ts";
 import { testConfig } from "../packages/swarm/test/support/swarm-harness.ts";
+import { ThreadedSwarms } from "../packages/swarm/test/support/swarm-threads.ts";
 
 const { values } = parseArgs({
   options: {
     sizes: { type: "string", default: "8,16,32,64" },
     "window-s": { type: "string", default: "20" },
     "join-timeout-s": { type: "string", default: "120" },
+    threads: { type: "string", default: String(Math.max(2, Math.min(8, availableParallelism()))) },
   },
 });
 const sizes = values.sizes.split(",").map(Number);
 const windowMs = Number(values["window-s"]) * 1000;
 const joinTimeoutMs = Number(values["join-timeout-s"]) * 1000;
-
-const COUNTED = {
-  gossipsub_rpc_recv_message_total: "msgsIn",
-  gossipsub_rpc_sent_message_total: "msgsOut",
-  gossipsub_rpc_recv_count_total: "framesIn",
-  gossipsub_rpc_sent_count_total: "framesOut",
-  gossipsub_rpc_recv_bytes_total: "bytesIn",
-  gossipsub_rpc_sent_bytes_total: "bytesOut",
-} as const;
-type Counter = (typeof COUNTED)[keyof typeof COUNTED];
-type Counts = Record<Counter, number>;
-
-/** A MetricsRegister that sums the unlabelled counters above and ignores the rest. */
-function counters(): { register: MetricsRegister; counts: Counts } {
-  const counts: Counts = { msgsIn: 0, msgsOut: 0, framesIn: 0, framesOut: 0, bytesIn: 0, bytesOut: 0 };
-  const ignored = { inc: () => undefined, set: () => undefined, addCollect: () => undefined };
-  const histogram = { startTimer: () => () => undefined, observe: () => undefined, reset: () => undefined };
-  const register = {
-    gauge: (config: { name: string }) => {
-      const key = (COUNTED as Record<string, Counter | undefined>)[config.name];
-      if (key === undefined) return ignored;
-      return {
-        inc: (value?: number) => {
-          counts[key] += value ?? 1;
-        },
-        set: () => undefined,
-        addCollect: () => undefined,
-      };
-    },
-    histogram: () => histogram,
-    avgMinMax: () => ({ set: () => undefined }),
-  } as unknown as MetricsRegister;
-  return { register, counts };
+const threads = Number(values.threads);
+if (sizes.some((n) => !Number.isSafeInteger(n) || n < 2) || !(windowMs > 0) || !(joinTimeoutMs > 0)) {
+  throw new Error("--sizes takes integers of at least 2; --window-s and --join-timeout-s positive numbers");
 }
+if (!Number.isSafeInteger(threads) || threads < 1) throw new Error("--threads takes a positive integer");
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -77,86 +54,60 @@ interface Row {
   n: number;
   joined: boolean;
   joinSeconds: number;
-  perPeer: Counts;
+  perPeer: GossipCounts;
   periodMs: number;
 }
 
 async function run(n: number): Promise<Row> {
-  const authority = new TestAuthority(`exp-progress-${n}`);
-  const config = parseExperimentConfig(testConfig);
-  const swarms: Swarm[] = [];
-  const meters: Counts[] = [];
-  const start = async (bootstrap: string[]) => {
-    const identity = generateKeyPair();
-    const pass = { username: `user-${swarms.length}`, role: "trainer" } as const;
-    const meter = counters();
-    const swarm = await Swarm.create({
-      experimentId: authority.experimentId,
-      identity,
-      authorityPublicKey: authority.keyPair.publicKey,
-      pass: authority.pass(identity, pass),
-      refreshPass: () => Promise.resolve(authority.pass(identity, pass)),
-      mode: "node",
-      checkReachability: false,
-      listen: ["/ip4/127.0.0.1/tcp/0"],
-      bootstrap,
-      logger: silentLogger,
-      config,
-      getState: () => null,
-      progressIntervalMs: 1_000,
-      pubsubMetrics: meter.register,
+  const swarms = await ThreadedSwarms.start(
+    new TestAuthority(`exp-progress-${n}`),
+    testConfig,
+    n,
+    Math.min(threads, n),
+  );
+  try {
+    let epoch = 1;
+    let samples = 0;
+    const report = async () => {
+      samples += 1;
+      await swarms.progress(epoch, samples);
+    };
+    const joinStart = Date.now();
+    let joined = false;
+    while (Date.now() - joinStart < joinTimeoutMs) {
+      await report();
+      if ((await swarms.gossip()).every((swarm) => swarm.swarmSize === n)) {
+        joined = true;
+        break;
+      }
+      await sleep(500);
+    }
+    const joinSeconds = (Date.now() - joinStart) / 1000;
+    const before = await swarms.gossip();
+    const windowStart = Date.now();
+    let nextEpochAt = windowStart + 6_000;
+    while (Date.now() - windowStart < windowMs) {
+      if (Date.now() >= nextEpochAt) {
+        epoch += 1;
+        samples = 0;
+        nextEpochAt += 6_000;
+      }
+      await report();
+      await sleep(500);
+    }
+    const after = await swarms.gossip();
+    const seconds = (Date.now() - windowStart) / 1000;
+    const perPeer = zeroCounts();
+    after.forEach((swarm, i) => {
+      for (const key of Object.keys(perPeer) as GossipCounter[]) {
+        perPeer[key] += (swarm.counts[key] - (before[i]?.counts[key] ?? 0)) / seconds / n;
+      }
     });
-    swarms.push(swarm);
-    meters.push(meter.counts);
-    await swarm.start();
-    return swarm;
-  };
-  const first = await start([]);
-  const bootstrap = first.node.multiaddrs();
-  for (let i = 1; i < n; i += 8) {
-    await Promise.all(Array.from({ length: Math.min(8, n - i) }, () => start(bootstrap)));
+    const periodMs = after.reduce((sum, swarm) => sum + swarm.periodMs, 0) / n;
+    return { n, joined, joinSeconds, perPeer, periodMs };
+  } finally {
+    await swarms.stop();
   }
-  let epoch = 1;
-  let samples = 0;
-  const report = () => {
-    samples += 1;
-    for (const swarm of swarms) {
-      swarm.progress.report({ epoch, samplesAccumulated: samples, samplesPerSecond: 2 });
-    }
-  };
-  const joinStart = Date.now();
-  let joined = false;
-  while (Date.now() - joinStart < joinTimeoutMs) {
-    report();
-    if (swarms.every((swarm) => swarm.progress.swarmSize() === n)) {
-      joined = true;
-      break;
-    }
-    await sleep(500);
-  }
-  const joinSeconds = (Date.now() - joinStart) / 1000;
-  const before = meters.map((counts) => ({ ...counts }));
-  const windowStart = Date.now();
-  let nextEpochAt = windowStart + 6_000;
-  while (Date.now() - windowStart < windowMs) {
-    if (Date.now() >= nextEpochAt) {
-      epoch += 1;
-      samples = 0;
-      nextEpochAt += 6_000;
-    }
-    report();
-    await sleep(500);
-  }
-  const seconds = (Date.now() - windowStart) / 1000;
-  const perPeer = { msgsIn: 0, msgsOut: 0, framesIn: 0, framesOut: 0, bytesIn: 0, bytesOut: 0 };
-  meters.forEach((counts, i) => {
-    for (const key of Object.keys(perPeer) as Counter[]) {
-      perPeer[key] += (counts[key] - (before[i]?.[key] ?? 0)) / seconds / n;
-    }
-  });
-  const periodMs = swarms.reduce((sum, swarm) => sum + swarm.progress.periodMs(), 0) / n;
-  await Promise.all(swarms.map((swarm) => swarm.stop()));
-  return { n, joined, joinSeconds, perPeer, periodMs };
 }
 
 const rows: Row[] = [];
@@ -189,7 +140,7 @@ for (const row of rows) {
 const small = rows.find((row) => row.n === sizes[0]);
 const large = rows.at(-1);
 if (small !== undefined && large !== undefined && large !== small) {
-  const ratio = (key: Counter) => (large.perPeer[key] / small.perPeer[key]).toFixed(2);
+  const ratio = (key: GossipCounter) => (large.perPeer[key] / small.perPeer[key]).toFixed(2);
   console.log("");
   console.log(
     `ratio n=${large.n} / n=${small.n}: msgs in ${ratio("msgsIn")}, msgs out ${ratio("msgsOut")}, ` +

@@ -25,6 +25,8 @@ export interface TestSwarmOptions {
   /** Listen addresses; default TCP on 127.0.0.1 (none for a client). */
   listen?: string[];
   logger?: SwarmOptions["logger"];
+  /** Where gossipsub counts its traffic (see gossip-counters.ts). */
+  pubsubMetrics?: SwarmOptions["pubsubMetrics"];
 }
 
 /** Test defaults: short timeouts so failure paths finish quickly, small chunks to exercise streaming. */
@@ -65,6 +67,7 @@ export async function startSwarm(authority: TestAuthority, options: TestSwarmOpt
     ...(options.session === undefined ? {} : { session: options.session }),
     ...(options.loadCheckpoint === undefined ? {} : { loadCheckpoint: options.loadCheckpoint }),
     ...(options.checkpointRetryMs === undefined ? {} : { checkpointRetryMs: options.checkpointRetryMs }),
+    ...(options.pubsubMetrics === undefined ? {} : { pubsubMetrics: options.pubsubMetrics }),
   });
   await swarm.start();
   return swarm;

@@ -6,6 +6,7 @@
  */
 import type { ExperimentConfigInput } from "@barnraise/protocol";
 import { Worker } from "node:worker_threads";
+import type { GossipCounts } from "./gossip-counters.ts";
 import type { TestAuthority } from "./swarm-fixtures.ts";
 
 export interface WorkerData {
@@ -26,6 +27,8 @@ export type WorkerRequest = { id: number } & (
   | { op: "catch-up"; take: boolean[] }
   | { op: "donors"; epoch: number }
   | { op: "served" }
+  | { op: "progress"; epoch: number; samples: number }
+  | { op: "gossip" }
   | { op: "control"; index: number; token: string }
   | { op: "refuses"; peerId: string; version: number }
   | { op: "stop" }
@@ -36,6 +39,13 @@ export interface HeldState {
   epoch: number;
   seed: number;
   size: number;
+}
+
+/** A swarm's progress gossip: the live records it holds, its publish period, its traffic so far. */
+export interface GossipReply {
+  swarmSize: number;
+  periodMs: number;
+  counts: GossipCounts;
 }
 
 /** A fingerprint of parameters, the same on every thread: their float32 values, in order. */
@@ -56,6 +66,7 @@ export type WorkerResult =
   | number[]
   | AverageReply[]
   | CatchUpReply[]
+  | GossipReply[]
   | { radices: number[] }
   | null;
 
@@ -224,6 +235,16 @@ export class ThreadedSwarms {
   catchUp(take: readonly boolean[]): Promise<CatchUpReply[]> {
     const parts = this.#split(take);
     return this.#all((thread, t) => thread.request<CatchUpReply[]>({ op: "catch-up", take: parts[t] ?? [] }));
+  }
+
+  /** Every swarm reports progress (published at its own period, not at once). */
+  async progress(epoch: number, samples: number): Promise<void> {
+    await Promise.all(this.#threads.map((thread) => thread.request({ op: "progress", epoch, samples })));
+  }
+
+  /** Each swarm's progress gossip so far. */
+  gossip(): Promise<GossipReply[]> {
+    return this.#all((thread) => thread.request<GossipReply[]>({ op: "gossip" }));
   }
 
   /** The state chunks each swarm has served. */

@@ -9,6 +9,7 @@ import type { Swarm } from "../../src/swarm.ts";
 import { TestAuthority } from "./swarm-fixtures.ts";
 import { startSwarm } from "./swarm-harness.ts";
 import type { TrainingState } from "../../src/state/training-state.ts";
+import { gossipCounters, zeroCounts, type GossipCounts } from "./gossip-counters.ts";
 import { seededFloats } from "./seeded-random.ts";
 import {
   checksum,
@@ -26,6 +27,8 @@ const authority = new TestAuthority(data.experimentId, {
 });
 parseExperimentConfig(data.config); // fail early, in the worker, on a bad config
 const swarms: Swarm[] = [];
+/** Each swarm's gossip traffic, by its index in `swarms`. */
+const gossip: GossipCounts[] = [];
 /** The state each swarm serves, by its index in `swarms`. */
 const held = new Map<number, TrainingState>();
 
@@ -34,13 +37,16 @@ async function handle(request: WorkerRequest): Promise<WorkerResult> {
     case "start": {
       const base = swarms.length;
       const started = await Promise.all(
-        Array.from({ length: request.count }, (_, k) =>
-          startSwarm(authority, {
+        Array.from({ length: request.count }, (_, k) => {
+          const meter = gossipCounters();
+          gossip[base + k] = meter.counts;
+          return startSwarm(authority, {
             config: data.config,
             bootstrap: request.bootstrap,
             getState: () => held.get(base + k) ?? null,
-          }),
-        ),
+            pubsubMetrics: meter.register,
+          });
+        }),
       );
       swarms.push(...started);
       return started.map((swarm) => ({ peerId: swarm.node.peerId, multiaddrs: swarm.node.multiaddrs() }));
@@ -123,6 +129,21 @@ async function handle(request: WorkerRequest): Promise<WorkerResult> {
           }
         }),
       );
+    case "progress":
+      for (const swarm of swarms) {
+        swarm.progress.report({
+          epoch: request.epoch,
+          samplesAccumulated: request.samples,
+          samplesPerSecond: 2,
+        });
+      }
+      return null;
+    case "gossip":
+      return swarms.map((swarm, k) => ({
+        swarmSize: swarm.progress.swarmSize(),
+        periodMs: swarm.progress.periodMs(),
+        counts: { ...(gossip[k] ?? zeroCounts()) },
+      }));
     case "served":
       return swarms.map((swarm) => swarm.state.servedChunks);
     case "control":
