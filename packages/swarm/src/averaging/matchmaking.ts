@@ -5,7 +5,7 @@ import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
 import { defineMethod, type PeerIdString, type Rpc } from "../rpc/rpc.ts";
 import { gatheringDeadlineMs } from "./deadlines.ts";
 import type { AllReduceGroup, AveragingMode } from "./partition.ts";
-import { stallAwareTimeout, type StallAwareTimeout } from "./stall-aware-timeout.ts";
+import { stallAwareTimeout, type StallAwareTimeout } from "../net/stall-aware-timeout.ts";
 
 /** What a member brings to a group: its mode, weight (samples) and measured bandwidth. */
 export interface MemberOffer {

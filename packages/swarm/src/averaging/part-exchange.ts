@@ -9,7 +9,7 @@ import {
   refusalOf,
 } from "./allreduce-messages.ts";
 import { chunkRanges, type ElementRange, type RoundPlan } from "./partition.ts";
-import { stallAwareTimeout } from "./stall-aware-timeout.ts";
+import { stallAwareTimeout } from "../net/stall-aware-timeout.ts";
 import { Wakeup } from "./wakeup.ts";
 
 export interface PartExchangeOptions {

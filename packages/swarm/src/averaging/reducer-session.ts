@@ -22,7 +22,7 @@ import {
 } from "./allreduce-messages.ts";
 import { centeredClip, medianDistance, weightedMedian } from "./centered-clip.ts";
 import { chunkRanges, type ElementRange, type RoundPlan } from "./partition.ts";
-import { stallAwareTimeout } from "./stall-aware-timeout.ts";
+import { stallAwareTimeout } from "../net/stall-aware-timeout.ts";
 import { Wakeup } from "./wakeup.ts";
 
 /**

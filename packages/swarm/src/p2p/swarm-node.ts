@@ -27,6 +27,7 @@ import { createLibp2p } from "libp2p";
 import type { Logger } from "pino";
 import { isSwarmError, SwarmError, SwarmErrorCode } from "../errors.ts";
 import { checkReachability, DialBackServer, tcpPorts, type Reachability } from "../net/reachability.ts";
+import { stallAwareSignal } from "../net/stall-aware-timeout.ts";
 import { Libp2pRpc, protocolId } from "../rpc/libp2p-rpc.ts";
 import { progressTopic } from "../progress/progress-gossip.ts";
 import { HELLO_MAX_PEERS, helloMethod, type AveragingMode } from "./hello.ts";
@@ -844,7 +845,7 @@ export class SwarmNode {
         continue;
       }
       const addresses = peer.addresses.map((address) => address.multiaddr.toString());
-      void this.libp2p.dial(peer.id, { signal: AbortSignal.timeout(10_000) }).then(
+      void this.libp2p.dial(peer.id, { signal: stallAwareSignal(10_000) }).then(
         () => this.#dialBackoff.delete(id),
         (error: unknown) => {
           this.#dialFailed(id, addresses, error);

@@ -28,6 +28,7 @@ import {
   type RpcMethod,
   type RpcPeer,
 } from "./rpc.ts";
+import { stallAwareSignal } from "../net/stall-aware-timeout.ts";
 
 /** The first frame each way. The signed token covers `head` byte for byte (its body digest). */
 const requestEnvelope = z.strictObject({ token: z.string().max(8192), head: z.instanceof(Uint8Array) });
@@ -98,9 +99,10 @@ export class Libp2pRpc implements Rpc {
     const { node, crypto, identity } = this.#options;
     if (this.#stopped.signal.aborted) throw new SwarmError(SwarmErrorCode.NOT_RUNNING, "rpc is stopped");
     const protocol = protocolId(this.#options.experimentId, method.name);
-    // Deadlines computed from measured rates are fractional; AbortSignal.timeout takes whole ms.
+    // Deadlines computed from measured rates are fractional; whole ms are enough. They do not count
+    // the time this process could not run (see stall-aware-timeout.ts).
     const timeoutMs = Math.ceil(options.timeoutMs ?? 10_000);
-    const signal = anySignal(AbortSignal.timeout(timeoutMs), options.signal, this.#stopped.signal);
+    const signal = anySignal(stallAwareSignal(timeoutMs), options.signal, this.#stopped.signal);
     const responderKey = publicKeyOf(peer);
     let raw: Stream;
     try {
@@ -229,7 +231,7 @@ export class Libp2pRpc implements Rpc {
     let from: RpcPeer | undefined;
     try {
       const requestTimeoutMs = method.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-      const waited = AbortSignal.timeout(requestTimeoutMs);
+      const waited = stallAwareSignal(requestTimeoutMs);
       const first = await stream.read({ signal: anySignal(waited, signal) }).catch((error: unknown) => {
         if (!waited.aborted) throw error;
         throw new SwarmError(

@@ -85,3 +85,15 @@ export function stallAwareTimeout(callback: () => void, ms: number): StallAwareT
   timer = setTimeout(check, ms);
   return { clear: finish };
 }
+
+/**
+ * The stall-aware counterpart of `AbortSignal.timeout(ms)`: aborts with a "TimeoutError"
+ * DOMException once `ms` of time this process could run have passed.
+ */
+export function stallAwareSignal(ms: number): AbortSignal {
+  const controller = new AbortController();
+  stallAwareTimeout(() => {
+    controller.abort(new DOMException(`The operation timed out after ${ms} ms.`, "TimeoutError"));
+  }, ms);
+  return controller.signal;
+}

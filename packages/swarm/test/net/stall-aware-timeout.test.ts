@@ -2,7 +2,7 @@ import { once } from "node:events";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
-import { stallAwareTimeout } from "../../src/averaging/stall-aware-timeout.ts";
+import { stallAwareSignal, stallAwareTimeout } from "../../src/net/stall-aware-timeout.ts";
 
 /**
  * A peer on another thread (as if on another machine) that connects to `port` and, when told,
@@ -110,5 +110,15 @@ describe("stallAwareTimeout", () => {
     timer.clear();
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(cleared).toBe(false);
+  });
+
+  it("gives a signal that aborts with a TimeoutError, as AbortSignal.timeout does", async () => {
+    const signal = stallAwareSignal(10);
+    expect(signal.aborted).toBe(false);
+    await new Promise((resolve) => {
+      signal.addEventListener("abort", resolve, { once: true });
+    });
+    expect(signal.reason).toBeInstanceOf(DOMException);
+    expect((signal.reason as DOMException).name).toBe("TimeoutError");
   });
 });
