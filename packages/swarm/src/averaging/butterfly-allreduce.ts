@@ -17,6 +17,7 @@ import {
   type ReducerOutcome,
   ReducerSession,
 } from "./reducer-session.ts";
+import { stallAwareTimeout } from "../net/stall-aware-timeout.ts";
 
 export interface AllReduceServiceOptions {
   rpc: Rpc;
@@ -333,7 +334,7 @@ export class AllReduceService {
     this.#waiting.set(groupId, waiters);
     waiters.add(waiter);
     this.#waitingCount++;
-    const timer = setTimeout(() => {
+    const timer = stallAwareTimeout(() => {
       waiter.reject(unknown(`did not start here within ${this.#sessionWaitMs} ms`));
     }, this.#sessionWaitMs);
     const onAbort = () => {
@@ -343,7 +344,7 @@ export class AllReduceService {
     try {
       return await waiter.promise;
     } finally {
-      clearTimeout(timer);
+      timer.clear();
       signal.removeEventListener("abort", onAbort);
       if (waiters.delete(waiter)) this.#waitingCount--;
       if (waiters.size === 0 && this.#waiting.get(groupId) === waiters) this.#waiting.delete(groupId);
