@@ -56,8 +56,15 @@ export interface StallAwareTimeout {
   clear(): void;
 }
 
-/** Calls `callback` once `ms` of time in which this process could run have passed. */
-export function stallAwareTimeout(callback: () => void, ms: number): StallAwareTimeout {
+/**
+ * Calls `callback` once `ms` of time in which this process could run have passed. With `unref`,
+ * the pending timeout does not keep the process alive (as `AbortSignal.timeout`'s does not).
+ */
+export function stallAwareTimeout(
+  callback: () => void,
+  ms: number,
+  options: { unref?: boolean } = {},
+): StallAwareTimeout {
   const setAt = performance.now();
   const stalledAtSet = stalledMs;
   let timer: NodeJS.Timeout | undefined;
@@ -75,25 +82,34 @@ export function stallAwareTimeout(callback: () => void, ms: number): StallAwareT
     const left = ms - (elapsed - (stalledMs - stalledAtSet));
     const cap = MAX_STRETCH * ms - elapsed;
     if (left > 0 && cap > 0) {
-      timer = setTimeout(check, Math.min(left, cap));
+      arm(Math.min(left, cap));
       return;
     }
     finish();
     callback();
   };
+  const arm = (delayMs: number): void => {
+    timer = setTimeout(check, delayMs);
+    if (options.unref === true) timer.unref();
+  };
   hold();
-  timer = setTimeout(check, ms);
+  arm(ms);
   return { clear: finish };
 }
 
 /**
  * The stall-aware counterpart of `AbortSignal.timeout(ms)`: aborts with a "TimeoutError"
- * DOMException once `ms` of time this process could run have passed.
+ * DOMException once `ms` of time this process could run have passed; like it, it does not keep the
+ * process alive.
  */
 export function stallAwareSignal(ms: number): AbortSignal {
   const controller = new AbortController();
-  stallAwareTimeout(() => {
-    controller.abort(new DOMException(`The operation timed out after ${ms} ms.`, "TimeoutError"));
-  }, ms);
+  stallAwareTimeout(
+    () => {
+      controller.abort(new DOMException(`The operation timed out after ${ms} ms.`, "TimeoutError"));
+    },
+    ms,
+    { unref: true },
+  );
   return controller.signal;
 }

@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import { Worker } from "node:worker_threads";
@@ -120,5 +121,21 @@ describe("stallAwareTimeout", () => {
     });
     expect(signal.reason).toBeInstanceOf(DOMException);
     expect((signal.reason as DOMException).name).toBe("TimeoutError");
+  });
+
+  it("does not keep the process alive while a signal is pending, as AbortSignal.timeout does not", async () => {
+    const module = new URL("../../src/net/stall-aware-timeout.ts", import.meta.url).href;
+    // A pending signal of ten minutes: the child ends as soon as it has nothing else to do.
+    const child = spawn(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `import { stallAwareSignal } from ${JSON.stringify(module)}; stallAwareSignal(600_000);`,
+      ],
+      { stdio: "inherit" },
+    );
+    const [code] = (await once(child, "exit")) as [number | null];
+    expect(code).toBe(0);
   });
 });
