@@ -46,11 +46,6 @@ function release(): void {
   ticker = undefined;
 }
 
-/** Time the event loop has been stalled since the first pending timeout, in ms; for tests. */
-export function stalledMilliseconds(): number {
-  return stalledMs;
-}
-
 /** A pending stall-aware timeout; `clear` cancels it (safe to call more than once). */
 export interface StallAwareTimeout {
   clear(): void;
