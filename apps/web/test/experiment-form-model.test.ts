@@ -216,7 +216,7 @@ describe("buildConfig", () => {
     const base = defaultConfig();
     expect(formValuesOf(about, base)).toMatchObject({
       aggregation: "mean",
-      clipTau: "2",
+      clipTau: "1",
       clipIterations: "10",
     });
     const values = valuesFor(base, { aggregation: "centered-clip", clipTau: "1.5", clipIterations: "20" });
