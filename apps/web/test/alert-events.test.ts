@@ -27,6 +27,7 @@ import {
   createUser,
   joinNode,
   postSignedJson,
+  validatorFlagEvidence,
   setAllowlistStatus,
   setUpAux,
   type AuxSetup,
@@ -190,18 +191,13 @@ describe.each(testDatabaseProviders())("alert events (%s)", (provider) => {
     await setAllowlistStatus(app, setup.experimentId, volunteer, "approved");
     const node = await joinNode(setup.experimentId, await createToken(app, setup.experimentId, volunteer));
     const flag = (epoch: number) =>
-      postSignedJson(postValidatorFlag, `${base()}/validator-flags`, { id: setup.experimentId }, setup.aux, {
-        peerId: node.peerId,
-        epoch,
-        generation: 0,
-        firstHurtEpoch: 11,
-        baselineLoss: 1.25,
-        lossAfter: 48.5,
-        medianDelta: -0.004,
-        normRatio: 1000.5,
-        hurtSamples: 2,
-        recentSamples: 3,
-      });
+      postSignedJson(
+        postValidatorFlag,
+        `${base()}/validator-flags`,
+        { id: setup.experimentId },
+        setup.aux,
+        validatorFlagEvidence(node.peerId, epoch),
+      );
     expect((await flag(12)).status).toBe(200);
     // The aux reports again while the node keeps hurting: no second alert.
     expect((await flag(14)).status).toBe(200);

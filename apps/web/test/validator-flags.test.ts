@@ -9,6 +9,7 @@ import {
   joinNode,
   jsonBytes,
   postSignedJson,
+  validatorFlagEvidence,
   setAllowlistStatus,
   setUpAux,
   signedAuthorization,
@@ -44,18 +45,7 @@ describe.each(testDatabaseProviders())("validator flags (%s)", (provider) => {
 
   const pathOf = (experimentId = setup.experimentId) => `/api/v1/experiments/${experimentId}/validator-flags`;
 
-  const evidence = () => ({
-    peerId: attacker.peerId,
-    epoch: 12,
-    generation: 0,
-    firstHurtEpoch: 11,
-    baselineLoss: 1.25,
-    lossAfter: 48.5,
-    medianDelta: -0.004,
-    normRatio: 1000.5,
-    hurtSamples: 2,
-    recentSamples: 3,
-  });
+  const evidence = () => validatorFlagEvidence(attacker.peerId);
 
   function post(value: unknown, node: JoinedNode = setup.aux): Promise<Response> {
     return postSignedJson(flagRoute, pathOf(), { id: setup.experimentId }, node, value);

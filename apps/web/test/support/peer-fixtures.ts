@@ -247,3 +247,19 @@ export async function errorCode(response: Response): Promise<{ status: number; c
   const body = (await response.json()) as { error?: { code?: string } };
   return { status: response.status, code: body.error?.code ?? `(no error: ${JSON.stringify(body)})` };
 }
+
+/** What the aux's validator reports about `peerId` (POST …/validator-flags): a node that hurt in 2 of 3 samples. */
+export function validatorFlagEvidence(peerId: string, epoch = 12) {
+  return {
+    peerId,
+    epoch,
+    generation: 0,
+    firstHurtEpoch: 11,
+    baselineLoss: 1.25,
+    lossAfter: 48.5,
+    medianDelta: -0.004,
+    normRatio: 1000.5,
+    hurtSamples: 2,
+    recentSamples: 3,
+  };
+}

@@ -1,5 +1,4 @@
-import { generateKeyPair, signRunControl, type RunControlInit } from "@barnraise/protocol";
-import { nodeCrypto } from "@barnraise/protocol/node";
+import { generateKeyPair } from "@barnraise/protocol";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { RunControlBoard } from "../../src/control/run-control-board.ts";
@@ -45,20 +44,6 @@ function boardOn(node: SwarmNode, authority: TestAuthority): RunControlBoard {
   return board;
 }
 
-function control(authority: TestAuthority, init: Partial<RunControlInit>): string {
-  return signRunControl(nodeCrypto, authority.keyPair, {
-    experimentId: authority.experimentId,
-    version: 1,
-    issuedAt: Date.now(),
-    status: "running",
-    generation: 0,
-    rollback: null,
-    revokedUsernames: [],
-    revokedPublicKeys: [],
-    ...init,
-  });
-}
-
 describe("revocation through the run control (real libp2p on loopback)", () => {
   it("disconnects a banned peer everywhere the control reaches, and refuses it and revoked keys after", async () => {
     const authority = new TestAuthority();
@@ -76,7 +61,7 @@ describe("revocation through the run control (real libp2p on loopback)", () => {
     });
 
     // The platform's control reaches alice; she passes it on to carol.
-    aliceBoard.offer(control(authority, { version: 2, revokedUsernames: ["mallory"] }), "platform");
+    aliceBoard.offer(authority.runControl({ version: 2, revokedUsernames: ["mallory"] }), "platform");
     for (const node of [alice, carol]) {
       await eventually(
         () =>
@@ -98,7 +83,7 @@ describe("revocation through the run control (real libp2p on loopback)", () => {
     // A revoked key is refused at its hello, though it was never seen before.
     const identity = generateKeyPair();
     aliceBoard.offer(
-      control(authority, {
+      authority.runControl({
         version: 3,
         revokedUsernames: ["mallory"],
         revokedPublicKeys: [identity.publicKey],

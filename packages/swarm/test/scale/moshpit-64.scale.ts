@@ -1,6 +1,4 @@
 import { availableParallelism } from "node:os";
-import { signRunControl } from "@barnraise/protocol";
-import { nodeCrypto } from "@barnraise/protocol/node";
 import { peerIdFromString } from "@libp2p/peer-id";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { at } from "../support/at.ts";
@@ -108,16 +106,7 @@ describe("Moshpit averaging among 64 real swarms", () => {
     const banned = at(threaded.peerIds, N - 1);
     const publicKey = peerIdFromString(banned).publicKey?.raw;
     if (publicKey === undefined) throw new Error("the banned peer's id carries no key");
-    const token = signRunControl(nodeCrypto, authority.keyPair, {
-      experimentId: authority.experimentId,
-      version: 1,
-      issuedAt: Date.now(),
-      status: "running",
-      generation: 0,
-      rollback: null,
-      revokedUsernames: [],
-      revokedPublicKeys: [publicKey],
-    });
+    const token = authority.runControl({ revokedPublicKeys: [publicKey] });
     const started = performance.now();
     await threaded.offerControl(0, token);
     await eventually(

@@ -1,4 +1,11 @@
-import { generateKeyPair, issueAccessPass, type KeyPair, type PeerRole } from "@barnraise/protocol";
+import {
+  generateKeyPair,
+  issueAccessPass,
+  signRunControl,
+  type KeyPair,
+  type PeerRole,
+  type RunControlInit,
+} from "@barnraise/protocol";
 import { nodeCrypto } from "@barnraise/protocol/node";
 import { pino } from "pino";
 import { SwarmNode, type SwarmNodeOptions } from "../../src/p2p/swarm-node.ts";
@@ -31,6 +38,21 @@ export class TestAuthority {
       peerPublicKey: identity.publicKey,
       issuedAt,
       expiresAt: issuedAt + (init.lifetimeMs ?? 3_600_000),
+    });
+  }
+
+  /** A run control token of this experiment: version 1, running, nobody revoked, unless `init` says otherwise. */
+  runControl(init: Partial<RunControlInit> = {}): string {
+    return signRunControl(nodeCrypto, this.keyPair, {
+      experimentId: this.experimentId,
+      version: 1,
+      issuedAt: Date.now(),
+      status: "running",
+      generation: 0,
+      rollback: null,
+      revokedUsernames: [],
+      revokedPublicKeys: [],
+      ...init,
     });
   }
 }
