@@ -68,6 +68,7 @@ async function requestVerify(
       username: `peer${i}`,
       role: "trainer",
       peerPublicKey: key.publicKey,
+      grant: `token-${i}`,
       issuedAt: now,
       expiresAt: now + 3_600_000,
     }),

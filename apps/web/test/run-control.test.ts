@@ -1,9 +1,10 @@
 import { randomBytes } from "node:crypto";
 import {
+  AccessPassVerifier,
+  decodeAccessPassUnverified,
   generateKeyPair,
   ProtocolErrorCode,
   signRequest,
-  toBase64Url,
   verifyRunControl,
   type RunControl,
 } from "@barnraise/protocol";
@@ -99,7 +100,7 @@ describe.each(testDatabaseProviders())("run control (%s)", (provider) => {
       generation: 0,
       rollback: null,
       revokedUsernames: [],
-      revokedPublicKeys: [],
+      revokedGrants: [],
     });
     expect(control.issuedAt).toBeGreaterThanOrEqual(before);
     expect((await controlOf(setup.aux)).version).toBe(1);
@@ -113,7 +114,7 @@ describe.each(testDatabaseProviders())("run control (%s)", (provider) => {
     ).toThrow(expect.objectContaining({ code: ProtocolErrorCode.CONTROL_BAD_SIGNATURE }));
   });
 
-  it("lists users banned, removed or pending who have a node here, and the keys of revoked tokens", async () => {
+  it("lists users banned, removed or pending who have a node here, and the revoked tokens", async () => {
     const approved = await volunteer();
     const banned = await volunteer();
     const removed = await volunteer();
@@ -133,9 +134,64 @@ describe.each(testDatabaseProviders())("run control (%s)", (provider) => {
       [banned, removed, pending].map((v) => v.user.username).sort(),
     );
     expect(control.revokedUsernames).not.toContain(setup.organizer.username);
-    expect(control.revokedPublicKeys).toEqual([toBase64Url(revoked.node.key.publicKey)]);
+    expect(control.revokedGrants).toEqual([revoked.token.id]);
     // Ban, removal, revocation and the second ban each bumped the version.
     expect(control.version).toBe(5);
+  });
+
+  it("revokes a token's passes, never the node: the same key joining with a new token is accepted", async () => {
+    const owner = await volunteer();
+    const pass = decodeAccessPassUnverified(owner.node.join.pass);
+    expect(pass.grant).toBe(owner.token.id);
+
+    await organizer.revokeToken(owner.token.id);
+    const afterRevoke = await controlOf(setup.aux);
+    expect(afterRevoke.revokedGrants).toEqual([owner.token.id]);
+    expect(await errorCode(await readControl(owner.node))).toEqual({ status: 401, code: "TOKEN_REVOKED" });
+
+    // The volunteer makes a new token and restarts the same machine (the same identity key).
+    const fresh = await createToken(app, setup.experimentId, owner.user);
+    const rejoined = await joinNode(setup.experimentId, fresh, owner.node.key);
+    const renewed = decodeAccessPassUnverified(rejoined.join.pass);
+    expect(renewed.grant).toBe(fresh.id);
+    expect(renewed.peerPublicKey).toEqual(owner.node.key.publicKey);
+    const control = await controlOf(rejoined);
+    expect(control.revokedGrants).toEqual([owner.token.id]);
+    expect(control.revokedGrants).not.toContain(fresh.id);
+    // A process still holding the old pass is refused by the platform, though the key's row now
+    // names the new token.
+    expect(await errorCode(await readControl(owner.node))).toEqual({ status: 401, code: "TOKEN_REVOKED" });
+    // Every node verifies it that way: the old pass is refused, the new one of the same key is not.
+    const passes = new AccessPassVerifier({
+      crypto: nodeCrypto,
+      authorityPublicKey: rejoined.authorityPublicKey,
+      experimentId: setup.experimentId,
+    });
+    passes.setRevoked({ usernames: control.revokedUsernames, grants: control.revokedGrants });
+    expect(() => passes.verify(owner.node.join.pass, { now: Date.now() })).toThrow(
+      expect.objectContaining({ code: ProtocolErrorCode.PASS_REVOKED }),
+    );
+    expect(passes.verify(rejoined.join.pass, { now: Date.now() }).grant).toBe(fresh.id);
+
+    // Once the last pass issued on the revoked token has expired, nothing is left to refuse.
+    await app.db.peerToken.update({
+      where: { id: owner.token.id },
+      data: { passesExpireAt: new Date(Date.now() - 1000) },
+    });
+    expect((await controlOf(rejoined)).revokedGrants).toEqual([]);
+  });
+
+  it("keeps a revoked token listed until the latest pass issued on it expires", async () => {
+    const owner = await volunteer();
+    const first = await app.db.peerToken.findUniqueOrThrow({ where: { id: owner.token.id } });
+    const firstExpiry = first.passesExpireAt?.getTime();
+    expect(firstExpiry).toBe(Date.parse(owner.node.join.passExpiresAt));
+    // A refresh (the same join again) moves the token's horizon to the newest pass's expiry.
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const refreshed = await joinNode(setup.experimentId, owner.token, owner.node.key);
+    const second = await app.db.peerToken.findUniqueOrThrow({ where: { id: owner.token.id } });
+    expect(second.passesExpireAt?.getTime()).toBe(Date.parse(refreshed.join.passExpiresAt));
+    expect(second.passesExpireAt?.getTime()).toBeGreaterThan(firstExpiry ?? Infinity);
   });
 
   it("refuses callers whose standing changed, like a join does, but not because the run is paused", async () => {

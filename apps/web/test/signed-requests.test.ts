@@ -139,6 +139,7 @@ describe.each(testDatabaseProviders())("signed aux requests (%s)", (provider) =>
         username: setup.organizer.username,
         role: PeerRole.aux,
         peerPublicKey: setup.aux.key.publicKey,
+        grant: "token-forged",
         issuedAt: now - 5 * 3600 * 1000,
         expiresAt: now - 3600 * 1000,
       },

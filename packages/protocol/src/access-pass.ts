@@ -5,7 +5,13 @@ import { isUsablePublicKey, PUBLIC_KEY_BYTES } from "./crypto-provider.ts";
 import { ProtocolError, ProtocolErrorCode } from "./errors.ts";
 import { encodePublicKey, type KeyPair } from "./keys.ts";
 import { openToken, sealToken, SignatureDomain, verifyTokenSignature } from "./signed-message.ts";
-import { base64UrlField, experimentIdSchema, timestampSchema, usernameSchema } from "./fields.ts";
+import {
+  base64UrlField,
+  experimentIdSchema,
+  grantIdSchema,
+  timestampSchema,
+  usernameSchema,
+} from "./fields.ts";
 
 export const MAX_PASS_TOKEN_LENGTH = 1024;
 /** Clock skew tolerated when checking a pass's issued-at against the verifier's clock. */
@@ -15,11 +21,12 @@ export const PeerRole = { trainer: "trainer", aux: "aux" } as const;
 export type PeerRole = (typeof PeerRole)[keyof typeof PeerRole];
 
 const passPayloadSchema = z.strictObject({
-  v: z.literal(1),
+  v: z.literal(2),
   experimentId: experimentIdSchema,
   username: usernameSchema,
   role: z.enum([PeerRole.trainer, PeerRole.aux]),
   peerPublicKey: base64UrlField(PUBLIC_KEY_BYTES),
+  grant: grantIdSchema,
   issuedAt: timestampSchema,
   expiresAt: timestampSchema,
 });
@@ -29,6 +36,12 @@ export interface AccessPass {
   readonly username: string;
   readonly role: PeerRole;
   readonly peerPublicKey: Uint8Array;
+  /**
+   * What the platform issued this pass on: the id of the peer token the node joined with. Revoking
+   * that token revokes every pass issued on it (the run control lists the grant), and nothing else:
+   * the same node key joining again with another token gets a pass that is not revoked.
+   */
+  readonly grant: string;
   /** Unix time in milliseconds. */
   readonly issuedAt: number;
   /** Unix time in milliseconds. */
@@ -42,6 +55,8 @@ export interface IssuePassInit {
   username: string;
   role: PeerRole;
   peerPublicKey: Uint8Array;
+  /** The id of the peer token the pass is issued on (see AccessPass.grant). */
+  grant: string;
   issuedAt: number;
   expiresAt: number;
 }
@@ -55,11 +70,12 @@ export function issueAccessPass(crypto: CryptoProvider, authority: KeyPair, init
     throw new ProtocolError(ProtocolErrorCode.INVALID_KEY, "peer public key is not a usable Ed25519 key");
   }
   const payload: z.input<typeof passPayloadSchema> = {
-    v: 1,
+    v: 2,
     experimentId: init.experimentId,
     username: init.username,
     role: init.role,
     peerPublicKey: encodePublicKey(init.peerPublicKey),
+    grant: init.grant,
     issuedAt: init.issuedAt,
     expiresAt: init.expiresAt,
   };
@@ -75,6 +91,17 @@ export function decodeAccessPassUnverified(token: string): AccessPass {
     token,
   );
 }
+
+/** The revocations of a run control, as `AccessPassVerifier#setRevoked` takes them. */
+export interface RevocationList {
+  /** Users banned or removed from the experiment: every pass naming them. */
+  readonly usernames: readonly string[];
+  /** Revoked peer tokens' ids: every pass issued on them. */
+  readonly grants: readonly string[];
+}
+
+/** What a pass of a revoked grant is refused with; peers show it to the refused node's owner. */
+export const REVOKED_GRANT_REASON = "the token this node joined with was revoked";
 
 export interface PassVerifierOptions {
   crypto: CryptoProvider;
@@ -102,7 +129,7 @@ export class AccessPassVerifier {
   readonly #maxSkewMs: number;
   readonly #verified: LRUCache<string, AccessPass>;
   #revokedUsernames: ReadonlySet<string> = new Set();
-  #revokedKeys: ReadonlySet<string> = new Set();
+  #revokedGrants: ReadonlySet<string> = new Set();
 
   constructor(options: PassVerifierOptions) {
     if (options.authorityPublicKey.length !== PUBLIC_KEY_BYTES) {
@@ -120,22 +147,22 @@ export class AccessPassVerifier {
   }
 
   /**
-   * Replaces the revocation list (from the newest run control): passes of these usernames or keys
-   * are refused with PASS_REVOKED from now on, however long they still run.
+   * Replaces the revocation list (from the newest run control): passes of these usernames, and
+   * passes issued on these grants (revoked tokens), are refused with PASS_REVOKED from now on,
+   * however long they still run. A node key is never revoked as such: the same key with a pass of
+   * another grant is accepted.
    */
-  setRevoked(revoked: { usernames: readonly string[]; publicKeys: readonly string[] }): void {
+  setRevoked(revoked: RevocationList): void {
     this.#revokedUsernames = new Set(revoked.usernames);
-    this.#revokedKeys = new Set(revoked.publicKeys);
+    this.#revokedGrants = new Set(revoked.grants);
   }
 
   /** Why `pass` is revoked, or undefined when it is not. */
-  revocationOf(pass: Pick<AccessPass, "username" | "peerPublicKey">): string | undefined {
+  revocationOf(pass: Pick<AccessPass, "username" | "grant">): string | undefined {
     if (this.#revokedUsernames.has(pass.username)) {
       return `${pass.username} was banned or removed from this experiment`;
     }
-    if (this.#revokedKeys.size > 0 && this.#revokedKeys.has(encodePublicKey(pass.peerPublicKey))) {
-      return "the token this node joined with was revoked";
-    }
+    if (this.#revokedGrants.has(pass.grant)) return REVOKED_GRANT_REASON;
     return undefined;
   }
 
@@ -194,6 +221,7 @@ function toAccessPass(payload: z.output<typeof passPayloadSchema>, token: string
     username: payload.username,
     role: payload.role,
     peerPublicKey: payload.peerPublicKey,
+    grant: payload.grant,
     issuedAt: payload.issuedAt,
     expiresAt: payload.expiresAt,
     token,

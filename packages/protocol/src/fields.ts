@@ -15,6 +15,13 @@ export const usernameSchema = z
   .max(64)
   .regex(/^[A-Za-z0-9_.-]+$/, "must contain only letters, digits, '_', '.' and '-'");
 
+/** What a pass is issued on: a peer token's id (the platform's row id). */
+export const grantIdSchema = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[A-Za-z0-9_-]+$/, "must contain only letters, digits, '_' and '-'");
+
 /** Unix time in milliseconds. */
 export const timestampSchema = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 

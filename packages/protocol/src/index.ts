@@ -7,7 +7,7 @@ export { canonicalJson, equalBytes, fromBase64Url, toBase64Url } from "./encodin
 export * from "./errors.ts";
 export * from "./experiment-config.ts";
 export * from "./held-out-metric.ts";
-export { experimentIdSchema, NONCE_BYTES, scopeSchema, usernameSchema } from "./fields.ts";
+export { experimentIdSchema, grantIdSchema, NONCE_BYTES, scopeSchema, usernameSchema } from "./fields.ts";
 export * from "./keys.ts";
 export * from "./layers-model.ts";
 export * from "./model-tensors.ts";

@@ -1,10 +1,8 @@
 import { z } from "zod";
-import { PUBLIC_KEY_BYTES } from "./crypto-provider.ts";
 import type { CryptoProvider } from "./crypto-provider.ts";
 import { ProtocolError, ProtocolErrorCode } from "./errors.ts";
-import { base64UrlField, experimentIdSchema, timestampSchema, usernameSchema } from "./fields.ts";
+import { experimentIdSchema, grantIdSchema, timestampSchema, usernameSchema } from "./fields.ts";
 import type { KeyPair } from "./keys.ts";
-import { encodePublicKey } from "./keys.ts";
 import { openToken, sealToken, SignatureDomain, verifyTokenSignature } from "./signed-message.ts";
 
 /**
@@ -14,14 +12,17 @@ import { openToken, sealToken, SignatureDomain, verifyTokenSignature } from "./s
  * - `status`: `running`, or `paused` (trainers stop computing and wait).
  * - `generation`: how many times the organizer rolled the run back. A node whose state belongs to an
  *   older generation drops it and loads `rollback`'s checkpoint.
- * - `revoked`: usernames banned or removed from the allowlist, and peer keys whose token was
- *   revoked. Every node refuses their passes from then on, long before the passes expire.
+ * - `revoked`: usernames banned or removed from the allowlist, and grants (peer token ids) that
+ *   were revoked. Every node refuses the passes of those users, and the passes issued on those
+ *   grants, from then on, long before the passes expire. A grant stays listed only while passes
+ *   issued on it may still be valid, so the list stays bounded as a run ages; a node key is never
+ *   revoked as such (the same node joining again with a new token is accepted).
  * - `version` grows with every change, so a node keeps the newest control it has seen, whether it
  *   came from the platform or from another node.
  */
 
 export const MAX_CONTROL_TOKEN_LENGTH = 512 * 1024;
-/** Most usernames and most keys a run control may list. */
+/** Most usernames and most grants a run control may list. */
 export const MAX_REVOKED_ENTRIES = 2_000;
 
 export const RunStatus = { running: "running", paused: "paused" } as const;
@@ -38,7 +39,7 @@ export const rollbackTargetSchema = z.strictObject({
 });
 
 const controlPayloadSchema = z.strictObject({
-  v: z.literal(1),
+  v: z.literal(2),
   experimentId: experimentIdSchema,
   version: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
   issuedAt: timestampSchema,
@@ -47,7 +48,7 @@ const controlPayloadSchema = z.strictObject({
   rollback: rollbackTargetSchema.nullable(),
   revoked: z.strictObject({
     usernames: z.array(usernameSchema).max(MAX_REVOKED_ENTRIES),
-    publicKeys: z.array(base64UrlField(PUBLIC_KEY_BYTES)).max(MAX_REVOKED_ENTRIES),
+    grants: z.array(grantIdSchema).max(MAX_REVOKED_ENTRIES),
   }),
 });
 
@@ -63,12 +64,11 @@ export interface RunControlInit {
   /** Required when `generation` > 0: the checkpoint of the latest rollback. */
   readonly rollback: RollbackTarget | null;
   readonly revokedUsernames: readonly string[];
-  readonly revokedPublicKeys: readonly Uint8Array[];
+  /** Revoked peer tokens' ids: the passes issued on them are refused (AccessPass.grant). */
+  readonly revokedGrants: readonly string[];
 }
 
-export interface RunControl extends Omit<RunControlInit, "revokedPublicKeys"> {
-  /** Revoked peer keys as unpadded base64url, as `AccessPassVerifier#setRevoked` takes them. */
-  readonly revokedPublicKeys: readonly string[];
+export interface RunControl extends RunControlInit {
   /** The compact token it was read from, to pass it on unchanged. */
   readonly token: string;
 }
@@ -79,7 +79,7 @@ export function signRunControl(crypto: CryptoProvider, authority: KeyPair, init:
     throw new RangeError("a rolled-back run control must name the checkpoint it rolls back to");
   }
   const payload: z.input<typeof controlPayloadSchema> = {
-    v: 1,
+    v: 2,
     experimentId: init.experimentId,
     version: init.version,
     issuedAt: init.issuedAt,
@@ -88,7 +88,7 @@ export function signRunControl(crypto: CryptoProvider, authority: KeyPair, init:
     rollback: init.rollback,
     revoked: {
       usernames: [...new Set(init.revokedUsernames)].sort(),
-      publicKeys: [...new Set(init.revokedPublicKeys.map(encodePublicKey))].sort(),
+      grants: [...new Set(init.revokedGrants)].sort(),
     },
   };
   controlPayloadSchema.parse(payload);
@@ -126,7 +126,7 @@ export function verifyRunControl(
     generation: payload.generation,
     rollback: payload.rollback,
     revokedUsernames: payload.revoked.usernames,
-    revokedPublicKeys: payload.revoked.publicKeys.map(encodePublicKey),
+    revokedGrants: payload.revoked.grants,
     token: token as string,
   };
 }

@@ -40,6 +40,7 @@ export function makeWorld(crypto: CryptoProvider) {
       experimentId: string;
       username: string;
       role: PeerRole;
+      grant: string;
       issuedAt: number;
       expiresAt: number;
     }> = {},
@@ -50,6 +51,7 @@ export function makeWorld(crypto: CryptoProvider) {
       username: holder === alice ? "alice" : "bob",
       role: "trainer",
       peerPublicKey: holder.publicKey,
+      grant: holder === alice ? "token-alice" : "token-bob",
       issuedAt: NOW - HOUR,
       expiresAt: NOW + HOUR,
       ...overrides,

@@ -129,6 +129,7 @@ export function issuePass(peer: KeyPair, username = `user-${++serial}`): string 
     username,
     role: "trainer",
     peerPublicKey: peer.publicKey,
+    grant: "token-fuzz",
     issuedAt: NOW - 60_000,
     expiresAt: NOW + 3_600_000,
   });

@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
 import {
   checkAttestedBytes,
-  encodePublicKey,
   generateKeyPair,
   portableCrypto,
   ProtocolErrorCode,
+  REVOKED_GRANT_REASON,
   RunStatus,
   signCheckpointAttestation,
   signExperimentConfig,
@@ -21,7 +21,6 @@ const SHA = "ab".repeat(32);
 
 describe.each([portableCrypto, nodeCrypto])("run control ($name)", (crypto) => {
   const authority = generateKeyPair();
-  const banned = generateKeyPair();
   const init: RunControlInit = {
     experimentId: EXPERIMENT,
     version: 7,
@@ -30,7 +29,7 @@ describe.each([portableCrypto, nodeCrypto])("run control ($name)", (crypto) => {
     generation: 2,
     rollback: { checkpointId: "ckpt-1", step: 40, sha256: SHA, sizeBytes: 1234 },
     revokedUsernames: ["mallory", "eve", "mallory"],
-    revokedPublicKeys: [banned.publicKey],
+    revokedGrants: ["token-b", "token-a", "token-b"],
   };
   const token = signRunControl(crypto, authority, init);
   const expected = { authorityPublicKey: authority.publicKey, experimentId: EXPERIMENT };
@@ -45,7 +44,7 @@ describe.each([portableCrypto, nodeCrypto])("run control ($name)", (crypto) => {
       generation: 2,
       rollback: init.rollback,
       revokedUsernames: ["eve", "mallory"],
-      revokedPublicKeys: [encodePublicKey(banned.publicKey)],
+      revokedGrants: ["token-a", "token-b"],
       token,
     });
   });
@@ -61,7 +60,7 @@ describe.each([portableCrypto, nodeCrypto])("run control ($name)", (crypto) => {
 
   it("refuses a control whose revocation list was emptied", () => {
     const tampered = tamperPayload(token, (payload) => {
-      payload["revoked"] = { usernames: [], publicKeys: [] };
+      payload["revoked"] = { usernames: [], grants: [] };
     });
     expect(() => verifyRunControl(crypto, tampered, expected)).toThrow(
       expect.objectContaining({ code: ProtocolErrorCode.CONTROL_BAD_SIGNATURE }),
@@ -154,22 +153,35 @@ describe.each([portableCrypto, nodeCrypto])("checkpoint attestation ($name)", (c
 });
 
 describe.each([portableCrypto, nodeCrypto])("pass revocation ($name)", (crypto) => {
-  it("refuses the passes of revoked usernames and keys, and only those", () => {
+  it("refuses the passes of revoked usernames and grants, and only those", () => {
     const world = makeWorld(crypto);
     const alicePass = world.pass(world.alice);
     const bobPass = world.pass(world.bob);
     expect(world.passes.verify(alicePass, { now: NOW }).username).toBe("alice");
 
-    world.passes.setRevoked({ usernames: ["alice"], publicKeys: [] });
+    world.passes.setRevoked({ usernames: ["alice"], grants: [] });
     expect(() => world.passes.verify(alicePass, { now: NOW })).toThrow(
       expect.objectContaining({ code: ProtocolErrorCode.PASS_REVOKED }),
     );
     expect(world.passes.verify(bobPass, { now: NOW }).username).toBe("bob");
 
-    world.passes.setRevoked({ usernames: [], publicKeys: [encodePublicKey(world.bob.publicKey)] });
+    world.passes.setRevoked({ usernames: [], grants: ["token-bob"] });
     expect(world.passes.verify(alicePass, { now: NOW }).username).toBe("alice");
     expect(() => world.passes.verify(bobPass, { now: NOW })).toThrow(
+      expect.objectContaining({ code: ProtocolErrorCode.PASS_REVOKED, message: REVOKED_GRANT_REASON }),
+    );
+  });
+
+  it("revokes a grant, never a key: the same node with a pass of a new token is accepted", () => {
+    const world = makeWorld(crypto);
+    const oldPass = world.pass(world.bob, { grant: "token-old" });
+    const newPass = world.pass(world.bob, { grant: "token-new", issuedAt: NOW - 1000 });
+    world.passes.setRevoked({ usernames: [], grants: ["token-old"] });
+    expect(() => world.passes.verify(oldPass, { now: NOW })).toThrow(
       expect.objectContaining({ code: ProtocolErrorCode.PASS_REVOKED }),
     );
+    const accepted = world.passes.verify(newPass, { now: NOW });
+    expect(accepted.grant).toBe("token-new");
+    expect(accepted.peerPublicKey).toEqual(world.bob.publicKey);
   });
 });

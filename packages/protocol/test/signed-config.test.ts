@@ -70,6 +70,7 @@ describe.each([portableCrypto, nodeCrypto])("signed experiment config ($name)", 
       username: "alice",
       role: "trainer",
       peerPublicKey: generateKeyPair().publicKey,
+      grant: "token-1",
       issuedAt: NOW,
       expiresAt: NOW + 1,
     });

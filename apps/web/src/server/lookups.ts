@@ -9,6 +9,8 @@ export interface NodeRecord {
   readonly peerId: string;
   readonly userId: string;
   readonly role: string;
+  /** The token the node last joined with. */
+  readonly tokenId: string;
   readonly token: { readonly revokedAt: Date | null; readonly role: string };
 }
 
@@ -18,6 +20,7 @@ interface NodeRow {
   readonly userId: string;
   readonly role: string;
   readonly publicKey: string;
+  readonly tokenId: string;
   readonly tokenRevokedAt: Date | string | number | null;
   readonly tokenRole: string;
 }
@@ -64,7 +67,7 @@ export class Lookups {
           [...byExperiment].map(async ([experimentId, publicKeys]) => {
             // Raw SQL, one statement with its token: every signed request needs this row.
             const rows = await db.$queryRaw<NodeRow[]>`
-              SELECT p."id", p."peerId", p."userId", p."role", p."publicKey",
+              SELECT p."id", p."peerId", p."userId", p."role", p."publicKey", p."tokenId",
                      t."revokedAt" AS "tokenRevokedAt", t."role" AS "tokenRole"
               FROM "Peer" p JOIN "PeerToken" t ON t."id" = p."tokenId"
               WHERE p."experimentId" = ${experimentId} AND p."publicKey" IN (${Prisma.join([...publicKeys])})`;
@@ -74,6 +77,7 @@ export class Lookups {
                 peerId: row.peerId,
                 userId: row.userId,
                 role: row.role,
+                tokenId: row.tokenId,
                 token: {
                   revokedAt: row.tokenRevokedAt === null ? null : new Date(row.tokenRevokedAt),
                   role: row.tokenRole,

@@ -123,7 +123,7 @@ export class RunControlBoard {
     try {
       this.#options.applyRevocations({
         usernames: control.revokedUsernames,
-        publicKeys: control.revokedPublicKeys,
+        grants: control.revokedGrants,
       });
     } catch (error) {
       this.#options.logger?.warn({ err: error }, "applying the revocation list failed");

@@ -51,10 +51,10 @@ export class PeerAuthorizer {
     return this.passOf(peer) !== undefined;
   }
 
-  /** Refuses `peer` for a while: its connections are dropped and new ones are gated. */
-  deny(peer: string, reason: string): void {
+  /** Refuses `peer` for a while (default `denyMs`): its connections are dropped and new ones are gated. */
+  deny(peer: string, reason: string, forMs: number = this.#denyMs): void {
     this.#admitted.delete(peer);
-    this.#denied.set(peer, { until: this.#now() + this.#denyMs, reason });
+    this.#denied.set(peer, { until: this.#now() + forMs, reason });
   }
 
   denialOf(peer: string): string | undefined {

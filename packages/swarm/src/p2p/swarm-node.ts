@@ -18,9 +18,11 @@ import {
   AccessPassVerifier,
   libp2pPrivateKey,
   MemoryNonceStore,
+  ProtocolErrorCode,
   ReplayGuard,
   RequestVerifier,
   type KeyPair,
+  type RevocationList,
 } from "@barnraise/protocol";
 import { nodeCrypto } from "@barnraise/protocol/node";
 import { createLibp2p } from "libp2p";
@@ -28,19 +30,21 @@ import type { Logger } from "pino";
 import { isSwarmError, SwarmError, SwarmErrorCode } from "../errors.ts";
 import { checkReachability, DialBackServer, tcpPorts, type Reachability } from "../net/reachability.ts";
 import { stallAwareSignal } from "../net/stall-aware-timeout.ts";
-import { Libp2pRpc, protocolId } from "../rpc/libp2p-rpc.ts";
+import { isCredentialRefusal, Libp2pRpc, protocolId } from "../rpc/libp2p-rpc.ts";
 import { progressTopic } from "../progress/progress-gossip.ts";
 import { HELLO_MAX_PEERS, helloMethod, type AveragingMode } from "./hello.ts";
 import { PassHolder } from "./pass-holder.ts";
 import { PeerAuthorizer } from "./peer-authorizer.ts";
 import { passGate, type PassGateService } from "./pass-gate-service.ts";
+import { RefusalLog } from "./refusal-log.ts";
 
-/** Usernames and peer keys (base64url) whose passes the organizer revoked. */
-export interface RevocationList {
-  readonly usernames: readonly string[];
-  readonly publicKeys: readonly string[];
-}
+export type { RevocationList } from "@barnraise/protocol";
 
+/**
+ * A peer dropped for a revoked pass is gated this briefly: its pass is refused at every hello
+ * anyway, and the same machine may come back at once with a pass of a new token.
+ */
+const REVOKED_DENY_MS = 5_000;
 /** How often a node asks a random member for the member list. */
 const MEMBER_REFRESH_MS = 5_000;
 /**
@@ -139,6 +143,10 @@ export class SwarmNode {
   readonly rpc: Libp2pRpc;
   readonly authorizer: PeerAuthorizer;
   readonly passHolder: PassHolder;
+  /** Peers whose pass this node refused lately, with why (an aux reports them to the platform). */
+  readonly refusedPeers: RefusalLog;
+  /** Peers that refused this node's pass lately, with why (the volunteer's status line says so). */
+  readonly refusedBy: RefusalLog;
   readonly #passes: AccessPassVerifier;
   readonly #transports: { manager?: TransportManager };
   readonly #dialBack: DialBackServer;
@@ -187,11 +195,14 @@ export class SwarmNode {
     passes: AccessPassVerifier,
     options: SwarmNodeOptions,
     transports: { manager?: TransportManager },
+    refusals: { refusedPeers: RefusalLog; refusedBy: RefusalLog },
   ) {
     this.libp2p = libp2p;
     this.rpc = rpc;
     this.authorizer = authorizer;
     this.passHolder = passHolder;
+    this.refusedPeers = refusals.refusedPeers;
+    this.refusedBy = refusals.refusedBy;
     this.#passes = passes;
     this.#mode = options.mode;
     this.#options = options;
@@ -348,12 +359,24 @@ export class SwarmNode {
       currentPass: () => passHolder.token(),
       onVerifiedPeer: (peer, pass) => {
         authorizer.admit(peer, pass);
+        refusals.refusedPeers.forget(peer);
+        refusals.refusedBy.forget(peer);
+      },
+      onRefusedPeer: (peer, code, reason) => {
+        refusals.refusedPeers.record(peer, code, reason);
+        // A revoked pass is refused at every hello anyway: a short gate lets the same machine come
+        // back with a pass of its new token without waiting out the usual one.
+        if (code === ProtocolErrorCode.PASS_REVOKED) authorizer.deny(peer, reason, REVOKED_DENY_MS);
+      },
+      onRefusedBy: (peer, code, reason) => {
+        refusals.refusedBy.record(peer, code, reason);
       },
       logger: options.logger,
       now,
     });
     rpcRef.current = rpc;
-    return new SwarmNode(libp2p, rpc, authorizer, passHolder, passes, options, transports);
+    const refusals = { refusedPeers: new RefusalLog({ now }), refusedBy: new RefusalLog({ now }) };
+    return new SwarmNode(libp2p, rpc, authorizer, passHolder, passes, options, transports, refusals);
   }
 
   get peerId(): string {
@@ -441,7 +464,7 @@ export class SwarmNode {
     if (!(await this.#hello(peer))) {
       throw new SwarmError(
         SwarmErrorCode.UNAUTHORIZED_PEER,
-        `${address} did not accept us or showed no valid pass: ${this.authorizer.denialOf(peer) ?? "hello failed"}`,
+        `${address} did not accept us or showed no valid pass: ${this.authorizer.denialOf(peer) ?? this.refusedBy.of(peer)?.reason ?? "hello failed"}`,
         { peer },
       );
     }
@@ -450,9 +473,10 @@ export class SwarmNode {
 
   /**
    * Applies the organizer's revocation list (from the newest run control): passes of these
-   * usernames or keys (base64url) are refused from now on at every layer, and every admitted peer
-   * whose pass is revoked is denied and hung up on. Replaces the previous list. Returns the peers
-   * dropped.
+   * usernames, and passes issued on these grants (revoked tokens), are refused from now on at every
+   * layer, and every admitted peer whose pass is revoked is denied and hung up on. Replaces the
+   * previous list. Returns the peers dropped. A dropped peer may come back at once with a pass of
+   * another grant: no key is refused as such.
    */
   applyRevocations(revoked: RevocationList): string[] {
     this.#passes.setRevoked(revoked);
@@ -461,7 +485,8 @@ export class SwarmNode {
       const pass = this.authorizer.passOf(peer);
       const reason = pass === undefined ? undefined : this.#passes.revocationOf(pass);
       if (reason === undefined) continue;
-      this.authorizer.deny(peer, reason);
+      this.authorizer.deny(peer, reason, REVOKED_DENY_MS);
+      this.refusedPeers.record(peer, ProtocolErrorCode.PASS_REVOKED, reason);
       dropped.push(peer);
       this.#logger.info({ peer, username: pass?.username }, `dropped a revoked peer: ${reason}`);
       void this.libp2p.hangUp(peerIdFromString(peer)).catch(() => undefined);
@@ -661,7 +686,8 @@ export class SwarmNode {
     // An inbound peer must say hello (show its pass) in time, or it is dropped.
     void this.authorizer.waitFor(peer, this.#options.helloTimeoutMs ?? 10_000).then(async (admitted) => {
       if (admitted || !this.#running) return;
-      this.authorizer.deny(peer, "showed no valid access pass");
+      // A refusal with its own reason and gate (a revoked pass) stands as it is.
+      if (!this.authorizer.isDenied(peer)) this.authorizer.deny(peer, "showed no valid access pass");
       this.#logger.info({ peer }, "dropped a peer that showed no valid access pass");
       await this.libp2p.hangUp(connection.remotePeer).catch(() => undefined);
     });
@@ -689,9 +715,16 @@ export class SwarmNode {
         if (!this.#running) return false;
         const reason = isSwarmError(error) || error instanceof Error ? error.message : String(error);
         this.#logger.info({ peer, reason }, "hello failed; disconnecting");
-        // A refused or invalid pass is gated for a while; a slow or vanished peer may simply retry.
+        // An invalid pass of the peer's is gated for a while; a slow or vanished peer may simply
+        // retry, and so may one that refused ours (the fault is this node's pass, not that peer).
+        const refusedOurs =
+          isSwarmError(error, SwarmErrorCode.REMOTE_ERROR) &&
+          error.remoteCode !== undefined &&
+          isCredentialRefusal(error.remoteCode);
         const transient =
-          isSwarmError(error, SwarmErrorCode.TIMEOUT) || isSwarmError(error, SwarmErrorCode.PEER_UNREACHABLE);
+          refusedOurs ||
+          isSwarmError(error, SwarmErrorCode.TIMEOUT) ||
+          isSwarmError(error, SwarmErrorCode.PEER_UNREACHABLE);
         if (!transient) this.authorizer.deny(peer, reason);
         await this.libp2p.hangUp(peerIdFromString(peer)).catch(() => undefined);
         return false;

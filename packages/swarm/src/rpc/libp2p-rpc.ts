@@ -53,6 +53,16 @@ export interface Libp2pRpcOptions {
   currentPass: () => string;
   /** Told about every peer whose pass was verified, so the connection gate knows it. */
   onVerifiedPeer?: (peerId: PeerIdString, pass: AccessPass) => void;
+  /**
+   * Told when this node refused a caller's signed request (its pass or signature did not verify),
+   * with the ProtocolError's code and message.
+   */
+  onRefusedPeer?: (peerId: PeerIdString, code: string, reason: string) => void;
+  /**
+   * Told when a peer refused this node's signed request for its pass or signature (a remote
+   * PASS_… or REQUEST_… code), with that code and the peer's message.
+   */
+  onRefusedBy?: (peerId: PeerIdString, code: string, reason: string) => void;
   logger: Logger;
   now?: () => number;
 }
@@ -142,6 +152,9 @@ export class Libp2pRpc implements Rpc {
         );
       const envelope = decodeMessage(first, responseEnvelope, `${method.name} response`, ENVELOPE_BYTES);
       if ("error" in envelope) {
+        if (isCredentialRefusal(envelope.error.code)) {
+          this.#options.onRefusedBy?.(peer, envelope.error.code, envelope.error.message);
+        }
         throw new SwarmError(
           SwarmErrorCode.REMOTE_ERROR,
           `${peer} refused ${method.name}: ${envelope.error.message}`,
@@ -241,12 +254,19 @@ export class Libp2pRpc implements Rpc {
       });
       if (first === null) return;
       const envelope = decodeMessage(first, requestEnvelope, `${method.name} request`, ENVELOPE_BYTES);
-      const verified = await this.#options.requests.verify(envelope.token, {
-        scope: protocol,
-        body: envelope.head,
-        now: this.#now(),
-        sender: publicKeyOf(peer),
-      });
+      const verified = await this.#options.requests
+        .verify(envelope.token, {
+          scope: protocol,
+          body: envelope.head,
+          now: this.#now(),
+          sender: publicKeyOf(peer),
+        })
+        .catch((error: unknown) => {
+          if (isProtocolError(error) && isCredentialRefusal(error.code)) {
+            this.#options.onRefusedPeer?.(peer, error.code, error.message);
+          }
+          throw error;
+        });
       from = { peerId: peer, pass: verified.pass, remoteAddr: connection.remoteAddr.toString() };
       this.#options.onVerifiedPeer?.(peer, verified.pass);
       const head = decodeMessage(envelope.head, method.request, `${method.name} request head`);
@@ -285,6 +305,20 @@ export class Libp2pRpc implements Rpc {
       stream.abort(error instanceof Error ? error : new Error(String(error)));
     }
   }
+}
+
+/**
+ * Whether a refusal is about the caller's credentials (its pass, or its signature with it), as
+ * opposed to a malformed message, a replay or a busy peer: such a refusal says the swarm does not
+ * accept this node, and why.
+ */
+export function isCredentialRefusal(code: string): boolean {
+  return (
+    code.startsWith("PASS_") ||
+    code === "REQUEST_BAD_SIGNATURE" ||
+    code === "REQUEST_WRONG_SENDER" ||
+    code === "REQUEST_CLOCK_SKEW"
+  );
 }
 
 function publicKeyOf(peer: PeerIdString): Uint8Array {

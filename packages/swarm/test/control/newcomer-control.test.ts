@@ -23,7 +23,7 @@ describe("a newcomer hears the run control from the swarm (real libp2p on loopba
       generation: 0,
       rollback: null,
       revokedUsernames: [],
-      revokedPublicKeys: [],
+      revokedGrants: [],
     });
     expect(aux.control.offer(paused, "platform").adopted).toBe(true);
 

@@ -5,7 +5,13 @@ import { RunControlBoard } from "../../src/control/run-control-board.ts";
 import type { SwarmNode } from "../../src/p2p/swarm-node.ts";
 import { defineMethod } from "../../src/rpc/rpc.ts";
 import { at } from "../support/at.ts";
-import { eventually, startNode, TestAuthority, silentLogger } from "../support/swarm-fixtures.ts";
+import {
+  eventually,
+  startNode,
+  TestAuthority,
+  silentLogger,
+  testGrantOf,
+} from "../support/swarm-fixtures.ts";
 
 const echo = defineMethod({
   name: "echo",
@@ -80,13 +86,13 @@ describe("revocation through the run control (real libp2p on loopback)", () => {
     await expect(mallory.rpc.request(alice.peerId, echo, { text: "hi" })).rejects.toThrow();
     expect(alice.members()).toEqual([carol.peerId]);
 
-    // A revoked key is refused at its hello, though it was never seen before.
+    // A pass of a revoked grant is refused at its hello, though it was never seen before.
     const identity = generateKeyPair();
     aliceBoard.offer(
       authority.runControl({
         version: 3,
         revokedUsernames: ["mallory"],
-        revokedPublicKeys: [identity.publicKey],
+        revokedGrants: [testGrantOf(identity.publicKey)],
       }),
       "platform",
     );
@@ -102,4 +108,81 @@ describe("revocation through the run control (real libp2p on loopback)", () => {
     expect(carol.members()).not.toContain(dave.peerId);
     expect(alice.members()).toEqual([carol.peerId]);
   }, 60_000);
+
+  it("a node whose token was revoked comes back with a new token and the same identity, and is accepted at once", async () => {
+    const authority = new TestAuthority();
+    const alice = await start(authority, { username: "alice" });
+    const bootstrap = alice.multiaddrs();
+    const carol = await start(authority, { username: "carol", bootstrap });
+    const identity = generateKeyPair();
+    const oldGrant = "token-old";
+    const oldPass = authority.pass(identity, { username: "vera", grant: oldGrant });
+    const vera = await start(authority, {
+      identity,
+      username: "vera",
+      bootstrap,
+      pass: oldPass,
+      refreshPass: () => Promise.resolve(oldPass),
+    });
+    const everyone = [alice, carol, vera];
+    await eventually(() => everyone.every((node) => node.members().length === 2), "meshed", 30_000);
+    const aliceBoard = boardOn(alice, authority);
+    boardOn(carol, authority);
+    boardOn(vera, authority);
+
+    // Vera revokes the token on the page; the control reaches alice, who tells carol.
+    aliceBoard.offer(authority.runControl({ version: 2, revokedGrants: [oldGrant] }), "platform");
+    for (const node of [alice, carol]) {
+      await eventually(() => !node.members().includes(vera.peerId), "vera dropped");
+      expect(node.refusedPeers.of(vera.peerId)).toMatchObject({ code: "PASS_REVOKED" });
+    }
+    nodes.splice(nodes.indexOf(vera), 1);
+    await vera.stop();
+
+    // She restarts the same machine (same identity) with a pass of her new token: every node
+    // accepts it while the old token stays revoked.
+    const started = Date.now();
+    const back = await start(authority, {
+      identity,
+      username: "vera",
+      bootstrap,
+      refreshPass: () => Promise.resolve(authority.pass(identity, { username: "vera", grant: "token-new" })),
+      pass: authority.pass(identity, { username: "vera", grant: "token-new" }),
+    });
+    expect(back.peerId).toBe(vera.peerId);
+    await eventually(
+      () => alice.members().includes(back.peerId) && carol.members().includes(back.peerId),
+      "alice and carol accept vera's new pass",
+      20_000,
+    );
+    expect(Date.now() - started).toBeLessThan(20_000);
+    for (const node of [alice, carol]) {
+      expect(node.passes.revocationOf({ username: "vera", grant: oldGrant })).toMatch(/revoked/);
+      expect(node.refusedPeers.of(back.peerId)).toBeUndefined();
+    }
+    // Her old pass stays refused, whoever shows it.
+    expect(() => alice.passes.verify(oldPass, { now: Date.now() })).toThrow(
+      expect.objectContaining({ code: "PASS_REVOKED" }),
+    );
+  }, 60_000);
+
+  it("a peer that refused this node's pass is remembered as refusing it, with the reason, and not gated", async () => {
+    const authority = new TestAuthority();
+    const alice = await start(authority, { username: "alice" });
+    boardOn(alice, authority).offer(
+      authority.runControl({ version: 2, revokedUsernames: ["mallory"] }),
+      "platform",
+    );
+    const mallory = await start(authority, { username: "mallory" });
+    await expect(mallory.connect(at(alice.multiaddrs(), 0))).rejects.toMatchObject({
+      message: expect.stringMatching(/banned or removed/) as unknown,
+    });
+    expect(mallory.refusedBy.of(alice.peerId)).toMatchObject({
+      code: "PASS_REVOKED",
+      reason: expect.stringMatching(/mallory was banned or removed/) as unknown,
+    });
+    // The fault is mallory's pass, not alice: mallory does not gate alice.
+    expect(mallory.authorizer.isDenied(alice.peerId)).toBe(false);
+    expect(alice.refusedPeers.recent().map((refusal) => refusal.peer)).toEqual([mallory.peerId]);
+  }, 30_000);
 });

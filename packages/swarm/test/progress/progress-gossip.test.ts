@@ -135,7 +135,7 @@ describe("GossipProgressTransport", () => {
     // A record of a revoked peer is refused too, by a peer that applied the revocation list.
     const eve = await member(authority, { username: "eve", bootstrap: b.node.multiaddrs() });
     hostile.push(eve);
-    b.node.passes.setRevoked({ usernames: ["eve"], publicKeys: [] });
+    b.node.passes.setRevoked({ usernames: ["eve"], grants: [] });
     eve.tracker.report({ epoch: 200, samplesAccumulated: 1, samplesPerSecond: 0 });
     await eventually(
       () => b.rejected.some((r) => r.origin === eve.node.peerId && r.reason === "pass"),

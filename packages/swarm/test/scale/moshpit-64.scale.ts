@@ -2,7 +2,7 @@ import { availableParallelism } from "node:os";
 import { peerIdFromString } from "@libp2p/peer-id";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { at } from "../support/at.ts";
-import { eventually, TestAuthority } from "../support/swarm-fixtures.ts";
+import { eventually, TestAuthority, testGrantOf } from "../support/swarm-fixtures.ts";
 import {
   maxAbsDifference,
   randomVector,
@@ -106,7 +106,7 @@ describe("Moshpit averaging among 64 real swarms", () => {
     const banned = at(threaded.peerIds, N - 1);
     const publicKey = peerIdFromString(banned).publicKey?.raw;
     if (publicKey === undefined) throw new Error("the banned peer's id carries no key");
-    const token = authority.runControl({ revokedPublicKeys: [publicKey] });
+    const token = authority.runControl({ revokedGrants: [testGrantOf(publicKey)] });
     const started = performance.now();
     await threaded.offerControl(0, token);
     await eventually(

@@ -291,6 +291,7 @@ function fakePass(peerId: string, role: "trainer" | "aux"): AccessPass {
     username: `user-${peerId}`,
     role,
     peerPublicKey: new Uint8Array(32),
+    grant: `token-${peerId}`,
     issuedAt: 0,
     expiresAt: Number.MAX_SAFE_INTEGER,
     token: `memory-pass-${peerId}`,

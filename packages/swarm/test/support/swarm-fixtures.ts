@@ -16,6 +16,11 @@ export const silentLogger = pino(
 );
 
 /** A stand-in for the platform: one experiment's authority key, issuing passes the way join does. */
+/** The grant (token id) a test pass of `publicKey` is issued on unless told otherwise: one per identity. */
+export function testGrantOf(publicKey: Uint8Array): string {
+  return `token-${Buffer.from(publicKey.subarray(0, 12)).toString("base64url")}`;
+}
+
 export class TestAuthority {
   readonly experimentId: string;
   readonly keyPair: KeyPair;
@@ -28,14 +33,23 @@ export class TestAuthority {
 
   pass(
     identity: KeyPair,
-    init: { username?: string; role?: PeerRole; lifetimeMs?: number; issuedAt?: number } = {},
+    init: {
+      username?: string;
+      role?: PeerRole;
+      lifetimeMs?: number;
+      issuedAt?: number;
+      /** The token the pass is issued on; default one per identity (`testGrantOf`). */
+      grant?: string;
+    } = {},
   ): string {
     const issuedAt = init.issuedAt ?? Date.now() - 1_000;
+    const username = init.username ?? "volunteer";
     return issueAccessPass(nodeCrypto, this.keyPair, {
       experimentId: this.experimentId,
-      username: init.username ?? "volunteer",
+      username,
       role: init.role ?? "trainer",
       peerPublicKey: identity.publicKey,
+      grant: init.grant ?? testGrantOf(identity.publicKey),
       issuedAt,
       expiresAt: issuedAt + (init.lifetimeMs ?? 3_600_000),
     });
@@ -51,7 +65,7 @@ export class TestAuthority {
       generation: 0,
       rollback: null,
       revokedUsernames: [],
-      revokedPublicKeys: [],
+      revokedGrants: [],
       ...init,
     });
   }

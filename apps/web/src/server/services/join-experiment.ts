@@ -116,6 +116,7 @@ async function admitNode(
     username: token.user.username,
     role,
     peerPublicKey: input.publicKey,
+    grant: token.id,
     issuedAt: now,
     expiresAt: passExpiresAt,
   });
@@ -137,7 +138,7 @@ async function admitNode(
     passExpiresAt: new Date(passExpiresAt),
     lastSeenAt: new Date(now),
   });
-  await ctx.db.peerToken.update({ where: { id: token.id }, data: { lastUsedAt: new Date(now) } });
+  await recordPassIssued(ctx, token.id, now, passExpiresAt);
 
   return {
     pass,
@@ -147,6 +148,26 @@ async function admitNode(
     initialPeers: await initialPeers(ctx, experiment.id, publicKey, now),
     experiment: { id: experiment.id, name: experiment.name },
   };
+}
+
+/**
+ * Notes the token's use and how long its passes may live: a revoked token stays in the run control
+ * until the last pass issued on it has expired (see read-run-control.ts).
+ */
+async function recordPassIssued(
+  ctx: AppContext,
+  tokenId: string,
+  now: number,
+  passExpiresAt: number,
+): Promise<void> {
+  const expires = new Date(passExpiresAt);
+  await ctx.db.$transaction([
+    ctx.db.peerToken.update({ where: { id: tokenId }, data: { lastUsedAt: new Date(now) } }),
+    ctx.db.peerToken.updateMany({
+      where: { id: tokenId, OR: [{ passesExpireAt: null }, { passesExpireAt: { lt: expires } }] },
+      data: { passesExpireAt: expires },
+    }),
+  ]);
 }
 
 /**
@@ -179,7 +200,8 @@ interface PeerRegistration {
 
 /**
  * Creates or refreshes the node's Peer row. A key belongs to the user who registered it first: the
- * update is conditioned on the owner, so of two users racing for one key, one gets CONFLICT.
+ * update is conditioned on the owner, so of two users racing for one key, one gets CONFLICT. A node
+ * that joins with another token than before leaves the swarm's refusal of its old pass behind.
  */
 async function registerPeer(ctx: AppContext, peer: PeerRegistration): Promise<void> {
   const refresh = {
@@ -189,6 +211,10 @@ async function registerPeer(ctx: AppContext, peer: PeerRegistration): Promise<vo
     lastSeenAt: peer.lastSeenAt,
   };
   const ownRow = { experimentId: peer.experimentId, publicKey: peer.publicKey, userId: peer.userId };
+  await ctx.db.peer.updateMany({
+    where: { ...ownRow, tokenId: { not: peer.tokenId }, swarmRefusedAt: { not: null } },
+    data: { swarmRefusedAt: null, swarmRefusalCode: null, swarmRefusal: null },
+  });
   const updated = await ctx.db.peer.updateMany({ where: ownRow, data: refresh });
   if (updated.count > 0) return;
   try {

@@ -108,10 +108,37 @@ async function verifyPeerRequest(
       `this node has not joined the experiment as ${roles.map((r) => (r === PeerRole.aux ? "an aux peer" : "a trainer")).join(" or ")}`,
     );
   }
+  const revokedAt =
+    verified.pass.grant === peer.tokenId
+      ? peer.token.revokedAt
+      : await revocationOfEarlierGrant(ctx, experimentId, peer.userId, verified.pass.grant);
   return {
     caller: { experiment, verified, peer: { id: peer.id, peerId: peer.peerId, userId: peer.userId, role } },
-    standing: { userId: peer.userId, role, revokedAt: peer.token.revokedAt },
+    standing: { userId: peer.userId, role, revokedAt },
   };
+}
+
+/**
+ * A pass issued on another token than the one the node last joined with (the node joined again
+ * with a new token while a process with the old pass still runs): that token's revocation counts.
+ */
+async function revocationOfEarlierGrant(
+  ctx: AppContext,
+  experimentId: string,
+  userId: string,
+  grant: string,
+): Promise<Date | null> {
+  const token = await ctx.db.peerToken.findUnique({
+    where: { id: grant },
+    select: { experimentId: true, userId: true, revokedAt: true },
+  });
+  if (token === null || token.experimentId !== experimentId || token.userId !== userId) {
+    throw new AppError(
+      AppErrorCode.FORBIDDEN,
+      "the pass was issued on a token this node's owner does not hold",
+    );
+  }
+  return token.revokedAt;
 }
 
 /**

@@ -1,9 +1,4 @@
-import {
-  decodePublicKey,
-  MAX_REVOKED_ENTRIES,
-  signRunControl,
-  type RollbackTarget,
-} from "@barnraise/protocol";
+import { MAX_REVOKED_ENTRIES, signRunControl, type RollbackTarget } from "@barnraise/protocol";
 import type { RunControlResponse } from "../../api/schemas/peer.ts";
 import { openAuthorityKeyPair } from "../authority-keys.ts";
 import type { AppContext } from "../context.ts";
@@ -18,17 +13,19 @@ import type { PeerCaller } from "./peer-auth.ts";
  * - `status` and `generation`, and the rollback checkpoint once the run was rolled back.
  * - `revokedUsernames`: the users with a node in this experiment who are not the organizer and not
  *   approved (banned, removed from the allowlist, or pending), those seen most recently first.
- * - `revokedPublicKeys`: the keys of this experiment's nodes whose token was revoked, most recent
- *   revocation first.
+ * - `revokedGrants`: this experiment's revoked peer tokens whose passes may still be valid (the
+ *   latest pass issued on them has not expired), most recent revocation first. Every pass issued on
+ *   them is refused; the nodes that held them may join again with another token. A token whose
+ *   passes have all expired drops out, so the list stays bounded as the run ages.
  *
  * Each list holds at most MAX_REVOKED_ENTRIES (2000).
  */
 export async function readRunControl(ctx: AppContext, caller: PeerCaller): Promise<RunControlResponse> {
   const experiment = caller.experiment;
-  const [rollback, revokedUsernames, revokedPublicKeys] = await Promise.all([
+  const [rollback, revokedUsernames, revokedGrants] = await Promise.all([
     rollbackTargetOf(ctx, experiment),
     revokedUsernamesOf(ctx, experiment),
-    revokedPublicKeysOf(ctx, experiment.id),
+    revokedGrantsOf(ctx, experiment.id),
   ]);
   const control = signRunControl(ctx.crypto, openAuthorityKeyPair(experiment, ctx.env.sealingSecrets), {
     experimentId: experiment.id,
@@ -38,7 +35,7 @@ export async function readRunControl(ctx: AppContext, caller: PeerCaller): Promi
     generation: experiment.generation,
     rollback,
     revokedUsernames,
-    revokedPublicKeys,
+    revokedGrants,
   });
   return { control };
 }
@@ -86,12 +83,12 @@ async function revokedUsernamesOf(
   return users.flatMap((user) => usernames.get(user.userId) ?? []);
 }
 
-async function revokedPublicKeysOf(ctx: AppContext, experimentId: string): Promise<Uint8Array[]> {
-  const peers = await ctx.db.peer.findMany({
-    where: { experimentId, token: { revokedAt: { not: null } } },
-    orderBy: [{ token: { revokedAt: "desc" } }, { lastSeenAt: "desc" }],
+async function revokedGrantsOf(ctx: AppContext, experimentId: string): Promise<string[]> {
+  const tokens = await ctx.db.peerToken.findMany({
+    where: { experimentId, revokedAt: { not: null }, passesExpireAt: { gt: new Date(ctx.now()) } },
+    orderBy: [{ revokedAt: "desc" }, { id: "asc" }],
     take: MAX_REVOKED_ENTRIES,
-    select: { publicKey: true },
+    select: { id: true },
   });
-  return peers.map((peer) => decodePublicKey(peer.publicKey));
+  return tokens.map((token) => token.id);
 }
