@@ -8,6 +8,7 @@ import {
 } from "@barnraise/swarm";
 import type { HeldOutMetric } from "@barnraise/protocol";
 import { z } from "zod";
+import type { SplitReport } from "./monitor/split-watch.ts";
 import type { ContributionFlag } from "./roles/contribution-validator.ts";
 
 export {
@@ -99,13 +100,24 @@ export interface MetricsIngested {
   readonly lastStep: number | null;
 }
 
-/** The swarm's liveness as the aux sees it, posted every few seconds. */
+/** The swarm as the aux sees it, posted every few seconds (the platform's `SwarmStatusReport`). */
 export interface SwarmStatusBody {
   /** Trainers with fresh progress records. */
   readonly alivePeers: number;
   readonly samplesPerSecond: number;
   readonly step: number;
   readonly time: number;
+  /** The trainers the swarm accepts now, with whether each averages (absent: too new to tell). */
+  readonly trainers: ReadonlyArray<{ readonly peerId: string; readonly averaging?: boolean }>;
+  /** Nodes whose pass this aux refused lately: code, reason and when (this aux's clock). */
+  readonly refused: ReadonlyArray<{
+    readonly peerId: string;
+    readonly code: string;
+    readonly reason: string;
+    readonly at: number;
+  }>;
+  /** The swarm's split while the aux sees one, else null. */
+  readonly split: SplitReport | null;
 }
 
 /** A trainer whose contributions hurt, as `POST …/validator-flags` takes it: the validator's flag. */

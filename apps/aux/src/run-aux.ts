@@ -17,7 +17,9 @@ import {
   type TrainingState,
 } from "@barnraise/swarm";
 import type { Logger } from "pino";
+import { swarmHeartbeat } from "./monitor/heartbeat.ts";
 import { ResumeWatch } from "./monitor/resume-watch.ts";
+import { SplitWatch } from "./monitor/split-watch.ts";
 import { StepAggregator, type AggregatedStep } from "./monitor/step-aggregator.ts";
 import { AuxPlatformClient, PlatformRequestError } from "./platform-client.ts";
 import { AveragingHelper } from "./roles/averaging-helper.ts";
@@ -232,8 +234,14 @@ async function runRoles(context: RolesContext): Promise<void> {
   // A call, so that the compiler does not assume the signal unchanged across awaits.
   const stopped = () => signal.aborted;
   const aggregator = new StepAggregator({ ttlMs: 5_000, graceMs: 2_500 });
+  // One run, one model: digests at one step must agree while everyone averages in one group.
+  const splits = new SplitWatch({
+    ttlMs: 5_000,
+    exact: () => aggregator.trainers().length <= joined.config.averaging.maxGroupSize,
+  });
   const unsubscribe = swarm.progress.on("update", (update) => {
     aggregator.observe(update);
+    splits.observe(update);
   });
   const startedAt = Date.now();
   const generation = () => aggregator.generation;
@@ -314,6 +322,7 @@ async function runRoles(context: RolesContext): Promise<void> {
   const resume = new ResumeWatch();
   let lastPostedStep: number | undefined;
   let livenessAt = 0;
+  let splitSince: number | undefined;
   let checkpointRetryAt = 0;
   let loadingCheckpoint = false;
   let rollingBack = false;
@@ -350,6 +359,7 @@ async function runRoles(context: RolesContext): Promise<void> {
       loadRollbackCheckpoint(client.platform, target, control.generation, signal)
         .then((state) => {
           aggregator.reset(control.generation);
+          splits.reset(control.generation);
           held.state = null;
           hold(state, `the rollback checkpoint of step ${target.step}`);
           checkpointer.resetTo(target.step);
@@ -443,13 +453,13 @@ async function runRoles(context: RolesContext): Promise<void> {
       swarm.metrics.peersOnline.set(liveness.alivePeers);
       if (now - livenessAt >= LIVENESS_EVERY_MS) {
         livenessAt = now;
-        const { alivePeers, samplesPerSecond } = liveness;
-        inBackground(
-          client.postSwarmStatus(
-            { alivePeers, samplesPerSecond, step: aggregator.currentStep(), time: now },
-            signal,
-          ),
-        );
+        const heartbeat = swarmHeartbeat({ aggregator, splits, refusals: swarm.node.refusedPeers, now });
+        if ((heartbeat.split === null) !== (splitSince === undefined)) {
+          splitSince = heartbeat.split?.since;
+          if (heartbeat.split === null) logger.info("the swarm trains one model again");
+          else logger.warn({ split: heartbeat.split }, `the swarm has split: ${heartbeat.split.summary}`);
+        }
+        inBackground(client.postSwarmStatus(heartbeat, signal));
       }
       const fromStep = resume.check(
         now,

@@ -37,6 +37,7 @@ import { ensureBackendTrains } from "./tf/backend-kernels.ts";
 import { evaluateModel, type Evaluation } from "./training/evaluate.ts";
 import { waitForFinalCheckpoint } from "./training/final-checkpoint.ts";
 import { LossReportingProgress } from "./training/loss-reporting-progress.ts";
+import { followSwarmContact, type SwarmContact } from "./training/follow-swarm-contact.ts";
 import { Trainer, type TrainResult } from "./training/trainer.ts";
 import { logOptimizerEvents } from "./ui/optimizer-events.ts";
 import type { Reporter } from "./ui/peer-status.ts";
@@ -323,6 +324,8 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
         uploaded: model.uploaded,
         signal: abortSignal,
       });
+    /** The peer's contact with the swarm, set once the trainer exists (see below). */
+    const contact: { current?: SwarmContact } = {};
     const trainer = new Trainer({
       model,
       optimizer,
@@ -332,6 +335,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
         global: () => swarm.progress.global(),
         peersOnline: () => swarm.progress.snapshot().alivePeers,
         connectivity: () => swarm.node.connectivity(),
+        note: () => contact.current?.note(),
       },
       seed: deriveSeed(dataSeed, 1),
       maxSteps: config.training.maxSteps,
@@ -348,6 +352,20 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
           secondsSinceStart: Number(((now() - startedAt) / 1000).toFixed(2)),
         });
       },
+    });
+    // Refused by the swarm, or stepping alone for minutes while others train: say so, and hold.
+    contact.current = followSwarmContact({
+      swarm,
+      platform,
+      optimizer,
+      trainer,
+      reporter,
+      auxListed: () => auxListed,
+      signal: AbortSignal.any([lookingForPeers.signal, abortSignal]),
+    });
+    const stopContact = contact.current;
+    cleanups.push(() => {
+      stopContact.stop();
     });
     // Ctrl-C or a refused pass refresh: finish the round in flight, then leave.
     const stopping = AbortSignal.any([options.stopSignal, leaving.signal]);

@@ -103,15 +103,21 @@ describe.each(testDatabaseProviders())("alert events (%s)", (provider) => {
   const payloads = () => hooks.accepted().map((hook) => JSON.parse(hook.body) as AlertPayload);
   const types = () => payloads().map((payload) => payload.type);
 
-  function heartbeat(alivePeers: number): Promise<Response> {
+  function heartbeat(alivePeers: number, extra: Record<string, unknown> = {}): Promise<Response> {
     return postSignedJson(
       postSwarmStatus,
       `${base()}/swarm-status`,
       { id: setup.experimentId },
       setup.aux,
-      { alivePeers, samplesPerSecond: 100, step: 1, time: clock },
+      { alivePeers, samplesPerSecond: 100, step: 1, time: clock, ...extra },
       { time: clock },
     );
+  }
+
+  /** The aux reports `peerId` among the trainers the swarm accepts, averaging. */
+  async function accepted(peerId: string): Promise<void> {
+    const response = await heartbeat(1, { trainers: [{ peerId, averaging: true }] });
+    expect(response.status).toBe(200);
   }
 
   async function step(n: number): Promise<void> {
@@ -219,6 +225,49 @@ describe.each(testDatabaseProviders())("alert events (%s)", (provider) => {
     ]);
     expect(mail.mails).toHaveLength(1);
     expect(mail.mails[0]?.subject).toMatch(/validator flagged/);
+  });
+
+  it("announces a split swarm once per split, by webhook and e-mail", async () => {
+    await subscribe(["swarm.split"], ["ops@example.org"]);
+    const split = {
+      kind: "alone",
+      step: 90,
+      since: clock,
+      groups: [
+        { digest: null, peers: ["12D3KooWAbc"] },
+        { digest: null, peers: ["12D3KooWXyz"] },
+      ],
+      summary: "trainer 12D3KooWXyz has taken 12 steps in a row with no other trainer while 1 other trains",
+    };
+    expect((await heartbeat(2, { split })).status).toBe(200);
+    await worker.tick();
+    expect(types()).toEqual(["swarm.split"]);
+    expect(payloads()[0]).toMatchObject({
+      summary: expect.stringContaining("has split") as unknown,
+      details: { kind: "alone", step: 90, summary: split.summary },
+    });
+    expect(mail.mails.map((message) => message.subject)).toEqual([
+      expect.stringContaining("has split") as unknown,
+    ]);
+    // The same split, reported again and again: announced once.
+    clock += 5_000;
+    await heartbeat(2, { split: { ...split, step: 95 } });
+    await worker.tick();
+    expect(types()).toEqual(["swarm.split"]);
+    // It heals, and splits anew: announced again.
+    clock += 5_000;
+    await heartbeat(2, { split: null });
+    clock += 5_000;
+    await heartbeat(2, {
+      split: {
+        ...split,
+        kind: "diverged",
+        groups: split.groups.map((g, i) => ({ ...g, digest: `${i}`.repeat(16) })),
+      },
+    });
+    await worker.tick();
+    expect(types()).toEqual(["swarm.split", "swarm.split"]);
+    expect(payloads()[1]?.details).toMatchObject({ kind: "diverged" });
   });
 
   it("announces a stalled run once per stall, and not again after a restart", async () => {
@@ -351,6 +400,7 @@ describe.each(testDatabaseProviders())("alert events (%s)", (provider) => {
       const optedIn = await optIn("vera@example.org");
       expect(await optedIn.json()).toEqual({ email: "vera@example.org", available: true });
       const node = await joinNode(setup.experimentId, await createToken(app, setup.experimentId, volunteer));
+      await accepted(node.peerId);
       await worker.tick();
       expect(types()).toEqual([]);
 
@@ -387,7 +437,8 @@ describe.each(testDatabaseProviders())("alert events (%s)", (provider) => {
 
     it("is e-mailed to nobody who did not ask, and banning says so", async () => {
       await subscribe(["node.dropped"]);
-      await joinNode(setup.experimentId, await createToken(app, setup.experimentId, volunteer));
+      const node = await joinNode(setup.experimentId, await createToken(app, setup.experimentId, volunteer));
+      await accepted(node.peerId);
       await worker.tick();
       await setAllowlistStatus(app, setup.experimentId, volunteer, "banned");
       await worker.tick();

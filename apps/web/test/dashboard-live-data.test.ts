@@ -62,12 +62,24 @@ const checkpoints: CheckpointList = {
 };
 const run: RunState = {
   status: "running",
-  swarm: { alivePeers: 2, samplesPerSecond: 40, seenAt: "2026-11-21T10:00:05.000Z", waitingSince: null },
+  swarm: {
+    alivePeers: 2,
+    samplesPerSecond: 40,
+    seenAt: "2026-11-21T10:00:05.000Z",
+    waitingSince: null,
+    split: null,
+  },
 };
 const empty: DashboardData = {
   run: {
     status: "running",
-    swarm: { alivePeers: 0, samplesPerSecond: 0, seenAt: null, waitingSince: "2026-11-21T09:00:00.000Z" },
+    swarm: {
+      alivePeers: 0,
+      samplesPerSecond: 0,
+      seenAt: null,
+      waitingSince: "2026-11-21T09:00:00.000Z",
+      split: null,
+    },
   },
   metrics: { points: [], total: 0, events: [] },
   leaderboard: { entries: [] },

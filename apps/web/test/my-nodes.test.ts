@@ -7,6 +7,7 @@ import {
   peerStatus,
   peerStatusMessage,
   STALE_AFTER_MS,
+  SWARM_SEEN_WITHIN_MS,
   type PeerStatusInput,
 } from "../src/server/services/peer-status.ts";
 import { createCast, createWorld, uniqueName, type Cast } from "./support/actors.ts";
@@ -22,8 +23,19 @@ const healthy: PeerStatusInput = {
   tokenRevokedAt: null,
   passExpiresAt: new Date(NOW + 3_600_000),
   lastSeenAt: new Date(NOW - 5_000),
-  averaging: null,
+  averaging: true,
+  swarmSeenAt: new Date(NOW - 3_000),
+  swarmRefusal: null,
 };
+
+/** The swarm's refusal of a revoked token's pass, `ago` ms before NOW. */
+function revokedRefusal(ago: number) {
+  return {
+    at: new Date(NOW - ago),
+    code: "PASS_REVOKED",
+    reason: "the token this node joined with was revoked",
+  };
+}
 
 describe("peerStatus", () => {
   it("counts a running, approved, fresh node with a valid pass and token", () => {
@@ -44,15 +56,39 @@ describe("peerStatus", () => {
     ["token_revoked", { tokenRevokedAt: new Date(NOW - 1) }],
     ["pass_expired", { passExpiresAt: new Date(NOW) }],
     ["stale", { lastSeenAt: new Date(NOW - STALE_AFTER_MS - 1) }],
+    ["refused_by_swarm", { swarmRefusal: revokedRefusal(1_000) }],
+    ["refused_by_swarm", { swarmRefusal: revokedRefusal(1_000), swarmSeenAt: null }],
+    ["not_in_swarm", { swarmSeenAt: null }],
+    ["not_in_swarm", { swarmSeenAt: new Date(NOW - SWARM_SEEN_WITHIN_MS - 1) }],
+    ["not_in_swarm", { swarmSeenAt: null, swarmRefusal: revokedRefusal(STALE_AFTER_MS + 1) }],
+    ["joining", { averaging: null }],
     ["not_averaging", { averaging: false }],
   ] as const)("%s when %o", (reason, change) => {
     expect(peerStatus({ ...healthy, ...change }, NOW)).toEqual({ counted: false, reason });
   });
 
-  it("counts a trainer the aux saw averaging, or has not judged yet, and an aux node regardless", () => {
+  it("counts a trainer only while the swarm accepts it and it averages, and an aux node regardless", () => {
     expect(peerStatus({ ...healthy, averaging: true }, NOW)).toEqual({ counted: true });
-    expect(peerStatus({ ...healthy, averaging: null }, NOW)).toEqual({ counted: true });
-    expect(peerStatus({ ...healthy, role: "aux", averaging: false }, NOW)).toEqual({ counted: true });
+    // Accepted again after a refusal (it joined with a new token): the refusal is history.
+    expect(peerStatus({ ...healthy, swarmRefusal: revokedRefusal(10_000) }, NOW)).toEqual({ counted: true });
+    const swarmless = { swarmSeenAt: null, averaging: null, swarmRefusal: revokedRefusal(1) };
+    expect(peerStatus({ ...healthy, ...swarmless, role: "aux", isOrganizer: true }, NOW)).toEqual({
+      counted: true,
+    });
+  });
+
+  it("says what the swarm refused and what to do about it", () => {
+    const revoked = peerStatusMessage("refused_by_swarm", revokedRefusal(1));
+    expect(revoked).toContain("the token this node joined with was revoked");
+    expect(revoked).toContain("Create a new token and restart the node with it.");
+    const banned = peerStatusMessage("refused_by_swarm", {
+      ...revokedRefusal(1),
+      reason: "vera was banned or removed from this experiment",
+    });
+    expect(banned).toContain("You are banned or no longer on the allowlist");
+    expect(
+      peerStatusMessage("refused_by_swarm", { ...revokedRefusal(1), code: "REQUEST_CLOCK_SKEW" }),
+    ).toContain("clock");
   });
 
   it("is not stale at exactly the limit", () => {
@@ -70,7 +106,9 @@ describe("peerStatus", () => {
       tokenRevokedAt: new Date(NOW - 1),
       passExpiresAt: new Date(NOW - 1),
       lastSeenAt: new Date(0),
-      averaging: false,
+      averaging: null,
+      swarmSeenAt: null,
+      swarmRefusal: revokedRefusal(1),
     };
     const order: string[] = [];
     let input = everythingWrong;
@@ -81,6 +119,9 @@ describe("peerStatus", () => {
       { tokenRevokedAt: null },
       { passExpiresAt: new Date(NOW + 1) },
       { lastSeenAt: new Date(NOW) },
+      { swarmRefusal: null },
+      { swarmSeenAt: new Date(NOW) },
+      { averaging: false },
       { averaging: true },
     ];
     for (const fix of fixes) {
@@ -100,7 +141,7 @@ describe("peerStatus", () => {
   });
 
   it("has a distinct sentence for every reason", () => {
-    const messages = Object.values(PeerNotCountedReason).map(peerStatusMessage);
+    const messages = Object.values(PeerNotCountedReason).map((reason) => peerStatusMessage(reason));
     expect(new Set(messages).size).toBe(messages.length);
     for (const message of messages) expect(message).toMatch(/^[A-Z].{20,}\.$/);
   });
@@ -135,6 +176,9 @@ describe.each(testDatabaseProviders())("GET /api/v1/me/nodes on %s", (provider) 
         address: null,
         lastSeenAt: new Date(NOW - times.seenAgo),
         passExpiresAt: new Date(NOW + times.passLeft),
+        // The aux saw the swarm accept it, averaging, as recently as the platform saw it.
+        swarmSeenAt: new Date(NOW - times.seenAgo),
+        averaging: true,
       },
     });
 
@@ -160,12 +204,22 @@ describe.each(testDatabaseProviders())("GET /api/v1/me/nodes on %s", (provider) 
     });
     const inPaused = await addPeer(paused.experimentId, cast.approved.id, paused.approvedTokenId, fresh);
     const withRevoked = await addPeer(revoked.experimentId, cast.approved.id, revoked.approvedTokenId, fresh);
+    // The platform let this one in, but the swarm refuses its pass (an aux reported it).
+    const refused = await addPeer(good.experimentId, cast.approved.id, good.approvedTokenId, fresh);
+    await app.db.peer.update({
+      where: { id: refused.id },
+      data: {
+        swarmRefusedAt: new Date(NOW - 500),
+        swarmRefusalCode: "PASS_REVOKED",
+        swarmRefusal: "the token this node joined with was revoked",
+      },
+    });
 
     const response = await callRoute(myNodesRoute.GET, "/api/v1/me/nodes", { cookie: cast.approved.cookie });
     expect(response.status).toBe(200);
     const { nodes } = nodeListSchema.parse(await response.json());
     const byId = new Map(nodes.map((node) => [node.id, node]));
-    expect(nodes).toHaveLength(5);
+    expect(nodes).toHaveLength(6);
     expect(byId.get(counted.id)).toMatchObject({
       counted: true,
       reason: null,
@@ -179,6 +233,15 @@ describe.each(testDatabaseProviders())("GET /api/v1/me/nodes on %s", (provider) 
     expect(byId.get(expired.id)).toMatchObject({ counted: false, reason: "pass_expired" });
     expect(byId.get(inPaused.id)).toMatchObject({ counted: false, reason: "experiment_paused" });
     expect(byId.get(withRevoked.id)).toMatchObject({ counted: false, reason: "token_revoked" });
+    expect(byId.get(refused.id)).toMatchObject({
+      counted: false,
+      reason: "refused_by_swarm",
+      swarmRefusal: {
+        at: new Date(NOW - 500).toISOString(),
+        code: "PASS_REVOKED",
+        reason: "the token this node joined with was revoked",
+      },
+    });
 
     // A ban shows at once, without touching the node's row.
     await app.db.allowlistEntry.update({

@@ -1,7 +1,11 @@
 import { testDatabaseProviders } from "@barnraise/prisma/testing";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { GET as getExperiment } from "../app/api/v1/experiments/[id]/route.ts";
+import { GET as getMyNodes } from "../app/api/v1/me/nodes/route.ts";
+import { nodeListSchema } from "../src/api/schemas/nodes.ts";
+import { SWARM_SEEN_WITHIN_MS } from "../src/server/services/peer-status.ts";
 import { POST as postSwarmStatus } from "../app/api/v1/experiments/[id]/swarm-status/route.ts";
+import { MAX_HEARTBEAT_BODY_BYTES } from "../src/api/schemas/peer.ts";
 import type { SwarmStatusView } from "../src/api/schemas/public.ts";
 import type { ExperimentView } from "../src/server/services/read-experiment.ts";
 import {
@@ -16,7 +20,7 @@ import {
   signedAuthorization,
   type AuxSetup,
 } from "./support/peer-fixtures.ts";
-import { callRoute, createTestApp, type TestApp } from "./support/test-app.ts";
+import { callRoute, createTestApp, sessionCookie, type TestApp } from "./support/test-app.ts";
 
 /**
  * The aux peer's heartbeat (POST /swarm-status) and the swarm as the public view shows it: peers
@@ -86,6 +90,7 @@ describe.each(testDatabaseProviders())("swarm status (%s)", (provider) => {
       samplesPerSecond: 0,
       seenAt: null,
       waitingSince: experiment.createdAt.toISOString(),
+      split: null,
     });
   });
 
@@ -101,6 +106,7 @@ describe.each(testDatabaseProviders())("swarm status (%s)", (provider) => {
       samplesPerSecond: 250.5,
       seenAt: iso(seen),
       waitingSince: null,
+      split: null,
     });
     clock += 30_000;
     expect((await swarm()).alivePeers).toBe(3);
@@ -110,6 +116,7 @@ describe.each(testDatabaseProviders())("swarm status (%s)", (provider) => {
       samplesPerSecond: 0,
       seenAt: iso(seen),
       waitingSince: iso(seen),
+      split: null,
     });
 
     // The swarm comes back: alive again.
@@ -131,6 +138,7 @@ describe.each(testDatabaseProviders())("swarm status (%s)", (provider) => {
       samplesPerSecond: 0,
       seenAt: iso(idle),
       waitingSince: iso(idle),
+      split: null,
     });
     clock += 10_000;
     await heartbeatOk(0, 0);
@@ -175,7 +183,9 @@ describe.each(testDatabaseProviders())("swarm status (%s)", (provider) => {
       status: 400,
       code: "INVALID_INPUT",
     });
-    expect(await errorCode(await sendRaw(jsonBytes({ ...valid, pad: "x".repeat(5000) })))).toEqual({
+    expect(
+      await errorCode(await sendRaw(jsonBytes({ ...valid, pad: "x".repeat(MAX_HEARTBEAT_BODY_BYTES) }))),
+    ).toEqual({
       status: 413,
       code: "PAYLOAD_TOO_LARGE",
     });
@@ -206,5 +216,166 @@ describe.each(testDatabaseProviders())("swarm status (%s)", (provider) => {
     });
     expect(await errorCode(unsigned)).toEqual({ status: 401, code: "UNAUTHENTICATED" });
     expect((await swarm()).alivePeers).toBe(0);
+  });
+
+  describe("what the swarm did with each node (My nodes)", () => {
+    async function myNode(cookie: string, peerId: string) {
+      const response = await callRoute(getMyNodes, "/api/v1/me/nodes", { cookie });
+      expect(response.status).toBe(200);
+      const node = nodeListSchema.parse(await response.json()).nodes.find((n) => n.peerId === peerId);
+      if (node === undefined) throw new Error(`no node ${peerId}`);
+      return node;
+    }
+
+    async function volunteerNode() {
+      const user = await createUser(app);
+      await setAllowlistStatus(app, setup.experimentId, user, "approved");
+      const token = await createToken(app, setup.experimentId, user);
+      const node = await joinNode(setup.experimentId, token);
+      return { user, token, node, cookie: await sessionCookie(user) };
+    }
+
+    function report(extra: Record<string, unknown>, time = clock): Promise<Response> {
+      return postSignedJson(
+        postSwarmStatus,
+        path,
+        { id: setup.experimentId },
+        setup.aux,
+        { alivePeers: 1, samplesPerSecond: 10, step: 7, time, ...extra },
+        { time: clock },
+      );
+    }
+
+    it("counts a trainer only once the aux reports the swarm accepting it and it averages", async () => {
+      const { node, token, cookie } = await volunteerNode();
+      // The platform let it in; the swarm has said nothing of it yet.
+      expect(await myNode(cookie, node.peerId)).toMatchObject({ counted: false, reason: "not_in_swarm" });
+      expect((await report({ trainers: [{ peerId: node.peerId }] })).status).toBe(200);
+      expect(await myNode(cookie, node.peerId)).toMatchObject({
+        counted: false,
+        reason: "joining",
+        swarmSeenAt: iso(clock),
+      });
+      clock += 5_000;
+      expect((await report({ trainers: [{ peerId: node.peerId, averaging: true }] })).status).toBe(200);
+      expect(await myNode(cookie, node.peerId)).toMatchObject({ counted: true, reason: null });
+      // An unknown verdict later keeps the last one.
+      clock += 5_000;
+      expect((await report({ trainers: [{ peerId: node.peerId }] })).status).toBe(200);
+      expect(await myNode(cookie, node.peerId)).toMatchObject({ counted: true });
+      // The node keeps refreshing its pass, but the swarm stops listing it.
+      clock += SWARM_SEEN_WITHIN_MS + 1;
+      await joinNode(setup.experimentId, token, node.key);
+      expect(await myNode(cookie, node.peerId)).toMatchObject({ counted: false, reason: "not_in_swarm" });
+    });
+
+    it("shows the swarm's refusal and its reason, until the swarm accepts the node or it joins with a new token", async () => {
+      const { user, node, cookie } = await volunteerNode();
+      await report({ trainers: [{ peerId: node.peerId, averaging: true }] });
+      clock += 5_000;
+      // The aux's clock runs an hour ahead of the platform's: the refusal is dated by its age.
+      const auxClock = clock + 3_600_000;
+      const refused = {
+        peerId: node.peerId,
+        code: "PASS_REVOKED",
+        reason: "the token this node joined with was revoked",
+        at: auxClock - 2_000,
+      };
+      expect((await report({ refused: [refused] }, auxClock)).status).toBe(200);
+      const shown = await myNode(cookie, node.peerId);
+      expect(shown).toMatchObject({
+        counted: false,
+        reason: "refused_by_swarm",
+        swarmRefusal: { at: iso(clock - 2_000), code: "PASS_REVOKED", reason: refused.reason },
+      });
+      // An older report of the same refusal changes nothing.
+      expect((await report({ refused: [{ ...refused, at: auxClock - 60_000 }] }, auxClock)).status).toBe(200);
+      expect((await myNode(cookie, node.peerId)).swarmRefusal?.at).toBe(iso(clock - 2_000));
+
+      // Accepted again afterwards: counted.
+      clock += 5_000;
+      await report({ trainers: [{ peerId: node.peerId, averaging: true }] });
+      expect(await myNode(cookie, node.peerId)).toMatchObject({ counted: true });
+      // Refused again; then the volunteer restarts the same machine with a new token.
+      clock += 5_000;
+      await report({ refused: [{ ...refused, at: clock }] }, clock);
+      expect(await myNode(cookie, node.peerId)).toMatchObject({ reason: "refused_by_swarm" });
+      const fresh = await createToken(app, setup.experimentId, user);
+      await joinNode(setup.experimentId, fresh, node.key);
+      expect(await myNode(cookie, node.peerId)).toMatchObject({ counted: true, swarmRefusal: null });
+    });
+
+    it("touches only this experiment's nodes, and refuses malformed reports", async () => {
+      const other = await setUpAux(app);
+      const otherOwner = await createUser(app);
+      await setAllowlistStatus(app, other.experimentId, otherOwner, "approved");
+      const outsider = await joinNode(
+        other.experimentId,
+        await createToken(app, other.experimentId, otherOwner),
+      );
+      const refusal = { peerId: outsider.peerId, code: "PASS_REVOKED", reason: "revoked", at: clock };
+      expect(
+        (await report({ trainers: [{ peerId: outsider.peerId, averaging: true }], refused: [refusal] }))
+          .status,
+      ).toBe(200);
+      const row = await app.db.peer.findFirstOrThrow({ where: { peerId: outsider.peerId } });
+      expect(row).toMatchObject({ swarmSeenAt: null, swarmRefusedAt: null, averaging: null });
+
+      for (const extra of [
+        { trainers: [{ peerId: "not a peer id" }] },
+        { trainers: [{ peerId: outsider.peerId, averaging: "yes" }] },
+        { refused: [{ ...refusal, code: "lowercase" }] },
+        { refused: [{ ...refusal, reason: "x".repeat(513) }] },
+        { split: { kind: "diverged", step: 1, since: clock, groups: [], summary: "" } },
+        {
+          split: {
+            kind: "other",
+            step: 1,
+            since: clock,
+            groups: [
+              { digest: null, peers: [] },
+              { digest: null, peers: [] },
+            ],
+            summary: "",
+          },
+        },
+      ]) {
+        expect(await errorCode(await report(extra)), JSON.stringify(extra)).toEqual({
+          status: 400,
+          code: "INVALID_INPUT",
+        });
+      }
+    });
+
+    it("shows a split on the public view while the aux reports it and its heartbeat is fresh", async () => {
+      const split = {
+        kind: "diverged",
+        step: 140,
+        since: clock,
+        groups: [
+          { digest: "0123456789abcdef", peers: [setup.aux.peerId] },
+          { digest: "fedcba9876543210", peers: [setup.aux.peerId] },
+        ],
+        summary: "2 different models at step 140",
+      };
+      expect((await report({ split })).status).toBe(200);
+      const since = clock;
+      expect((await swarm()).split).toEqual({
+        kind: "diverged",
+        step: 140,
+        since: iso(since),
+        summary: split.summary,
+        groups: split.groups,
+      });
+      clock += 5_000;
+      await report({ split: { ...split, step: 150 } });
+      expect((await swarm()).split).toMatchObject({ step: 150, since: iso(since) });
+      clock += 31_000;
+      expect((await swarm()).split).toBeNull();
+      await report({ split: null });
+      expect((await swarm()).split).toBeNull();
+      const row = await app.db.experiment.findUniqueOrThrow({ where: { id: setup.experimentId } });
+      expect(row).toMatchObject({ splitSince: null, split: null });
+    });
   });
 });

@@ -16,6 +16,7 @@ export {
 } from "./p2p/swarm-node.ts";
 export { PeerAuthorizer } from "./p2p/peer-authorizer.ts";
 export { PassHolder } from "./p2p/pass-holder.ts";
+export { RefusalLog, type Refusal } from "./p2p/refusal-log.ts";
 export type { AveragingMode } from "./p2p/hello.ts";
 export * from "./rpc/rpc.ts";
 export { Libp2pRpc, protocolId } from "./rpc/libp2p-rpc.ts";
@@ -76,6 +77,7 @@ export { LinkProbe, DEFAULT_PROBE_BYTES, type LinkProbeResult } from "./net/link
 export { StateSharing, type StateDownloadOptions } from "./state/state-sharing.ts";
 export * from "./state/training-state.ts";
 export { serializeTrainingState, deserializeTrainingState } from "./state/state-snapshot.ts";
+export { stateDigest, STATE_DIGEST_PATTERN } from "./state/state-digest.ts";
 // Collaborative optimizer
 export * from "./optim/ports.ts";
 export * from "./optim/parameter-layout.ts";

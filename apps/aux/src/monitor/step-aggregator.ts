@@ -204,6 +204,21 @@ export class StepAggregator {
     };
   }
 
+  /**
+   * The trainers the swarm accepts now, as far as this aux sees: fresh trainer records of the
+   * current generation, each with its averaging verdict (absent: too new to tell).
+   */
+  trainers(): Array<{ peerId: string; averaging?: boolean }> {
+    const now = this.#now();
+    const fresh = new Set(this.#freshTrainers(now));
+    return [...this.#peers]
+      .filter(([, peer]) => fresh.has(peer))
+      .map(([peerId, peer]) => {
+        const averaging = this.#averaging(peer, now);
+        return averaging === undefined ? { peerId } : { peerId, averaging };
+      });
+  }
+
   /** This node's own cumulative contribution (the aux: bytes it aggregated), added to `peers`. */
   setOwnContribution(contribution: PeerContribution | null): void {
     this.#own = contribution === null ? null : { ...contribution };

@@ -17,6 +17,8 @@ export interface SwarmView {
   peersOnline(): number;
   /** This peer's mode and its paths to the members; absent where unknown. */
   connectivity?(): Connectivity;
+  /** What keeps this peer from the swarm (refused, cut off), for the status line; undefined if nothing. */
+  note?(): string | undefined;
 }
 
 export interface TrainerOptions {
@@ -42,6 +44,12 @@ export interface TrainerOptions {
   /** Told once, when the first minibatch's gradients have been accumulated. */
   readonly onFirstContribution?: (samples: number) => void;
 }
+
+/**
+ * Why training is held: the organizer paused the run, or the peer is cut off from a swarm that
+ * trains without it (see CutOffGuard).
+ */
+export type TrainingHold = "organizer" | "cut-off";
 
 export interface TrainResult {
   /** "max-steps": the run reached `maxSteps`; "stopped": `stop()` was called. */
@@ -80,8 +88,12 @@ export class Trainer {
   #contributed = false;
   /** After a failed round or state load, no new attempt before this time (ms). */
   #retryAt = 0;
-  /** Set while the organizer has paused the run; resolved (and cleared) by `resume()`. */
+  /**
+   * Set while training is held: the organizer paused the run, or the peer is cut off from the
+   * swarm; resolved (and cleared) when the last hold is lifted.
+   */
   #pause: PromiseWithResolvers<undefined> | null = null;
+  readonly #holds = new Set<TrainingHold>();
 
   constructor(options: TrainerOptions) {
     this.#options = options;
@@ -98,21 +110,37 @@ export class Trainer {
    * The organizer paused the run: no more minibatches after the current one (a round in flight
    * finishes) until `resume()`. The peer stays in the swarm and keeps serving its state.
    */
-  pause(): void {
-    if (this.#pause !== null) return;
-    this.#pause = Promise.withResolvers<undefined>();
-    this.#setPhase("paused");
+  pause(hold: TrainingHold = "organizer"): void {
+    this.#holds.add(hold);
+    this.#pause ??= Promise.withResolvers<undefined>();
+    this.#setPhase(this.#heldPhase());
   }
 
-  resume(): void {
+  /** Lifts `hold`; training goes on when no other hold remains. */
+  resume(hold: TrainingHold = "organizer"): void {
+    this.#holds.delete(hold);
     const pause = this.#pause;
     if (pause === null) return;
+    if (this.#holds.size > 0) {
+      this.#setPhase(this.#heldPhase());
+      return;
+    }
     this.#pause = null;
     pause.resolve(undefined);
   }
 
+  /** Whether the organizer's pause holds training. */
   get paused(): boolean {
-    return this.#pause !== null;
+    return this.#holds.has("organizer");
+  }
+
+  /** Whether the peer holds training because it is cut off from the swarm. */
+  get cutOff(): boolean {
+    return this.#holds.has("cut-off");
+  }
+
+  #heldPhase(): PeerPhase {
+    return this.#holds.has("organizer") ? "paused" : "cut-off";
   }
 
   get stopping(): boolean {
@@ -147,7 +175,7 @@ export class Trainer {
       if (this.#stopRequested()) return await this.#finish("stopped");
       const pause = this.#pause;
       if (pause !== null) {
-        this.#setPhase("paused");
+        this.#setPhase(this.#heldPhase());
         if ((await raceStop(pause.promise, stopped, signal)) === STOPPED)
           return await this.#finish("stopped");
         continue;
@@ -239,6 +267,7 @@ export class Trainer {
     if (onStatus === undefined) return;
     const global = swarm.global();
     const connectivity = swarm.connectivity?.();
+    const note = swarm.note?.();
     onStatus({
       phase: this.#phase,
       step: optimizer.epoch,
@@ -259,6 +288,7 @@ export class Trainer {
               upgraded: connectivity.upgraded,
             },
           }),
+      ...(note === undefined ? {} : { swarmNote: note }),
     });
   }
 }

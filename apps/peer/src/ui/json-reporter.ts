@@ -36,6 +36,8 @@ export interface StatusRecord {
   readonly loss: number | null;
   /** Mode and members by path (direct, relayed, upgraded); null where unknown. */
   readonly network: PeerNetwork | null;
+  /** What keeps the peer from the swarm ("refused by the swarm: …"), or null when nothing does. */
+  readonly swarmNote: string | null;
 }
 
 export function createJsonReporter(options: JsonReporterOptions): Reporter {
@@ -43,6 +45,7 @@ export function createJsonReporter(options: JsonReporterOptions): Reporter {
   const statusIntervalMs = options.statusIntervalMs ?? 10_000;
   let closed = false;
   let lastPhase: PeerPhase | undefined;
+  let lastNote: string | null = null;
   let lastStatusAt = -Infinity;
 
   // The swarm engine may hold child loggers: closing must silence them too, so the gate is here
@@ -61,8 +64,11 @@ export function createJsonReporter(options: JsonReporterOptions): Reporter {
     status(status) {
       if (closed) return;
       const time = now();
-      if (status.phase === lastPhase && time - lastStatusAt < statusIntervalMs) return;
+      // A new note (refused, cut off, back) is written at once, like a new phase.
+      const note = status.swarmNote ?? null;
+      if (status.phase === lastPhase && note === lastNote && time - lastStatusAt < statusIntervalMs) return;
       lastPhase = status.phase;
+      lastNote = note;
       lastStatusAt = time;
       logger.info(statusRecord(status), "status");
     },
@@ -97,6 +103,7 @@ export function statusRecord(status: PeerStatus): StatusRecord {
             relayed: status.network.relayed,
             upgraded: status.network.upgraded,
           },
+    swarmNote: status.swarmNote ?? null,
   };
 }
 

@@ -56,6 +56,7 @@ function logOptimizerEvent(reporter: Pick<Reporter, "log">, event: Collaborative
         learningRate: event.learningRate,
         gradientNorm: Number(event.gradientNorm.toPrecision(4)),
         ...(event.bytesSent === undefined ? {} : { bytesSent: event.bytesSent }),
+        stateDigest: event.stateDigest,
       });
       return;
     case "round-failed":

@@ -2,7 +2,7 @@ import type { Logger } from "pino";
 
 /** What the peer is doing, for the status line. */
 export type PeerPhase =
-  "starting" | "joining" | "loading-state" | "training" | "averaging" | "paused" | "stopping";
+  "starting" | "joining" | "loading-state" | "training" | "averaging" | "paused" | "cut-off" | "stopping";
 
 /**
  * A snapshot of the peer and its swarm (DESIGN §1: local samples/s, global progress to the next
@@ -27,6 +27,11 @@ export interface PeerStatus {
   readonly loss: number | undefined;
   /** This peer's mode and how many members it reaches by each path; absent where unknown. */
   readonly network?: PeerNetwork;
+  /**
+   * What keeps this peer from the swarm, when something does: "refused by the swarm: … — create a
+   * new token …", or (phase "cut-off") why it holds training and what to do. Absent otherwise.
+   */
+  readonly swarmNote?: string;
 }
 
 /**

@@ -38,6 +38,7 @@ const PHASE_LABELS: Readonly<Record<PeerPhase, string>> = {
   training: "training",
   averaging: "averaging…",
   paused: "paused by the organizer",
+  "cut-off": "cut off from the swarm, not training",
   stopping: "stopping…",
 };
 
@@ -151,8 +152,13 @@ function statusSegments(status: PeerStatus): Segment[] {
       glue: SEPARATOR,
     });
   }
+  // What keeps the peer from the swarm replaces the peer count, which would only say "1 peer".
   const peers = `${status.peersOnline} ${status.peersOnline === 1 ? "peer" : "peers"}`;
-  segments.push({ text: peers, rank: 2, glue: SEPARATOR });
+  segments.push({
+    text: status.swarmNote ?? peers,
+    rank: status.swarmNote === undefined ? 2 : 0,
+    glue: SEPARATOR,
+  });
   if (status.network !== undefined)
     segments.push({ text: networkText(status.network), rank: 6, glue: SEPARATOR });
   if (status.loss !== undefined) {

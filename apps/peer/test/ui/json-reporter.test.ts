@@ -167,7 +167,22 @@ describe("createJsonReporter", () => {
       peersOnline: null,
       loss: 0.42,
       network: null,
+      swarmNote: null,
     });
+  });
+
+  it("writes a status at once when what keeps the peer from the swarm changes, and says it", () => {
+    const destination = new FakeDestination();
+    const clock = new FakeClock();
+    const reporter = createJsonReporter({ destination, now: clock.now, statusIntervalMs: 10_000 });
+    reporter.status(status());
+    clock.time += 1_000;
+    const note = "refused by the swarm: the token this node joined with was revoked — create a new token";
+    reporter.status(status({ swarmNote: note }));
+    clock.time += 1_000;
+    reporter.status(status({ swarmNote: note }));
+    reporter.status(status());
+    expect(destination.records().map((record) => record["swarmNote"])).toEqual([null, note, null]);
   });
 
   it("carries the peer's mode and its members by path, and nothing else of it", () => {

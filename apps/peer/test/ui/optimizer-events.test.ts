@@ -53,6 +53,8 @@ describe("logOptimizerEvents", () => {
       shared: true,
       learningRate: 0.001,
       gradientNorm: 1,
+      stateDigest: "0123456789abcdef",
+      soloSteps: 0,
     });
     log(failed(4));
     log(failed(4));
@@ -72,6 +74,8 @@ describe("logOptimizerEvents", () => {
         shared,
         learningRate: 0.001,
         gradientNorm: 1,
+        stateDigest: "0123456789abcdef",
+        soloSteps: shared ? 0 : 1,
       });
     };
     step(1, false);

@@ -45,7 +45,12 @@ export function NodeList({
             <p className={node.counted ? undefined : "node-reason"}>
               {node.counted || node.reason === null
                 ? "This node is online and its work counts toward the run."
-                : peerStatusMessage(node.reason)}
+                : peerStatusMessage(
+                    node.reason,
+                    node.swarmRefusal === null
+                      ? null
+                      : { ...node.swarmRefusal, at: new Date(node.swarmRefusal.at) },
+                  )}
             </p>
           </div>
         </li>

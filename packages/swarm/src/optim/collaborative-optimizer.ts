@@ -1,5 +1,6 @@
 import type { ExperimentConfig } from "@barnraise/protocol";
 import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
+import { stateDigest } from "../state/state-digest.ts";
 import type { ParameterLayout } from "./parameter-layout.ts";
 import type { AveragedVector, AveragerPort, EpochState, ProgressPort, StatePort } from "./ports.ts";
 import { createTrainingStrategy, type StrategyRound, type TrainingStrategy } from "./training-strategy.ts";
@@ -48,6 +49,10 @@ export type CollaborativeOptimizerEvent =
       readonly gradientNorm: number;
       /** Bytes this peer wrote on the wire in the step's all-reduce; absent when unknown. */
       readonly bytesSent?: number;
+      /** The fingerprint of the parameters after the step (`stateDigest`): equal on every member. */
+      readonly stateDigest: string;
+      /** Steps in a row, this one included, applied with no other trainer's samples (0: it had some). */
+      readonly soloSteps: number;
     }
   | {
       readonly type: "round-failed";
@@ -135,6 +140,12 @@ export class CollaborativeOptimizer {
   #pending: Promise<void> | null = null;
   #samplesPerSecond = 0;
   #lastAccumulateAt: number | undefined;
+  /** The fingerprint of the shared state and its epoch, computed when the state changes. */
+  #stateHash: { readonly epoch: number; readonly digest: string };
+  /** Steps in a row applied with no other trainer's samples in them. */
+  #soloSteps = 0;
+  /** While solo steps run: the state before the first of them, the last one shared with others. */
+  #beforeSolo: EpochState | undefined;
 
   constructor(options: CollaborativeOptimizerOptions) {
     const { config, layout } = options;
@@ -156,6 +167,34 @@ export class CollaborativeOptimizer {
     }
     if (options.configVersion !== undefined) checkCount(options.configVersion, "config version");
     this.#configVersion = options.configVersion;
+    this.#stateHash = { epoch: 0, digest: stateDigest(this.#strategy.parameters) };
+  }
+
+  /**
+   * The fingerprint of the shared state this peer holds (`stateDigest` of `parameters`) and the
+   * epoch it belongs to: published with every progress record, so the aux can tell one model from two.
+   */
+  get stateHash(): { readonly epoch: number; readonly digest: string } {
+    return this.#stateHash;
+  }
+
+  /** Steps in a row applied with no other trainer's samples in them (0 after a shared step or a load). */
+  get soloSteps(): number {
+    return this.#soloSteps;
+  }
+
+  /**
+   * Drops the steps this peer took alone (`soloSteps` of them) and goes back to the state it held
+   * before them, the last one it shared with other trainers: a peer cut off from a swarm that trains
+   * on without it stops its private model, and when it gets back it catches up with the swarm's
+   * state instead of offering its own. Returns the epoch it went back to, or undefined when there
+   * were no solo steps. A delayed round in flight is discarded.
+   */
+  dropSoloSteps(): number | undefined {
+    const before = this.#beforeSolo;
+    if (before === undefined || this.#soloSteps === 0) return undefined;
+    this.importState(before);
+    return before.epoch;
   }
 
   /**
@@ -335,6 +374,9 @@ export class CollaborativeOptimizer {
     this.#noDonor = null;
     this.#joined = true;
     this.#lastAccumulateAt = undefined;
+    this.#stateHash = { epoch: state.epoch, digest: stateDigest(this.#strategy.parameters) };
+    this.#soloSteps = 0;
+    this.#beforeSolo = undefined;
     this.#report();
   }
 
@@ -457,9 +499,15 @@ export class CollaborativeOptimizer {
     if (feedback !== undefined && this.#residual !== undefined) {
       feedback.keep(this.#residual, alone || result.soleTrainer === true);
     }
+    const othersIn = !alone && result.soleTrainer !== true && result.totalWeight > localSamples;
+    // The first step alone: keep the state before it, the last one shared (see dropSoloSteps).
+    if (othersIn) this.#beforeSolo = undefined;
+    else if (this.#soloSteps === 0) this.#beforeSolo = this.exportState();
     const { learningRate, norm } = round.apply(result.vector, epoch);
     this.#runSamples += result.totalWeight;
     this.#stateEpoch = epoch + 1;
+    this.#stateHash = { epoch: epoch + 1, digest: stateDigest(this.#strategy.parameters) };
+    this.#soloSteps = othersIn ? 0 : this.#soloSteps + 1;
     this.#epoch = epoch + 1;
     this.#averagingEpoch = undefined;
     if (!this.#delayed) this.#lastAccumulateAt = undefined; // the averaging time is not training time
@@ -476,6 +524,8 @@ export class CollaborativeOptimizer {
       learningRate,
       gradientNorm: norm,
       ...(result.bytesSent === undefined ? {} : { bytesSent: result.bytesSent }),
+      stateDigest: this.#stateHash.digest,
+      soloSteps: this.#soloSteps,
     });
     this.#report();
     return true;
@@ -505,6 +555,8 @@ export class CollaborativeOptimizer {
       samplesPerSecond: this.#samplesPerSecond,
       ...(this.#averagingEpoch === undefined ? {} : { averagingEpoch: this.#averagingEpoch }),
       generation: this.#generation,
+      stateHash: this.#stateHash,
+      soloSteps: this.#soloSteps,
     });
   }
 

@@ -17,6 +17,17 @@ export interface LocalProgressReport {
   readonly averagingEpoch?: number;
   /** The run generation of this peer's state (absent means 0); peers ignore other generations. */
   readonly generation?: number;
+  /**
+   * The fingerprint of the shared state this peer holds (`stateDigest` of θ) and the epoch it
+   * belongs to: the parameters after the step that reached `epoch` (under `diloco`, θ after the
+   * outer step). Absent before the first state is known.
+   */
+  readonly stateHash?: { readonly epoch: number; readonly digest: string };
+  /**
+   * Steps in a row this peer applied with no other trainer's samples in them (0 after a step
+   * averaged with another trainer, or after loading the swarm's state).
+   */
+  readonly soloSteps?: number;
 }
 
 /** The swarm's view: the highest epoch seen, the samples accumulated for it, the target and an ETA. */

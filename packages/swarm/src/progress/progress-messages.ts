@@ -1,6 +1,7 @@
 import type { PeerRole } from "@barnraise/protocol";
 import { z } from "zod";
 import { SwarmError, SwarmErrorCode } from "../errors.ts";
+import { STATE_DIGEST_PATTERN } from "../state/state-digest.ts";
 import { defineMethod } from "../rpc/rpc.ts";
 
 /** Largest epoch, step, sample or minibatch count a record may carry (2^48, far above any real run). */
@@ -116,6 +117,18 @@ export const progressRecordSchema = z.strictObject({
   periodMs: z.number().int().min(1).max(MAX_PERIOD_MS).optional(),
   /** The peer's session (a random id per process start), for per-session credit. */
   session: sessionSchema.optional(),
+  /**
+   * Trainers: the fingerprint of the shared state they hold (see `stateDigest`) and the epoch it
+   * belongs to. The aux compares them: two digests at one epoch mean two models (a split swarm).
+   */
+  stateHash: z
+    .strictObject({
+      epoch: count,
+      digest: z.string().regex(STATE_DIGEST_PATTERN, "must be 16 lowercase hex digits"),
+    })
+    .optional(),
+  /** Trainers: steps in a row applied with no other trainer's samples in them. */
+  soloSteps: count.optional(),
   /** The peer's link capacity as it knows it (see LinkMeter), in bytes per second, and from where. */
   link: z
     .strictObject({
@@ -134,7 +147,8 @@ export type ProgressRecord = z.infer<typeof progressRecordSchema>;
  * sees it. The pass is checked by the transport; this checks what the record claims with it:
  * - an aux reduces and serves state but trains nothing: its record is in aux mode and claims no
  *   samples, throughput, loss or compute. What it legitimately reports is the epoch it helps
- *   average (`averagingEpoch`) or serves (`stateEpoch`), `bytesAggregated` and its `round`. A
+ *   average (`averagingEpoch`) or serves (`stateEpoch`), `bytesAggregated` and its `round`; a
+ *   trainer's state fingerprint (`stateHash`, `soloSteps`) is not its to claim either. A
  *   record of an aux pass in node mode, or with trainer samples, would count toward the swarm's
  *   progress (DeDLOC §3.1) and the leaderboard's credit as a trainer's.
  * - a trainer's record is never in aux mode (matchmaking refuses aux mode to trainer passes too).
@@ -161,6 +175,8 @@ function auxMisfits(record: ProgressRecord): string[] {
     ["previous.lossSum", record.previous?.lossSum],
     ["previous.minibatches", record.previous?.minibatches],
     ["previous.computeSeconds", record.previous?.computeSeconds],
+    ["soloSteps", record.soloSteps],
+    ["stateHash", record.stateHash === undefined ? undefined : 1],
   ];
   const misfits = claims.flatMap(([field, value]) =>
     value !== undefined && value > 0 ? [`${field} ${value}`] : [],

@@ -6,6 +6,7 @@ import {
   type CollaborativeOptimizerEvent,
 } from "../../src/optim/collaborative-optimizer.ts";
 import { createFlatOptimizer } from "../../src/optim/flat-optimizer.ts";
+import { STATE_DIGEST_PATTERN, stateDigest } from "../../src/state/state-digest.ts";
 import { ParameterLayout } from "../../src/optim/parameter-layout.ts";
 import { at } from "../support/at.ts";
 import { FakeState, FakeSwarm } from "../support/fake-swarm.ts";
@@ -156,6 +157,45 @@ describe("CollaborativeOptimizer", () => {
     expect(bits(a.parameters)).toEqual(bits(b.parameters));
   });
 
+  it("publishes one state digest per step on every member, and another for a model trained alone", async () => {
+    const swarm = new FakeSwarm(2, 32);
+    const [a, b] = [peer(swarm, 0), peer(swarm, 1)];
+    expect(a.stateHash).toEqual({ epoch: 0, digest: stateDigest(initialParameters()) });
+    const shared: string[] = [];
+    for (let epoch = 0; epoch < 3; epoch++) {
+      a.accumulate(dyadicGradient(10 + epoch), 16);
+      b.accumulate(dyadicGradient(20 + epoch), 16);
+      expect(await Promise.all([a.maybeStep(), b.maybeStep()])).toEqual([true, true]);
+      expect(a.stateHash).toEqual(b.stateHash);
+      expect(a.stateHash).toEqual({ epoch: epoch + 1, digest: stateDigest(a.parameters) });
+      expect(swarm.reports.get(1)?.stateHash).toEqual(b.stateHash);
+      expect([a.soloSteps, b.soloSteps]).toEqual([0, 0]);
+      shared.push(a.stateHash.digest);
+    }
+    // A third peer alone in a swarm of its own reaches step 1 with other bits: another digest, and
+    // it counts its steps taken with nobody else's samples.
+    const lonely = new FakeSwarm(1, 16);
+    const c = peer(lonely, 0);
+    const events: CollaborativeOptimizerEvent[] = [];
+    c.on((event) => events.push(event));
+    for (let epoch = 0; epoch < 2; epoch++) {
+      c.accumulate(dyadicGradient(10 + epoch), 16);
+      expect(await c.maybeStep()).toBe(true);
+    }
+    expect(c.soloSteps).toBe(2);
+    expect(lonely.reports.get(0)).toMatchObject({ soloSteps: 2, stateHash: c.stateHash });
+    expect(events.map((event) => event.type === "step" && [event.soloSteps, event.stateDigest])).toEqual([
+      [1, expect.stringMatching(STATE_DIGEST_PATTERN) as unknown],
+      [2, c.stateHash.digest],
+    ]);
+    expect(c.stateHash.epoch).toBe(2);
+    expect(c.stateHash.digest).not.toBe(shared[1]);
+    // Loading the swarm's state ends the solo run and takes over its digest.
+    c.importState(b.exportState());
+    expect(c.soloSteps).toBe(0);
+    expect(c.stateHash).toEqual(b.stateHash);
+  });
+
   it("keeps the gradients when averaging fails, and the retry gives the same result", async () => {
     const run = async (failures: number) => {
       const swarm = new FakeSwarm(2, 32);
@@ -189,6 +229,8 @@ describe("CollaborativeOptimizer", () => {
       samplesAccumulated: 16,
       samplesPerSecond: 0,
       generation: 0,
+      stateHash: { epoch: 0, digest: stateDigest(initialParameters()) },
+      soloSteps: 0,
     });
     expect(await Promise.all(peers.map((p) => p.maybeStep()))).toEqual([true, true]);
     for (const [i, p] of peers.entries())
@@ -366,6 +408,8 @@ describe("CollaborativeOptimizer", () => {
       samplesAccumulated: 30,
       samplesPerSecond: p.samplesPerSecond,
       generation: 0,
+      stateHash: { epoch: 0, digest: stateDigest(initialParameters()) },
+      soloSteps: 0,
     });
   });
 

@@ -36,6 +36,13 @@ export function NowFacts({ points, run, targetBatchSize, everySteps, strategy, r
       {latest === undefined ? (
         <p className="muted">No training steps reported yet. Progress appears once peers train.</p>
       ) : null}
+      {run.swarm.split === null ? null : (
+        <p className="swarm-split" role="alert" data-testid="swarm-split">
+          <strong>The swarm has split:</strong> {run.swarm.split.summary}. Its volunteers train more than one
+          model since {formatTime(run.swarm.split.since)}; the aux peer keeps watching, and the peers that are
+          cut off say why in their status line.
+        </p>
+      )}
       <dl className="facts">
         {latest === undefined ? null : (
           <>

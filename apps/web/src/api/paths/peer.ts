@@ -287,10 +287,13 @@ export const peerPaths: ZodOpenApiPathsObject = {
   "/api/v1/experiments/{id}/swarm-status": {
     post: {
       tags: ["peer"],
-      summary: "The swarm's heartbeat, every 10 s (signed aux)",
+      summary: "The swarm's heartbeat, every 5 s (signed aux)",
       description:
         "The experiment's public view shows it as `swarm` for 30 s; without a newer one, no peer " +
-        "counts as alive and the run is waiting. Body at most 4 KiB.",
+        "counts as alive and the run is waiting. It also says which trainers the swarm accepts and " +
+        "whether they average (My nodes counts a trainer only then), which nodes' passes the aux " +
+        "refused and why (My nodes shows it), and whether the swarm has split into more than one " +
+        "model (the dashboards warn, and the swarm.split alert fires). Body at most 512 KiB.",
       requestParams: { path: experimentIdParamSchema, header: signedHeader },
       requestBody: { required: true, content: jsonContent(swarmStatusReportSchema) },
       responses: {

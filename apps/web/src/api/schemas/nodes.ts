@@ -20,6 +20,17 @@ export const nodeSchema = z
       .enum(Object.values(PeerNotCountedReason))
       .nullable()
       .meta({ description: "Why the node is not counted (null when it is), checked in the listed order" }),
+    swarmSeenAt: z.iso.datetime().nullable().meta({
+      description: "When an aux peer last reported the swarm accepting the node; null if never",
+    }),
+    swarmRefusal: z
+      .strictObject({
+        at: z.iso.datetime(),
+        code: z.string().meta({ description: "The refusal's code, e.g. PASS_REVOKED" }),
+        reason: z.string(),
+      })
+      .nullable()
+      .meta({ description: "The swarm's latest refusal of the node's pass, as an aux peer reported it" }),
   })
   .meta({ id: "Node" });
 

@@ -185,15 +185,87 @@ export const timelineResponseSchema = z
   .meta({ id: "TimelineResponse" });
 export type TimelineResponse = z.infer<typeof timelineResponseSchema>;
 
+/** A libp2p PeerId as text (base58btc). */
+const peerIdText = z
+  .string()
+  .regex(/^[1-9A-HJ-NP-Za-km-z]{1,128}$/, "must be a libp2p PeerId (base58btc)")
+  .meta({ examples: ["12D3KooW…"] });
+
+/** Most trainers and most refusals one heartbeat may list. */
+export const MAX_HEARTBEAT_TRAINERS = 2_000;
+export const MAX_HEARTBEAT_REFUSALS = 256;
+/** Largest heartbeat body: its lists of trainers and refusals. */
+export const MAX_HEARTBEAT_BODY_BYTES = 512 * 1024;
+
+export const swarmRefusalReportSchema = z
+  .strictObject({
+    peerId: peerIdText.meta({ description: "The node whose pass the aux refused" }),
+    code: z
+      .string()
+      .regex(/^[A-Z][A-Z0-9_]{0,63}$/, "must be an error code like PASS_REVOKED")
+      .meta({ description: "Why: the refusal's code (PASS_REVOKED, PASS_EXPIRED, PASS_BAD_SIGNATURE …)" }),
+    reason: z.string().max(512).meta({ description: "The refusal in words" }),
+    at: count.meta({ description: "When the aux last refused it, Unix time in milliseconds" }),
+  })
+  .meta({ id: "SwarmRefusalReport" });
+
+export const swarmSplitReportSchema = z
+  .strictObject({
+    kind: z.enum(["diverged", "alone"]).meta({
+      description:
+        "diverged: trainers hold different parameters at one step; alone: a trainer steps with no other trainer while others train",
+    }),
+    step: count,
+    since: count.meta({ description: "When the aux first saw this split, Unix time in milliseconds" }),
+    groups: z
+      .array(
+        z.strictObject({
+          digest: z
+            .string()
+            .regex(/^[0-9a-f]{16}$/)
+            .nullable()
+            .meta({ description: "The state fingerprint this side holds at the step (diverged)" }),
+          peers: z.array(peerIdText).max(64),
+        }),
+      )
+      .min(2)
+      .max(16),
+    summary: z.string().max(1000),
+  })
+  .meta({ id: "SwarmSplitReport", description: "The swarm trains more than one model" });
+export type SwarmSplitReport = z.infer<typeof swarmSplitReportSchema>;
+
 export const swarmStatusReportSchema = z
   .strictObject({
     alivePeers: count.meta({ description: "Trainers with fresh progress records" }),
     samplesPerSecond: nonNegative,
     step: count.meta({ description: "The swarm's current step" }),
     time: count.meta({ description: "When the aux peer measured it, Unix time in milliseconds" }),
+    trainers: z
+      .array(
+        z.strictObject({
+          peerId: peerIdText,
+          averaging: z.boolean().optional().meta({
+            description:
+              "Whether its samples went into collaborative steps lately; absent while the aux cannot tell yet",
+          }),
+        }),
+      )
+      .max(MAX_HEARTBEAT_TRAINERS)
+      .default([])
+      .meta({ description: "The trainers the swarm accepts now (fresh progress records reached this aux)" }),
+    refused: z
+      .array(swarmRefusalReportSchema)
+      .max(MAX_HEARTBEAT_REFUSALS)
+      .default([])
+      .meta({ description: "Nodes whose pass this aux refused lately, and why" }),
+    split: swarmSplitReportSchema
+      .nullable()
+      .default(null)
+      .meta({ description: "The swarm's split, while the aux sees one; null while it trains one model" }),
   })
-  .meta({ id: "SwarmStatusReport", description: "The aux peer's heartbeat, every 10 s" });
-export type SwarmStatusReport = z.infer<typeof swarmStatusReportSchema>;
+  .meta({ id: "SwarmStatusReport", description: "The aux peer's heartbeat, every 5 s" });
+export type SwarmStatusReport = z.output<typeof swarmStatusReportSchema>;
 
 /** A 32-bit integer column. */
 const int32 = z

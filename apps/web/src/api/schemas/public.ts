@@ -115,6 +115,19 @@ export const swarmStatusSchema = z
     waitingSince: isoDate.nullable().meta({
       description: "While no trainer is alive: since when the run has been waiting; null otherwise",
     }),
+    split: z
+      .strictObject({
+        kind: z.enum(["diverged", "alone"]),
+        step: count,
+        since: isoDate,
+        summary: z.string(),
+        groups: z.array(z.strictObject({ digest: z.string().nullable(), peers: z.array(z.string()) })),
+      })
+      .nullable()
+      .meta({
+        description:
+          "While the aux reports that the swarm trains more than one model (two states at one step, or a trainer alone while others train): what it saw and since when; null otherwise",
+      }),
   })
   .meta({ id: "SwarmStatus", description: "The live swarm as its aux peer last reported it" });
 export type SwarmStatusView = z.infer<typeof swarmStatusSchema>;

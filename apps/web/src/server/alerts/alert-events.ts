@@ -18,6 +18,8 @@ export const AlertEventType = {
   joinRequested: "join.requested",
   /** The aux's validator found a node's contributions raising the held-out loss. */
   nodeFlagged: "node.flagged",
+  /** The aux saw the swarm train more than one model (two states at one step, or a trainer alone). */
+  swarmSplit: "swarm.split",
   /** To a volunteer: one of their nodes stopped counting. */
   nodeStoppedCounting: "node.stopped-counting",
   test: "test",
@@ -32,6 +34,7 @@ export const ORGANIZER_EVENTS = [
   AlertEventType.checkpointUploaded,
   AlertEventType.joinRequested,
   AlertEventType.nodeFlagged,
+  AlertEventType.swarmSplit,
 ] as const;
 export type OrganizerEvent = (typeof ORGANIZER_EVENTS)[number];
 
@@ -45,6 +48,7 @@ export const organizerEventLabels: Record<OrganizerEvent, string> = {
   "checkpoint.uploaded": "A checkpoint was uploaded",
   "join.requested": "A volunteer asked to join",
   "node.flagged": "The validator flagged a node",
+  "swarm.split": "The swarm split into more than one model",
 };
 
 /** The JSON body of an alert. */

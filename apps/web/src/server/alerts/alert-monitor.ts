@@ -6,6 +6,7 @@ import {
   PeerNotCountedReason,
   peerStatus,
   peerStatusMessage,
+  swarmViewOf,
   STALE_AFTER_MS,
 } from "../services/peer-status.ts";
 import { AlertEventType } from "./alert-events.ts";
@@ -197,6 +198,7 @@ async function scanNodes(ctx: AppContext): Promise<void> {
         passExpiresAt: peer.passExpiresAt,
         lastSeenAt: peer.lastSeenAt,
         averaging: peer.averaging,
+        ...swarmViewOf(peer),
       },
       now,
     );
@@ -212,7 +214,7 @@ async function scanNodes(ctx: AppContext): Promise<void> {
         role,
         owner: peer.user.username,
         reason: status.reason,
-        explanation: peerStatusMessage(status.reason),
+        explanation: peerStatusMessage(status.reason, swarmViewOf(peer).swarmRefusal),
         lastSeenAt: peer.lastSeenAt.toISOString(),
       };
       if (role === "trainer" && status.reason !== PeerNotCountedReason.experimentPaused) {

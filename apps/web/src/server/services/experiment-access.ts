@@ -40,6 +40,9 @@ export interface ExperimentRecord {
   readonly swarmSamplesPerSecond: number;
   readonly swarmSeenAt: Date | null;
   readonly idleSince: Date | null;
+  /** Since when the aux has reported the swarm split, and its latest report (JSON); null while whole. */
+  readonly splitSince: Date | null;
+  readonly split: string | null;
   readonly createdAt: Date;
   readonly updatedAt: Date;
 }

@@ -243,8 +243,9 @@ function insertMetricsIfAbsent(db: Database, pending: readonly PendingReport[]) 
 }
 
 /**
- * Marks the nodes `seen` (Peer row ids) as seen `now` and stores the `averaging` flags reported for
- * some of them, in one UPDATE (its CASE keeps the flag of a node that reported none).
+ * Marks the nodes `seen` (Peer row ids) as seen `now`, by the platform and in the swarm (the aux
+ * reported their fresh records), and stores the `averaging` flags reported for some of them, in one
+ * UPDATE (its CASE keeps the flag of a node that reported none).
  */
 function markSeen(db: Database, seen: readonly string[], averaging: ReadonlyMap<string, boolean>, now: Date) {
   const withFlag = (flag: boolean) => seen.filter((id) => averaging.get(id) === flag);
@@ -257,7 +258,7 @@ function markSeen(db: Database, seen: readonly string[], averaging: ReadonlyMap<
       ? Prisma.sql`"averaging"`
       : Prisma.sql`CASE ${Prisma.join(branches, " ")} ELSE "averaging" END`;
   return db.$executeRaw`
-    UPDATE "Peer" SET "lastSeenAt" = ${now}, "averaging" = ${averagingValue}
+    UPDATE "Peer" SET "lastSeenAt" = ${now}, "swarmSeenAt" = ${now}, "averaging" = ${averagingValue}
     WHERE "id" IN (${Prisma.join(seen)})`;
 }
 

@@ -3,7 +3,7 @@ import type { AppContext } from "../context.ts";
 import type { SessionUser } from "../http/session.ts";
 import { parseAllowlistStatus, parseExperimentStatus } from "./experiment-access.ts";
 import { parsePeerRole } from "./list-peer-tokens.ts";
-import { peerStatus, type PeerNotCountedReason } from "./peer-status.ts";
+import { peerStatus, swarmViewOf, type PeerNotCountedReason } from "./peer-status.ts";
 
 /** "My nodes": every node the signed-in user runs, in every experiment, and whether it counts. */
 
@@ -23,6 +23,10 @@ export interface NodeView {
   readonly counted: boolean;
   /** Why the node is not counted; null when it is. */
   readonly reason: PeerNotCountedReason | null;
+  /** When an aux peer last reported the swarm accepting the node; null if never. */
+  readonly swarmSeenAt: string | null;
+  /** The swarm's latest refusal of the node's pass, as an aux reported it; null if none. */
+  readonly swarmRefusal: { readonly at: string; readonly code: string; readonly reason: string } | null;
 }
 
 export async function listMyNodes(ctx: AppContext, user: SessionUser): Promise<NodeView[]> {
@@ -45,6 +49,7 @@ export async function listMyNodes(ctx: AppContext, user: SessionUser): Promise<N
   return peers.map((peer) => {
     const entry = peer.experiment.allowlist[0];
     const role = parsePeerRole(peer.role);
+    const swarm = swarmViewOf(peer);
     const status = peerStatus(
       {
         experimentStatus: parseExperimentStatus(peer.experiment.status),
@@ -55,6 +60,7 @@ export async function listMyNodes(ctx: AppContext, user: SessionUser): Promise<N
         passExpiresAt: peer.passExpiresAt,
         lastSeenAt: peer.lastSeenAt,
         averaging: peer.averaging,
+        ...swarm,
       },
       now,
     );
@@ -71,6 +77,11 @@ export async function listMyNodes(ctx: AppContext, user: SessionUser): Promise<N
       passExpiresAt: peer.passExpiresAt.toISOString(),
       counted: status.counted,
       reason: status.counted ? null : status.reason,
+      swarmSeenAt: swarm.swarmSeenAt?.toISOString() ?? null,
+      swarmRefusal:
+        swarm.swarmRefusal === null
+          ? null
+          : { ...swarm.swarmRefusal, at: swarm.swarmRefusal.at.toISOString() },
     };
   });
 }

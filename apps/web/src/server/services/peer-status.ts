@@ -8,6 +8,11 @@ import type { AllowlistStatus, ExperimentStatus } from "./experiment-access.ts";
 
 /** A node not seen for this long is stale. Aux monitors refresh `lastSeenAt` every collaborative step. */
 export const STALE_AFTER_MS = 2 * 60 * 1000;
+/**
+ * A trainer counts only while an aux peer has reported it among the members the swarm accepts
+ * within this long (the aux's heartbeat lists them every few seconds).
+ */
+export const SWARM_SEEN_WITHIN_MS = STALE_AFTER_MS;
 
 /** The reasons a node is not counted, in the order they are checked. */
 export const PeerNotCountedReason = {
@@ -17,6 +22,9 @@ export const PeerNotCountedReason = {
   tokenRevoked: "token_revoked",
   passExpired: "pass_expired",
   stale: "stale",
+  refusedBySwarm: "refused_by_swarm",
+  notInSwarm: "not_in_swarm",
+  joining: "joining",
   notAveraging: "not_averaging",
 } as const;
 export type PeerNotCountedReason = (typeof PeerNotCountedReason)[keyof typeof PeerNotCountedReason];
@@ -33,12 +41,44 @@ export interface PeerStatusInput {
   readonly lastSeenAt: Date;
   /** Trainers: whether the aux last saw the node put samples into collaborative steps; null if unknown. */
   readonly averaging: boolean | null;
+  /** When an aux last reported the node among the members the swarm accepts; null if never. */
+  readonly swarmSeenAt: Date | null;
+  /** The swarm's latest refusal of the node's pass, as an aux reported it; null if none. */
+  readonly swarmRefusal: SwarmRefusal | null;
+}
+
+/** The swarm refused a node's pass: when, its code (PASS_REVOKED …) and the refusing peer's reason. */
+export interface SwarmRefusal {
+  readonly at: Date;
+  readonly code: string;
+  readonly reason: string;
+}
+
+/** The swarm's view of a node from its Peer row's columns, as `PeerStatusInput` takes it. */
+export function swarmViewOf(row: {
+  readonly swarmSeenAt: Date | null;
+  readonly swarmRefusedAt: Date | null;
+  readonly swarmRefusalCode: string | null;
+  readonly swarmRefusal: string | null;
+}): Pick<PeerStatusInput, "swarmSeenAt" | "swarmRefusal"> {
+  return {
+    swarmSeenAt: row.swarmSeenAt,
+    swarmRefusal:
+      row.swarmRefusedAt === null
+        ? null
+        : { at: row.swarmRefusedAt, code: row.swarmRefusalCode ?? "", reason: row.swarmRefusal ?? "" },
+  };
 }
 
 export type PeerStatus =
   { readonly counted: true } | { readonly counted: false; readonly reason: PeerNotCountedReason };
 
-/** `now` is Unix time in milliseconds. */
+/**
+ * `now` is Unix time in milliseconds. What the platform knows decides first (pause, ban, allowlist,
+ * token, pass, liveness); then what the swarm did with the node, as its aux peers reported it: a
+ * trainer counts only when the swarm has accepted it lately (a refusal since then says why not) and
+ * its samples go into collaborative steps. Aux nodes are the swarm's own and count while they run.
+ */
 export function peerStatus(input: PeerStatusInput, now: number): PeerStatus {
   const notCounted = (reason: PeerNotCountedReason): PeerStatus => ({ counted: false, reason });
   if (input.experimentStatus === "paused") return notCounted(PeerNotCountedReason.experimentPaused);
@@ -51,9 +91,21 @@ export function peerStatus(input: PeerStatusInput, now: number): PeerStatus {
   if (input.tokenRevokedAt !== null) return notCounted(PeerNotCountedReason.tokenRevoked);
   if (input.passExpiresAt.getTime() <= now) return notCounted(PeerNotCountedReason.passExpired);
   if (now - input.lastSeenAt.getTime() > STALE_AFTER_MS) return notCounted(PeerNotCountedReason.stale);
-  if (input.role === "trainer" && input.averaging === false) {
-    return notCounted(PeerNotCountedReason.notAveraging);
+  if (input.role === "aux") return { counted: true };
+  const seenAt = input.swarmSeenAt?.getTime();
+  const refusal = input.swarmRefusal;
+  if (
+    refusal !== null &&
+    now - refusal.at.getTime() <= STALE_AFTER_MS &&
+    (seenAt === undefined || refusal.at.getTime() > seenAt)
+  ) {
+    return notCounted(PeerNotCountedReason.refusedBySwarm);
   }
+  if (seenAt === undefined || now - seenAt > SWARM_SEEN_WITHIN_MS) {
+    return notCounted(PeerNotCountedReason.notInSwarm);
+  }
+  if (input.averaging === null) return notCounted(PeerNotCountedReason.joining);
+  if (!input.averaging) return notCounted(PeerNotCountedReason.notAveraging);
   return { counted: true };
 }
 
@@ -67,11 +119,42 @@ const messages: Record<PeerNotCountedReason, string> = {
   pass_expired:
     "The node's access pass expired and was not renewed; the node is probably stopped or cannot reach the platform.",
   stale: "The node has not been seen for over 2 minutes; it may be stopped, offline or unreachable.",
+  refused_by_swarm:
+    "The swarm refuses this node's pass, so it trains a model of its own that nobody uses. Restart the node; if it is refused again, create a new token and restart it with that.",
+  not_in_swarm:
+    "The platform let the node in, but the swarm has not heard from it in the last 2 minutes: it is still starting, or it cannot reach the aux peer. Its status line says what it waits for.",
+  joining:
+    "The swarm has accepted the node; it counts once its samples go into a collaborative step (usually within a minute).",
   not_averaging:
     "The node is running, but none of its samples went into a collaborative step for a while: it trains alone or cannot reach the other volunteers. Its log says why (look for 'averaging failed' or 'no other trainer' lines).",
 };
 
-/** A sentence for people saying why a node is not counted. */
-export function peerStatusMessage(reason: PeerNotCountedReason): string {
-  return messages[reason];
+/**
+ * A sentence for people saying why a node is not counted. For a refusal by the swarm, `refusal`
+ * (the aux's report) makes it say what was refused and what to do about it.
+ */
+export function peerStatusMessage(reason: PeerNotCountedReason, refusal?: SwarmRefusal | null): string {
+  if (reason !== PeerNotCountedReason.refusedBySwarm || refusal === null || refusal === undefined) {
+    return messages[reason];
+  }
+  return `The swarm refuses this node's pass: ${refusal.reason}. ${refusalAdvice(refusal.code, refusal.reason)}`;
+}
+
+/** What the node's owner can do about a refusal of its pass, by the refusal's code. */
+function refusalAdvice(code: string, reason: string): string {
+  switch (code) {
+    case "PASS_REVOKED":
+      return /banned or removed/.test(reason)
+        ? "You are banned or no longer on the allowlist: the node may not take part."
+        : "Create a new token and restart the node with it.";
+    case "PASS_EXPIRED":
+      return "The node could not renew its pass: check that it reaches the platform, then restart it.";
+    case "PASS_NOT_YET_VALID":
+    case "REQUEST_CLOCK_SKEW":
+      return "Check that the node's clock is right.";
+    case "PASS_BAD_SIGNATURE":
+      return "The organizer may have changed the experiment's key: restart the node.";
+    default:
+      return "Restart the node; if it is refused again, create a new token and restart it with that.";
+  }
 }

@@ -1,4 +1,5 @@
 import { parseExperimentConfig, type ExperimentConfig } from "@barnraise/protocol";
+import { swarmSplitReportSchema } from "../../api/schemas/peer.ts";
 import { SWARM_FRESH_MS, type SwarmStatusView } from "../../api/schemas/public.ts";
 import type { AppContext } from "../context.ts";
 import {
@@ -71,7 +72,13 @@ export function toExperimentView(
 export function swarmStatusOf(
   experiment: Pick<
     ExperimentRecord,
-    "swarmAlivePeers" | "swarmSamplesPerSecond" | "swarmSeenAt" | "idleSince" | "createdAt"
+    | "swarmAlivePeers"
+    | "swarmSamplesPerSecond"
+    | "swarmSeenAt"
+    | "idleSince"
+    | "createdAt"
+    | "splitSince"
+    | "split"
   >,
   now: number,
 ): SwarmStatusView {
@@ -85,6 +92,22 @@ export function swarmStatusOf(
     samplesPerSecond: fresh ? experiment.swarmSamplesPerSecond : 0,
     seenAt: seenAt?.toISOString() ?? null,
     waitingSince,
+    split: fresh ? splitOf(experiment.splitSince, experiment.split) : null,
+  };
+}
+
+/** The aux's latest split report, as the public view shows it; null when there is none or it does not parse. */
+function splitOf(since: Date | null, stored: string | null): SwarmStatusView["split"] {
+  if (since === null || stored === null) return null;
+  const parsed = swarmSplitReportSchema.safeParse(JSON.parse(stored));
+  if (!parsed.success) return null;
+  const { kind, step, summary, groups } = parsed.data;
+  return {
+    kind,
+    step,
+    since: since.toISOString(),
+    summary,
+    groups: groups.map((g) => ({ ...g, peers: [...g.peers] })),
   };
 }
 

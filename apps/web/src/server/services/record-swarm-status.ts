@@ -1,15 +1,27 @@
-import type { SwarmStatusReport } from "../../api/schemas/peer.ts";
+import type { Database } from "@barnraise/prisma";
+import type { SwarmSplitReport, SwarmStatusReport } from "../../api/schemas/peer.ts";
 import { SWARM_FRESH_MS } from "../../api/schemas/public.ts";
+import { AlertEventType } from "../alerts/alert-events.ts";
+import { enqueueAlert } from "../alerts/enqueue-alert.ts";
 import type { AppContext } from "../context.ts";
 import type { AuxCaller } from "./peer-auth.ts";
 
 /**
- * An aux peer's heartbeat (every 10 s): how many trainers have fresh progress and how fast the swarm
- * trains. The public view shows it for 30 s; after that, no peer counts as alive. When the count
- * falls to 0 the run is waiting for volunteers: `idleSince` records since when (kept while the count
- * stays 0, cleared when it rises). A swarm whose heartbeats had stopped was already idle since the
- * last one (or, before any heartbeat, since the experiment was created), so that is when its wait
- * began: the public view's `waitingSince` never jumps forward while nobody trains.
+ * An aux peer's heartbeat (every 5 s): what the swarm is doing, as this aux sees it.
+ *
+ * - How many trainers have fresh progress and how fast the swarm trains. The public view shows it
+ *   for 30 s; after that, no peer counts as alive. When the count falls to 0 the run is waiting for
+ *   volunteers: `idleSince` records since when (kept while the count stays 0, cleared when it
+ *   rises). A swarm whose heartbeats had stopped was already idle since the last one (or, before any
+ *   heartbeat, since the experiment was created), so that is when its wait began: the public view's
+ *   `waitingSince` never jumps forward while nobody trains.
+ * - Which trainers the swarm accepts (`swarmSeenAt`) and whether each averages: My nodes counts a
+ *   trainer only then.
+ * - Whose pass the aux refused, and why (`swarmRefused…`): My nodes says so. The aux's times are
+ *   taken relative to its report's `time`, so a clock that differs from the platform's does not
+ *   reorder a refusal and an acceptance.
+ * - Whether the swarm has split into more than one model: the dashboards warn while it lasts
+ *   (`splitSince`, `split`), and the `swarm.split` alert fires once when it begins.
  */
 export async function recordSwarmStatus(
   ctx: AppContext,
@@ -31,5 +43,100 @@ export async function recordSwarmStatus(
       .$executeRaw`UPDATE "Experiment" SET "swarmAlivePeers" = ${report.alivePeers}, "swarmSamplesPerSecond" = ${report.samplesPerSecond}, "swarmSeenAt" = ${new Date(now)}, "idleSince" = ${idleSince} WHERE "id" = ${experiment.id}`,
     ctx.db.peer.update({ where: { id: caller.peer.id }, data: { lastSeenAt: new Date(now) } }),
   ]);
+  await markAccepted(ctx.db, experiment.id, report.trainers, new Date(now));
+  await recordRefusals(ctx.db, experiment.id, report, now);
+  await recordSplit(ctx, experiment, report.split, now);
   return { ok: true };
+}
+
+/** Peer ids per statement: well under every database's limit on bound parameters. */
+const IDS_PER_STATEMENT = 500;
+
+async function markAccepted(
+  db: Database,
+  experimentId: string,
+  trainers: SwarmStatusReport["trainers"],
+  now: Date,
+): Promise<void> {
+  const groups: Array<[boolean | undefined, string[]]> = [
+    [true, trainers.filter((t) => t.averaging === true).map((t) => t.peerId)],
+    [false, trainers.filter((t) => t.averaging === false).map((t) => t.peerId)],
+    [undefined, trainers.filter((t) => t.averaging === undefined).map((t) => t.peerId)],
+  ];
+  for (const [averaging, peerIds] of groups) {
+    for (let i = 0; i < peerIds.length; i += IDS_PER_STATEMENT) {
+      await db.peer.updateMany({
+        where: { experimentId, role: "trainer", peerId: { in: peerIds.slice(i, i + IDS_PER_STATEMENT) } },
+        // An unknown verdict keeps the last one: a restarted node is not "joining" again.
+        data: averaging === undefined ? { swarmSeenAt: now } : { swarmSeenAt: now, averaging },
+      });
+    }
+  }
+}
+
+async function recordRefusals(
+  db: Database,
+  experimentId: string,
+  report: SwarmStatusReport,
+  now: number,
+): Promise<void> {
+  const latest = new Map<string, SwarmStatusReport["refused"][number]>();
+  for (const refusal of report.refused) {
+    const known = latest.get(refusal.peerId);
+    if (known === undefined || refusal.at > known.at) latest.set(refusal.peerId, refusal);
+  }
+  for (const refusal of latest.values()) {
+    // How long ago, by the aux's own clock; never in the future.
+    const at = new Date(now - Math.max(0, report.time - refusal.at));
+    await db.peer.updateMany({
+      where: {
+        experimentId,
+        peerId: refusal.peerId,
+        OR: [{ swarmRefusedAt: null }, { swarmRefusedAt: { lt: at } }],
+      },
+      data: { swarmRefusedAt: at, swarmRefusalCode: refusal.code, swarmRefusal: refusal.reason },
+    });
+  }
+}
+
+async function recordSplit(
+  ctx: AppContext,
+  experiment: AuxCaller["experiment"],
+  split: SwarmSplitReport | null,
+  now: number,
+): Promise<void> {
+  if (split === null) {
+    if (experiment.splitSince !== null) {
+      await ctx.db.experiment.updateMany({
+        where: { id: experiment.id, splitSince: { not: null } },
+        data: { splitSince: null, split: null },
+      });
+      ctx.logger.info({ experimentId: experiment.id }, "the swarm trains one model again");
+    }
+    return;
+  }
+  const text = JSON.stringify(split);
+  await ctx.db.$transaction(async (tx) => {
+    // Conditional, so that of two heartbeats racing to announce one split, one does.
+    const began = await tx.experiment.updateMany({
+      where: { id: experiment.id, splitSince: null },
+      data: { splitSince: new Date(now), split: text },
+    });
+    if (began.count === 0) {
+      await tx.experiment.updateMany({ where: { id: experiment.id }, data: { split: text } });
+      return;
+    }
+    ctx.logger.warn({ experimentId: experiment.id, split }, `the swarm has split: ${split.summary}`);
+    await enqueueAlert(ctx, tx, experiment, {
+      type: AlertEventType.swarmSplit,
+      summary: `The swarm of ${experiment.name} has split: ${split.summary}`,
+      details: {
+        kind: split.kind,
+        step: split.step,
+        summary: split.summary,
+        groups: split.groups.map((group) => `${group.digest ?? "-"}: ${group.peers.join(" ")}`).join("; "),
+        since: new Date(now).toISOString(),
+      },
+    });
+  });
 }

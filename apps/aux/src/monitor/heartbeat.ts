@@ -1,0 +1,42 @@
+import type { RefusalLog } from "@barnraise/swarm";
+import type { SwarmStatusBody } from "../platform-client.ts";
+import type { SplitWatch } from "./split-watch.ts";
+import type { StepAggregator } from "./step-aggregator.ts";
+
+/** Refusals of the last minute go into each heartbeat, at most this many. */
+const REFUSALS_WINDOW_MS = 60_000;
+const MAX_REFUSALS = 256;
+/** Trainers listed in one heartbeat at most (the platform's limit). */
+const MAX_TRAINERS = 2_000;
+
+/**
+ * The heartbeat the aux posts every few seconds: the swarm's liveness and throughput, which
+ * trainers the swarm accepts and whether each averages, whose passes this aux refused and why, and
+ * whether the swarm has split. The platform shows each node's standing and the split from it.
+ */
+export function swarmHeartbeat(parts: {
+  readonly aggregator: StepAggregator;
+  readonly splits: SplitWatch;
+  readonly refusals: RefusalLog;
+  readonly now: number;
+}): SwarmStatusBody {
+  const { aggregator, splits, refusals, now } = parts;
+  const { alivePeers, samplesPerSecond } = aggregator.liveness();
+  return {
+    alivePeers,
+    samplesPerSecond,
+    step: aggregator.currentStep(),
+    time: now,
+    trainers: aggregator.trainers().slice(0, MAX_TRAINERS),
+    refused: refusals
+      .recent(REFUSALS_WINDOW_MS)
+      .slice(0, MAX_REFUSALS)
+      .map((refusal) => ({
+        peerId: refusal.peer,
+        code: refusal.code,
+        reason: refusal.reason,
+        at: refusal.at,
+      })),
+    split: splits.current(),
+  };
+}
