@@ -6,6 +6,8 @@ import type { StepAggregator } from "./step-aggregator.ts";
 /** Refusals of the last minute go into each heartbeat, at most this many. */
 const REFUSALS_WINDOW_MS = 60_000;
 const MAX_REFUSALS = 256;
+/** A refusal's code as the platform takes it (PASS_REVOKED …). */
+const ERROR_CODE = /^[A-Z][A-Z0-9_]{0,63}$/;
 /** Trainers listed in one heartbeat at most (the platform's limit). */
 const MAX_TRAINERS = 2_000;
 
@@ -30,6 +32,7 @@ export function swarmHeartbeat(parts: {
     trainers: aggregator.trainers().slice(0, MAX_TRAINERS),
     refused: refusals
       .recent(REFUSALS_WINDOW_MS)
+      .filter((refusal) => ERROR_CODE.test(refusal.code))
       .slice(0, MAX_REFUSALS)
       .map((refusal) => ({
         peerId: refusal.peer,

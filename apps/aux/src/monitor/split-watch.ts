@@ -10,9 +10,11 @@ import type { PeerProgressRecord } from "@barnraise/swarm";
  *   that loaded the swarm's state agrees again at once). Checked only while the swarm averages in
  *   one group (`exact`): Moshpit's grid rounds average the same numbers in different orders, so
  *   their bits may differ in the last place without any split.
- * - `alone`: a trainer has applied `aloneSteps` steps in a row with no other trainer's samples in
- *   them while others train (it cannot reach them, or they refuse it). Its steps need not meet
- *   anyone else's, so digests alone would not show it.
+ * - `alone`: a trainer has applied `aloneSteps` steps in a row, for `aloneForMs` at least, with no
+ *   other trainer's samples in them while another trainer trains too (its epoch moved meanwhile):
+ *   it cannot reach them, or they refuse it. Its steps need not meet anyone else's, so digests
+ *   alone would not show it. The time bound keeps a trainer that just left (its record stays fresh
+ *   a few seconds) from making the one that stays look alone.
  *
  * Pure state: the caller feeds `observe` and asks `current()`.
  */
@@ -37,6 +39,14 @@ export interface SplitReport {
   readonly summary: string;
 }
 
+/**
+ * What a report carries at most (the platform's limits): sides, trainers named per side, and sides
+ * described in the summary (which stays far below 1,000 characters).
+ */
+const MAX_GROUPS = 16;
+const MAX_GROUP_PEERS = 64;
+const MAX_DESCRIBED_GROUPS = 8;
+
 export interface SplitWatchOptions {
   /** A record received longer ago than this is stale, and its trainer left out. */
   readonly ttlMs: number;
@@ -44,6 +54,8 @@ export interface SplitWatchOptions {
   readonly exact: () => boolean;
   /** Solo steps in a row that make a trainer "alone"; default 10. */
   readonly aloneSteps?: number;
+  /** …taken over this long at least; default 30 s. */
+  readonly aloneForMs?: number;
   /** Digests kept per trainer; default 64 steps. */
   readonly historySteps?: number;
   /** Trainers compared pairwise at most (the first by PeerId); default 64. */
@@ -57,6 +69,10 @@ interface TrainerState {
   readonly generation: number;
   epoch: number;
   soloSteps: number;
+  /** When this trainer's current run of solo steps was first seen; undefined while it shares. */
+  soloSince: number | undefined;
+  /** When its epoch last moved. */
+  movedAt: number;
   receivedAt: number;
   /** Digest per step, in ascending step order (Map insertion order is kept ascending). */
   readonly digests: Map<number, string>;
@@ -82,11 +98,22 @@ export class SplitWatch {
     const generation = record.generation ?? 0;
     let trainer = this.#trainers.get(update.peerId);
     if (trainer === undefined || trainer.generation !== generation) {
-      trainer = { generation, epoch: 0, soloSteps: 0, receivedAt: 0, digests: new Map() };
+      trainer = {
+        generation,
+        epoch: record.epoch,
+        soloSteps: 0,
+        soloSince: undefined,
+        movedAt: update.receivedAt,
+        receivedAt: 0,
+        digests: new Map(),
+      };
       this.#trainers.set(update.peerId, trainer);
     }
+    if (record.epoch !== trainer.epoch) trainer.movedAt = update.receivedAt;
     trainer.epoch = record.epoch;
     trainer.soloSteps = record.soloSteps ?? 0;
+    if (trainer.soloSteps === 0) trainer.soloSince = undefined;
+    else trainer.soloSince ??= update.receivedAt;
     trainer.receivedAt = update.receivedAt;
     const hash = record.stateHash;
     if (hash === undefined) return;
@@ -112,7 +139,7 @@ export class SplitWatch {
   current(): SplitReport | null {
     const now = this.#now();
     const fresh = this.#fresh(now);
-    const found = (this.#options.exact() ? diverged(fresh) : undefined) ?? this.#alone(fresh);
+    const found = (this.#options.exact() ? diverged(fresh) : undefined) ?? this.#alone(fresh, now);
     if (found === undefined) {
       if (now - this.#lastSeenAt > (this.#options.clearAfterMs ?? 10_000)) this.#since = undefined;
       return null;
@@ -133,25 +160,43 @@ export class SplitWatch {
       .slice(0, this.#options.maxCompared ?? 64);
   }
 
-  #alone(fresh: ReadonlyArray<[string, TrainerState]>): Omit<SplitReport, "since"> | undefined {
+  #alone(fresh: ReadonlyArray<[string, TrainerState]>, now: number): Omit<SplitReport, "since"> | undefined {
     if (fresh.length < 2) return undefined;
     const limit = this.#options.aloneSteps ?? 10;
-    const lone = fresh.find(([, trainer]) => trainer.soloSteps >= limit);
-    if (lone === undefined) return undefined;
-    const [peer, trainer] = lone;
-    const others = fresh.filter(([other]) => other !== peer).map(([other]) => other);
-    return {
-      kind: "alone",
-      step: trainer.epoch,
-      groups: [
-        { digest: null, peers: others },
-        { digest: null, peers: [peer] },
-      ],
-      summary:
-        `trainer ${shortPeer(peer)} has taken ${trainer.soloSteps} steps in a row with no other trainer ` +
-        `while ${others.length} other${others.length === 1 ? "" : "s"} train: it trains a model of its own`,
-    };
+    const forMs = this.#options.aloneForMs ?? 30_000;
+    for (const [peer, trainer] of fresh) {
+      if (trainer.soloSteps < limit || trainer.soloSince === undefined || now - trainer.soloSince < forMs)
+        continue;
+      const soloSince = trainer.soloSince;
+      // Others that trained (their epoch moved) while this one stepped alone.
+      const others = fresh.filter(([other, state]) => other !== peer && state.movedAt > soloSince);
+      if (others.length > 0)
+        return aloneReport(
+          peer,
+          trainer,
+          others.map(([other]) => other),
+        );
+    }
+    return undefined;
   }
+}
+
+function aloneReport(
+  peer: string,
+  trainer: TrainerState,
+  others: readonly string[],
+): Omit<SplitReport, "since"> {
+  return {
+    kind: "alone",
+    step: trainer.epoch,
+    groups: [
+      { digest: null, peers: [...others] },
+      { digest: null, peers: [peer] },
+    ],
+    summary:
+      `trainer ${shortPeer(peer)} has taken ${trainer.soloSteps} steps in a row with no other trainer ` +
+      `while ${others.length} other${others.length === 1 ? "" : "s"} train${others.length === 1 ? "s" : ""}: it trains a model of its own`,
+  };
 }
 
 /** The latest step at which two fresh trainers hold different digests, and who holds which. */
@@ -174,21 +219,22 @@ function diverged(fresh: ReadonlyArray<[string, TrainerState]>): Omit<SplitRepor
     const digest = trainer.digests.get(step);
     if (digest !== undefined) sides.set(digest, [...(sides.get(digest) ?? []), peer]);
   }
-  const groups = [...sides]
+  const sorted = [...sides]
     .map(([digest, peers]) => ({ digest, peers }))
     .sort((a, b) => b.peers.length - a.peers.length || (a.digest < b.digest ? -1 : 1));
+  const described = sorted
+    .slice(0, MAX_DESCRIBED_GROUPS)
+    .map(
+      (group) => `${group.peers.length} trainer${group.peers.length === 1 ? "" : "s"} with ${group.digest}`,
+    );
+  if (sorted.length > MAX_DESCRIBED_GROUPS) described.push(`${sorted.length - MAX_DESCRIBED_GROUPS} more`);
   return {
     kind: "diverged",
     step,
-    groups,
-    summary:
-      `${groups.length} different models at step ${step}: ` +
-      groups
-        .map(
-          (group) =>
-            `${group.peers.length} trainer${group.peers.length === 1 ? "" : "s"} with ${group.digest}`,
-        )
-        .join(", "),
+    groups: sorted
+      .slice(0, MAX_GROUPS)
+      .map((group) => ({ ...group, peers: group.peers.slice(0, MAX_GROUP_PEERS) })),
+    summary: `${sorted.length} different models at step ${step}: ${described.join(", ")}`,
   };
 }
 
@@ -203,6 +249,7 @@ function latestCommonStep(
   return latest;
 }
 
+/** The end of a PeerId: Ed25519 ids all begin with "12D3KooW". */
 function shortPeer(peer: string): string {
-  return peer.length <= 16 ? peer : `${peer.slice(0, 8)}…${peer.slice(-6)}`;
+  return peer.length <= 16 ? peer : `…${peer.slice(-10)}`;
 }

@@ -342,3 +342,71 @@ describe("StepAggregator", () => {
     expect(() => new StepAggregator({ ttlMs: 1, graceMs: 0, maxEpochsKept: 0.5 })).toThrow(/maxEpochsKept/);
   });
 });
+
+describe("StepAggregator.trainers", () => {
+  const sorted = (trainers: Array<{ peerId: string; averaging?: boolean }>) =>
+    [...trainers].sort((a, b) => (a.peerId < b.peerId ? -1 : 1));
+
+  it("lists the fresh trainers with their averaging verdicts, and no aux peer", () => {
+    const { aggregator, push, advance } = setup({ averagingWindowMs: 60_000 });
+    expect(aggregator.trainers()).toEqual([]);
+    // a puts samples into a step at once; b trains for 61 s and puts none; c arrives late.
+    push("a", { epoch: 1, samplesTotal: 0 });
+    push("b", { epoch: 1, samplesTotal: 0 });
+    push("x", { epoch: 1, mode: "aux", bytesAggregated: 100 });
+    for (let second = 1; second <= 61; second++) {
+      advance(1000);
+      push("a", { epoch: 1, samplesTotal: 32 });
+      push("b", { epoch: 1, samplesTotal: 0 });
+      push("x", { epoch: 1, mode: "aux", bytesAggregated: 100 + second });
+    }
+    push("c", { epoch: 1, samplesTotal: 0 });
+    const trainers = sorted(aggregator.trainers());
+    expect(trainers).toEqual([
+      { peerId: "a", averaging: true },
+      { peerId: "b", averaging: false },
+      { peerId: "c" },
+    ]);
+    // Too new to tell: no verdict at all, not one that says undefined.
+    expect(trainers[2]).not.toHaveProperty("averaging");
+    // A trainer that is not averaging is still listed (it is in the swarm), but not counted alive.
+    expect(aggregator.liveness().alivePeers).toBe(2);
+  });
+
+  it("leaves out a trainer whose record is older than ttlMs, and keeps one exactly ttlMs old", () => {
+    const { aggregator, push, advance } = setup();
+    push("a", { epoch: 3 });
+    advance(1000);
+    push("b", { epoch: 3 });
+    advance(TTL - 1000);
+    expect(sorted(aggregator.trainers()).map((trainer) => trainer.peerId)).toEqual(["a", "b"]);
+    advance(1);
+    expect(aggregator.trainers().map((trainer) => trainer.peerId)).toEqual(["b"]);
+    advance(1000);
+    expect(aggregator.trainers()).toEqual([]);
+    // Heard from again: listed again.
+    push("a", { epoch: 4 });
+    expect(aggregator.trainers().map((trainer) => trainer.peerId)).toEqual(["a"]);
+  });
+
+  it("lists only trainers of the current generation, and follows a reset", () => {
+    const { aggregator, push } = setup();
+    push("a", { epoch: 3 });
+    push("b", { epoch: 3, generation: 1 });
+    expect(aggregator.trainers().map((trainer) => trainer.peerId)).toEqual(["a"]);
+    aggregator.reset(1);
+    expect(aggregator.trainers().map((trainer) => trainer.peerId)).toEqual(["b"]);
+    push("a", { epoch: 1, generation: 1 });
+    expect(sorted(aggregator.trainers()).map((trainer) => trainer.peerId)).toEqual(["a", "b"]);
+  });
+
+  it("lists each trainer once, however many records it sent, and a trainer that turned aux not at all", () => {
+    const { aggregator, push } = setup();
+    for (let epoch = 1; epoch <= 5; epoch++) {
+      push("a", { epoch });
+      push("b", { epoch });
+    }
+    push("b", { epoch: 5, mode: "aux" });
+    expect(aggregator.trainers().map((trainer) => trainer.peerId)).toEqual(["a"]);
+  });
+});

@@ -11,7 +11,7 @@ import type { Refusal } from "@barnraise/swarm";
  * - the platform lists aux peers for the run, the platform's public view has trainers alive, and
  *   this peer reaches no aux peer: the swarm trains elsewhere.
  *
- * After `cutOffAfterMs` of stepping alone with such evidence the peer is cut off: the caller holds
+ * After `cutOffAfterMs` of stepping alone with such evidence all along, the peer is cut off: the caller holds
  * training (and drops the solo steps, so it rejoins at the swarm's state instead of offering its
  * own), shows the reason, and keeps looking for the swarm. The hold ends as soon as the evidence is
  * gone (no refusal in the last `clearAfterMs` and a member to train with, or an aux peer reached).
@@ -56,6 +56,8 @@ export class CutOffGuard {
   readonly #now: () => number;
   /** When the current run of solo steps began; undefined while the peer shares its steps. */
   #soloSince: number | undefined;
+  /** Since when something has shown that others train without this peer; undefined while nothing does. */
+  #evidenceSince: number | undefined;
   #held = false;
 
   constructor(options: CutOffGuardOptions) {
@@ -78,20 +80,24 @@ export class CutOffGuard {
     if (!solo && !this.#held) this.#soloSince = undefined;
     else this.#soloSince ??= now;
     const evidence = this.#evidence(now);
+    if (evidence === undefined) this.#evidenceSince = undefined;
+    else this.#evidenceSince ??= now;
     if (this.#held) {
       if (evidence === undefined) {
         this.#held = false;
         this.#soloSince = undefined;
         return { cutOff: false };
       }
-      return { cutOff: true, ...evidence };
+      return { cutOff: true, reason: evidence.reason, advice: evidence.advice };
     }
-    const soloFor = this.#soloSince === undefined ? 0 : now - this.#soloSince;
-    if (evidence !== undefined && soloFor >= (this.#options.cutOffAfterMs ?? DEFAULT_CUT_OFF_AFTER_MS)) {
+    if (evidence === undefined) return { cutOff: false };
+    // Alone, and shown that others train without it, both for the whole time.
+    const since = Math.max(this.#soloSince ?? Infinity, this.#evidenceSince ?? Infinity);
+    if (now - since >= (this.#options.cutOffAfterMs ?? DEFAULT_CUT_OFF_AFTER_MS)) {
       this.#held = true;
-      return { cutOff: true, ...evidence };
+      return { cutOff: true, reason: evidence.reason, advice: evidence.advice };
     }
-    return evidence?.refused === undefined
+    return evidence.refused === undefined
       ? { cutOff: false }
       : { cutOff: false, refused: `${evidence.refused} — ${evidence.advice}` };
   }

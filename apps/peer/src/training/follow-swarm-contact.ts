@@ -37,6 +37,14 @@ export interface SwarmContact {
  * holds training, drops its solo steps (so it rejoins at the swarm's state) and says why; it lets
  * go as soon as the swarm takes it again. The swarm node and the rediscovery loop keep trying
  * meanwhile.
+ *
+ * Steps taken alone while cut off (no aux peer reached though the platform lists some, or refused
+ * by the members it had) are private: when the peer reaches an aux peer again it drops them at
+ * once, before its next round, and catches up with the swarm's state. Otherwise a peer that
+ * trained alone a little longer than the swarm would have its private model adopted by everyone
+ * (the most advanced state is the one newcomers load), or would average the swarm's updates into
+ * other parameters. A lone volunteer connected to the run's aux trains the run's model: its solo
+ * steps are not private.
  */
 export function followSwarmContact(options: SwarmContactOptions): SwarmContact {
   const { swarm, optimizer, trainer, reporter } = options;
@@ -68,10 +76,13 @@ export function followSwarmContact(options: SwarmContactOptions): SwarmContact {
       },
     );
   };
+  const noteOf = (of: CutOffVerdict) => (of.cutOff ? `${of.reason} — ${of.advice}` : of.refused);
   const check = () => {
     askPlatform();
     const before = verdict;
     verdict = guard.check();
+    // Held, the trainer shows no minibatches: tell the status line of a new note now.
+    if (noteOf(verdict) !== noteOf(before)) trainer.refreshStatus();
     if (verdict.cutOff && !before.cutOff) {
       const droppedTo = optimizer.dropSoloSteps();
       trainer.pause("cut-off");
@@ -95,15 +106,38 @@ export function followSwarmContact(options: SwarmContactOptions): SwarmContact {
       reporter.log("warn", `${verdict.refused}; it keeps trying`);
     }
   };
+  // Private steps: taken alone while cut off from the swarm.
+  let privateSteps = 0;
+  const isolated = () =>
+    (options.auxListed() && !swarm.node.members().some((peer) => swarm.node.modeOf(peer) === "aux")) ||
+    (swarm.node.members().length === 0 && swarm.node.refusedBy.recent(30_000).length > 0);
+  optimizer.treatSoloStepsAsPrivate(isolated);
+  const unsubscribeSteps = optimizer.on((event) => {
+    if (event.type !== "step") return;
+    // A shared step, or one alone in touch with the swarm, is the run's; the optimizer then forgets
+    // where the private steps began too.
+    privateSteps = event.soloSteps === 0 || !isolated() ? 0 : privateSteps + 1;
+  });
+  const unsubscribeGreeted = swarm.node.onGreeted((peer) => {
+    if (privateSteps === 0 || swarm.node.modeOf(peer) !== "aux") return;
+    const steps = privateSteps;
+    privateSteps = 0;
+    const backTo = optimizer.dropSoloSteps();
+    if (backTo === undefined) return;
+    reporter.log(
+      "warn",
+      `reached the swarm again: dropped the ${steps} step(s) trained alone meanwhile and catching up with the swarm's state from step ${backTo}`,
+      { droppedSteps: steps, backToStep: backTo },
+    );
+  });
   const timer = setInterval(check, CHECK_EVERY_MS);
   timer.unref();
   return {
-    note: () => {
-      if (verdict.cutOff) return `${verdict.reason} — ${verdict.advice}`;
-      return verdict.refused;
-    },
+    note: () => noteOf(verdict),
     stop: () => {
       clearInterval(timer);
+      unsubscribeSteps();
+      unsubscribeGreeted();
     },
   };
 }

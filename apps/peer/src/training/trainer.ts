@@ -139,6 +139,11 @@ export class Trainer {
     return this.#holds.has("cut-off");
   }
 
+  /** Tells the status listener again now: what it shows changed outside the loop (the swarm note). */
+  refreshStatus(): void {
+    this.#emitStatus();
+  }
+
   #heldPhase(): PeerPhase {
     return this.#holds.has("organizer") ? "paused" : "cut-off";
   }

@@ -155,7 +155,7 @@ function statusSegments(status: PeerStatus): Segment[] {
   // What keeps the peer from the swarm replaces the peer count, which would only say "1 peer".
   const peers = `${status.peersOnline} ${status.peersOnline === 1 ? "peer" : "peers"}`;
   segments.push({
-    text: status.swarmNote ?? peers,
+    text: status.swarmNote === undefined ? peers : sanitize(status.swarmNote),
     rank: status.swarmNote === undefined ? 2 : 0,
     glue: SEPARATOR,
   });

@@ -127,7 +127,9 @@ class OnePeerSwarm {
   }
 }
 
-function setUp(options: { target?: number; batch?: number; maxSteps?: number } = {}) {
+function setUp(
+  options: { target?: number; batch?: number; maxSteps?: number; note?: () => string | undefined } = {},
+) {
   const target = options.target ?? 8;
   const swarm = new OnePeerSwarm(target);
   const model = new BowlModel();
@@ -157,6 +159,7 @@ function setUp(options: { target?: number; batch?: number; maxSteps?: number } =
       global: () => swarm.global(),
       peersOnline: () => 1,
       connectivity: () => ({ mode: "client", reachability: "relayed", direct: 1, relayed: 2, upgraded: 0 }),
+      ...(options.note === undefined ? {} : { note: options.note }),
     },
     seed: 7,
     maxSteps: config.training.maxSteps,
@@ -419,5 +422,127 @@ describe("Trainer", () => {
     const abort = new AbortController();
     abort.abort();
     await expect(trainer.run(abort.signal)).rejects.toBeInstanceOf(TrainingAbortedError);
+  });
+});
+
+describe("Trainer holds", () => {
+  /** Lets the loop run `count` turns of the event loop. */
+  const turns = async (count: number): Promise<void> => {
+    for (let i = 0; i < count; i++) await new Promise((resolve) => setImmediate(resolve));
+  };
+  /** Runs until `model` has computed `count` minibatches. */
+  const computed = async (model: BowlModel, count: number): Promise<void> => {
+    while (model.computedWith.length < count) await turns(1);
+  };
+  /** Whether training is held: no minibatch is computed over many turns. */
+  const holds = async (model: BowlModel): Promise<boolean> => {
+    await turns(5); // a minibatch already started finishes
+    const before = model.computedWith.length;
+    await turns(50);
+    return model.computedWith.length === before;
+  };
+
+  it('holds training while the organizer\'s pause lasts, and says "paused"', async () => {
+    const { trainer, model, statuses } = setUp();
+    const running = trainer.run();
+    await computed(model, 3);
+    trainer.pause();
+    expect(trainer.paused).toBe(true);
+    expect(trainer.cutOff).toBe(false);
+    expect(statuses.at(-1)?.phase).toBe("paused");
+    expect(await holds(model)).toBe(true);
+    trainer.resume();
+    expect(trainer.paused).toBe(false);
+    await computed(model, model.computedWith.length + 3);
+    expect(statuses.at(-1)?.phase).not.toBe("paused");
+    trainer.stop();
+    await expect(running).resolves.toMatchObject({ reason: "stopped" });
+  });
+
+  it('holds training while cut off, says "cut-off", and is not paused by the organizer', async () => {
+    const { trainer, model, statuses } = setUp();
+    const running = trainer.run();
+    await computed(model, 3);
+    trainer.pause("cut-off");
+    expect(trainer.cutOff).toBe(true);
+    expect(trainer.paused).toBe(false);
+    expect(statuses.at(-1)?.phase).toBe("cut-off");
+    expect(await holds(model)).toBe(true);
+    expect(statuses.at(-1)?.phase).toBe("cut-off");
+    // Lifting the organizer's pause, which is not on, changes nothing.
+    trainer.resume("organizer");
+    expect(await holds(model)).toBe(true);
+    expect(trainer.cutOff).toBe(true);
+    trainer.resume("cut-off");
+    expect(trainer.cutOff).toBe(false);
+    await computed(model, model.computedWith.length + 3);
+    expect(statuses.at(-1)?.phase).toBe("training");
+    trainer.stop();
+    await running;
+  });
+
+  it('needs both holds lifted when both are on, and says "paused" while the organizer\'s is', async () => {
+    for (const first of ["organizer", "cut-off"] as const) {
+      const { trainer, model, statuses } = setUp();
+      const running = trainer.run();
+      await computed(model, 2);
+      trainer.pause("cut-off");
+      trainer.pause("organizer");
+      expect([trainer.paused, trainer.cutOff]).toEqual([true, true]);
+      expect(statuses.at(-1)?.phase).toBe("paused");
+      expect(await holds(model)).toBe(true);
+      trainer.resume(first);
+      // One hold is left: still held.
+      expect(await holds(model)).toBe(true);
+      expect(trainer.paused).toBe(first !== "organizer");
+      expect(trainer.cutOff).toBe(first !== "cut-off");
+      expect(statuses.at(-1)?.phase, `after lifting ${first}`).toBe(
+        first === "organizer" ? "cut-off" : "paused",
+      );
+      trainer.resume(first === "organizer" ? "cut-off" : "organizer");
+      expect([trainer.paused, trainer.cutOff]).toEqual([false, false]);
+      await computed(model, model.computedWith.length + 3);
+      trainer.stop();
+      await expect(running).resolves.toMatchObject({ reason: "stopped" });
+    }
+  });
+
+  it("holds from the start when paused before it runs, and stops while held", async () => {
+    const { trainer, model, statuses } = setUp();
+    trainer.pause("cut-off");
+    const running = trainer.run();
+    await turns(50);
+    expect(model.computedWith).toEqual([]);
+    expect(statuses.at(-1)?.phase).toBe("cut-off");
+    trainer.stop();
+    await expect(running).resolves.toMatchObject({ reason: "stopped", minibatches: 0 });
+  });
+
+  it("carries what keeps the peer from the swarm in its status, and nothing when nothing does", async () => {
+    let note: string | undefined =
+      "refused by the swarm: the token this node joined with was revoked — create a new token";
+    const { trainer, model, statuses } = setUp({ note: () => note });
+    const running = trainer.run();
+    await computed(model, 2);
+    expect(statuses.at(-1)?.swarmNote).toBe(note);
+    // Cut off: the status that says so carries the reason.
+    note =
+      "the swarm trains (3 peers alive) but this peer reaches none of its aux peers — check the firewall";
+    trainer.pause("cut-off");
+    expect(statuses.at(-1)).toMatchObject({ phase: "cut-off", swarmNote: note });
+    note = undefined;
+    trainer.resume("cut-off");
+    await computed(model, model.computedWith.length + 2);
+    expect(statuses.at(-1)).not.toHaveProperty("swarmNote");
+    trainer.stop();
+    await running;
+
+    // A swarm view without a note: no swarmNote either.
+    const plain = setUp();
+    const plainRun = plain.trainer.run();
+    await computed(plain.model, 2);
+    expect(plain.statuses.every((status) => !("swarmNote" in status))).toBe(true);
+    plain.trainer.stop();
+    await plainRun;
   });
 });

@@ -284,3 +284,78 @@ describe("formatDuration", () => {
     expect(formatDuration(-1)).toBe("?");
   });
 });
+
+describe("createTtyReporter swarm note", () => {
+  const REFUSED =
+    "refused by the swarm: the token this node joined with was revoked — create a new token on the experiment's page and restart the node with it";
+  const CUT_OFF =
+    "the swarm trains (3 peers alive) but this peer reaches none of its aux peers — check that this machine can reach the aux peer's address";
+
+  it("names the cut-off phase and shows why in place of the peer count", () => {
+    const terminal = new FakeTerminal(400);
+    const reporter = createTtyReporter({ stream: terminal, now: new FakeClock().now });
+    reporter.status(status());
+    reporter.status(status({ phase: "cut-off", swarmNote: CUT_OFF, peersOnline: 1 }));
+    expect(terminal.statusLine()).toBe(
+      `cut off from the swarm, not training · step 12 · ${CUT_OFF} · loss 0.4213`,
+    );
+    expect(terminal.statusLine()).not.toContain("1 peer");
+  });
+
+  it("shows a refusal in place of the peer count while the peer still trains", () => {
+    const line = formatStatusLine(status({ swarmNote: REFUSED, peersOnline: 1 }), 400);
+    expect(line).toBe(FULL_LINE.replace("3 peers", REFUSED));
+    // Without a note, the peer count is back.
+    expect(formatStatusLine(status(), 400)).toBe(FULL_LINE);
+  });
+
+  it("keeps the note when the terminal narrows, after every other segment is gone", () => {
+    const note = "refused by the swarm: pass revoked — restart the node";
+    const training = status({
+      swarmNote: note,
+      network: { mode: "client", direct: 0, relayed: 1, upgraded: 0 },
+    });
+    const full = formatStatusLine(training, 400);
+    expect(full).toBe(
+      `step 12 ▕██████░░░░▏ 61% 628/1024 · eta 4s · 850 samples/s · ${note} · client: 1 relayed · loss 0.4213`,
+    );
+    // Narrower and narrower: the step's numbers, the loss, the rate and the step itself go; the note stays.
+    for (let width = full.length; width >= note.length; width--) {
+      expect(formatStatusLine(training, width), `at ${width}`).toContain(note);
+    }
+    expect(formatStatusLine(training, `step 12 61% · ${note}`.length)).toBe(`step 12 61% · ${note}`);
+    expect(formatStatusLine(training, `step 12 · ${note}`.length)).toBe(`step 12 · ${note}`);
+    expect(formatStatusLine(training, note.length)).toBe(note);
+    // Narrower than the note itself: what fits of it.
+    expect(formatStatusLine(training, 20)).toBe(`${note.slice(0, 19)}…`);
+    // Cut off, the loss and the step go before the note.
+    const cutOff = status({ phase: "cut-off", swarmNote: note });
+    const label = "cut off from the swarm, not training";
+    expect(formatStatusLine(cutOff, `${label} · ${note}`.length)).toBe(`${label} · ${note}`);
+  });
+
+  it("never writes a status line with a note wider than the terminal", () => {
+    for (const columns of [200, 120, 80, 40, 10, 1]) {
+      for (const phase of ["training", "cut-off", "paused"] as const) {
+        const terminal = new FakeTerminal(columns);
+        createTtyReporter({ stream: terminal, now: new FakeClock().now }).status(
+          status({ phase, swarmNote: REFUSED }),
+        );
+        expect(terminal.statusLine().length, `${phase} at ${columns}`).toBeLessThanOrEqual(columns - 1);
+      }
+    }
+  });
+
+  it("escapes control characters in the note: a refusal's reason is another peer's text", () => {
+    const terminal = new FakeTerminal(400);
+    const reporter = createTtyReporter({ stream: terminal, now: new FakeClock().now });
+    reporter.status(
+      status({ swarmNote: "refused by the swarm: \x1b[2J\x1b[Hgotcha\u009b31m — restart the node" }),
+    );
+    const written = terminal.writes.join("");
+    expect(written).not.toContain("\x1b[2J");
+    expect(written).not.toContain("\x1b[H");
+    expect(written).not.toContain("\u009b");
+    expect(terminal.statusLine()).toContain("gotcha");
+  });
+});

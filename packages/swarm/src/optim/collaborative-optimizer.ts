@@ -144,8 +144,10 @@ export class CollaborativeOptimizer {
   #stateHash: { readonly epoch: number; readonly digest: string };
   /** Steps in a row applied with no other trainer's samples in them. */
   #soloSteps = 0;
-  /** While solo steps run: the state before the first of them, the last one shared with others. */
+  /** While private solo steps run: the state before the first of them, the last one the swarm had. */
   #beforeSolo: EpochState | undefined;
+  /** Whether a step with no other trainer's samples is this peer's own (see treatSoloStepsAsPrivate). */
+  #soloIsPrivate: () => boolean = () => true;
 
   constructor(options: CollaborativeOptimizerOptions) {
     const { config, layout } = options;
@@ -184,11 +186,22 @@ export class CollaborativeOptimizer {
   }
 
   /**
-   * Drops the steps this peer took alone (`soloSteps` of them) and goes back to the state it held
-   * before them, the last one it shared with other trainers: a peer cut off from a swarm that trains
-   * on without it stops its private model, and when it gets back it catches up with the swarm's
-   * state instead of offering its own. Returns the epoch it went back to, or undefined when there
-   * were no solo steps. A delayed round in flight is discarded.
+   * Says when a step with no other trainer's samples trains a model of this peer's own: asked at
+   * each such step. A lone volunteer in touch with the swarm (its aux peer sees nobody else) steps
+   * for the run, and says false; a peer cut off from a swarm that trains without it says true. The
+   * state before the first private step is kept, so `dropSoloSteps` can go back to it. Default:
+   * every solo step is private.
+   */
+  treatSoloStepsAsPrivate(isPrivate: () => boolean): void {
+    this.#soloIsPrivate = isPrivate;
+  }
+
+  /**
+   * Drops the private steps this peer took alone (see `treatSoloStepsAsPrivate`) and goes back to
+   * the state it held before them, the last one the swarm had: a peer cut off from a swarm that
+   * trains on without it stops its private model, and when it gets back it catches up with the
+   * swarm's state instead of offering its own. Returns the epoch it went back to, or undefined when
+   * there were no private steps. A delayed round in flight is discarded.
    */
   dropSoloSteps(): number | undefined {
     const before = this.#beforeSolo;
@@ -500,9 +513,9 @@ export class CollaborativeOptimizer {
       feedback.keep(this.#residual, alone || result.soleTrainer === true);
     }
     const othersIn = !alone && result.soleTrainer !== true && result.totalWeight > localSamples;
-    // The first step alone: keep the state before it, the last one shared (see dropSoloSteps).
-    if (othersIn) this.#beforeSolo = undefined;
-    else if (this.#soloSteps === 0) this.#beforeSolo = this.exportState();
+    // The first private step: keep the state before it, the swarm's last (see dropSoloSteps).
+    if (othersIn || !this.#soloIsPrivate()) this.#beforeSolo = undefined;
+    else this.#beforeSolo ??= this.exportState();
     const { learningRate, norm } = round.apply(result.vector, epoch);
     this.#runSamples += result.totalWeight;
     this.#stateEpoch = epoch + 1;

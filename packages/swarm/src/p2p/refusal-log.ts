@@ -38,9 +38,15 @@ export class RefusalLog {
     this.#now = options.now ?? Date.now;
   }
 
+  /** Remembers that `peer` was refused now, or refused this node now; `reason` is kept printable. */
   record(peer: string, code: string, reason: string): void {
     this.#byPeer.delete(peer);
-    this.#byPeer.set(peer, { peer, code, reason: reason.slice(0, 512), at: this.#now() });
+    this.#byPeer.set(peer, {
+      peer,
+      code: printable(code, 64),
+      reason: printable(reason, MAX_REASON),
+      at: this.#now(),
+    });
     while (this.#byPeer.size > this.#maxPeers) {
       const oldest = this.#byPeer.keys().next();
       if (oldest.done === true) break;
@@ -70,4 +76,18 @@ export class RefusalLog {
     }
     return kept.reverse();
   }
+}
+
+/** The longest reason kept, in UTF-16 code units (what the platform's heartbeat takes). */
+export const MAX_REASON = 512;
+
+/**
+ * A refusal's text may come from another peer: control characters become U+FFFD, so it cannot
+ * move a volunteer's cursor or forge log lines, and it is cut to `max` code units without
+ * splitting a surrogate pair.
+ */
+function printable(text: string, max: number): string {
+  let cut = text.replace(/\p{Cc}/gu, "\uFFFD").slice(0, max);
+  if (/[\uD800-\uDBFF]$/.test(cut)) cut = cut.slice(0, -1);
+  return cut;
 }

@@ -41,10 +41,11 @@ import { RefusalLog } from "./refusal-log.ts";
 export type { RevocationList } from "@barnraise/protocol";
 
 /**
- * A peer dropped for a revoked pass is gated this briefly: its pass is refused at every hello
- * anyway, and the same machine may come back at once with a pass of a new token.
+ * A peer whose pass was refused (revoked, expired, signed by a key this node does not trust yet) is
+ * gated this briefly: that pass is refused at every hello anyway, and the same machine may come
+ * back at once with a good one (a new token's, a refreshed one, one of a rotated key).
  */
-const REVOKED_DENY_MS = 5_000;
+const REFUSED_DENY_MS = 5_000;
 /** How often a node asks a random member for the member list. */
 const MEMBER_REFRESH_MS = 5_000;
 /**
@@ -364,9 +365,7 @@ export class SwarmNode {
       },
       onRefusedPeer: (peer, code, reason) => {
         refusals.refusedPeers.record(peer, code, reason);
-        // A revoked pass is refused at every hello anyway: a short gate lets the same machine come
-        // back with a pass of its new token without waiting out the usual one.
-        if (code === ProtocolErrorCode.PASS_REVOKED) authorizer.deny(peer, reason, REVOKED_DENY_MS);
+        authorizer.deny(peer, reason, REFUSED_DENY_MS);
       },
       onRefusedBy: (peer, code, reason) => {
         refusals.refusedBy.record(peer, code, reason);
@@ -485,7 +484,7 @@ export class SwarmNode {
       const pass = this.authorizer.passOf(peer);
       const reason = pass === undefined ? undefined : this.#passes.revocationOf(pass);
       if (reason === undefined) continue;
-      this.authorizer.deny(peer, reason, REVOKED_DENY_MS);
+      this.authorizer.deny(peer, reason, REFUSED_DENY_MS);
       this.refusedPeers.record(peer, ProtocolErrorCode.PASS_REVOKED, reason);
       dropped.push(peer);
       this.#logger.info({ peer, username: pass?.username }, `dropped a revoked peer: ${reason}`);
@@ -686,8 +685,16 @@ export class SwarmNode {
     // An inbound peer must say hello (show its pass) in time, or it is dropped.
     void this.authorizer.waitFor(peer, this.#options.helloTimeoutMs ?? 10_000).then(async (admitted) => {
       if (admitted || !this.#running) return;
-      // A refusal with its own reason and gate (a revoked pass) stands as it is.
-      if (!this.authorizer.isDenied(peer)) this.authorizer.deny(peer, "showed no valid access pass");
+      // A peer whose pass was refused just now (revoked, expired, another key's) has its own reason
+      // and gate: it may come back at once with a pass of a new token, as a volunteer who re-tokens
+      // does. Only a peer that showed no pass at all is gated for the usual while.
+      const refused = this.refusedPeers.of(peer);
+      const now = (this.#options.now ?? Date.now)();
+      const refusedNow =
+        refused !== undefined && now - refused.at <= 2 * (this.#options.helloTimeoutMs ?? 10_000);
+      if (!this.authorizer.isDenied(peer) && !refusedNow) {
+        this.authorizer.deny(peer, "showed no valid access pass");
+      }
       this.#logger.info({ peer }, "dropped a peer that showed no valid access pass");
       await this.libp2p.hangUp(connection.remotePeer).catch(() => undefined);
     });
