@@ -44,6 +44,7 @@ import { z } from "zod";
 import { NetLab, watchJsonLines, type Host, type JsonLineWatch } from "../../packages/netlab/src/index.ts";
 import type { AllReduceRunOptions } from "../../packages/swarm/src/averaging/butterfly-allreduce.ts";
 import type { CompressionMethodName } from "../../packages/swarm/src/compression/index.ts";
+import { AuthorityKeys } from "../../packages/swarm/src/platform/authority-keys.ts";
 import { Swarm } from "../../packages/swarm/src/swarm.ts";
 import { TestAuthority } from "../../packages/swarm/test/support/swarm-fixtures.ts";
 import { bandwidthSchema, peerIdentityFields } from "./peer-spec.ts";
@@ -207,7 +208,10 @@ async function runPeer(spec: PeerSpec): Promise<void> {
   const swarm = await Swarm.create({
     experimentId: spec.experimentId,
     identity,
-    authorityPublicKey: Buffer.from(spec.authorityPublicKey, "base64url"),
+    authority: new AuthorityKeys({
+      experimentId: spec.experimentId,
+      publicKey: Buffer.from(spec.authorityPublicKey, "base64url"),
+    }),
     pass: spec.pass,
     refreshPass: () => Promise.resolve(spec.pass),
     mode: spec.probeServer === true ? "aux" : "node",

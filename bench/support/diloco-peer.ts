@@ -26,7 +26,7 @@
  */
 import { createInterface } from "node:readline";
 import { keyPairFromSecretKey, parseExperimentConfig } from "@barnraise/protocol";
-import { CollaborativeOptimizer, isSwarmError, Swarm } from "@barnraise/swarm";
+import { AuthorityKeys, CollaborativeOptimizer, isSwarmError, Swarm } from "@barnraise/swarm";
 import { pino } from "pino";
 import { z } from "zod";
 import { createBatchStream } from "../../apps/peer/src/data/batch-stream.ts";
@@ -257,7 +257,10 @@ async function runPeer(spec: DilocoPeerSpec): Promise<void> {
   const swarm = await Swarm.create({
     experimentId: spec.experimentId,
     identity: keyPairFromSecretKey(Buffer.from(spec.secretKey, "base64url")),
-    authorityPublicKey: Buffer.from(spec.authorityPublicKey, "base64url"),
+    authority: new AuthorityKeys({
+      experimentId: spec.experimentId,
+      publicKey: Buffer.from(spec.authorityPublicKey, "base64url"),
+    }),
     pass: spec.pass,
     refreshPass: () => Promise.resolve(spec.pass),
     mode: "node",

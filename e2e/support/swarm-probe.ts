@@ -15,6 +15,7 @@ import { decodePublicKey, fromBase64Url, keyPairFromSecretKey } from "@barnraise
 import { pino } from "pino";
 import { z } from "zod";
 import { SwarmNode } from "../../packages/swarm/src/p2p/swarm-node.ts";
+import { AuthorityKeys } from "../../packages/swarm/src/platform/authority-keys.ts";
 
 const inputSchema = z.strictObject({
   experimentId: z.string().min(1),
@@ -51,7 +52,10 @@ const input = inputSchema.parse(JSON.parse(await text(process.stdin)));
 const node = await SwarmNode.create({
   experimentId: input.experimentId,
   identity: keyPairFromSecretKey(fromBase64Url(input.secretKey, "secret key")),
-  authorityPublicKey: decodePublicKey(input.authorityPublicKey),
+  authority: new AuthorityKeys({
+    experimentId: input.experimentId,
+    publicKey: decodePublicKey(input.authorityPublicKey),
+  }),
   pass: input.pass,
   refreshPass: () => Promise.resolve(input.pass),
   // Dials out only: nothing to listen on, no reachability to check.

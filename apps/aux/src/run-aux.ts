@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import type { RunControl } from "@barnraise/protocol";
 import {
   abortableSleep,
+  AuthorityKeys,
   createPassRefresher,
   joinExperiment,
   JoinError,
@@ -139,10 +140,12 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
   let refused: JoinError | undefined;
   let pass = joined.passToken;
   const held: HeldState = { state: null };
+  // The experiment's authority, following its key rotations (pin, passes, requests, controls).
+  const authority = AuthorityKeys.fromJoin(joined, { identityPath: options.identityPath, logger });
   const swarm = await Swarm.create({
     experimentId: joined.experiment.id,
     identity: identity.keyPair,
-    authorityPublicKey: joined.authorityPublicKey,
+    authority,
     pass: joined.passToken,
     refreshPass: async () => {
       pass = await refresh();
@@ -161,7 +164,7 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
     server: options.server,
     token: options.token,
     keyPair: identity.keyPair,
-    joined,
+    authority,
     onRefused: (error) => {
       refused ??= error;
       logger.error({ code: error.code }, `the platform refused to renew the access pass: ${error.message}`);
@@ -175,7 +178,7 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
     server: options.server,
     experimentId: joined.experiment.id,
     keyPair: identity.keyPair,
-    authorityPublicKey: joined.authorityPublicKey,
+    authority,
     pass: () => pass,
   });
 
@@ -410,7 +413,7 @@ async function runRoles(context: RolesContext): Promise<void> {
         // The run's latest checkpoint, so the run survives its trainers leaving (and this aux restarting).
         loadingCheckpoint = true;
         inBackground(
-          loadLatestCheckpoint(client.platform, joined.authorityPublicKey, signal)
+          loadLatestCheckpoint(client.platform, signal)
             .then((latest) => {
               if (latest === null) {
                 checkpointRetryAt = Date.now() + CHECKPOINT_RETRY_MS;

@@ -6,7 +6,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { generateKeyPair, peerIdFromEd25519PublicKey, type KeyPair } from "@barnraise/protocol";
-import { joinPlatform, type JoinedExperiment } from "@barnraise/swarm";
+import { AuthorityKeys, joinPlatform, type JoinedExperiment } from "@barnraise/swarm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startPlatformServer, type PlatformServer } from "../../web/test/support/platform-server.ts";
 import {
@@ -59,7 +59,7 @@ function clientFor(node: Node, options: Partial<AuxPlatformClientOptions> = {}):
     server: platform.url,
     experimentId,
     keyPair: node.keyPair,
-    authorityPublicKey: node.joined.authorityPublicKey,
+    authority: AuthorityKeys.fromJoin(node.joined),
     pass: () => node.joined.passToken,
     ...options,
   });

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import type { ExperimentConfig, KeyPair, RunControl } from "@barnraise/protocol";
 import {
   abortableSleep,
+  AuthorityKeys,
   CollaborativeOptimizer,
   createPassRefresher,
   fetchRunControl,
@@ -194,11 +195,16 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       leaving.abort();
     };
     let pass = joined.passToken;
+    // The experiment's authority, following its key rotations (pin, passes, requests, controls).
+    const authority = AuthorityKeys.fromJoin(joined, {
+      identityPath: options.identityPath,
+      logger: reporter.logger,
+    });
     const platform = new PlatformClient({
       server: options.server,
       experimentId: joined.experiment.id,
       keyPair: identity.keyPair,
-      authorityPublicKey: joined.authorityPublicKey,
+      authority,
       pass: () => pass,
     });
     // The swarm's metrics, once it exists: a pass refresh sets the pass's expiry there.
@@ -207,7 +213,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       server: options.server,
       token: options.token,
       keyPair: identity.keyPair,
-      joined,
+      authority,
       onRefused: leave,
       onJoined: (refreshed) => {
         metricsOf.swarm?.passExpiry.set(refreshed.passExpiresAt / 1000);
@@ -221,7 +227,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     const swarm = await Swarm.create({
       experimentId: joined.experiment.id,
       identity: identity.keyPair,
-      authorityPublicKey: joined.authorityPublicKey,
+      authority,
       pass: joined.passToken,
       refreshPass: async () => {
         pass = await refresh();
@@ -237,7 +243,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       getState: () => served.optimizer?.exportState() ?? null,
       // No live donor ahead of us: the run's latest checkpoint, vouched for by the platform.
       loadCheckpoint: async (minEpoch, generation, signal) => {
-        const latest = await loadLatestCheckpoint(platform, joined.authorityPublicKey, signal);
+        const latest = await loadLatestCheckpoint(platform, signal);
         if (latest === null || latest.attestation.generation !== generation) return null;
         if (latest.state.epoch < minEpoch) return null;
         reporter.log("info", `loading the run's checkpoint of step ${latest.state.epoch} from the platform`, {
@@ -605,8 +611,9 @@ async function rediscover(
       token: options.token,
       keyPair,
       experimentId: joined.experiment.id,
-      pinnedAuthority: joined.authorityPublicKey,
+      pinnedAuthority: swarm.node.authority.publicKey,
     });
+    swarm.node.authority.followJoin(fresh);
     const results = await Promise.allSettled(
       fresh.initialPeers.map((address) => swarm.node.connect(address)),
     );

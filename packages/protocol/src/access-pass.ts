@@ -3,6 +3,8 @@ import { z } from "zod";
 import type { CryptoProvider } from "./crypto-provider.ts";
 import { isUsablePublicKey, PUBLIC_KEY_BYTES } from "./crypto-provider.ts";
 import { ProtocolError, ProtocolErrorCode } from "./errors.ts";
+import { DEFAULT_ROTATION_GRACE_MS, MAX_ROTATION_CERTIFICATES } from "./authority-rotation.ts";
+import { equalBytes } from "./encoding.ts";
 import { encodePublicKey, type KeyPair } from "./keys.ts";
 import { openToken, sealToken, SignatureDomain, verifyTokenSignature } from "./signed-message.ts";
 import {
@@ -118,16 +120,51 @@ export interface PassCheck {
   roles?: readonly PeerRole[];
 }
 
+/** What `AccessPassVerifier#trustRotation` takes: a rotation of the experiment's authority key. */
+export interface TrustedRotation {
+  /** The authority's key from now on. */
+  readonly publicKey: Uint8Array;
+  /** The key it replaced. */
+  readonly previousPublicKey: Uint8Array;
+  /** Unix ms: when the previous key stopped signing. */
+  readonly rotatedAt: number;
+  /** How long after `rotatedAt` passes of the previous key still verify; default DEFAULT_ROTATION_GRACE_MS. */
+  readonly graceMs?: number;
+}
+
+/** A replaced authority key and how long its passes still count. */
+interface PreviousKey {
+  readonly publicKey: Uint8Array;
+  readonly rotatedAt: number;
+  /** Passes of this key are refused from this time (Unix ms) on. */
+  readonly until: number;
+}
+
+/** A pass whose signature checked out, and the key that signed it. */
+interface VerifiedEntry {
+  readonly pass: AccessPass;
+  readonly signer: Uint8Array;
+}
+
 /**
  * Verifies access passes for one experiment. A pass's signature is checked once and remembered
- * (it is immutable); time, experiment and role are checked on every call.
+ * (it is immutable) with the key that signed it; time, experiment, role, revocation and whether
+ * that key is still trusted are checked on every call.
+ *
+ * After `trustRotation`, passes of the new key verify, and passes of the key it replaced verify only
+ * when they were issued before the rotation and only until the grace period after it ends
+ * (PASS_KEY_ROTATED otherwise). Each replaced key keeps its own grace, so a verifier that learns two
+ * rotations in a row (one call per certificate, oldest first) still takes passes of the first key
+ * for the rest of its grace. Passes of a key that was never trusted are PASS_BAD_SIGNATURE.
  */
 export class AccessPassVerifier {
   readonly #crypto: CryptoProvider;
-  readonly #authorityPublicKey: Uint8Array;
+  #authorityPublicKey: Uint8Array;
+  /** Replaced keys, oldest first, at most MAX_ROTATION_CERTIFICATES. */
+  #previous: PreviousKey[] = [];
   readonly #experimentId: string;
   readonly #maxSkewMs: number;
-  readonly #verified: LRUCache<string, AccessPass>;
+  readonly #verified: LRUCache<string, VerifiedEntry>;
   #revokedUsernames: ReadonlySet<string> = new Set();
   #revokedGrants: ReadonlySet<string> = new Set();
 
@@ -144,6 +181,61 @@ export class AccessPassVerifier {
 
   get experimentId(): string {
     return this.#experimentId;
+  }
+
+  /** The authority key passes are verified with (the newest one trusted). */
+  get authorityPublicKey(): Uint8Array {
+    return this.#authorityPublicKey;
+  }
+
+  /**
+   * Trusts a rotation of the authority key, which the caller has verified (a certificate chain
+   * from a key it trusts, see `followAuthorityRotations`; one call per certificate, oldest first):
+   * from now on passes signed by `publicKey` verify, and passes signed by `previousPublicKey` verify
+   * only if they were issued before `rotatedAt`, and only until `rotatedAt + graceMs`. Keys replaced
+   * before keep their own grace; the key trusted until now, when it is neither (a jump over
+   * rotations the caller did not show), is no longer trusted.
+   */
+  trustRotation(rotation: TrustedRotation): void {
+    if (
+      rotation.publicKey.length !== PUBLIC_KEY_BYTES ||
+      rotation.previousPublicKey.length !== PUBLIC_KEY_BYTES
+    ) {
+      throw new ProtocolError(ProtocolErrorCode.INVALID_KEY, "authority public keys must be 32 bytes");
+    }
+    if (equalBytes(rotation.publicKey, rotation.previousPublicKey)) {
+      throw new RangeError("a rotation must name another key than the one it replaces");
+    }
+    const graceMs = rotation.graceMs ?? DEFAULT_ROTATION_GRACE_MS;
+    if (!(graceMs >= 0)) throw new RangeError("graceMs must not be negative");
+    const replaced = {
+      publicKey: rotation.previousPublicKey,
+      rotatedAt: rotation.rotatedAt,
+      until: rotation.rotatedAt + graceMs,
+    };
+    // A key is listed once, and the current key is never listed as replaced.
+    this.#previous = this.#previous.filter(
+      (key) =>
+        !equalBytes(key.publicKey, replaced.publicKey) && !equalBytes(key.publicKey, rotation.publicKey),
+    );
+    this.#previous.push(replaced);
+    if (this.#previous.length > MAX_ROTATION_CERTIFICATES) this.#previous.shift();
+    this.#authorityPublicKey = rotation.publicKey;
+  }
+
+  /**
+   * Whether `token`, a pass, is signed by the current authority key (not by the previous one, in
+   * its grace period): a node holding a pass of the previous key should fetch a new one.
+   */
+  signedByCurrentKey(token: string): boolean {
+    const entry = this.#verified.get(token);
+    if (entry !== undefined) return equalBytes(entry.signer, this.#authorityPublicKey);
+    try {
+      const opened = openToken(token, passPayloadSchema, MAX_PASS_TOKEN_LENGTH, "access pass");
+      return verifyTokenSignature(this.#crypto, SignatureDomain.pass, opened, this.#authorityPublicKey);
+    } catch {
+      return false;
+    }
   }
 
   /**
@@ -167,8 +259,10 @@ export class AccessPassVerifier {
   }
 
   verify(token: unknown, check: PassCheck): AccessPass {
-    const pass = typeof token === "string" ? this.#verified.get(token) : undefined;
-    const verified = pass ?? this.#verifySignature(token);
+    const cached = typeof token === "string" ? this.#verified.get(token) : undefined;
+    const entry = cached ?? this.#verifySignature(token);
+    const verified = entry.pass;
+    this.#checkSigner(entry, check.now);
     if (verified.experimentId !== this.#experimentId) {
       throw new ProtocolError(
         ProtocolErrorCode.PASS_WRONG_EXPERIMENT,
@@ -198,18 +292,44 @@ export class AccessPassVerifier {
     return verified;
   }
 
-  #verifySignature(token: unknown): AccessPass {
-    const opened = openToken(token, passPayloadSchema, MAX_PASS_TOKEN_LENGTH, "access pass");
-    if (!verifyTokenSignature(this.#crypto, SignatureDomain.pass, opened, this.#authorityPublicKey)) {
+  /** Whether the key that signed a remembered pass is still trusted for it at `now`. */
+  #checkSigner(entry: VerifiedEntry, now: number): void {
+    if (equalBytes(entry.signer, this.#authorityPublicKey)) return;
+    const replaced = this.#previous.find((key) => equalBytes(key.publicKey, entry.signer));
+    // Signed by a key trusted once and dropped since: as if it never verified.
+    if (replaced === undefined) throw badSignature();
+    const rotatedAt = new Date(replaced.rotatedAt).toISOString();
+    if (entry.pass.issuedAt >= replaced.rotatedAt) {
       throw new ProtocolError(
-        ProtocolErrorCode.PASS_BAD_SIGNATURE,
-        "access pass is not signed by this experiment's authority",
+        ProtocolErrorCode.PASS_KEY_ROTATED,
+        `pass is signed by a replaced authority key of the experiment but issued after it was replaced at ${rotatedAt}; join again for a pass of the new key`,
       );
     }
-    const pass = toAccessPass(opened.payload, token as string);
-    this.#verified.set(pass.token, pass);
-    return pass;
+    if (now >= replaced.until) {
+      throw new ProtocolError(
+        ProtocolErrorCode.PASS_KEY_ROTATED,
+        `pass is signed by an authority key of the experiment replaced at ${rotatedAt}, whose grace period ended at ${new Date(replaced.until).toISOString()}; join again for a pass of the new key`,
+      );
+    }
   }
+
+  #verifySignature(token: unknown): VerifiedEntry {
+    const opened = openToken(token, passPayloadSchema, MAX_PASS_TOKEN_LENGTH, "access pass");
+    const signer = [this.#authorityPublicKey, ...this.#previous.map((key) => key.publicKey).reverse()].find(
+      (key) => verifyTokenSignature(this.#crypto, SignatureDomain.pass, opened, key),
+    );
+    if (signer === undefined) throw badSignature();
+    const entry = { pass: toAccessPass(opened.payload, token as string), signer };
+    this.#verified.set(entry.pass.token, entry);
+    return entry;
+  }
+}
+
+function badSignature(): ProtocolError {
+  return new ProtocolError(
+    ProtocolErrorCode.PASS_BAD_SIGNATURE,
+    "access pass is not signed by this experiment's authority",
+  );
 }
 
 function toAccessPass(payload: z.output<typeof passPayloadSchema>, token: string): AccessPass {

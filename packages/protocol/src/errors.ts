@@ -26,6 +26,12 @@ export const ProtocolErrorCode = {
   PASS_WRONG_ROLE: "PASS_WRONG_ROLE",
   /** The access pass's holder was banned or its key revoked by the organizer (run control). */
   PASS_REVOKED: "PASS_REVOKED",
+  /**
+   * The access pass is signed by the experiment's previous authority key, and was issued after that
+   * key was replaced or is shown after the grace period that followed: the holder must fetch a pass
+   * of the new key.
+   */
+  PASS_KEY_ROTATED: "PASS_KEY_ROTATED",
 
   /** The signed request's signature does not match the key in its pass. */
   REQUEST_BAD_SIGNATURE: "REQUEST_BAD_SIGNATURE",
@@ -63,6 +69,13 @@ export const ProtocolErrorCode = {
   CONTROL_BAD_SIGNATURE: "CONTROL_BAD_SIGNATURE",
   /** The run control belongs to another experiment. */
   CONTROL_WRONG_EXPERIMENT: "CONTROL_WRONG_EXPERIMENT",
+
+  /** The authority rotation certificate is not signed by the key it replaces. */
+  ROTATION_BAD_SIGNATURE: "ROTATION_BAD_SIGNATURE",
+  /** The authority rotation certificate belongs to another experiment. */
+  ROTATION_WRONG_EXPERIMENT: "ROTATION_WRONG_EXPERIMENT",
+  /** Rotation certificates contradict each other: one key replaced twice, or key versions going back. */
+  ROTATION_CONFLICT: "ROTATION_CONFLICT",
 
   /** The checkpoint attestation is not signed by this experiment's authority. */
   CHECKPOINT_BAD_SIGNATURE: "CHECKPOINT_BAD_SIGNATURE",

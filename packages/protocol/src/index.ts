@@ -1,4 +1,5 @@
 export * from "./access-pass.ts";
+export * from "./authority-rotation.ts";
 export * from "./body-digest.ts";
 export * from "./checkpoint-attestation.ts";
 export * from "./crypto-provider.ts";

@@ -27,6 +27,7 @@ export const SignatureDomain = {
   config: "barnraise/config/v1",
   control: "barnraise/control/v1",
   checkpoint: "barnraise/checkpoint/v1",
+  rotation: "barnraise/rotation/v1",
 } as const;
 
 export type SignatureDomain = (typeof SignatureDomain)[keyof typeof SignatureDomain];

@@ -83,6 +83,12 @@ export interface RequestVerifierOptions {
   passes: AccessPassVerifier;
   /** The receiver's own public key: requests addressed to anyone else are refused. */
   recipientPublicKey: Uint8Array;
+  /**
+   * Keys the receiver held before `recipientPublicKey` (the platform's authority keys before a
+   * rotation): requests addressed to one are still taken until its `until` (Unix ms), so callers
+   * that have not heard of the rotation yet are not refused meanwhile.
+   */
+  formerRecipients?: ReadonlyArray<{ readonly publicKey: Uint8Array; readonly until: number }>;
   replayGuard: ReplayGuard;
 }
 
@@ -91,12 +97,14 @@ export class RequestVerifier {
   readonly #crypto: CryptoProvider;
   readonly #passes: AccessPassVerifier;
   readonly #recipient: Uint8Array;
+  readonly #formerRecipients: NonNullable<RequestVerifierOptions["formerRecipients"]>;
   readonly #replayGuard: ReplayGuard;
 
   constructor(options: RequestVerifierOptions) {
     this.#crypto = options.crypto;
     this.#passes = options.passes;
     this.#recipient = options.recipientPublicKey;
+    this.#formerRecipients = options.formerRecipients ?? [];
     this.#replayGuard = options.replayGuard;
   }
 
@@ -105,7 +113,7 @@ export class RequestVerifier {
     const opened = openToken(token, requestPayloadSchema, MAX_REQUEST_TOKEN_LENGTH, "signed request");
     const { payload } = opened;
     // Cheap checks first, so junk costs no signature verification.
-    if (!equalBytes(payload.recipient, this.#recipient)) {
+    if (!this.#addressedToUs(payload.recipient, now)) {
       throw new ProtocolError(
         ProtocolErrorCode.REQUEST_WRONG_RECIPIENT,
         "request is addressed to another recipient",
@@ -143,5 +151,12 @@ export class RequestVerifier {
       nonce: payload.nonce,
       bodySha256: payload.bodySha256,
     };
+  }
+
+  #addressedToUs(recipient: Uint8Array, now: number): boolean {
+    if (equalBytes(recipient, this.#recipient)) return true;
+    return this.#formerRecipients.some(
+      (former) => now < former.until && equalBytes(recipient, former.publicKey),
+    );
   }
 }

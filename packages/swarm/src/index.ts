@@ -95,6 +95,7 @@ export * from "./platform/join-experiment.ts";
 export { readBoundedBytes, readBoundedText } from "./platform/bounded-body.ts";
 export * from "./platform/pass-refresher.ts";
 export * from "./platform/authority-pin.ts";
+export * from "./platform/authority-keys.ts";
 export * from "./platform/platform-client.ts";
 export * from "./platform/run-state-client.ts";
 export * from "./platform/control-poller.ts";

@@ -130,7 +130,7 @@ export class Swarm {
     this.control = new RunControlBoard({
       rpc: node.rpc,
       experimentId: options.experimentId,
-      authorityPublicKey: options.authorityPublicKey,
+      authority: options.authority,
       peers: () => node.members(),
       applyRevocations: (revoked) => {
         node.applyRevocations(revoked);

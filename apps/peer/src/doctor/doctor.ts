@@ -2,6 +2,7 @@ import { statfs } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { DEFAULT_MAX_SKEW_MS, type KeyPair } from "@barnraise/protocol";
 import {
+  AuthorityKeys,
   JoinError,
   JoinErrorCode,
   joinExitCode,
@@ -343,7 +344,7 @@ async function checkSwarm(
   const swarm = await Swarm.create({
     experimentId: joined.experiment.id,
     identity: keyPair,
-    authorityPublicKey: joined.authorityPublicKey,
+    authority: AuthorityKeys.fromJoin(joined),
     pass: joined.passToken,
     // The checks end long before the pass does.
     refreshPass: () => Promise.resolve(joined.passToken),

@@ -1,5 +1,6 @@
 "use client";
 
+import { DEFAULT_ROTATION_GRACE_MS } from "@barnraise/protocol";
 import { useState } from "react";
 import { StatusLine, useMutation } from "./mutation.tsx";
 
@@ -42,6 +43,9 @@ export function PauseResume({
   );
 }
 
+/** How long passes of a replaced key keep working, in minutes. */
+const GRACE_MINUTES = DEFAULT_ROTATION_GRACE_MS / 60_000;
+
 /** Replace the experiment's authority key, after a confirmation step. */
 export function RotateAuthorityKey({
   experimentId,
@@ -63,9 +67,10 @@ export function RotateAuthorityKey({
       {confirming ? (
         <div className="notice notice-warn stack">
           <p>
-            <strong>Rotate the key?</strong> Passes signed by the current key stop working at once: every
-            peer, aux peers included, has to join again with its token to get a new pass. Do this when you
-            suspect the key leaked.
+            <strong>Rotate the key?</strong> The current key signs a certificate naming the new one, and
+            running peers, aux peers included, follow the new key within seconds and fetch new passes on their
+            own; peers that restart later follow it too. Passes of the current key stop working{" "}
+            {GRACE_MINUTES} minutes after the rotation. Do this when you suspect the key leaked.
           </p>
           <div className="actions">
             <button
@@ -78,7 +83,7 @@ export function RotateAuthorityKey({
                     "POST",
                     `/api/v1/experiments/${encodeURIComponent(experimentId)}/authority-key`,
                     {},
-                    "The authority key was replaced. Peers pick up the new key when they join again.",
+                    `The authority key was replaced. Running peers follow the new key within seconds; passes of the old key stop working after ${GRACE_MINUTES} minutes.`,
                   )
                   .then(() => {
                     setConfirming(false);

@@ -66,7 +66,7 @@ export function createAppContext(env: ServerEnv, overrides: AppContextOverrides 
     storage: overrides.storage ?? openObjectStore(env),
     lookups: new Lookups(db),
     ingestion: new MetricsIngestion(db, now, logger),
-    peerVerifiers: new PeerVerifierCache(db, nodeCrypto),
+    peerVerifiers: new PeerVerifierCache(db, nodeCrypto, now),
     rateLimits: new RateLimits(db),
     mailer:
       overrides.mailer !== undefined

@@ -14,6 +14,7 @@ import { expect } from "vitest";
 import type { JoinResponse } from "../../src/api/schemas/peer.ts";
 import { POST as joinRoute } from "../../app/api/v1/experiments/[id]/join/route.ts";
 import { newAuthorityKey } from "../../src/server/authority-keys.ts";
+import { rotateAuthorityKey as rotateAuthorityKeyService } from "../../src/server/services/rotate-authority-key.ts";
 import { generatePeerToken } from "../../src/server/services/peer-tokens.ts";
 import { callRoute, TEST_SEALING_SECRET, type TestApp } from "./test-app.ts";
 
@@ -58,19 +59,17 @@ export async function createExperiment(
   });
 }
 
-/** Replaces the experiment's authority key, as rotating it does. */
-export async function rotateAuthorityKey(app: TestApp, experimentId: string): Promise<void> {
-  const current = await app.db.experiment.findUniqueOrThrow({ where: { id: experimentId } });
-  const keyVersion = current.authorityKeyVersion + 1;
-  const key = newAuthorityKey([TEST_SEALING_SECRET], { experimentId, keyVersion });
-  await app.db.experiment.update({
+/**
+ * Rotates the experiment's authority key as its organizer does on the manage page (the real
+ * service: a new key, and a certificate signed by the old one). Returns the new version.
+ */
+export async function rotateAuthorityKey(app: TestApp, experimentId: string): Promise<number> {
+  const { organizer } = await app.db.experiment.findUniqueOrThrow({
     where: { id: experimentId },
-    data: {
-      authorityKeyVersion: keyVersion,
-      authorityPublicKey: key.publicKey,
-      authoritySecretKey: key.sealedSecretKey,
-    },
+    select: { organizer: { select: { id: true, username: true } } },
   });
+  const rotated = await rotateAuthorityKeyService(app.ctx, organizer, experimentId);
+  return rotated.authorityKeyVersion;
 }
 
 export async function setAllowlistStatus(

@@ -1,8 +1,9 @@
-import { isProtocolError, verifyRunControl, type RunControl } from "@barnraise/protocol";
+import { isProtocolError, ProtocolErrorCode, verifyRunControl, type RunControl } from "@barnraise/protocol";
 import { nodeCrypto } from "@barnraise/protocol/node";
 import type { Logger } from "pino";
 import { isSwarmError, SwarmError, SwarmErrorCode } from "../errors.ts";
 import type { RevocationList } from "../p2p/swarm-node.ts";
+import type { AuthorityKeys } from "../platform/authority-keys.ts";
 import { decodeMessage, encodeMessage } from "../rpc/codec.ts";
 import type { PeerIdString, Rpc, RpcFrameStream, RpcIncoming } from "../rpc/rpc.ts";
 import {
@@ -16,8 +17,11 @@ import {
 export interface RunControlBoardOptions {
   readonly rpc: Rpc;
   readonly experimentId: string;
-  /** The experiment's authority key: only run controls it signed are taken. */
-  readonly authorityPublicKey: Uint8Array;
+  /**
+   * The experiment's authority: only run controls signed by a key it trusts are taken (its current
+   * key, or a key it replaced, in that key's grace period), read at each offer.
+   */
+  readonly authority: Pick<AuthorityKeys, "trustedKeys">;
   /** The members a newly adopted control is passed on to. */
   readonly peers: () => readonly PeerIdString[];
   /** Applies a control's revocation list to the node: refuse and hang up revoked peers. */
@@ -103,10 +107,7 @@ export class RunControlBoard {
     if (held !== null && token === held.token) return { adopted: false, current: held };
     let control: RunControl;
     try {
-      control = verifyRunControl(nodeCrypto, token, {
-        authorityPublicKey: this.#options.authorityPublicKey,
-        experimentId: this.#options.experimentId,
-      });
+      control = this.#verify(token);
     } catch (error) {
       this.#options.logger?.warn(
         { source, code: codeOf(error), err: error },
@@ -137,6 +138,28 @@ export class RunControlBoard {
     }
     this.#forward(control.token, source);
     return { adopted: true, current: control };
+  }
+
+  /** Verifies `token` with the authority's current key, else with a key it replaced, in its grace. */
+  #verify(token: string): RunControl {
+    const [current, ...replaced] = this.#options.authority.trustedKeys();
+    const expected = (authorityPublicKey: Uint8Array) => ({
+      authorityPublicKey,
+      experimentId: this.#options.experimentId,
+    });
+    try {
+      return verifyRunControl(nodeCrypto, token, expected(current));
+    } catch (error) {
+      if (!isProtocolError(error, ProtocolErrorCode.CONTROL_BAD_SIGNATURE)) throw error;
+      for (const key of replaced) {
+        try {
+          return verifyRunControl(nodeCrypto, token, expected(key));
+        } catch {
+          // the current key's refusal is the one reported
+        }
+      }
+      throw error;
+    }
   }
 
   /**

@@ -19,7 +19,10 @@ export interface PassHolderOptions {
 /**
  * Holds this node's access pass and renews it before it expires (DESIGN §3: passes are short-lived
  * and refreshed automatically). A failed refresh is retried with backoff while the current pass is
- * still valid; `onExpired` listeners hear when it could not be renewed in time.
+ * still valid; `onExpired` listeners hear when it could not be renewed in time. After the
+ * experiment's authority key was rotated (the verifier trusts a new key), `renewIfOutdated` fetches
+ * a pass of the new key at once, and asks again, with backoff, for as long as a refresh brings one
+ * of the key replaced (the platform rotated while it answered).
  */
 export class PassHolder {
   readonly #options: PassHolderOptions;
@@ -28,6 +31,7 @@ export class PassHolder {
   #timer: NodeJS.Timeout | undefined;
   #retryMs: number;
   #running = false;
+  #inFlight: Promise<AccessPass> | undefined;
   readonly #expiredListeners = new Set<(error: SwarmError) => void>();
 
   constructor(options: PassHolderOptions) {
@@ -60,8 +64,26 @@ export class PassHolder {
     return () => this.#expiredListeners.delete(listener);
   }
 
-  /** Fetches and installs a new pass now. */
-  async refreshNow(): Promise<AccessPass> {
+  /** Fetches and installs a new pass now; a call while a refresh is in flight waits for that one. */
+  refreshNow(): Promise<AccessPass> {
+    this.#inFlight ??= this.#refresh().finally(() => {
+      this.#inFlight = undefined;
+    });
+    return this.#inFlight;
+  }
+
+  /**
+   * Fetches a new pass at once when the one held is not signed by the authority's current key (the
+   * node just followed a rotation of the key); does nothing otherwise. Failures are retried with
+   * the usual backoff.
+   */
+  renewIfOutdated(): void {
+    if (!this.#running || this.#inFlight !== undefined || !this.#outdated()) return;
+    this.#options.logger.info("fetching an access pass of the experiment's new authority key");
+    this.#schedule(0);
+  }
+
+  async #refresh(): Promise<AccessPass> {
     const token = await this.#options.refresh();
     const pass = this.#options.passes.verify(token, { now: this.#now() });
     if (pass.username !== this.#pass.username && this.#pass.username !== "") {
@@ -71,12 +93,30 @@ export class PassHolder {
       );
     }
     this.#pass = pass;
-    this.#retryMs = this.#options.retryMs ?? 1_000;
     this.#options.logger.debug(
       { expiresAt: new Date(pass.expiresAt).toISOString() },
       "access pass refreshed",
     );
+    if (this.#outdated()) {
+      // Fetched while the key was being rotated: ask again soon, backing off.
+      this.#schedule(this.#backoff());
+    } else {
+      this.#retryMs = this.#options.retryMs ?? 1_000;
+      this.#schedule();
+    }
     return pass;
+  }
+
+  /** Whether the pass held is signed by a key the authority replaced. */
+  #outdated(): boolean {
+    return !this.#options.passes.signedByCurrentKey(this.#pass.token);
+  }
+
+  /** The next retry delay: doubles per call up to a minute, reset by a refresh that brings a current pass. */
+  #backoff(): number {
+    const retry = this.#retryMs;
+    this.#retryMs = Math.min(this.#retryMs * 2, 60_000);
+    return retry;
   }
 
   #schedule(delayMs?: number): void {
@@ -91,8 +131,8 @@ export class PassHolder {
 
   async #run(): Promise<void> {
     try {
+      // Installing the pass schedules the next refresh.
       await this.refreshNow();
-      this.#schedule();
     } catch (cause) {
       const left = this.#pass.expiresAt - this.#now();
       const error = new SwarmError(
@@ -102,9 +142,7 @@ export class PassHolder {
       );
       this.#options.logger.warn({ err: cause, expiresInMs: left }, "access pass refresh failed");
       if (left <= 0) for (const listener of this.#expiredListeners) listener(error);
-      const retry = this.#retryMs;
-      this.#retryMs = Math.min(this.#retryMs * 2, 60_000);
-      this.#schedule(retry);
+      this.#schedule(this.#backoff());
     }
   }
 }

@@ -18,7 +18,7 @@ export class PeerAuthorizer {
   readonly #now: () => number;
   readonly #denyMs: number;
   readonly #admitted = new Map<string, AccessPass>();
-  readonly #denied = new Map<string, { until: number; reason: string }>();
+  readonly #denied = new Map<string, { until: number; reason: string; forKey?: true }>();
   readonly #waiters = new Map<string, Set<() => void>>();
 
   constructor(options: PeerAuthorizerOptions = {}) {
@@ -55,6 +55,27 @@ export class PeerAuthorizer {
   deny(peer: string, reason: string, forMs: number = this.#denyMs): void {
     this.#admitted.delete(peer);
     this.#denied.set(peer, { until: this.#now() + forMs, reason });
+  }
+
+  /**
+   * Refuses `peer` for a while for showing a pass signed by a key this node does not trust: maybe
+   * one the authority rotated to and this node has not followed yet, so the denial is lifted by
+   * `forgiveKeyDenials` when it does.
+   */
+  denyForKey(peer: string, reason: string, forMs: number): void {
+    this.#admitted.delete(peer);
+    this.#denied.set(peer, { until: this.#now() + forMs, reason, forKey: true });
+  }
+
+  /** Lifts every denial made by `denyForKey` (the node now trusts a new key); returns those peers. */
+  forgiveKeyDenials(): string[] {
+    const forgiven: string[] = [];
+    for (const [peer, denial] of this.#denied) {
+      if (denial.forKey !== true) continue;
+      this.#denied.delete(peer);
+      if (denial.until > this.#now()) forgiven.push(peer);
+    }
+    return forgiven;
   }
 
   denialOf(peer: string): string | undefined {

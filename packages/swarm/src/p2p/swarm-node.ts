@@ -15,7 +15,8 @@ import { tcp } from "@libp2p/tcp";
 import { webSockets } from "@libp2p/websockets";
 import { multiaddr } from "@multiformats/multiaddr";
 import {
-  AccessPassVerifier,
+  type AccessPassVerifier,
+  isProtocolError,
   libp2pPrivateKey,
   MemoryNonceStore,
   ProtocolErrorCode,
@@ -30,6 +31,7 @@ import type { Logger } from "pino";
 import { isSwarmError, SwarmError, SwarmErrorCode } from "../errors.ts";
 import { checkReachability, DialBackServer, tcpPorts, type Reachability } from "../net/reachability.ts";
 import { stallAwareSignal } from "../net/stall-aware-timeout.ts";
+import type { AuthorityKeys } from "../platform/authority-keys.ts";
 import { isCredentialRefusal, Libp2pRpc, protocolId } from "../rpc/libp2p-rpc.ts";
 import { progressTopic } from "../progress/progress-gossip.ts";
 import { HELLO_MAX_PEERS, helloMethod, type AveragingMode } from "./hello.ts";
@@ -46,6 +48,8 @@ export type { RevocationList } from "@barnraise/protocol";
  * back at once with a good one (a new token's, a refreshed one, one of a rotated key).
  */
 const REFUSED_DENY_MS = 5_000;
+/** A node whose pass peers call outdated (PASS_KEY_ROTATED) fetches a new one at most this often. */
+const STALE_PASS_REFRESH_MS = 30_000;
 /** How often a node asks a random member for the member list. */
 const MEMBER_REFRESH_MS = 5_000;
 /**
@@ -89,7 +93,8 @@ export interface Connectivity {
 export interface SwarmNodeOptions {
   experimentId: string;
   identity: KeyPair;
-  authorityPublicKey: Uint8Array;
+  /** The experiment's authority: passes are checked against the keys it trusts, following its rotations. */
+  authority: AuthorityKeys;
   /** The pass from the join response, and how to get a new one before it expires. */
   pass: string;
   refreshPass: () => Promise<string>;
@@ -187,6 +192,8 @@ export class SwarmNode {
   /** When the earliest member waiting out a dial backoff may be dialed again. */
   #redialAt = Infinity;
   #running = false;
+  /** Stops following the authority's rotations (see #followedRotation). */
+  readonly #unfollow: () => void;
 
   private constructor(
     libp2p: Libp2p<{ passGate: PassGateService; pubsub: GossipSub }>,
@@ -218,6 +225,9 @@ export class SwarmNode {
     });
     if (options.mode === "client") this.#reachability = "relayed";
     this.#firstCheckPending = options.mode === "node" && options.checkReachability !== false;
+    this.#unfollow = options.authority.onRotation(() => {
+      this.#followedRotation();
+    });
   }
 
   /**
@@ -237,12 +247,7 @@ export class SwarmNode {
     const now = options.now ?? Date.now;
     const maxSkewMs = options.maxSkewMs ?? 30_000;
     const helloTimeoutMs = options.helloTimeoutMs ?? 10_000;
-    const passes = new AccessPassVerifier({
-      crypto: nodeCrypto,
-      authorityPublicKey: options.authorityPublicKey,
-      experimentId: options.experimentId,
-      maxSkewMs,
-    });
+    const passes = options.authority.passVerifier({ maxSkewMs });
     const passHolder = new PassHolder({
       initial: options.pass,
       passes,
@@ -251,6 +256,7 @@ export class SwarmNode {
       now,
     });
     const authorizer = new PeerAuthorizer({ now });
+    const staleRefresh = { at: -Infinity };
     const isAux = options.mode === "aux";
     const topic = progressTopic(options.experimentId);
     const rpcRef: { current?: Libp2pRpc } = {};
@@ -365,10 +371,23 @@ export class SwarmNode {
       },
       onRefusedPeer: (peer, code, reason) => {
         refusals.refusedPeers.record(peer, code, reason);
-        authorizer.deny(peer, reason, REFUSED_DENY_MS);
+        // A pass of a key this node does not trust (yet) is gated until it hears of a rotation to
+        // that key (it asks every 5 s), then let in at once.
+        if (isKeyRefusal(code)) authorizer.denyForKey(peer, reason, REFUSED_DENY_MS);
+        else authorizer.deny(peer, reason, REFUSED_DENY_MS);
       },
       onRefusedBy: (peer, code, reason) => {
         refusals.refusedBy.record(peer, code, reason);
+        // The peer knows our pass's key was replaced: a refresh (a join) brings the rotation and a new pass.
+        if (code === ProtocolErrorCode.PASS_KEY_ROTATED && now() - staleRefresh.at >= STALE_PASS_REFRESH_MS) {
+          staleRefresh.at = now();
+          passHolder.refreshNow().catch((error: unknown) => {
+            options.logger.warn(
+              { err: error },
+              "could not fetch a pass of the experiment's new authority key",
+            );
+          });
+        }
       },
       logger: options.logger,
       now,
@@ -380,6 +399,11 @@ export class SwarmNode {
 
   get peerId(): string {
     return this.libp2p.peerId.toString();
+  }
+
+  /** The experiment's authority as this node knows it (it follows key rotations). */
+  get authority(): AuthorityKeys {
+    return this.#options.authority;
   }
 
   /** This node's pass verifier, with the organizer's revocation list applied. */
@@ -449,6 +473,7 @@ export class SwarmNode {
 
   async stop(): Promise<void> {
     this.#running = false;
+    this.#unfollow();
     clearInterval(this.#maintenance);
     this.#dialBack.stop();
     this.passHolder.stop();
@@ -491,6 +516,31 @@ export class SwarmNode {
       void this.libp2p.hangUp(peerIdFromString(peer)).catch(() => undefined);
     }
     return dropped;
+  }
+
+  /**
+   * The authority's key was rotated and this node follows it (its pass verifier trusts the new key
+   * already): peers gated for showing a pass of a key this node did not trust are let in again,
+   * connected peers it no longer counts as members are greeted again and the others dialed, and
+   * this node fetches a pass of the new key.
+   */
+  #followedRotation(): void {
+    const forgiven = this.authorizer.forgiveKeyDenials();
+    for (const peer of forgiven) this.#dialBackoff.delete(peer);
+    this.#logger.info(
+      { forgiven: forgiven.length },
+      "following the experiment's new authority key: peers with passes of it are let in",
+    );
+    this.passHolder.renewIfOutdated();
+    if (!this.#running) return;
+    for (const id of this.libp2p.getPeers()) {
+      const peer = id.toString();
+      if (!this.authorizer.isAdmitted(peer)) void this.#hello(peer);
+    }
+    this.#peerStoreChanged = true;
+    this.#refreshWaitMs = MEMBER_REFRESH_MS;
+    this.#lastRefresh = 0;
+    void this.#maintain();
   }
 
   /**
@@ -686,8 +736,8 @@ export class SwarmNode {
     void this.authorizer.waitFor(peer, this.#options.helloTimeoutMs ?? 10_000).then(async (admitted) => {
       if (admitted || !this.#running) return;
       // A peer whose pass was refused just now (revoked, expired, another key's) has its own reason
-      // and gate: it may come back at once with a pass of a new token, as a volunteer who re-tokens
-      // does. Only a peer that showed no pass at all is gated for the usual while.
+      // and gate, set with the refusal: it may come back at once with a good pass, as a volunteer
+      // who re-tokens does. Only a peer that showed no pass at all is gated for the usual while.
       const refused = this.refusedPeers.of(peer);
       const now = (this.#options.now ?? Date.now)();
       const refusedNow =
@@ -732,7 +782,11 @@ export class SwarmNode {
           refusedOurs ||
           isSwarmError(error, SwarmErrorCode.TIMEOUT) ||
           isSwarmError(error, SwarmErrorCode.PEER_UNREACHABLE);
-        if (!transient) this.authorizer.deny(peer, reason);
+        if (isProtocolError(error) && isKeyRefusal(error.code)) {
+          // Its pass may be of a key the authority rotated to: gated briefly, lifted on the rotation.
+          this.refusedPeers.record(peer, error.code, reason);
+          this.authorizer.denyForKey(peer, reason, REFUSED_DENY_MS);
+        } else if (!transient) this.authorizer.deny(peer, reason);
         await this.libp2p.hangUp(peerIdFromString(peer)).catch(() => undefined);
         return false;
       } finally {
@@ -914,6 +968,11 @@ export class SwarmNode {
       `could not reach member ${peer} at the addresses it announced (${reason}); trying again in ${Math.round(delayMs / 1000)} s. A member behind NAT can only be reached through a relay`,
     );
   }
+}
+
+/** A pass refused for its signing key: maybe one the authority rotated to and this node has not followed yet. */
+function isKeyRefusal(code: string): boolean {
+  return code === ProtocolErrorCode.PASS_BAD_SIGNATURE || code === ProtocolErrorCode.PASS_KEY_ROTATED;
 }
 
 /** The origin's peer id and the message's sequence number (StrictSign messages carry both). */

@@ -30,7 +30,9 @@ export interface JoinExperimentOptions {
  * against the one pinned for the experiment.
  *
  * The key is pinned per experiment on first use: a later join of the same experiment under another
- * key means the platform (or someone in between) is not the one trusted before, and fails with
+ * key is taken only when the join's rotation certificates lead from the pinned key to it (the
+ * organizer rotated the key while this node was away; the pin moves to the new key). Otherwise the
+ * platform (or someone in between) is not the one trusted before, and the join fails with
  * AUTHORITY_CHANGED. A token of another experiment moves the pin to that experiment (one identity,
  * one experiment at a time); first use of an experiment is trusted as TLS to the platform is.
  */
@@ -62,11 +64,22 @@ export async function joinExperiment(options: JoinExperimentOptions): Promise<Jo
   const pin = await loadAuthorityPin(pinPath);
   if (pin?.experimentId === joined.experiment.id) {
     if (!equalBytes(pin.authorityPublicKey, joined.authorityPublicKey)) {
-      throw new JoinError(
-        JoinErrorCode.AUTHORITY_CHANGED,
-        `the experiment's authority key differs from the one pinned in ${pinPath}; if the organizer ` +
-          "rotated it, delete that file to trust the new key",
+      // Rotated while this node was away: the certificates lead from the pinned key to the new one.
+      const followed = joined.authorityRotations.some((rotation) =>
+        equalBytes(rotation.previousPublicKey, pin.authorityPublicKey),
       );
+      if (!followed) {
+        throw new JoinError(
+          JoinErrorCode.AUTHORITY_CHANGED,
+          `the experiment's authority key differs from the one pinned in ${pinPath}, and no rotation ` +
+            "certificate signed by the pinned key leads to it; if the organizer announced a new key, " +
+            "delete that file to trust it",
+        );
+      }
+      await saveAuthorityPin(pinPath, {
+        experimentId: joined.experiment.id,
+        authorityPublicKey: joined.authorityPublicKey,
+      });
     }
   } else {
     if (pin !== undefined) options.onRepinned?.(pin.experimentId, joined.experiment.id);

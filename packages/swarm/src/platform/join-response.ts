@@ -2,10 +2,15 @@ import {
   AccessPassVerifier,
   decodePublicKey,
   equalBytes,
+  followAuthorityRotations,
   isProtocolError,
+  MAX_ROTATION_CERTIFICATES,
+  MAX_ROTATION_TOKEN_LENGTH,
   ProtocolErrorCode,
+  verifyAuthorityRotation,
   verifyExperimentConfig,
   type AccessPass,
+  type AuthorityRotation,
   type ExperimentConfig,
   type SignedConfig,
 } from "@barnraise/protocol";
@@ -19,6 +24,11 @@ import { JoinError, JoinErrorCode } from "./join-error.ts";
  * experiment, and the pass must be this node's and still valid. Nothing in the response is used
  * unverified except the experiment's display name and the initial peers (which the swarm
  * authenticates itself when it dials them).
+ *
+ * A node that trusts another key than the returned one (pinned on first use, or held since an
+ * earlier join) takes the returned key only when the rotation certificates of the response chain
+ * from its key to it, each signed by the key it replaces (protocol/authority-rotation.ts);
+ * otherwise the join is refused with AUTHORITY_CHANGED, as when nothing was rotated.
  */
 
 export const MAX_INITIAL_PEERS = 64;
@@ -31,6 +41,11 @@ export const joinResponseWireSchema = z.object({
   signedConfig: z.string().min(1),
   initialPeers: z.array(z.string().min(1).max(1024)).max(MAX_INITIAL_PEERS),
   experiment: z.object({ id: z.string().min(1).max(256), name: z.string().max(1024) }),
+  /** Absent from platforms older than key rotation certificates. */
+  authorityRotations: z
+    .array(z.string().min(1).max(MAX_ROTATION_TOKEN_LENGTH))
+    .max(MAX_ROTATION_CERTIFICATES)
+    .default([]),
 });
 export type JoinResponseWire = z.infer<typeof joinResponseWireSchema>;
 
@@ -43,6 +58,12 @@ export interface JoinedExperiment {
   /** When the pass expires, Unix milliseconds (from the signed pass). */
   readonly passExpiresAt: number;
   readonly authorityPublicKey: Uint8Array;
+  /**
+   * The rotations that led to `authorityPublicKey`, verified, oldest first (from the certificates
+   * the platform listed; empty when the key was never rotated): the keys they replaced keep their
+   * grace period (see AuthorityKeys).
+   */
+  readonly authorityRotations: readonly AuthorityRotation[];
   readonly config: ExperimentConfig;
   readonly configVersion: number;
   /** Multiaddrs of live aux peers, most recent first. */
@@ -53,7 +74,10 @@ export interface VerifyJoinExpectations {
   /** This node's public key: the pass must be for it. */
   readonly publicKey: Uint8Array;
   readonly now: number;
-  /** The authority key pinned on first use; a different key is refused (AUTHORITY_CHANGED). */
+  /**
+   * The authority key this node trusts (pinned on first use, or followed since); another key is
+   * refused (AUTHORITY_CHANGED) unless the response's rotation certificates chain from it to that key.
+   */
   readonly pinnedAuthority?: Uint8Array | undefined;
   /** The experiment this node belongs to (pinned or from an earlier join); another is refused. */
   readonly experimentId?: string | undefined;
@@ -89,12 +113,14 @@ export function verifyJoinResponse(body: unknown, expected: VerifyJoinExpectatio
         `${experimentId}; use another identity file for another experiment, or ${TRUST_NEW_KEY}`,
     );
   }
-  if (expected.pinnedAuthority !== undefined && !equalBytes(expected.pinnedAuthority, authorityPublicKey)) {
-    throw new JoinError(
-      JoinErrorCode.AUTHORITY_CHANGED,
-      `the experiment's authority key changed since this node first joined; ${TRUST_NEW_KEY}`,
-    );
+  if (expected.pinnedAuthority !== undefined) {
+    checkAuthorityFollows(expected.pinnedAuthority, {
+      experimentId,
+      authorityPublicKey,
+      certificates: wire.authorityRotations,
+    });
   }
+  const authorityRotations = rotationsInto(authorityPublicKey, experimentId, wire.authorityRotations);
   const pass = verifyPass(wire.pass, authorityPublicKey, experimentId, expected);
   const config = verifyConfig(wire.signedConfig, authorityPublicKey, experimentId);
   return {
@@ -103,10 +129,79 @@ export function verifyJoinResponse(body: unknown, expected: VerifyJoinExpectatio
     pass,
     passExpiresAt: pass.expiresAt,
     authorityPublicKey,
+    authorityRotations,
     config: config.config,
     configVersion: config.version,
     initialPeers: wire.initialPeers,
   };
+}
+
+/**
+ * Checks that a node trusting `trusted` may take `returned.authorityPublicKey`: it is the same key,
+ * or the certificates chain from `trusted` to it. Throws JoinError AUTHORITY_CHANGED otherwise.
+ */
+function checkAuthorityFollows(
+  trusted: Uint8Array,
+  returned: { experimentId: string; authorityPublicKey: Uint8Array; certificates: readonly string[] },
+): void {
+  if (equalBytes(trusted, returned.authorityPublicKey)) return;
+  let reached: Uint8Array;
+  try {
+    reached = followAuthorityRotations(nodeCrypto, {
+      from: trusted,
+      experimentId: returned.experimentId,
+      certificates: returned.certificates,
+    }).publicKey;
+  } catch (cause) {
+    const code = isProtocolError(cause) ? cause.code : "MALFORMED";
+    throw new JoinError(
+      JoinErrorCode.AUTHORITY_CHANGED,
+      `the experiment's authority key changed, and the rotation certificates sent with it do not verify (${code}); ${TRUST_NEW_KEY}`,
+      { cause },
+    );
+  }
+  if (!equalBytes(reached, returned.authorityPublicKey)) {
+    throw new JoinError(
+      JoinErrorCode.AUTHORITY_CHANGED,
+      `the experiment's authority key changed since this node first joined, and no rotation certificate signed by the key it trusts leads to the new one; ${TRUST_NEW_KEY}`,
+    );
+  }
+}
+
+/**
+ * The verified rotations that led to `key`, oldest first: from the certificate naming it back
+ * through the keys each replaced. A certificate that does not verify is a BAD_RESPONSE.
+ */
+function rotationsInto(
+  key: Uint8Array,
+  experimentId: string,
+  certificates: readonly string[],
+): AuthorityRotation[] {
+  let rotations: AuthorityRotation[];
+  try {
+    rotations = certificates.map((token) => verifyAuthorityRotation(nodeCrypto, token, { experimentId }));
+  } catch (cause) {
+    const code = isProtocolError(cause) ? cause.code : "MALFORMED";
+    throw new JoinError(
+      JoinErrorCode.BAD_RESPONSE,
+      `an authority rotation certificate in the server's join response does not verify (${code}); do not trust this server`,
+      { cause },
+    );
+  }
+  const chain: AuthorityRotation[] = [];
+  let current = key;
+  for (;;) {
+    const into = rotations.find(
+      (rotation) =>
+        equalBytes(rotation.publicKey, current) &&
+        !chain.includes(rotation) &&
+        (chain[0] === undefined || rotation.keyVersion < chain[0].keyVersion),
+    );
+    if (into === undefined) break;
+    chain.unshift(into);
+    current = into.previousPublicKey;
+  }
+  return chain;
 }
 
 function verifyPass(

@@ -4,12 +4,14 @@ import { Readable } from "node:stream";
 import { signRequest, type KeyPair } from "@barnraise/protocol";
 import { nodeCrypto } from "@barnraise/protocol/node";
 import { z } from "zod";
+import type { AuthorityKeys } from "./authority-keys.ts";
 import { readBoundedBytes, readBoundedText } from "./bounded-body.ts";
 
 /**
  * A node's (trainer's or aux peer's) client for the platform's experiment routes. Calls that need
  * the node's identity are DeDLOC I.5 signed requests (`Authorization: Barnraise <signed request>`):
- * signed for their exact method, path and query, addressed to the experiment's authority key, with
+ * signed for their exact method, path and query, addressed to the experiment's current authority key
+ * (read from `authority` at each call, so requests follow a key rotation), with
  * the node's current pass, the time, a fresh nonce and the body's SHA-256. Public reads go unsigned.
  * Every failure is a PlatformRequestError that says whether trying again can help.
  */
@@ -26,8 +28,8 @@ export interface PlatformClientOptions {
   experimentId: string;
   /** The node's identity: the key its pass was issued for. */
   keyPair: KeyPair;
-  /** The experiment's authority key (from the verified join): every signed request is addressed to it. */
-  authorityPublicKey: Uint8Array;
+  /** The experiment's authority (from the verified join): every signed request is addressed to its current key. */
+  authority: AuthorityKeys;
   /** The node's current pass token, read for every request (the pass is refreshed while running). */
   pass: () => string;
   fetch?: typeof fetch;
@@ -91,6 +93,8 @@ const errorBodySchema = z.object({ error: z.object({ code: z.string(), message: 
 
 export class PlatformClient {
   readonly experimentId: string;
+  /** The experiment's authority as this node knows it. */
+  readonly authority: AuthorityKeys;
   readonly #options: PlatformClientOptions;
   readonly #base: URL;
   readonly #fetch: typeof fetch;
@@ -103,6 +107,7 @@ export class PlatformClient {
     }
     if (options.experimentId === "") throw new TypeError("experimentId must not be empty");
     this.experimentId = options.experimentId;
+    this.authority = options.authority;
     this.#options = options;
     this.#base = baseUrl(options.server);
     this.#fetch = options.fetch ?? fetch;
@@ -127,7 +132,7 @@ export class PlatformClient {
     const body = options.body ?? { kind: "none" };
     const authorization = signRequest(nodeCrypto, this.#options.keyPair, {
       pass: this.#options.pass(),
-      recipientPublicKey: this.#options.authorityPublicKey,
+      recipientPublicKey: this.authority.publicKey,
       scope: `${method} ${url.pathname}${url.search}`,
       body:
         body.kind === "json"

@@ -1,7 +1,11 @@
 import { createHash } from "node:crypto";
 import {
   checkAttestedBytes,
+  isProtocolError,
   MAX_CONTROL_TOKEN_LENGTH,
+  MAX_ROTATION_CERTIFICATES,
+  MAX_ROTATION_TOKEN_LENGTH,
+  ProtocolErrorCode,
   verifyCheckpointAttestation,
   type CheckpointAttestation,
   type RollbackTarget,
@@ -17,13 +21,22 @@ import type { PlatformClient } from "./platform-client.ts";
  * What every node asks the platform about the run itself (DESIGN §9): the organizer's current run
  * control, and the checkpoint a run resumes from. A checkpoint is trusted only through the
  * platform's attestation (signed by the experiment's authority) or a signed run control naming it,
- * and its bytes are checked against either before they are parsed.
+ * and its bytes are checked against either before they are parsed. Both are checked with the keys
+ * `client.authority` trusts at the time, and the run control answer carries the certificates of any
+ * rotation of the authority key, which the client's authority follows before the control is verified.
  */
 
 /** Largest checkpoint a node downloads (the state blob of a model of ~500 M parameters with Adam). */
 export const MAX_CHECKPOINT_DOWNLOAD_BYTES = 6 * 1024 ** 3;
 
-const controlAnswerSchema = z.object({ control: z.string().min(1).max(MAX_CONTROL_TOKEN_LENGTH) });
+const controlAnswerSchema = z.object({
+  control: z.string().min(1).max(MAX_CONTROL_TOKEN_LENGTH),
+  /** Absent from platforms older than key rotation certificates. */
+  authorityRotations: z
+    .array(z.string().min(1).max(MAX_ROTATION_TOKEN_LENGTH))
+    .max(MAX_ROTATION_CERTIFICATES)
+    .default([]),
+});
 const latestAnswerSchema = z.object({
   checkpoint: z.object({
     id: z.string().min(1).max(256),
@@ -53,9 +66,14 @@ export async function latestCheckpointStep(
   }
 }
 
-/** The run control token as the platform signs it now; the caller verifies it (the run control board). */
+/**
+ * The run control token as the platform signs it now; the caller verifies it (the run control
+ * board). The rotation certificates that come with it are followed first (`client.authority`), so a
+ * control signed by a rotated key verifies, and the node's passes, pin and requests move to that key.
+ */
 export async function fetchRunControl(client: PlatformClient, signal?: AbortSignal): Promise<string> {
   const answer = await client.signed("GET", "control", { schema: controlAnswerSchema, signal });
+  client.authority.follow(answer.authorityRotations, "control");
   return answer.control;
 }
 
@@ -70,11 +88,12 @@ export interface AttestedState {
 /**
  * The run's latest checkpoint, verified, or null when the platform has none yet. Throws
  * PlatformRequestError when the platform cannot be asked, ProtocolError when the attestation or the
- * bytes do not check out.
+ * bytes do not check out. The attestation is signed when it is read, by the authority's current key:
+ * one signed by a key this node has not followed yet sends it to the run control for the rotation
+ * certificates, and is checked once more.
  */
 export async function loadLatestCheckpoint(
   client: PlatformClient,
-  authorityPublicKey: Uint8Array,
   signal?: AbortSignal,
 ): Promise<AttestedState | null> {
   let latest: z.output<typeof latestAnswerSchema>;
@@ -84,10 +103,14 @@ export async function loadLatestCheckpoint(
     if (isPlatformRequestError(error, "NOT_FOUND")) return null;
     throw error;
   }
-  const attestation = verifyCheckpointAttestation(nodeCrypto, latest.attestation, {
-    authorityPublicKey,
-    experimentId: client.experimentId,
-  });
+  let attestation: CheckpointAttestation;
+  try {
+    attestation = verifyAttestation(client, latest.attestation);
+  } catch (error) {
+    if (!isProtocolError(error, ProtocolErrorCode.CHECKPOINT_BAD_SIGNATURE)) throw error;
+    await fetchRunControl(client, signal);
+    attestation = verifyAttestation(client, latest.attestation);
+  }
   if (attestation.checkpointId !== latest.checkpoint.id) {
     throw new PlatformRequestError(
       PlatformClientErrorCode.BAD_RESPONSE,
@@ -98,6 +121,28 @@ export async function loadLatestCheckpoint(
   const state = attestedState(bytes, attestation, attestation.generation);
   const evaluation = latest.checkpoint.evaluation;
   return { attestation, state, evaluated: evaluation !== null && evaluation !== undefined };
+}
+
+/** The attestation, checked with the authority's current key, else with a replaced one in its grace. */
+function verifyAttestation(client: PlatformClient, token: string): CheckpointAttestation {
+  const [current, ...replaced] = client.authority.trustedKeys();
+  const expected = (authorityPublicKey: Uint8Array) => ({
+    authorityPublicKey,
+    experimentId: client.experimentId,
+  });
+  try {
+    return verifyCheckpointAttestation(nodeCrypto, token, expected(current));
+  } catch (error) {
+    if (!isProtocolError(error, ProtocolErrorCode.CHECKPOINT_BAD_SIGNATURE)) throw error;
+    for (const key of replaced) {
+      try {
+        return verifyCheckpointAttestation(nodeCrypto, token, expected(key));
+      } catch {
+        // the current key's refusal is the one reported
+      }
+    }
+    throw error;
+  }
 }
 
 /**

@@ -38,7 +38,7 @@ function boardOn(node: SwarmNode, authority: TestAuthority): RunControlBoard {
   const board = new RunControlBoard({
     rpc: node.rpc,
     experimentId: authority.experimentId,
-    authorityPublicKey: authority.keyPair.publicKey,
+    authority: node.authority,
     peers: () => node.members(),
     applyRevocations: (revoked) => {
       node.applyRevocations(revoked);

@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { controlMethod } from "../../src/control/control-messages.ts";
 import { RunControlBoard } from "../../src/control/run-control-board.ts";
 import type { RevocationList } from "../../src/p2p/swarm-node.ts";
+import { AuthorityKeys } from "../../src/platform/authority-keys.ts";
 import { at } from "../support/at.ts";
 import { MemoryRpcNetwork, type MemoryRpc } from "../support/memory-rpc.ts";
 import { eventually } from "../support/swarm-fixtures.ts";
@@ -65,7 +66,7 @@ function swarm(authority: KeyPair, size: number): { network: MemoryRpcNetwork; m
     const board = new RunControlBoard({
       rpc,
       experimentId: EXPERIMENT,
-      authorityPublicKey: authority.publicKey,
+      authority: new AuthorityKeys({ experimentId: EXPERIMENT, publicKey: authority.publicKey }),
       peers: () => ids.filter((other) => other !== id),
       applyRevocations: (revoked) => revocations.push(revoked),
     });

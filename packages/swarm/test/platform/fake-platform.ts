@@ -82,6 +82,7 @@ export class FakePlatform {
       signedConfig: this.signedConfig(authority),
       initialPeers: ["/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWExample"],
       experiment: { id: authority.experimentId, name: "MNIST together" },
+      authorityRotations: [...authority.certificates],
     };
   }
 

@@ -1,7 +1,7 @@
-import { AccessPassVerifier, keyPairFromSeed } from "@barnraise/protocol";
-import { nodeCrypto } from "@barnraise/protocol/node";
+import { keyPairFromSeed } from "@barnraise/protocol";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PassHolder } from "../../src/p2p/pass-holder.ts";
+import { AuthorityKeys } from "../../src/platform/authority-keys.ts";
 import { joinPlatform } from "../../src/platform/join-client.ts";
 import { JoinError, JoinErrorCode } from "../../src/platform/join-error.ts";
 import type { JoinedExperiment } from "../../src/platform/join-response.ts";
@@ -24,14 +24,11 @@ describe("createPassRefresher", () => {
     const base = { server: platform.url, token: TOKEN, keyPair, now: () => platform.now };
     const first = await joinPlatform(base);
     const seen: JoinedExperiment[] = [];
-    const refresh = createPassRefresher({ ...base, joined: first, onJoined: (joined) => seen.push(joined) });
+    const authority = AuthorityKeys.fromJoin(first);
+    const refresh = createPassRefresher({ ...base, authority, onJoined: (joined) => seen.push(joined) });
     const holder = new PassHolder({
       initial: first.passToken,
-      passes: new AccessPassVerifier({
-        crypto: nodeCrypto,
-        authorityPublicKey: first.authorityPublicKey,
-        experimentId: first.experiment.id,
-      }),
+      passes: authority.passVerifier(),
       refresh,
       logger: silentLogger,
       now: () => platform.now,
@@ -50,7 +47,7 @@ describe("createPassRefresher", () => {
   it("refuses a refresh that changes the authority key or the experiment", async () => {
     const base = { server: platform.url, token: TOKEN, keyPair, now: () => platform.now };
     const first = await joinPlatform(base);
-    const refresh = createPassRefresher({ ...base, joined: first });
+    const refresh = createPassRefresher({ ...base, authority: AuthorityKeys.fromJoin(first) });
 
     const impostor = new TestAuthority("exp-join");
     platform.handler = (call, p) => ({ body: p.validResponse(call, impostor) });
@@ -77,7 +74,7 @@ describe("createPassRefresher", () => {
     const failing = (code: JoinErrorCode) =>
       createPassRefresher({
         ...base,
-        joined: first,
+        authority: AuthorityKeys.fromJoin(first),
         onRefused: (error) => refusals.push(error),
         join: () => Promise.reject(new JoinError(code, code)),
       });

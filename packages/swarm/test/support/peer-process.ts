@@ -24,6 +24,7 @@ import { fromBase64Url, keyPairFromSecretKey, parseExperimentConfig } from "@bar
 import { pino } from "pino";
 import { z } from "zod";
 import { isSwarmError } from "../../src/errors.ts";
+import { AuthorityKeys } from "../../src/platform/authority-keys.ts";
 import { Swarm } from "../../src/swarm.ts";
 import { randomVector, seededRandom } from "./swarm-harness.ts";
 
@@ -119,7 +120,10 @@ async function main(): Promise<void> {
   const swarm = await Swarm.create({
     experimentId: options.experimentId,
     identity,
-    authorityPublicKey: fromBase64Url(options.authorityPublicKey, "authorityPublicKey"),
+    authority: new AuthorityKeys({
+      experimentId: options.experimentId,
+      publicKey: fromBase64Url(options.authorityPublicKey, "authorityPublicKey"),
+    }),
     pass: options.pass,
     // The parent minted the pass for the whole test; there is nobody to ask for a new one.
     refreshPass: () => Promise.resolve(options.pass),

@@ -1,6 +1,7 @@
 import {
   generateKeyPair,
   issueAccessPass,
+  signAuthorityRotation,
   signRunControl,
   type KeyPair,
   type PeerRole,
@@ -9,6 +10,7 @@ import {
 import { nodeCrypto } from "@barnraise/protocol/node";
 import { pino } from "pino";
 import { SwarmNode, type SwarmNodeOptions } from "../../src/p2p/swarm-node.ts";
+import { AuthorityKeys, type AuthorityKeysOptions } from "../../src/platform/authority-keys.ts";
 
 export const silentLogger = pino(
   { level: process.env.SWARM_TEST_LOG ?? "silent" },
@@ -23,7 +25,11 @@ export function testGrantOf(publicKey: Uint8Array): string {
 
 export class TestAuthority {
   readonly experimentId: string;
-  readonly keyPair: KeyPair;
+  /** The current key pair; `rotate` replaces it. */
+  keyPair: KeyPair;
+  /** The rotation certificates issued so far, oldest first, as the platform lists them. */
+  readonly certificates: string[] = [];
+  #keyVersion = 1;
 
   /** `keyPair` lets another thread issue passes of the same authority. */
   constructor(experimentId = "exp-test", keyPair: KeyPair = generateKeyPair()) {
@@ -40,11 +46,13 @@ export class TestAuthority {
       issuedAt?: number;
       /** The token the pass is issued on; default one per identity (`testGrantOf`). */
       grant?: string;
+      /** Another key than the current one (a key that was rotated away, a forger's). */
+      signer?: KeyPair;
     } = {},
   ): string {
     const issuedAt = init.issuedAt ?? Date.now() - 1_000;
     const username = init.username ?? "volunteer";
-    return issueAccessPass(nodeCrypto, this.keyPair, {
+    return issueAccessPass(nodeCrypto, init.signer ?? this.keyPair, {
       experimentId: this.experimentId,
       username,
       role: init.role ?? "trainer",
@@ -53,6 +61,34 @@ export class TestAuthority {
       issuedAt,
       expiresAt: issuedAt + (init.lifetimeMs ?? 3_600_000),
     });
+  }
+
+  /** A holder of this authority's current key, as a node builds one from its join. */
+  keys(options: Partial<Omit<AuthorityKeysOptions, "experimentId" | "publicKey">> = {}): AuthorityKeys {
+    return new AuthorityKeys({
+      ...options,
+      experimentId: this.experimentId,
+      publicKey: this.keyPair.publicKey,
+    });
+  }
+
+  /**
+   * Replaces the key as the platform does when the organizer rotates it: the old key signs a
+   * certificate naming a new one (listed in `certificates`). Returns the key replaced.
+   */
+  rotate(rotatedAt: number = Date.now()): { previous: KeyPair; certificate: string; rotatedAt: number } {
+    const previous = this.keyPair;
+    const next = generateKeyPair();
+    this.#keyVersion += 1;
+    const certificate = signAuthorityRotation(nodeCrypto, previous, {
+      experimentId: this.experimentId,
+      keyVersion: this.#keyVersion,
+      publicKey: next.publicKey,
+      rotatedAt,
+    });
+    this.keyPair = next;
+    this.certificates.push(certificate);
+    return { previous, certificate, rotatedAt };
   }
 
   /** A run control token of this experiment: version 1, running, nobody revoked, unless `init` says otherwise. */
@@ -86,7 +122,7 @@ export async function startNode(authority: TestAuthority, options: TestNodeOptio
   const node = await SwarmNode.create({
     experimentId: options.experimentId ?? authority.experimentId,
     identity,
-    authorityPublicKey: options.authorityPublicKey ?? authority.keyPair.publicKey,
+    authority: options.authority ?? authority.keys(),
     pass: options.pass ?? authority.pass(identity, passInit),
     refreshPass: options.refreshPass ?? (() => Promise.resolve(authority.pass(identity, passInit))),
     mode: options.mode ?? "node",

@@ -52,7 +52,7 @@ export async function startSwarm(authority: TestAuthority, options: TestSwarmOpt
   const swarm = await Swarm.create({
     experimentId: authority.experimentId,
     identity,
-    authorityPublicKey: authority.keyPair.publicKey,
+    authority: authority.keys(),
     pass: authority.pass(identity, passInit),
     refreshPass: () => Promise.resolve(authority.pass(identity, passInit)),
     mode,

@@ -136,7 +136,11 @@ export const experimentPaths: ZodOpenApiPathsObject = {
     post: {
       tags: ["experiments"],
       summary: "Rotate the authority key",
-      description: `${organizerOnly} Passes signed by the old key stop working; peers re-join to get new ones.`,
+      description:
+        `${organizerOnly} The old key signs a rotation certificate naming the new one, listed in join ` +
+        "and run control answers (`authorityRotations`), so running nodes follow the new key and fetch " +
+        "new passes within seconds. Passes of the old key issued before the rotation, and signed " +
+        "requests addressed to the old key, are taken for 5 minutes after it; then only the new key counts.",
       requestParams: { path: experimentParams },
       requestBody: body(emptyRequestSchema),
       responses: {

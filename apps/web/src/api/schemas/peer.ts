@@ -1,4 +1,9 @@
-import { decodePublicKey, HELD_OUT_METRICS, HeldOutMetric } from "@barnraise/protocol";
+import {
+  decodePublicKey,
+  HELD_OUT_METRICS,
+  HeldOutMetric,
+  MAX_ROTATION_CERTIFICATES,
+} from "@barnraise/protocol";
 import { z } from "zod";
 import { queryFiniteNumber, queryInteger } from "./public.ts";
 
@@ -34,6 +39,18 @@ export const joinRequestSchema = z
   .meta({ id: "JoinRequest" });
 export type JoinRequest = z.output<typeof joinRequestSchema>;
 
+/** The latest authority rotation certificates, as join and run control answers carry them. */
+const authorityRotationsSchema = z
+  .array(z.string())
+  .max(MAX_ROTATION_CERTIFICATES)
+  .meta({
+    description:
+      "The latest rotation certificates of the authority key, oldest first (at most 16): each names a " +
+      "new key and is signed by the key it replaced, so a node that trusts an older key follows the " +
+      "chain to `authorityPublicKey` (see packages/protocol, authority-rotation.ts). Empty until the " +
+      "organizer rotates the key",
+  });
+
 export const joinResponseSchema = z
   .strictObject({
     pass: z.string().meta({ description: "The access pass, signed by the experiment's authority key" }),
@@ -46,6 +63,7 @@ export const joinResponseSchema = z
       .array(z.string())
       .meta({ description: "Multiaddrs of aux peers seen in the last 10 minutes, most recent first" }),
     experiment: z.strictObject({ id: z.string(), name: z.string() }),
+    authorityRotations: authorityRotationsSchema,
   })
   .meta({ id: "JoinResponse" });
 export type JoinResponse = z.infer<typeof joinResponseSchema>;
@@ -160,6 +178,7 @@ export const runControlResponseSchema = z
       description:
         "The run control (status, generation, rollback checkpoint, revoked usernames and keys), signed now by the experiment's authority key",
     }),
+    authorityRotations: authorityRotationsSchema,
   })
   .meta({ id: "RunControlResponse" });
 export type RunControlResponse = z.infer<typeof runControlResponseSchema>;

@@ -13,13 +13,16 @@ import { openAuthorityKeyPair } from "../authority-keys.ts";
 import type { AppContext } from "../context.ts";
 import { findExperiment, type ExperimentRecord } from "./experiment-access.ts";
 import { parsePeerRole, requireStanding } from "./peer-standing.ts";
+import { readAuthorityRotations } from "./read-authority-rotations.ts";
 import { hashPeerToken, isWellFormedPeerToken } from "./peer-tokens.ts";
 
 /**
  * A node joins an experiment with a peer token and its public key (DeDLOC I.5): the platform checks
  * the token and its owner's standing, then returns a short-lived access pass binding the owner's
  * username to the key, the signed config and the addresses of live aux peers. Calling it again with
- * the same token and key is how a node refreshes its pass.
+ * the same token and key is how a node refreshes its pass. The answer lists the latest rotation
+ * certificates of the authority key, so a node that trusts an older key (pinned, or running since
+ * before a rotation) follows the chain to the current one instead of refusing it.
  *
  * Refusals, in the order they are checked: TOKEN_INVALID (malformed, unknown, or another
  * experiment's token), TOKEN_REVOKED, BANNED, NOT_ALLOWLISTED (trainer tokens: the owner must
@@ -147,6 +150,7 @@ async function admitNode(
     signedConfig,
     initialPeers: await initialPeers(ctx, experiment.id, publicKey, now),
     experiment: { id: experiment.id, name: experiment.name },
+    authorityRotations: await readAuthorityRotations(ctx.db, experiment),
   };
 }
 

@@ -91,7 +91,9 @@ async function verifyPeerRequest(
 ): Promise<{ caller: PeerCaller; standing: NodeStanding }> {
   const token = signedRequestToken(req);
   const experiment = await findExperiment(ctx, experimentId);
-  const verified = await ctx.peerVerifiers.verifierFor(experiment).verify(token, {
+  const verified = await (
+    await ctx.peerVerifiers.verifierFor(experiment)
+  ).verify(token, {
     scope: requestScope(req),
     body,
     now: ctx.now(),

@@ -4,6 +4,7 @@ import { openAuthorityKeyPair } from "../authority-keys.ts";
 import type { AppContext } from "../context.ts";
 import { AllowlistStatus, parseExperimentStatus, type ExperimentRecord } from "./experiment-access.ts";
 import type { PeerCaller } from "./peer-auth.ts";
+import { readAuthorityRotations } from "./read-authority-rotations.ts";
 
 /**
  * A node (trainer or aux) reads the run control: the organizer's standing orders, signed now by the
@@ -18,14 +19,18 @@ import type { PeerCaller } from "./peer-auth.ts";
  *   them is refused; the nodes that held them may join again with another token. A token whose
  *   passes have all expired drops out, so the list stays bounded as the run ages.
  *
- * Each list holds at most MAX_REVOKED_ENTRIES (2000).
+ * Each list holds at most MAX_REVOKED_ENTRIES (2000). Beside the control come the latest rotation
+ * certificates of the authority key: a node that has not followed a rotation yet (it asks with a pass
+ * of the previous key, taken during the grace period) follows them first, so the control, signed by
+ * the new key, verifies.
  */
 export async function readRunControl(ctx: AppContext, caller: PeerCaller): Promise<RunControlResponse> {
   const experiment = caller.experiment;
-  const [rollback, revokedUsernames, revokedGrants] = await Promise.all([
+  const [rollback, revokedUsernames, revokedGrants, authorityRotations] = await Promise.all([
     rollbackTargetOf(ctx, experiment),
     revokedUsernamesOf(ctx, experiment),
     revokedGrantsOf(ctx, experiment.id),
+    readAuthorityRotations(ctx.db, experiment),
   ]);
   const control = signRunControl(ctx.crypto, openAuthorityKeyPair(experiment, ctx.env.sealingSecrets), {
     experimentId: experiment.id,
@@ -37,7 +42,7 @@ export async function readRunControl(ctx: AppContext, caller: PeerCaller): Promi
     revokedUsernames,
     revokedGrants,
   });
-  return { control };
+  return { control, authorityRotations };
 }
 
 async function rollbackTargetOf(
