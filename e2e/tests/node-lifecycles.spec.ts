@@ -314,6 +314,79 @@ async function identityKey(path: string): Promise<KeyPair> {
   return keyPairFromSecretKey(fromBase64Url(file.secretKey, "secret key"));
 }
 
+test("the organizer rotates the authority key mid-run: running peers, the aux and a newcomer go on within 60 s", async ({
+  browser,
+}, testInfo) => {
+  test.setTimeout(5 * 60_000);
+  const suffix = `rotate-${Date.now().toString(36)}`;
+  const newPage = async (): Promise<Page> => {
+    const context = await browser.newContext();
+    contexts.push(context);
+    return context.newPage();
+  };
+  const veraName = `vera-${suffix}`;
+  const vera = await newPage();
+  await register(vera, veraName);
+  const run = await startRun(newPage, suffix, [veraName]);
+  const token = await createPeerToken(vera, run.experimentId, "two machines");
+  const first = peer("vera-first", token);
+  await first.waitForRecord("a shared step", sharedStep, 120_000);
+  await run.organizerPeer.waitForRecord("a shared step", sharedStep, 60_000);
+
+  const running = [run.aux, run.organizerPeer, first];
+  const before = new Map(running.map((node) => [node, new Set<LogRecord>(node.records())]));
+  const after = (node: RunningProcess) => (record: LogRecord) => !(before.get(node)?.has(record) ?? false);
+  await run.organizer.goto(`/experiments/${run.experimentId}/manage`);
+  await run.organizer.getByRole("button", { name: "Rotate the authority key…" }).click();
+  await run.organizer.getByRole("button", { name: "Yes, rotate the key" }).click();
+  await expect(run.organizer.getByText(/key version\s*2/i)).toBeVisible({ timeout: 10_000 });
+  const rotatedAt = Date.now();
+  // A newcomer joins right away: its pass is signed by the new key only.
+  const newcomer = peer("vera-newcomer", token);
+  const within = () => Math.max(1, rotatedAt + 60_000 - Date.now());
+
+  await test.step("every running node follows the new key and keeps training with the others", async () => {
+    for (const node of running) {
+      await node.waitForRecord(
+        "following the rotation",
+        recordMatcher(/rotated the experiment's authority key/, after(node)),
+        within(),
+      );
+    }
+    for (const node of [run.organizerPeer, first]) {
+      await node.waitForRecord(
+        "a shared step after the rotation",
+        (r) => after(node)(r) && sharedStep(r),
+        within(),
+      );
+    }
+    await run.aux.waitForRecord(
+      "a step recorded after the rotation",
+      recordMatcher("metrics posted", after(run.aux)),
+      within(),
+    );
+  });
+
+  await test.step("the newcomer, with a pass of the new key, averages with them", async () => {
+    await newcomer.waitForRecord("a shared step", sharedStep, within());
+    testInfo.annotations.push({
+      type: "rotation to the newcomer's first shared step",
+      description: `${((Date.now() - rotatedAt) / 1000).toFixed(1)} s`,
+    });
+  });
+  for (const node of [...running, newcomer]) {
+    expect(
+      node.filter((record) => record.level === 50 || record.level === 60),
+      node.name,
+    ).toEqual([]);
+  }
+  await expect
+    .poll(async () => (await myNode(vera.request, await peerIdOf(newcomer)))?.counted, {
+      timeout: within(),
+    })
+    .toBe(true);
+});
+
 interface ProbeAnswer {
   readonly address: string;
   readonly accepted: boolean;
