@@ -140,7 +140,9 @@ async function startedTwice(
   ]);
   if (shared.status === "rejected" || past.status === "rejected") {
     const reasons = [shared, past].flatMap((result) =>
-      result.status === "rejected" ? [String(result.reason)] : [],
+      result.status === "rejected"
+        ? [result.reason instanceof Error ? result.reason.message : String(result.reason)]
+        : [],
     );
     throw new Error(reasons.join("\n"));
   }
