@@ -15,3 +15,24 @@ install_debian_package() {
     return 1
   fi
 }
+
+# wait_until SECONDS WHAT COMMAND...: runs COMMAND every half second until it succeeds (returns 0),
+# saying every 10 s that it is still waiting for WHAT and for how long. Returns 1 when SECONDS pass
+# first, and 2 at once when COMMAND returns 2 (what it waits for can no longer happen).
+wait_until() {
+  local limit="$1" what="$2"
+  shift 2
+  local started=$SECONDS note_at=10 status waited
+  while :; do
+    status=0
+    "$@" || status=$?
+    if ((status == 0 || status == 2)); then return "$status"; fi
+    waited=$((SECONDS - started))
+    if ((waited >= limit)); then return 1; fi
+    if ((waited >= note_at)); then
+      log "still waiting for $what ($waited s of $limit s)"
+      note_at=$((note_at + 10))
+    fi
+    sleep 0.5
+  done
+}

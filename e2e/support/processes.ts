@@ -25,6 +25,11 @@ export interface StartProcessOptions {
   readonly args: readonly string[];
   readonly cwd: string;
   readonly env: Readonly<Record<string, string | undefined>>;
+  /**
+   * Runs it in a process group of its own, as a shell runs a command: its signals (stop, kill,
+   * signal) then go to the whole group, as Ctrl-C in a terminal does.
+   */
+  readonly detached?: boolean;
 }
 
 /** A record's message matches `msg` (a string must be equal) and, when given, `where` holds. */
@@ -43,6 +48,7 @@ export class RunningProcess {
   /** Settles once the process has exited and its output is read to the end. */
   readonly exited: Promise<ExitStatus>;
   readonly #child: ChildProcess;
+  readonly #detached: boolean;
   readonly #lines: string[] = [];
   readonly #records: LogRecord[] = [];
   readonly #listeners = new Set<() => void>();
@@ -50,9 +56,11 @@ export class RunningProcess {
 
   constructor(options: StartProcessOptions) {
     this.name = options.name;
+    this.#detached = options.detached === true;
     this.#child = spawn(options.command, [...options.args], {
       cwd: options.cwd,
       env: options.env,
+      detached: this.#detached,
       stdio: ["ignore", "pipe", "pipe"],
     });
     const { stdout, stderr } = this.#child;
@@ -128,19 +136,32 @@ export class RunningProcess {
 
   /** SIGKILL at once, as a crash or a power cut would. */
   async kill(): Promise<ExitStatus> {
-    if (this.#status === undefined) this.#child.kill("SIGKILL");
+    if (this.#status === undefined) this.signal("SIGKILL");
     return this.exited;
+  }
+
+  /** Sends `name` to the process, or to its whole process group when it was started detached. */
+  signal(name: NodeJS.Signals): void {
+    if (!this.#detached || this.#child.pid === undefined) {
+      this.#child.kill(name);
+      return;
+    }
+    try {
+      process.kill(-this.#child.pid, name);
+    } catch {
+      // The group is gone already.
+    }
   }
 
   /** SIGINT, then SIGKILL if it is still running after `graceMs`. */
   async stop(graceMs = 10_000): Promise<ExitStatus> {
     if (this.#status !== undefined) return this.#status;
-    this.#child.kill("SIGINT");
+    this.signal("SIGINT");
     let timer: NodeJS.Timeout | undefined;
     const killed = new Promise<void>((resolve) => {
       timer = setTimeout(() => {
         this.#take(`[test] still running ${graceMs / 1000} s after SIGINT: SIGKILL`, false);
-        this.#child.kill("SIGKILL");
+        this.signal("SIGKILL");
         resolve();
       }, graceMs);
     });

@@ -28,6 +28,8 @@ const oidcPort = port("E2E_OIDC_PORT", webPort + 1);
 const sparePort = port("E2E_SPARE_PORT", webPort + 2);
 /** The SMTP server that receives the platform's alert e-mails (support/mail-server.ts). */
 const smtpPort = port("E2E_SMTP_PORT", webPort + 3);
+/** The demo lifecycle stories run `npm run demo` on this port and the next, one each. */
+const demoPort = port("E2E_DEMO_PORT", webPort + 4);
 export const baseURL = `http://localhost:${webPort}`;
 
 export const e2eRun = {
@@ -35,6 +37,7 @@ export const e2eRun = {
   webPort,
   baseURL,
   sparePort,
+  demoPort,
   smtp: {
     port: smtpPort,
     url: `smtp://127.0.0.1:${smtpPort}`,

@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
+import { note, within } from "./deadline.ts";
 import { e2eRun } from "./run-env.ts";
 
 /**
@@ -19,6 +20,12 @@ import { e2eRun } from "./run-env.ts";
 /** MNIST samples to shard: enough for a few steps of a small run, prepared in about a second. */
 const MNIST_LIMIT = 3000;
 const PASS_TTL_SECONDS = 60;
+/** Deadlines of the steps that start and stop a platform: none of them may hang a run silently. */
+const MIGRATE_WITHIN_MS = 60_000;
+const PREPARE_DATASETS_WITHIN_MS = 120_000;
+const UP_WITHIN_MS = 60_000;
+const STOP_GRACE_MS = 10_000;
+const KILL_GRACE_MS = 5_000;
 
 const run = promisify(execFile);
 const repoRoot = fileURLToPath(new URL("../..", import.meta.url));
@@ -125,14 +132,34 @@ export async function launchWebServer(options: WebServerOptions): Promise<Runnin
       resolve();
     }),
   );
+  const running = () => child.exitCode === null && child.signalCode === null && child.pid !== undefined;
+  const toGroup = (name: NodeJS.Signals) => {
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, name);
+    } catch {
+      // The group is gone already.
+    }
+  };
+  // SIGTERM waits for the server to exit, but not forever: what is still there gets SIGKILL.
   const signal = async (name: NodeJS.Signals) => {
-    if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) {
+    if (running()) {
+      toGroup(name);
+      const what = `the web server on port ${options.port} to exit after ${name}`;
       try {
-        process.kill(-child.pid, name);
+        await within(what, name === "SIGKILL" ? KILL_GRACE_MS : STOP_GRACE_MS, exited);
       } catch {
-        // The group is gone already.
+        if (name !== "SIGKILL") {
+          note(
+            `the web server on port ${options.port} still runs ${STOP_GRACE_MS / 1000} s after ${name}: SIGKILL`,
+          );
+          toGroup("SIGKILL");
+          await within(`${what} and SIGKILL`, KILL_GRACE_MS, exited).catch((error: unknown) => {
+            note(`${String(error)}; its log: ${logFile}`);
+          });
+        } else {
+          note(`the web server on port ${options.port} did not exit on SIGKILL; its log: ${logFile}`);
+        }
       }
-      await exited;
     }
     log.end();
   };
@@ -165,29 +192,54 @@ async function prepareDataDir(
   env: Readonly<Record<string, string>> = {},
 ): Promise<string> {
   const dataDir = await mkdtemp(join(tmpdir(), "barnraise-e2e-"));
-  const prismaCli = requireFromRoot.resolve("prisma/build/index.js");
-  await run(process.execPath, [prismaCli, "migrate", "deploy"], {
-    cwd: repoRoot,
-    env: { ...process.env, DATABASE_URL: databaseUrl ?? sqliteUrl(dataDir) },
-  });
-  await run(
-    process.execPath,
-    [
-      join(webDir, "src/server/datasets/prepare-datasets-command.ts"),
-      "--dataset",
-      "mnist",
-      "--data-dir",
-      dataDir,
-      "--limit",
-      String(MNIST_LIMIT),
-    ],
-    { cwd: repoRoot, env: { ...process.env, ...env } },
-  );
+  try {
+    const prismaCli = requireFromRoot.resolve("prisma/build/index.js");
+    await runStep("prisma migrate deploy", MIGRATE_WITHIN_MS, [prismaCli, "migrate", "deploy"], {
+      cwd: repoRoot,
+      env: { ...process.env, DATABASE_URL: databaseUrl ?? sqliteUrl(dataDir) },
+    });
+    await runStep(
+      "preparing the MNIST shards",
+      PREPARE_DATASETS_WITHIN_MS,
+      [
+        join(webDir, "src/server/datasets/prepare-datasets-command.ts"),
+        "--dataset",
+        "mnist",
+        "--data-dir",
+        dataDir,
+        "--limit",
+        String(MNIST_LIMIT),
+      ],
+      { cwd: repoRoot, env: { ...process.env, ...env } },
+    );
+  } catch (error) {
+    await rm(dataDir, { recursive: true, force: true });
+    throw error;
+  }
   return dataDir;
 }
 
+/** A Node.js script of the repository, killed and reported when it runs past `withinMs`. */
+async function runStep(
+  what: string,
+  withinMs: number,
+  args: readonly string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv },
+): Promise<void> {
+  try {
+    await run(process.execPath, [...args], { ...options, timeout: withinMs, killSignal: "SIGKILL" });
+  } catch (error) {
+    const killed = (error as { killed?: boolean }).killed === true;
+    throw new Error(
+      killed ? `${what} did not finish within ${withinMs / 1000} s, so it was killed` : `${what} failed`,
+      { cause: error },
+    );
+  }
+}
+
 async function waitUntilUp(baseURL: string, child: ChildProcess) {
-  const deadline = Date.now() + 60_000;
+  const started = Date.now();
+  let noteAt = started + 10_000;
   for (;;) {
     if (await isUp(baseURL)) return;
     if (child.exitCode !== null || child.signalCode !== null) {
@@ -195,8 +247,18 @@ async function waitUntilUp(baseURL: string, child: ChildProcess) {
         `the web server exited (${String(child.exitCode ?? child.signalCode)}) before it was up`,
       );
     }
-    if (Date.now() > deadline)
-      throw new Error(`the web server did not answer ${baseURL}/api/v1/health within 60 s`);
+    const waited = Date.now() - started;
+    if (waited > UP_WITHIN_MS) {
+      throw new Error(
+        `the web server did not answer ${baseURL}/api/v1/health within ${UP_WITHIN_MS / 1000} s`,
+      );
+    }
+    if (Date.now() >= noteAt) {
+      note(
+        `still waiting for the web server to answer ${baseURL}/api/v1/health (${Math.round(waited / 1000)} s of ${UP_WITHIN_MS / 1000} s)`,
+      );
+      noteAt += 10_000;
+    }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
