@@ -1,4 +1,4 @@
-import type { CollaborativeOptimizer, PlatformClient, Swarm } from "@barnraise/swarm";
+import type { CollaborativeOptimizer, PlatformClient, RefusalLog, SwarmNode } from "@barnraise/swarm";
 import { z } from "zod";
 import type { Reporter } from "../ui/peer-status.ts";
 import { CutOffGuard, type CutOffVerdict } from "./cut-off-guard.ts";
@@ -12,12 +12,23 @@ const PLATFORM_EVERY_MS = 30_000;
 /** The part of the experiment's public view the peer reads: the swarm's trainers alive. */
 const publicSwarmSchema = z.object({ swarm: z.object({ alivePeers: z.number().int().nonnegative() }) });
 
+/** What the contact watch reads of the swarm: its members and who refused this node's pass. */
+export interface ContactSwarm {
+  readonly node: Pick<SwarmNode, "members" | "modeOf" | "onGreeted"> & {
+    readonly refusedBy: Pick<RefusalLog, "recent">;
+  };
+}
+
 export interface SwarmContactOptions {
-  readonly swarm: Swarm;
-  readonly platform: PlatformClient;
-  readonly optimizer: CollaborativeOptimizer;
-  readonly trainer: Trainer;
-  readonly reporter: Reporter;
+  readonly swarm: ContactSwarm;
+  /** For the swarm's liveness in the experiment's public view. */
+  readonly platform: Pick<PlatformClient, "get" | "experimentId">;
+  readonly optimizer: Pick<
+    CollaborativeOptimizer,
+    "soloSteps" | "dropSoloSteps" | "treatSoloStepsAsPrivate" | "on"
+  >;
+  readonly trainer: Pick<Trainer, "pause" | "resume" | "refreshStatus">;
+  readonly reporter: Pick<Reporter, "log"> & { readonly logger: Pick<Reporter["logger"], "debug"> };
   /** Whether the platform listed aux peers at the last join or rediscovery. */
   readonly auxListed: () => boolean;
   readonly signal: AbortSignal;
