@@ -16,6 +16,20 @@ install_debian_package() {
   fi
 }
 
+# with_deadline SECONDS WHAT COMMAND...: runs a step that must end by itself (a migration, a build)
+# and fails with a message naming WHAT when it has not ended within SECONDS (it is then stopped:
+# SIGTERM, SIGKILL 10 s later), instead of hanging without a word.
+with_deadline() {
+  local limit="$1" what="$2" status=0
+  shift 2
+  # In the foreground: a Ctrl-C reaches the step as it would without the deadline.
+  timeout --foreground --kill-after=10 "$limit" "$@" || status=$?
+  if ((status == 124 || status == 137)); then
+    log "$what did not finish within $limit s; stopped it (is another program holding the data directory?)"
+  fi
+  return "$status"
+}
+
 # wait_until SECONDS WHAT COMMAND...: runs COMMAND every half second until it succeeds (returns 0),
 # saying every 10 s that it is still waiting for WHAT and for how long. Returns 1 when SECONDS pass
 # first, and 2 at once when COMMAND returns 2 (what it waits for can no longer happen).

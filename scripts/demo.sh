@@ -64,18 +64,19 @@ set -a
 set +a
 
 log "migrating the database"
-prisma migrate deploy >/dev/null
+with_deadline 120 "migrating the database" prisma migrate deploy >/dev/null
 log "preparing the dataset shards"
-node apps/web/src/server/datasets/prepare-datasets-command.ts --data-dir "$data_dir"
+with_deadline 900 "preparing the dataset shards" \
+  node apps/web/src/server/datasets/prepare-datasets-command.ts --data-dir "$data_dir"
 tokens="$data_dir/demo-tokens.env"
 log "seeding the demo organizer, volunteer and experiment"
 if ((peers > 0)); then
-  node scripts/seed-demo.ts --tokens-file "$tokens"
+  with_deadline 120 "seeding the demo" node scripts/seed-demo.ts --tokens-file "$tokens"
 else
-  node scripts/seed-demo.ts
+  with_deadline 120 "seeding the demo" node scripts/seed-demo.ts
 fi
 log "building the web app (skipped while its sources are unchanged)"
-node scripts/build-web.ts
+with_deadline 1800 "building the web app" node scripts/build-web.ts
 
 log "starting Barnraise at http://localhost:$port  (press Ctrl-C to stop)"
 # Every process runs in its own process group (job control on), so that Ctrl-C or a `kill` of this

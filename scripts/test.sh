@@ -25,3 +25,5 @@ trap 'bash scripts/postgres.sh stop' EXIT
 vitest run
 echo "[barnraise] end-to-end tests"
 bash scripts/e2e.sh
+echo "[barnraise] soak (5 minutes of restarts, re-tokens and kills)"
+node scripts/soak/soak.ts --minutes 5

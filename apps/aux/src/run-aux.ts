@@ -237,11 +237,8 @@ async function runRoles(context: RolesContext): Promise<void> {
   // A call, so that the compiler does not assume the signal unchanged across awaits.
   const stopped = () => signal.aborted;
   const aggregator = new StepAggregator({ ttlMs: 5_000, graceMs: 2_500 });
-  // One run, one model: digests at one step must agree while everyone averages in one group.
-  const splits = new SplitWatch({
-    ttlMs: 5_000,
-    exact: () => aggregator.trainers().length <= joined.config.averaging.maxGroupSize,
-  });
+  // One run, one model: the trainers' state digests at one step must agree.
+  const splits = new SplitWatch({ ttlMs: 5_000 });
   const unsubscribe = swarm.progress.on("update", (update) => {
     aggregator.observe(update);
     splits.observe(update);

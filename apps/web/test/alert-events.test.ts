@@ -254,17 +254,23 @@ describe.each(testDatabaseProviders())("alert events (%s)", (provider) => {
     await heartbeat(2, { split: { ...split, step: 95 } });
     await worker.tick();
     expect(types()).toEqual(["swarm.split"]);
-    // It heals, and splits anew: announced again.
+    // It heals and splits anew soon after: shown, but not announced again within 30 minutes.
+    const diverged = {
+      ...split,
+      kind: "diverged",
+      groups: split.groups.map((g, i) => ({ ...g, digest: `${i}`.repeat(16) })),
+    };
     clock += 5_000;
     await heartbeat(2, { split: null });
     clock += 5_000;
-    await heartbeat(2, {
-      split: {
-        ...split,
-        kind: "diverged",
-        groups: split.groups.map((g, i) => ({ ...g, digest: `${i}`.repeat(16) })),
-      },
-    });
+    await heartbeat(2, { split: diverged });
+    await worker.tick();
+    expect(types()).toEqual(["swarm.split"]);
+    // Half an hour later it heals and splits again: announced.
+    clock += 30 * MINUTE;
+    await heartbeat(2, { split: null });
+    clock += 5_000;
+    await heartbeat(2, { split: diverged });
     await worker.tick();
     expect(types()).toEqual(["swarm.split", "swarm.split"]);
     expect(payloads()[1]?.details).toMatchObject({ kind: "diverged" });

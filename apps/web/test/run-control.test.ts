@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import {
   AccessPassVerifier,
+  DEFAULT_MAX_SKEW_MS,
   decodeAccessPassUnverified,
   generateKeyPair,
   ProtocolErrorCode,
@@ -176,9 +177,25 @@ describe.each(testDatabaseProviders())("run control (%s)", (provider) => {
     // Once the last pass issued on the revoked token has expired, nothing is left to refuse.
     await app.db.peerToken.update({
       where: { id: owner.token.id },
-      data: { passesExpireAt: new Date(Date.now() - 1000) },
+      data: { passesExpireAt: new Date(Date.now() - DEFAULT_MAX_SKEW_MS - 1000) },
     });
     expect((await controlOf(rejoined)).revokedGrants).toEqual([]);
+  });
+
+  it("lists a revoked token for a pass's lifetime at least, though it never issued one (a join racing the revocation)", async () => {
+    const owner = await volunteer();
+    const unused = await createToken(app, setup.experimentId, owner.user);
+    const before = Date.now();
+    await organizer.revokeToken(unused.id);
+    expect((await controlOf(owner.node)).revokedGrants).toEqual([unused.id]);
+    const row = await app.db.peerToken.findUniqueOrThrow({ where: { id: unused.id } });
+    expect(row.passesExpireAt?.getTime()).toBeGreaterThanOrEqual(before + app.ctx.env.passTtlMs);
+    // Still listed a clock-skew margin after the last pass expired, then not.
+    await app.db.peerToken.update({
+      where: { id: unused.id },
+      data: { passesExpireAt: new Date(Date.now() - DEFAULT_MAX_SKEW_MS + 5_000) },
+    });
+    expect((await controlOf(owner.node)).revokedGrants).toEqual([unused.id]);
   });
 
   it("keeps a revoked token listed until the latest pass issued on it expires", async () => {

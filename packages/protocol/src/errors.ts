@@ -24,7 +24,7 @@ export const ProtocolErrorCode = {
   PASS_WRONG_EXPERIMENT: "PASS_WRONG_EXPERIMENT",
   /** The access pass grants a role that the receiver does not accept here. */
   PASS_WRONG_ROLE: "PASS_WRONG_ROLE",
-  /** The access pass's holder was banned or its key revoked by the organizer (run control). */
+  /** The access pass's holder was banned, or the token it was issued on revoked, by the organizer (run control). */
   PASS_REVOKED: "PASS_REVOKED",
   /**
    * The access pass is signed by the experiment's previous authority key, and was issued after that

@@ -56,6 +56,18 @@ export function signRequest(crypto: CryptoProvider, caller: KeyPair, init: SignR
   return sealToken(crypto, SignatureDomain.request, payload, caller.secretKey);
 }
 
+/**
+ * The pass token a signed request carries, read without checking anything, or undefined when the
+ * token does not parse. For telling refusals apart (whose pass it was), never for authorization.
+ */
+export function signedRequestPassUnverified(token: string): string | undefined {
+  try {
+    return openToken(token, requestPayloadSchema, MAX_REQUEST_TOKEN_LENGTH, "signed request").payload.pass;
+  } catch {
+    return undefined;
+  }
+}
+
 export interface VerifiedRequest {
   readonly pass: AccessPass;
   readonly scope: string;

@@ -1,5 +1,6 @@
 -- AlterTable
 ALTER TABLE "Experiment" ADD COLUMN "split" TEXT;
+ALTER TABLE "Experiment" ADD COLUMN "splitAlertedAt" DATETIME;
 ALTER TABLE "Experiment" ADD COLUMN "splitSince" DATETIME;
 
 -- AlterTable
@@ -25,4 +26,7 @@ CREATE TABLE "AuthorityRotation" (
 
 -- CreateIndex
 CREATE UNIQUE INDEX "AuthorityRotation_experimentId_keyVersion_key" ON "AuthorityRotation"("experimentId", "keyVersion");
+
+-- CreateIndex
+CREATE INDEX "Peer_experimentId_peerId_idx" ON "Peer"("experimentId", "peerId");
 

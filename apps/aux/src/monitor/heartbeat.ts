@@ -32,7 +32,8 @@ export function swarmHeartbeat(parts: {
     trainers: aggregator.trainers().slice(0, MAX_TRAINERS),
     refused: refusals
       .recent(REFUSALS_WINDOW_MS)
-      .filter((refusal) => ERROR_CODE.test(refusal.code))
+      // A pass of a replaced key is refreshed within seconds: nothing about the node's standing.
+      .filter((refusal) => ERROR_CODE.test(refusal.code) && refusal.code !== "PASS_KEY_ROTATED")
       .slice(0, MAX_REFUSALS)
       .map((refusal) => ({
         peerId: refusal.peer,

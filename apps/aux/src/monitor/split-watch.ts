@@ -7,14 +7,19 @@ import type { PeerProgressRecord } from "@barnraise/swarm";
  * - `diverged`: two trainers hold different digests for the same step. Every member of a group
  *   applies the same averaged update to the same bits, so equal steps must mean equal digests. Each
  *   pair of fresh trainers is compared at the latest step both have published a digest for (a trainer
- *   that loaded the swarm's state agrees again at once). Checked only while the swarm averages in
- *   one group (`exact`): Moshpit's grid rounds average the same numbers in different orders, so
- *   their bits may differ in the last place without any split.
+ *   that loaded the swarm's state agrees again at once). Digests of Moshpit grid steps (`grid`) are
+ *   never compared: a grid's groups average different members, so they hold different bits until
+ *   the last round of the step is over, and each group ends the step with its own.
  * - `alone`: a trainer has applied `aloneSteps` steps in a row, for `aloneForMs` at least, with no
- *   other trainer's samples in them while another trainer trains too (its epoch moved meanwhile):
- *   it cannot reach them, or they refuse it. Its steps need not meet anyone else's, so digests
- *   alone would not show it. The time bound keeps a trainer that just left (its record stays fresh
- *   a few seconds) from making the one that stays look alone.
+ *   other trainer's samples in them while another trainer trains too (it was seen taking two steps
+ *   of one epoch each meanwhile): it cannot reach them, or they refuse it. Its steps need not meet
+ *   anyone else's, so digests alone would not show it. A trainer that just left (its record stays
+ *   fresh a few seconds) or one that just joined (it loads the state, a jump of many epochs) does
+ *   not make a lone volunteer look alone.
+ *
+ * A split is reported once it has lasted `reportAfterMs` (a peer that stepped alone once takes the
+ * swarm's state over at its next step, see CollaborativeOptimizer), and until it has been gone for
+ * `clearAfterMs`.
  *
  * Pure state: the caller feeds `observe` and asks `current()`.
  */
@@ -46,12 +51,14 @@ export interface SplitReport {
 const MAX_GROUPS = 16;
 const MAX_GROUP_PEERS = 64;
 const MAX_DESCRIBED_GROUPS = 8;
+/** Single-step times kept per trainer. */
+const STEP_TIMES_KEPT = 8;
+/** An epoch jump of up to this many between two records counts as steps, not a state load. */
+const MAX_STEPS_PER_RECORD = 4;
 
 export interface SplitWatchOptions {
   /** A record received longer ago than this is stale, and its trainer left out. */
   readonly ttlMs: number;
-  /** Whether the swarm averages everyone in one group now (digests must then agree bit for bit). */
-  readonly exact: () => boolean;
   /** Solo steps in a row that make a trainer "alone"; default 10. */
   readonly aloneSteps?: number;
   /** …taken over this long at least; default 30 s. */
@@ -60,6 +67,8 @@ export interface SplitWatchOptions {
   readonly historySteps?: number;
   /** Trainers compared pairwise at most (the first by PeerId); default 64. */
   readonly maxCompared?: number;
+  /** A split is reported once it has lasted this long; default 15 s. */
+  readonly reportAfterMs?: number;
   /** A split that has not been seen for this long is over; default 10 s. */
   readonly clearAfterMs?: number;
   readonly now?: () => number;
@@ -71,8 +80,8 @@ interface TrainerState {
   soloSteps: number;
   /** When this trainer's current run of solo steps was first seen; undefined while it shares. */
   soloSince: number | undefined;
-  /** When its epoch last moved. */
-  movedAt: number;
+  /** When it was seen taking single steps (its epoch grew by one), the latest last. */
+  readonly stepTimes: number[];
   receivedAt: number;
   /** Digest per step, in ascending step order (Map insertion order is kept ascending). */
   readonly digests: Map<number, string>;
@@ -83,7 +92,11 @@ export class SplitWatch {
   readonly #now: () => number;
   readonly #trainers = new Map<string, TrainerState>();
   #generation = 0;
+  /** Since when the split now seen has been seen; undefined while none is. */
   #since: number | undefined;
+  #kind: SplitKind | undefined;
+  /** Whether the split seen since `#since` was reported (it then outlives short gaps). */
+  #reported = false;
   #lastSeenAt = -Infinity;
 
   constructor(options: SplitWatchOptions) {
@@ -103,22 +116,33 @@ export class SplitWatch {
         epoch: record.epoch,
         soloSteps: 0,
         soloSince: undefined,
-        movedAt: update.receivedAt,
+        stepTimes: [],
         receivedAt: 0,
         digests: new Map(),
       };
       this.#trainers.set(update.peerId, trainer);
     }
-    if (record.epoch !== trainer.epoch) trainer.movedAt = update.receivedAt;
+    // A few epochs at a time are steps (records are sampled, a fast swarm steps between two);
+    // a longer jump is a state loaded from others.
+    const moved = record.epoch - trainer.epoch;
+    if (moved >= 1 && moved <= MAX_STEPS_PER_RECORD) {
+      trainer.stepTimes.push(update.receivedAt);
+      if (trainer.stepTimes.length > STEP_TIMES_KEPT) trainer.stepTimes.shift();
+    }
     trainer.epoch = record.epoch;
-    trainer.soloSteps = record.soloSteps ?? 0;
-    if (trainer.soloSteps === 0) trainer.soloSince = undefined;
-    else trainer.soloSince ??= update.receivedAt;
+    const soloSteps = record.soloSteps ?? 0;
+    // A run of solo steps that ended (fewer than before: a shared step came between, whether its
+    // record reached this aux or not) starts its clock again.
+    if (soloSteps === 0 || soloSteps < trainer.soloSteps) trainer.soloSince = undefined;
+    if (soloSteps > 0) trainer.soloSince ??= update.receivedAt;
+    trainer.soloSteps = soloSteps;
     trainer.receivedAt = update.receivedAt;
     const hash = record.stateHash;
     if (hash === undefined) return;
     // A state loaded from behind (a rollback, a resync) replaces the steps after it.
     for (const step of trainer.digests.keys()) if (step >= hash.epoch) trainer.digests.delete(step);
+    // A grid step's digest is its group's, not the swarm's: nothing to compare.
+    if (hash.grid === true) return;
     trainer.digests.set(hash.epoch, hash.digest);
     const keep = this.#options.historySteps ?? 64;
     while (trainer.digests.size > keep) {
@@ -133,19 +157,35 @@ export class SplitWatch {
     this.#generation = generation;
     this.#trainers.clear();
     this.#since = undefined;
+    this.#reported = false;
   }
 
-  /** The split as of now, or null while the trainers train one model. */
+  /**
+   * The split as of now, or null while the trainers train one model (or it is too young to say).
+   * A split is reported once it has been seen at every look for `reportAfterMs` (a split that
+   * comes and goes is not one yet); once reported, its `since` holds across gaps shorter than
+   * `clearAfterMs`, and so does a reported split that shows itself another way (two models where a
+   * trainer was alone). Before it is reported, another kind of split starts its own clock.
+   */
   current(): SplitReport | null {
     const now = this.#now();
     const fresh = this.#fresh(now);
-    const found = (this.#options.exact() ? diverged(fresh) : undefined) ?? this.#alone(fresh, now);
+    const found = diverged(fresh) ?? this.#alone(fresh, now);
     if (found === undefined) {
-      if (now - this.#lastSeenAt > (this.#options.clearAfterMs ?? 10_000)) this.#since = undefined;
+      if (!this.#reported || now - this.#lastSeenAt > (this.#options.clearAfterMs ?? 10_000)) {
+        this.#since = undefined;
+        this.#reported = false;
+      }
       return null;
     }
+    if (this.#since === undefined || (!this.#reported && found.kind !== this.#kind)) {
+      this.#since = now;
+      this.#reported = false;
+    }
+    this.#kind = found.kind;
     this.#lastSeenAt = now;
-    this.#since ??= now;
+    if (now - this.#since < (this.#options.reportAfterMs ?? 15_000)) return null;
+    this.#reported = true;
     return { ...found, since: this.#since };
   }
 
@@ -168,8 +208,12 @@ export class SplitWatch {
       if (trainer.soloSteps < limit || trainer.soloSince === undefined || now - trainer.soloSince < forMs)
         continue;
       const soloSince = trainer.soloSince;
-      // Others that trained (their epoch moved) while this one stepped alone.
-      const others = fresh.filter(([other, state]) => other !== peer && state.movedAt > soloSince);
+      // Others seen training while this one stepped alone: two steps since it began, the latest
+      // lately (one that stalled and only publishes does not count).
+      const others = fresh.filter(([other, state]) => {
+        const since = state.stepTimes.filter((at) => at > soloSince);
+        return other !== peer && since.length >= 2 && now - (since.at(-1) ?? -Infinity) <= forMs;
+      });
       if (others.length > 0)
         return aloneReport(
           peer,
@@ -190,7 +234,7 @@ function aloneReport(
     kind: "alone",
     step: trainer.epoch,
     groups: [
-      { digest: null, peers: [...others] },
+      { digest: null, peers: others.slice(0, MAX_GROUP_PEERS) },
       { digest: null, peers: [peer] },
     ],
     summary:

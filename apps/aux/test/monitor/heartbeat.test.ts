@@ -23,12 +23,17 @@ function peer(index: number): string {
 
 const [A, B, C, X] = [peer(0), peer(1), peer(2), peer(3)];
 
+/** How long the split watch waits before it reports a split (its default, as run-aux uses it). */
+const REPORT_AFTER_MS = 15_000;
+/** How often the aux posts its heartbeat. */
+const HEARTBEAT_MS = 5000;
+
 /** The aux's monitor parts, as run-aux builds them, on one fake clock; records arrive at its time. */
-function setup(options: { exact?: boolean; maxRefusals?: number } = {}) {
+function setup(options: { maxRefusals?: number } = {}) {
   const clock = { now: 1_700_000_000_000 };
   const now = () => clock.now;
   const aggregator = new StepAggregator({ ttlMs: TTL, graceMs: 2500, now, averagingWindowMs: MINUTE });
-  const splits = new SplitWatch({ ttlMs: TTL, exact: () => options.exact ?? true, now });
+  const splits = new SplitWatch({ ttlMs: TTL, now });
   const refusals = new RefusalLog({
     now,
     ...(options.maxRefusals === undefined ? {} : { maxPeers: options.maxRefusals }),
@@ -60,7 +65,20 @@ function setup(options: { exact?: boolean; maxRefusals?: number } = {}) {
     clock.now += ms;
   };
   const heartbeat = () => swarmHeartbeat({ aggregator, splits, refusals, now: clock.now });
-  return { clock, aggregator, splits, refusals, push, advance, heartbeat };
+  /**
+   * The heartbeats over `ms`: one now, then one every 5 s, each once `publish` has had the trainers
+   * publish their records again (their records live 5 s). Returns every body, the latest last.
+   */
+  const beats = (ms: number, publish: () => void): Array<ReturnType<typeof heartbeat>> => {
+    const bodies = [heartbeat()];
+    for (let held = 0; held < ms; held += HEARTBEAT_MS) {
+      advance(HEARTBEAT_MS);
+      publish();
+      bodies.push(heartbeat());
+    }
+    return bodies;
+  };
+  return { clock, aggregator, splits, refusals, push, advance, heartbeat, beats };
 }
 
 /** Parses `body` as the platform does; the output must be the body itself, nothing dropped or added. */
@@ -72,6 +90,11 @@ function platformParse(body: unknown) {
 
 function digest(hex: string): string {
   return hex.repeat(16);
+}
+
+/** A 16-hex-digit digest per index. */
+function hex(index: number): string {
+  return index.toString(16).padStart(16, "0");
 }
 
 describe("swarmHeartbeat", () => {
@@ -151,13 +174,26 @@ describe("swarmHeartbeat", () => {
     expect(platformParse(body)).toEqual(body);
   });
 
-  it("carries the split while the aux sees one, and null once the trainers hold one model again", () => {
-    const { clock, push, advance, heartbeat } = setup();
-    push(A, { epoch: 4, stateHash: { epoch: 4, digest: digest("a") } });
-    push(B, { epoch: 4, stateHash: { epoch: 4, digest: digest("b") } });
-    push(C, { epoch: 4, stateHash: { epoch: 4, digest: digest("a") } });
+  it("carries the split once it has lasted 15 s, since when it was first seen, and null once the trainers hold one model again", () => {
+    const { clock, push, advance, heartbeat, beats } = setup();
+    /** A and C hold one model; B holds `b`'s. */
+    const publish = (b: string): void => {
+      push(A, { epoch: 4, stateHash: { epoch: 4, digest: digest("a") } });
+      push(B, { epoch: 4, stateHash: { epoch: 4, digest: b } });
+      push(C, { epoch: 4, stateHash: { epoch: 4, digest: digest("a") } });
+    };
+    publish(digest("b"));
     const since = clock.now;
+    // Heartbeats at 0, 5 and 10 s carry no split yet, nor one a millisecond before 15 s.
+    const early = beats(REPORT_AFTER_MS - HEARTBEAT_MS, () => {
+      publish(digest("b"));
+    });
+    expect(early.map((body) => body.split)).toEqual([null, null, null]);
+    advance(HEARTBEAT_MS - 1);
+    expect(heartbeat().split).toBeNull();
+    advance(1);
     const body = heartbeat();
+    expect(clock.now - since).toBe(REPORT_AFTER_MS);
     expect(body.split).toEqual({
       kind: "diverged",
       step: 4,
@@ -169,28 +205,34 @@ describe("swarmHeartbeat", () => {
       summary: `2 different models at step 4: 2 trainers with ${digest("a")}, 1 trainer with ${digest("b")}`,
     });
     expect(platformParse(body)).toEqual(body);
-    advance(5000);
-    push(A, { epoch: 4, stateHash: { epoch: 4, digest: digest("a") } });
-    push(C, { epoch: 4, stateHash: { epoch: 4, digest: digest("a") } });
+    advance(HEARTBEAT_MS);
+    publish(digest("b"));
     expect(heartbeat().split?.since).toBe(since);
     // B loads the swarm's state.
-    push(B, { epoch: 4, stateHash: { epoch: 4, digest: digest("a") } });
+    publish(digest("a"));
     expect(heartbeat().split).toBeNull();
   });
 
-  it("carries a trainer alone while others train, in a shape the platform takes", () => {
-    const { push, advance, heartbeat } = setup({ exact: false });
-    // C steps alone for 40 s while A and B train together.
-    for (let second = 1; second <= 40; second++) {
+  it("carries a trainer alone while others train over a grid, in a shape the platform takes", () => {
+    const { clock, push, advance, heartbeat } = setup();
+    // C steps alone while A and B train together, each in its own group of a Moshpit grid: their
+    // digests differ at every step, and are not compared.
+    const bodies: Array<ReturnType<typeof heartbeat>> = [];
+    for (let second = 1; second <= 50; second++) {
       advance(1000);
-      push(A, { epoch: 10 + second, soloSteps: 0 });
-      push(B, { epoch: 10 + second, soloSteps: 0 });
-      push(C, { epoch: 12 + second, soloSteps: 12 + second });
+      const grid = (hex: string) => ({ epoch: 10 + second, digest: digest(hex), grid: true });
+      push(A, { epoch: 10 + second, soloSteps: 0, stateHash: grid("a") });
+      push(B, { epoch: 10 + second, soloSteps: 0, stateHash: grid("b") });
+      push(C, { epoch: 12 + second, soloSteps: 12 + second, stateHash: grid("c") });
+      if (second % 5 === 0) bodies.push(heartbeat());
     }
-    const body = heartbeat();
-    expect(body.split).toMatchObject({
+    // Alone from 30 s after its first solo record (the heartbeat of 35 s sees it), reported 15 s later.
+    expect(bodies.map((body) => body.split?.kind ?? null)).toEqual([...Array<null>(9).fill(null), "alone"]);
+    const body = bodies.at(-1);
+    expect(body?.split).toMatchObject({
       kind: "alone",
-      step: 52,
+      step: 62,
+      since: clock.now - REPORT_AFTER_MS,
       groups: [
         { digest: null, peers: [A, B] },
         { digest: null, peers: [C] },
@@ -214,27 +256,62 @@ describe("swarmHeartbeat", () => {
     expect(platformParse(body)).toEqual(body);
   });
 
-  it("stays within the platform's limits at its largest: the most trainers, refusals and the longest reasons", () => {
-    const { push, refusals, heartbeat } = setup({ maxRefusals: 400 });
-    for (let i = 0; i < MAX_HEARTBEAT_TRAINERS + 10; i++) push(peer(i), { epoch: 3, samplesTotal: 0 });
+  it("stays within the platform's limits at its largest: the most trainers, refusals, reasons and sides", () => {
+    const { push, refusals, heartbeat, beats } = setup({ maxRefusals: 400 });
+    // Every trainer holds a model of its own at the largest step; 64 of them are compared.
+    const step = 2 ** 31 - 1;
+    const publish = (): void => {
+      for (let i = 0; i < MAX_HEARTBEAT_TRAINERS + 10; i++) {
+        push(peer(i), { epoch: step, samplesTotal: 0, stateHash: { epoch: step, digest: hex(i) } });
+      }
+    };
+    publish();
     for (let i = 0; i < 300; i++) refusals.record(peer(i), "PASS_WRONG_EXPERIMENT", "r".repeat(2_000));
-    const body = heartbeat();
-    expect(body.trainers).toHaveLength(MAX_HEARTBEAT_TRAINERS);
-    expect(body.refused).toHaveLength(MAX_HEARTBEAT_REFUSALS);
-    expect(body.refused.every((refusal) => refusal.reason.length === 512)).toBe(true);
+    expect(beats(REPORT_AFTER_MS - HEARTBEAT_MS, publish).map((body) => body.split)).toEqual([
+      null,
+      null,
+      null,
+    ]);
+    const [body] = beats(HEARTBEAT_MS, publish).slice(-1);
+    expect(body?.trainers).toHaveLength(MAX_HEARTBEAT_TRAINERS);
+    expect(body?.refused).toHaveLength(MAX_HEARTBEAT_REFUSALS);
+    expect(body?.refused.every((refusal) => refusal.reason.length === 512)).toBe(true);
+    expect(body?.split).toMatchObject({ kind: "diverged", step });
+    expect(body?.split?.groups).toHaveLength(16);
     expect(platformParse(body)).toEqual(body);
     expect(Buffer.byteLength(JSON.stringify(body))).toBeLessThanOrEqual(MAX_HEARTBEAT_BODY_BYTES);
+    expect(heartbeat().split).not.toBeNull();
   });
 
   it("passes the platform's schema when more trainers than 16 hold different models at one step", () => {
-    // A swarm averaged in one group of up to `maxGroupSize` (as high as 1024) is compared exactly;
-    // 17 trainers cut off from each other each train a model of their own.
-    const { push, heartbeat } = setup();
-    for (let i = 0; i < 17; i++) {
-      push(peer(i), { epoch: 8, stateHash: { epoch: 8, digest: i.toString(16).padStart(16, "0") } });
+    // 17 trainers cut off from each other each train a model of their own, for 15 s and more.
+    const { push, beats } = setup();
+    const publish = (): void => {
+      for (let i = 0; i < 17; i++) push(peer(i), { epoch: 8, stateHash: { epoch: 8, digest: hex(i) } });
+    };
+    publish();
+    const bodies = beats(REPORT_AFTER_MS, publish);
+    expect(bodies.map((body) => body.split === null)).toEqual([true, true, true, false]);
+    const body = bodies.at(-1);
+    expect(body?.split?.kind).toBe("diverged");
+    expect(body?.split?.groups).toHaveLength(16);
+    expect(body?.split?.summary).toMatch(/^17 different models at step 8: .*, 9 more$/);
+    expect(platformParse(body)).toEqual(body);
+  });
+
+  it("passes the platform's schema when a trainer is alone while the most trainers compared train", () => {
+    const { push, advance, heartbeat } = setup();
+    // 63 trainers train together; the 64th (the last compared) steps alone, the most steps in a row.
+    const others = Array.from({ length: 63 }, (_, i) => peer(i));
+    const lone = peer(63);
+    let body = heartbeat();
+    for (let second = 1; second <= 50; second++) {
+      advance(1000);
+      for (const peerId of others) push(peerId, { epoch: second, soloSteps: 0 });
+      push(lone, { epoch: 1000 + second, soloSteps: 2 ** 31 - 1 });
+      body = heartbeat();
     }
-    const body = heartbeat();
-    expect(body.split?.kind).toBe("diverged");
-    platformParse(body);
+    expect(body.split).toMatchObject({ kind: "alone", groups: [{ peers: others }, { peers: [lone] }] });
+    expect(platformParse(body)).toEqual(body);
   });
 });

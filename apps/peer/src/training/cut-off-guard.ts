@@ -1,3 +1,4 @@
+import { REVOKED_GRANT_REASON } from "@barnraise/protocol";
 import type { Refusal } from "@barnraise/swarm";
 
 /**
@@ -110,7 +111,7 @@ export class CutOffGuard {
       .find((candidate) => now - candidate.at <= (this.#options.clearAfterMs ?? 30_000));
     // A refusal stands until the peer has a member again: one member refused, another took it.
     if (refusal !== undefined && !evidence.hasMembers()) {
-      const refused = `refused by the swarm: ${refusal.reason}`;
+      const refused = `refused by the swarm: ${refusalWhy(refusal)}`;
       return { reason: refused, advice: refusalAdvice(refusal), refused };
     }
     const alive = evidence.platformAlivePeers();
@@ -125,10 +126,38 @@ export class CutOffGuard {
   }
 }
 
+/**
+ * Why the swarm refused the node's pass, in this program's words: the refusing peer's own text is
+ * another machine's (a hostile member could write anything there), so it only picks among them.
+ */
+export function refusalWhy(refusal: Pick<Refusal, "code" | "reason">): string {
+  switch (refusal.code) {
+    case "PASS_REVOKED":
+      if (refusal.reason === REVOKED_GRANT_REASON) return REVOKED_GRANT_REASON;
+      return BANNED.test(refusal.reason)
+        ? "this node's user is banned or no longer on the allowlist"
+        : "its pass was revoked";
+    case "PASS_EXPIRED":
+      return "its pass expired";
+    case "PASS_NOT_YET_VALID":
+    case "REQUEST_CLOCK_SKEW":
+      return "this computer's clock is off";
+    case "PASS_BAD_SIGNATURE":
+      return "its pass is signed by a key the swarm does not trust";
+    case "PASS_KEY_ROTATED":
+      return "its pass is of the experiment's replaced key";
+    default:
+      return "its pass was refused";
+  }
+}
+
+/** How a member says that the pass's user was banned (AccessPassVerifier#revocationOf). */
+const BANNED = /^[A-Za-z0-9_.-]{1,64} was banned or removed from this experiment$/;
+
 /** What the volunteer can do about a refusal of the node's pass, by its code. */
 export function refusalAdvice(refusal: Pick<Refusal, "code" | "reason">): string {
   if (refusal.code === "PASS_REVOKED") {
-    return /banned or removed/.test(refusal.reason)
+    return BANNED.test(refusal.reason)
       ? "banned: this node's user may not take part in the run"
       : "create a new token on the experiment's page and restart the node with it";
   }

@@ -49,8 +49,8 @@ export interface SwarmContact {
  * go as soon as the swarm takes it again. The swarm node and the rediscovery loop keep trying
  * meanwhile.
  *
- * Steps taken alone while cut off (no aux peer reached though the platform lists some, or refused
- * by the members it had) are private: when the peer reaches an aux peer again it drops them at
+ * Steps taken alone while cut off (refused by the members it had, or no aux peer reached while the
+ * platform says others train) are private: when the peer reaches an aux peer again it drops them at
  * once, before its next round, and catches up with the swarm's state. Otherwise a peer that
  * trained alone a little longer than the swarm would have its private model adopted by everyone
  * (the most advanced state is the one newcomers load), or would average the swarm's updates into
@@ -114,14 +114,26 @@ export function followSwarmContact(options: SwarmContactOptions): SwarmContact {
       !before.cutOff &&
       before.refused === undefined
     ) {
-      reporter.log("warn", `${verdict.refused}; it keeps trying`);
+      // The refusing member's own words go to the log only, as a field.
+      const [latest] = swarm.node.refusedBy.recent();
+      reporter.log(
+        "warn",
+        `${verdict.refused}; it keeps trying`,
+        latest === undefined ? {} : { refusal: latest },
+      );
     }
   };
   // Private steps: taken alone while cut off from the swarm.
   let privateSteps = 0;
-  const isolated = () =>
-    (options.auxListed() && !swarm.node.members().some((peer) => swarm.node.modeOf(peer) === "aux")) ||
-    (swarm.node.members().length === 0 && swarm.node.refusedBy.recent(30_000).length > 0);
+  // Cut off, as the guard sees it: refused by the members it had, or no aux peer reached while the
+  // platform says others train. An aux restarting under a lone volunteer is neither: its steps are
+  // the run's.
+  const isolated = () => {
+    const members = swarm.node.members();
+    if (members.length === 0 && swarm.node.refusedBy.recent(30_000).length > 0) return true;
+    const auxReached = members.some((peer) => swarm.node.modeOf(peer) === "aux");
+    return options.auxListed() && !auxReached && platformAlive !== undefined && platformAlive > 0;
+  };
   optimizer.treatSoloStepsAsPrivate(isolated);
   const unsubscribeSteps = optimizer.on((event) => {
     if (event.type !== "step") return;

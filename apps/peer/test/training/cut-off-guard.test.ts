@@ -191,8 +191,23 @@ describe("CutOffGuard", () => {
       { peer: "a", code: "PASS_BAD_SIGNATURE", reason: "fresh", at: clock.now - 1 },
     ];
     expect(guard.check()).toMatchObject({
-      refused: expect.stringContaining("refused by the swarm: fresh") as unknown,
+      refused: expect.stringContaining(
+        "refused by the swarm: its pass is signed by a key the swarm does not trust",
+      ) as unknown,
     });
+  });
+
+  it("says why in its own words, never the refusing member's", () => {
+    const { guard, solo, refuse } = setup();
+    solo.steps = 1;
+    refuse(ProtocolErrorCode.PASS_REVOKED, "\x1b[2J re-enter your token at https://evil.example");
+    const verdict = guard.check();
+    expect(verdict).toMatchObject({ cutOff: false });
+    const note = verdict.cutOff ? "" : (verdict.refused ?? "");
+    expect(note).toBe(
+      "refused by the swarm: its pass was revoked — create a new token on the experiment's page and restart the node with it",
+    );
+    expect(note).not.toContain("evil");
   });
 
   it("neither says refused nor cuts off while it has a member: one refused, another took it", () => {
@@ -406,7 +421,8 @@ describe("refusalAdvice", () => {
     refuse(ProtocolErrorCode.PASS_REVOKED, banned);
     expect(guard.check()).toEqual({
       cutOff: false,
-      refused: `refused by the swarm: ${banned} — banned: this node's user may not take part in the run`,
+      refused:
+        "refused by the swarm: this node's user is banned or no longer on the allowlist — banned: this node's user may not take part in the run",
     });
     solo.steps = 1;
     guard.check();
@@ -414,7 +430,7 @@ describe("refusalAdvice", () => {
     refuse(ProtocolErrorCode.REQUEST_CLOCK_SKEW, "request time is 5 minutes off");
     expect(guard.check()).toMatchObject({
       cutOff: true,
-      reason: "refused by the swarm: request time is 5 minutes off",
+      reason: "refused by the swarm: this computer's clock is off",
       advice: "check that this computer's clock is right",
     });
   });

@@ -159,6 +159,21 @@ describe("followSwarmContact", () => {
     contact.stop();
   });
 
+  it("keeps the steps of a lone volunteer whose aux restarts: nobody else trains", async () => {
+    world.members = [];
+    world.alivePeers = 0;
+    const contact = followSwarmContact(world.options());
+    for (let second = 0; second < 60; second += 10) {
+      world.stepAlone();
+      await vi.advanceTimersByTimeAsync(10_000);
+    }
+    expect(world.isPrivate?.()).toBe(false);
+    world.members = [AUX];
+    world.greet(AUX);
+    expect(world.dropped).toBe(0);
+    contact.stop();
+  });
+
   it("never holds a lone volunteer in touch with its aux peer, and its solo steps are the run's", async () => {
     world.members = [AUX];
     const contact = followSwarmContact(world.options());
@@ -195,10 +210,16 @@ describe("followSwarmContact", () => {
     contact.stop();
   });
 
-  it("drops the steps trained alone while cut off as soon as it reaches an aux peer again", () => {
+  it("drops the steps trained alone while cut off as soon as it reaches an aux peer again", async () => {
     world.members = [];
     const contact = followSwarmContact(world.options());
+    // Alone, but nothing yet says that others train: the step is the run's.
+    expect(world.isPrivate?.()).toBe(false);
+    world.stepAlone();
+    await vi.advanceTimersByTimeAsync(2_000);
+    // The platform says others train: cut off; the steps from now on are private.
     expect(world.isPrivate?.()).toBe(true);
+    world.soloSteps = 0;
     world.stepAlone();
     world.stepAlone();
     world.stepAlone();

@@ -1,4 +1,4 @@
-import { isProtocolError, ProtocolErrorCode, verifyRunControl, type RunControl } from "@barnraise/protocol";
+import { isProtocolError, verifyRunControl, type RunControl } from "@barnraise/protocol";
 import { nodeCrypto } from "@barnraise/protocol/node";
 import type { Logger } from "pino";
 import { isSwarmError, SwarmError, SwarmErrorCode } from "../errors.ts";
@@ -21,7 +21,7 @@ export interface RunControlBoardOptions {
    * The experiment's authority: only run controls signed by a key it trusts are taken (its current
    * key, or a key it replaced, in that key's grace period), read at each offer.
    */
-  readonly authority: Pick<AuthorityKeys, "trustedKeys">;
+  readonly authority: Pick<AuthorityKeys, "publicKey">;
   /** The members a newly adopted control is passed on to. */
   readonly peers: () => readonly PeerIdString[];
   /** Applies a control's revocation list to the node: refuse and hang up revoked peers. */
@@ -140,26 +140,17 @@ export class RunControlBoard {
     return { adopted: true, current: control };
   }
 
-  /** Verifies `token` with the authority's current key, else with a key it replaced, in its grace. */
+  /**
+   * Verifies `token` with the authority's current key only. A key the authority replaced signs no
+   * control after its rotation (the platform signs the rotation's new control version with the new
+   * key), and one that leaked must not: its holder could otherwise sign a control of any version and
+   * keep the run paused, rolled back or unrevoked on every node for good.
+   */
   #verify(token: string): RunControl {
-    const [current, ...replaced] = this.#options.authority.trustedKeys();
-    const expected = (authorityPublicKey: Uint8Array) => ({
-      authorityPublicKey,
+    return verifyRunControl(nodeCrypto, token, {
+      authorityPublicKey: this.#options.authority.publicKey,
       experimentId: this.#options.experimentId,
     });
-    try {
-      return verifyRunControl(nodeCrypto, token, expected(current));
-    } catch (error) {
-      if (!isProtocolError(error, ProtocolErrorCode.CONTROL_BAD_SIGNATURE)) throw error;
-      for (const key of replaced) {
-        try {
-          return verifyRunControl(nodeCrypto, token, expected(key));
-        } catch {
-          // the current key's refusal is the one reported
-        }
-      }
-      throw error;
-    }
   }
 
   /**

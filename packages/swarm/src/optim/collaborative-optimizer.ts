@@ -2,7 +2,14 @@ import type { ExperimentConfig } from "@barnraise/protocol";
 import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
 import { stateDigest } from "../state/state-digest.ts";
 import type { ParameterLayout } from "./parameter-layout.ts";
-import type { AveragedVector, AveragerPort, EpochState, ProgressPort, StatePort } from "./ports.ts";
+import type {
+  AveragedVector,
+  AveragerPort,
+  EpochState,
+  ProgressPort,
+  StateHash,
+  StatePort,
+} from "./ports.ts";
 import { createTrainingStrategy, type StrategyRound, type TrainingStrategy } from "./training-strategy.ts";
 
 export interface CollaborativeOptimizerOptions {
@@ -40,8 +47,9 @@ export type CollaborativeOptimizerEvent =
       /**
        * Whether this peer's samples went into the swarm's model: the step averaged them with another
        * trainer's, or no other trainer was in the swarm. False for a step taken alone while others
-       * train (a group of one, or behind the swarm with nobody to hand over its state): those samples
-       * trained a model of this peer's own, and do not count as a contribution.
+       * train (a group of one, or behind the swarm with nobody to hand over its state), or a private
+       * step (see `treatSoloStepsAsPrivate`): those samples trained a model of this peer's own, and do
+       * not count as a contribution.
        */
       readonly shared: boolean;
       readonly learningRate: number;
@@ -60,7 +68,16 @@ export type CollaborativeOptimizerEvent =
       readonly localSamples: number;
       readonly error: unknown;
     }
-  | { readonly type: "state-loaded"; readonly epoch: number; readonly previousEpoch: number }
+  | {
+      readonly type: "state-loaded";
+      readonly epoch: number;
+      readonly previousEpoch: number;
+      /**
+       * Why: the swarm was ahead (absent), or it held another version of this peer's own step, the
+       * one most of it shares, which this peer took over (`swarm-state`).
+       */
+      readonly reason?: "swarm-state";
+    }
   | { readonly type: "state-load-failed"; readonly epoch: number; readonly error: unknown }
   | {
       /**
@@ -141,13 +158,15 @@ export class CollaborativeOptimizer {
   #samplesPerSecond = 0;
   #lastAccumulateAt: number | undefined;
   /** The fingerprint of the shared state and its epoch, computed when the state changes. */
-  #stateHash: { readonly epoch: number; readonly digest: string };
+  #stateHash: StateHash;
+  /** The state this peer last found the swarm to hold another version of, and tried to take over. */
+  #resyncedAt: StateHash | undefined;
   /** Steps in a row applied with no other trainer's samples in them. */
   #soloSteps = 0;
   /** While private solo steps run: the state before the first of them, the last one the swarm had. */
   #beforeSolo: EpochState | undefined;
   /** Whether a step with no other trainer's samples is this peer's own (see treatSoloStepsAsPrivate). */
-  #soloIsPrivate: () => boolean = () => true;
+  #soloIsPrivate: () => boolean = () => false;
 
   constructor(options: CollaborativeOptimizerOptions) {
     const { config, layout } = options;
@@ -176,7 +195,7 @@ export class CollaborativeOptimizer {
    * The fingerprint of the shared state this peer holds (`stateDigest` of `parameters`) and the
    * epoch it belongs to: published with every progress record, so the aux can tell one model from two.
    */
-  get stateHash(): { readonly epoch: number; readonly digest: string } {
+  get stateHash(): StateHash {
     return this.#stateHash;
   }
 
@@ -189,8 +208,9 @@ export class CollaborativeOptimizer {
    * Says when a step with no other trainer's samples trains a model of this peer's own: asked at
    * each such step. A lone volunteer in touch with the swarm (its aux peer sees nobody else) steps
    * for the run, and says false; a peer cut off from a swarm that trains without it says true. The
-   * state before the first private step is kept, so `dropSoloSteps` can go back to it. Default:
-   * every solo step is private.
+   * state before the first private step is kept (a copy of the parameters and the optimizer state,
+   * held until the peer shares a step again), so `dropSoloSteps` can go back to it, and its samples
+   * are no contribution (the step event says `shared: false`). Default: no solo step is private.
    */
   treatSoloStepsAsPrivate(isPrivate: () => boolean): void {
     this.#soloIsPrivate = isPrivate;
@@ -313,6 +333,7 @@ export class CollaborativeOptimizer {
         if (outcome === "failed") return false;
       }
       if (this.#noDonor !== null) return await this.#stepAtOwnEpoch(signal);
+      if (await this.#takeOverSharedState(signal)) return false;
       const ready =
         global.epoch > this.#epoch ||
         (global.epoch === this.#epoch && global.samplesAccumulated >= global.targetBatchSize);
@@ -391,6 +412,47 @@ export class CollaborativeOptimizer {
     this.#soloSteps = 0;
     this.#beforeSolo = undefined;
     this.#report();
+  }
+
+  /**
+   * One run, one model: when other trainers hold another state at this peer's own step (a peer that
+   * stepped alone once, or took a lone peer's state, and averages with the others since, stays
+   * apart for good: the same update applied to other bits), the version held by most of them wins
+   * (the smaller digest on a tie, so both sides agree), and the peers of the others take it over
+   * from its holders. Looked at once per state; Moshpit grid steps are never compared. Returns true
+   * when the state was replaced.
+   */
+  async #takeOverSharedState(signal: AbortSignal | undefined): Promise<boolean> {
+    const mine = this.#stateHash;
+    const state = this.#state;
+    if (mine.grid === true || state.loadShared === undefined || this.#progress.sharedStates === undefined) {
+      return false;
+    }
+    if (this.#resyncedAt?.epoch === mine.epoch && this.#resyncedAt.digest === mine.digest) return false;
+    const others = this.#progress.sharedStates(mine.epoch);
+    const count = (digest: string) => (others.get(digest)?.length ?? 0) + (digest === mine.digest ? 1 : 0);
+    let winner = mine.digest;
+    for (const digest of others.keys()) {
+      const better = count(digest) > count(winner) || (count(digest) === count(winner) && digest < winner);
+      if (better) winner = digest;
+    }
+    if (winner === mine.digest) return false;
+    this.#resyncedAt = mine;
+    const previousEpoch = this.#epoch;
+    const revision = this.#revision;
+    try {
+      const loaded = await state.loadShared(mine.epoch, winner, this.#generation, signal);
+      if (loaded === null || revision !== this.#revision || (loaded.generation ?? 0) !== this.#generation) {
+        return false;
+      }
+      this.importState(loaded);
+      this.#emit({ type: "state-loaded", epoch: this.#epoch, previousEpoch, reason: "swarm-state" });
+      return true;
+    } catch (error) {
+      throwIfAborted(signal, error);
+      this.#emit({ type: "state-load-failed", epoch: this.#epoch, error });
+      return false;
+    }
   }
 
   async #loadNewerState(signal: AbortSignal | undefined): Promise<"adopted" | "none" | "failed"> {
@@ -513,13 +575,19 @@ export class CollaborativeOptimizer {
       feedback.keep(this.#residual, alone || result.soleTrainer === true);
     }
     const othersIn = !alone && result.soleTrainer !== true && result.totalWeight > localSamples;
+    const privateStep = !othersIn && this.#soloIsPrivate();
     // The first private step: keep the state before it, the swarm's last (see dropSoloSteps).
-    if (othersIn || !this.#soloIsPrivate()) this.#beforeSolo = undefined;
+    if (!privateStep) this.#beforeSolo = undefined;
     else this.#beforeSolo ??= this.exportState();
     const { learningRate, norm } = round.apply(result.vector, epoch);
     this.#runSamples += result.totalWeight;
     this.#stateEpoch = epoch + 1;
-    this.#stateHash = { epoch: epoch + 1, digest: stateDigest(this.#strategy.parameters) };
+    this.#stateHash = {
+      epoch: epoch + 1,
+      digest: stateDigest(this.#strategy.parameters),
+      // Moshpit's grid rounds average within different groups: their bits differ across the swarm.
+      ...((result.rounds ?? 1) > 1 ? { grid: true } : {}),
+    };
     this.#soloSteps = othersIn ? 0 : this.#soloSteps + 1;
     this.#epoch = epoch + 1;
     this.#averagingEpoch = undefined;
@@ -533,7 +601,7 @@ export class CollaborativeOptimizer {
       groupSize,
       totalWeight,
       localSamples,
-      shared: !alone && (totalWeight > localSamples || result.soleTrainer === true),
+      shared: !alone && !privateStep && (totalWeight > localSamples || result.soleTrainer === true),
       learningRate,
       gradientNorm: norm,
       ...(result.bytesSent === undefined ? {} : { bytesSent: result.bytesSent }),

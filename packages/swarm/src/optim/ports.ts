@@ -22,12 +22,23 @@ export interface LocalProgressReport {
    * belongs to: the parameters after the step that reached `epoch` (under `diloco`, θ after the
    * outer step). Absent before the first state is known.
    */
-  readonly stateHash?: { readonly epoch: number; readonly digest: string };
+  readonly stateHash?: StateHash;
   /**
    * Steps in a row this peer applied with no other trainer's samples in them (0 after a step
    * averaged with another trainer, or after loading the swarm's state).
    */
   readonly soloSteps?: number;
+}
+
+/**
+ * The fingerprint of a peer's shared state (`stateDigest` of θ) and the epoch it belongs to. `grid`:
+ * the step that led to it averaged over several Moshpit rounds, whose groups hold different bits
+ * (digests of such a step say nothing about a split).
+ */
+export interface StateHash {
+  readonly epoch: number;
+  readonly digest: string;
+  readonly grid?: boolean;
 }
 
 /** The swarm's view: the highest epoch seen, the samples accumulated for it, the target and an ETA. */
@@ -54,6 +65,11 @@ export interface ProgressPort {
    * swarm is ahead and nobody can hand this peer newer state, so it trains on at its own epoch.
    */
   at(epoch: number): EpochProgressView;
+  /**
+   * The digests other trainers of this peer's generation publish for their state at `epoch` (steps
+   * of one group only, not Moshpit grids), each with the peers holding it; absent when unknown.
+   */
+  sharedStates?(epoch: number): ReadonlyMap<string, readonly string[]>;
 }
 
 /** The result of one averaging round. */
@@ -70,6 +86,8 @@ export interface AveragedVector {
   readonly soleTrainer?: boolean;
   /** Bytes this peer wrote on the wire for the round; absent when unknown. */
   readonly bytesSent?: number;
+  /** Averaging rounds the step took: more than one is a Moshpit grid (see StateHash.grid). */
+  readonly rounds?: number;
 }
 
 export interface AverageOptions {
@@ -111,4 +129,15 @@ export interface StatePort {
    * ahead, else from the run's latest checkpoint — or null when nobody can give newer state.
    */
   loadNewer(epoch: number, generation: number, signal?: AbortSignal): Promise<EpochState | null>;
+  /**
+   * The state of the peers whose state at `epoch` has fingerprint `digest` (at `epoch` or later,
+   * from them), or null when none can give it: how a peer whose state differs from the swarm's at
+   * the same step takes the swarm's over. Absent when unsupported.
+   */
+  loadShared?(
+    epoch: number,
+    digest: string,
+    generation: number,
+    signal?: AbortSignal,
+  ): Promise<EpochState | null>;
 }

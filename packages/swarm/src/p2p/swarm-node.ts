@@ -48,6 +48,19 @@ export type { RevocationList } from "@barnraise/protocol";
  * back at once with a good one (a new token's, a refreshed one, one of a rotated key).
  */
 const REFUSED_DENY_MS = 5_000;
+/**
+ * A pass signed by a key this node does not trust is gated this long, or until the node follows a
+ * rotation of the authority key (then at once, see PeerAuthorizer.forgiveKeyDenials).
+ */
+const UNTRUSTED_KEY_DENY_MS = 60_000;
+/** Refusals of a pass the authority did sign, for the key it names (see onRefusedPeer). */
+const OWN_PASS_REFUSALS: ReadonlySet<string> = new Set([
+  ProtocolErrorCode.PASS_REVOKED,
+  ProtocolErrorCode.PASS_EXPIRED,
+  ProtocolErrorCode.PASS_NOT_YET_VALID,
+  ProtocolErrorCode.PASS_WRONG_ROLE,
+  ProtocolErrorCode.PASS_KEY_ROTATED,
+]);
 /** A node whose pass peers call outdated (PASS_KEY_ROTATED) fetches a new one at most this often. */
 const STALE_PASS_REFRESH_MS = 30_000;
 /** How often a node asks a random member for the member list. */
@@ -369,12 +382,24 @@ export class SwarmNode {
         refusals.refusedPeers.forget(peer);
         refusals.refusedBy.forget(peer);
       },
-      onRefusedPeer: (peer, code, reason) => {
+      onRefusedPeer: (peer, code, reason, ownPass) => {
+        // A pass signed by a key this node does not trust: a forgery, or a key the authority rotated
+        // to that this node has not heard of yet (it asks every 5 s); gated, and let in at once when
+        // it follows that rotation. Nothing to report: it says nothing of a node's standing.
+        if (code === ProtocolErrorCode.PASS_BAD_SIGNATURE) {
+          authorizer.denyForKey(peer, reason, UNTRUSTED_KEY_DENY_MS);
+          return;
+        }
+        // A genuine pass of the peer's own that no longer holds (revoked, expired, of a replaced
+        // key …): remembered with why (an aux reports it), and gated briefly, since the same
+        // machine may come back at once with a good one. Anything else (another's pass, a request
+        // not signed by the pass's key) is an attempt, gated for the usual while.
+        if (!ownPass || !OWN_PASS_REFUSALS.has(code)) {
+          authorizer.deny(peer, reason);
+          return;
+        }
         refusals.refusedPeers.record(peer, code, reason);
-        // A pass of a key this node does not trust (yet) is gated until it hears of a rotation to
-        // that key (it asks every 5 s), then let in at once.
-        if (isKeyRefusal(code)) authorizer.denyForKey(peer, reason, REFUSED_DENY_MS);
-        else authorizer.deny(peer, reason, REFUSED_DENY_MS);
+        authorizer.deny(peer, reason, REFUSED_DENY_MS);
       },
       onRefusedBy: (peer, code, reason) => {
         refusals.refusedBy.record(peer, code, reason);
@@ -438,8 +463,11 @@ export class SwarmNode {
     this.libp2p.addEventListener("connection:open", (event) => {
       this.#onConnection(event.detail);
     });
-    this.libp2p.addEventListener("peer:disconnect", () => {
+    this.libp2p.addEventListener("peer:disconnect", (event) => {
       this.#peerStoreChanged = true;
+      // Whoever connects next under that PeerId may be another process (an aux restarted with its
+      // identity): it knows nothing of this node, so the next connection says hello again.
+      this.#modes.delete(event.detail.toString());
     });
     // Running before libp2p starts: relay reservations are dialed inside start(), and the relay
     // lets them through only after our hello.
@@ -783,9 +811,8 @@ export class SwarmNode {
           isSwarmError(error, SwarmErrorCode.TIMEOUT) ||
           isSwarmError(error, SwarmErrorCode.PEER_UNREACHABLE);
         if (isProtocolError(error) && isKeyRefusal(error.code)) {
-          // Its pass may be of a key the authority rotated to: gated briefly, lifted on the rotation.
-          this.refusedPeers.record(peer, error.code, reason);
-          this.authorizer.denyForKey(peer, reason, REFUSED_DENY_MS);
+          // Its pass may be of a key the authority rotated to: gated, and let in on the rotation.
+          this.authorizer.denyForKey(peer, reason, UNTRUSTED_KEY_DENY_MS);
         } else if (!transient) this.authorizer.deny(peer, reason);
         await this.libp2p.hangUp(peerIdFromString(peer)).catch(() => undefined);
         return false;

@@ -125,6 +125,8 @@ export const progressRecordSchema = z.strictObject({
     .strictObject({
       epoch: count,
       digest: z.string().regex(STATE_DIGEST_PATTERN, "must be 16 lowercase hex digits"),
+      /** The step averaged over a Moshpit grid: groups hold different bits, so digests differ. */
+      grid: z.boolean().optional(),
     })
     .optional(),
   /** Trainers: steps in a row applied with no other trainer's samples in them. */

@@ -1,6 +1,9 @@
 import {
+  decodeAccessPassUnverified,
   ed25519PublicKeyFromPeerId,
+  equalBytes,
   isProtocolError,
+  signedRequestPassUnverified,
   NONCE_BYTES,
   signRequest,
   signResponse,
@@ -54,10 +57,12 @@ export interface Libp2pRpcOptions {
   /** Told about every peer whose pass was verified, so the connection gate knows it. */
   onVerifiedPeer?: (peerId: PeerIdString, pass: AccessPass) => void;
   /**
-   * Told when this node refused a caller's signed request (its pass or signature did not verify),
-   * with the ProtocolError's code and message.
+   * Told when this node refused a caller's signed request for its credentials (see
+   * `isCredentialRefusal`), with the ProtocolError's code and message, and whether the pass it showed
+   * names the caller's own key (read unverified: a pass the authority signed when the code says its
+   * signature checked out, such as PASS_REVOKED or PASS_EXPIRED).
    */
-  onRefusedPeer?: (peerId: PeerIdString, code: string, reason: string) => void;
+  onRefusedPeer?: (peerId: PeerIdString, code: string, reason: string, ownPass: boolean) => void;
   /**
    * Told when a peer refused this node's signed request for its pass or signature (a remote
    * PASS_… or REQUEST_… code), with that code and the peer's message.
@@ -263,7 +268,12 @@ export class Libp2pRpc implements Rpc {
         })
         .catch((error: unknown) => {
           if (isProtocolError(error) && isCredentialRefusal(error.code)) {
-            this.#options.onRefusedPeer?.(peer, error.code, error.message);
+            this.#options.onRefusedPeer?.(
+              peer,
+              error.code,
+              error.message,
+              passNamesSender(envelope.token, peer),
+            );
           }
           throw error;
         });
@@ -319,6 +329,17 @@ export function isCredentialRefusal(code: string): boolean {
     code === "REQUEST_WRONG_SENDER" ||
     code === "REQUEST_CLOCK_SKEW"
   );
+}
+
+/** Whether the pass in a signed request names `peer`'s own key (read unverified). */
+function passNamesSender(token: string, peer: PeerIdString): boolean {
+  const pass = signedRequestPassUnverified(token);
+  if (pass === undefined) return false;
+  try {
+    return equalBytes(decodeAccessPassUnverified(pass).peerPublicKey, publicKeyOf(peer));
+  } catch {
+    return false;
+  }
 }
 
 function publicKeyOf(peer: PeerIdString): Uint8Array {

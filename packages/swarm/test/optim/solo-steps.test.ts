@@ -49,8 +49,9 @@ function bits(vector: Float32Array): Uint32Array {
   return new Uint32Array(vector.buffer.slice(vector.byteOffset, vector.byteOffset + vector.byteLength));
 }
 
+/** A peer whose solo steps are private (it is cut off), unless a test says otherwise. */
 function peer(swarm: FakeSwarm, index: number, cfg = config()) {
-  return new CollaborativeOptimizer({
+  const optimizer = new CollaborativeOptimizer({
     config: cfg,
     layout,
     parameters: initialParameters(),
@@ -58,6 +59,8 @@ function peer(swarm: FakeSwarm, index: number, cfg = config()) {
     averager: swarm.averager(index),
     state: new FakeState(),
   });
+  optimizer.treatSoloStepsAsPrivate(() => true);
+  return optimizer;
 }
 
 let seed = 0;
@@ -294,5 +297,33 @@ describe("treatSoloStepsAsPrivate", () => {
     await step(peers, SOLO);
     expect(a.dropSoloSteps()).toBeUndefined();
     expect(a.soloSteps).toBe(2);
+  });
+});
+
+describe("a private step's samples", () => {
+  it("are no contribution, while a lone volunteer's steps (the run's) are", async () => {
+    const run = async (isPrivate: boolean) => {
+      const swarm = new FakeSwarm(1, 16);
+      const optimizer = new CollaborativeOptimizer({
+        config: config(),
+        layout,
+        parameters: initialParameters(),
+        progress: swarm.progress(0),
+        // Alone in the swarm, as the averager says when it sees no other trainer.
+        averager: {
+          average: (_epoch: number, vector: Float32Array, weight: number) =>
+            Promise.resolve({ vector: vector.slice(), groupSize: 1, totalWeight: weight, soleTrainer: true }),
+        },
+        state: new FakeState(),
+      });
+      optimizer.treatSoloStepsAsPrivate(() => isPrivate);
+      const events: CollaborativeOptimizerEvent[] = [];
+      optimizer.on((event) => events.push(event));
+      optimizer.accumulate(dyadicGradient(++seed), 16);
+      expect(await optimizer.maybeStep()).toBe(true);
+      return events.flatMap((event) => (event.type === "step" ? [event.shared] : []));
+    };
+    expect(await run(false)).toEqual([true]);
+    expect(await run(true)).toEqual([false]);
   });
 });

@@ -1,5 +1,6 @@
 -- AlterTable
 ALTER TABLE "Experiment" ADD COLUMN     "split" TEXT,
+ADD COLUMN     "splitAlertedAt" TIMESTAMP(3),
 ADD COLUMN     "splitSince" TIMESTAMP(3);
 
 -- AlterTable
@@ -26,6 +27,9 @@ CREATE TABLE "AuthorityRotation" (
 
 -- CreateIndex
 CREATE UNIQUE INDEX "AuthorityRotation_experimentId_keyVersion_key" ON "AuthorityRotation"("experimentId", "keyVersion");
+
+-- CreateIndex
+CREATE INDEX "Peer_experimentId_peerId_idx" ON "Peer"("experimentId", "peerId");
 
 -- AddForeignKey
 ALTER TABLE "AuthorityRotation" ADD CONSTRAINT "AuthorityRotation_experimentId_fkey" FOREIGN KEY ("experimentId") REFERENCES "Experiment"("id") ON DELETE CASCADE ON UPDATE CASCADE;

@@ -261,7 +261,8 @@ export const experimentPaths: ZodOpenApiPathsObject = {
       description:
         "Who: the token's owner or the experiment's organizer. Idempotent: revoking again changes nothing. " +
         "Nodes that joined with it stop counting and cannot renew their pass; the run control's " +
-        "version grows, and the swarm refuses their keys.",
+        "version grows, and the swarm refuses every pass issued on the token (the nodes may join again " +
+        "with another token).",
       requestParams: { path: tokenParams },
       responses: {
         "204": noContent,

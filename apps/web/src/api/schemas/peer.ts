@@ -176,7 +176,7 @@ export const runControlResponseSchema = z
   .strictObject({
     control: z.string().meta({
       description:
-        "The run control (status, generation, rollback checkpoint, revoked usernames and keys), signed now by the experiment's authority key",
+        "The run control (status, generation, rollback checkpoint, revoked usernames and tokens), signed now by the experiment's authority key",
     }),
     authorityRotations: authorityRotationsSchema,
   })

@@ -43,6 +43,8 @@ export interface ExperimentRecord {
   /** Since when the aux has reported the swarm split, and its latest report (JSON); null while whole. */
   readonly splitSince: Date | null;
   readonly split: string | null;
+  /** When the swarm.split alert last went out. */
+  readonly splitAlertedAt: Date | null;
   readonly createdAt: Date;
   readonly updatedAt: Date;
 }

@@ -1,4 +1,9 @@
-import { MAX_REVOKED_ENTRIES, signRunControl, type RollbackTarget } from "@barnraise/protocol";
+import {
+  DEFAULT_MAX_SKEW_MS,
+  MAX_REVOKED_ENTRIES,
+  signRunControl,
+  type RollbackTarget,
+} from "@barnraise/protocol";
 import type { RunControlResponse } from "../../api/schemas/peer.ts";
 import { openAuthorityKeyPair } from "../authority-keys.ts";
 import type { AppContext } from "../context.ts";
@@ -90,7 +95,12 @@ async function revokedUsernamesOf(
 
 async function revokedGrantsOf(ctx: AppContext, experimentId: string): Promise<string[]> {
   const tokens = await ctx.db.peerToken.findMany({
-    where: { experimentId, revokedAt: { not: null }, passesExpireAt: { gt: new Date(ctx.now()) } },
+    // Kept a clock-skew margin past the last expiry: a node whose clock lags still sees those passes live.
+    where: {
+      experimentId,
+      revokedAt: { not: null },
+      passesExpireAt: { gt: new Date(ctx.now() - DEFAULT_MAX_SKEW_MS) },
+    },
     orderBy: [{ revokedAt: "desc" }, { id: "asc" }],
     take: MAX_REVOKED_ENTRIES,
     select: { id: true },

@@ -21,7 +21,8 @@ import type { AuxCaller } from "./peer-auth.ts";
  *   taken relative to its report's `time`, so a clock that differs from the platform's does not
  *   reorder a refusal and an acceptance.
  * - Whether the swarm has split into more than one model: the dashboards warn while it lasts
- *   (`splitSince`, `split`), and the `swarm.split` alert fires once when it begins.
+ *   (`splitSince`, `split`), and the `swarm.split` alert fires when it begins (at most once per
+ *   SPLIT_ALERT_EVERY_MS).
  */
 export async function recordSwarmStatus(
   ctx: AppContext,
@@ -48,6 +49,9 @@ export async function recordSwarmStatus(
   await recordSplit(ctx, experiment, report.split, now);
   return { ok: true };
 }
+
+/** The swarm.split alert goes out at most this often per experiment. */
+export const SPLIT_ALERT_EVERY_MS = 30 * 60_000;
 
 /** Peer ids per statement: well under every database's limit on bound parameters. */
 const IDS_PER_STATEMENT = 500;
@@ -127,6 +131,16 @@ async function recordSplit(
       return;
     }
     ctx.logger.warn({ experimentId: experiment.id, split }, `the swarm has split: ${split.summary}`);
+    // One alert per SPLIT_ALERT_EVERY_MS at most: a split that heals and comes back (or a volunteer
+    // who publishes a fingerprint of their own now and then) does not flood the organizer.
+    const alerted = await tx.experiment.updateMany({
+      where: {
+        id: experiment.id,
+        OR: [{ splitAlertedAt: null }, { splitAlertedAt: { lt: new Date(now - SPLIT_ALERT_EVERY_MS) } }],
+      },
+      data: { splitAlertedAt: new Date(now) },
+    });
+    if (alerted.count === 0) return;
     await enqueueAlert(ctx, tx, experiment, {
       type: AlertEventType.swarmSplit,
       summary: `The swarm of ${experiment.name} has split: ${split.summary}`,
