@@ -1,0 +1,61 @@
+import { incarnationId, type CheckResult, type PeerHistory } from "../types.ts";
+import { iso } from "./format.ts";
+
+export interface OneModelInput {
+  readonly peers: readonly PeerHistory[];
+  /** The moments to judge (Unix ms): the soak's 5-s samples. */
+  readonly sampleTimes: readonly number[];
+  /** The aux's "the swarm has split: …" warnings. */
+  readonly auxSplitWarnings: readonly string[];
+  /** Samples at which the platform's experiment view showed a split. */
+  readonly platformSplitSamples: number;
+}
+
+/**
+ * At every sample: among the peers running then whose latest status has no swarmNote, those whose
+ * latest step line has the highest step must all have logged the same stateDigest for it.
+ */
+export function checkOneModel(input: OneModelInput): CheckResult {
+  let compared = 0;
+  const violations: string[] = [];
+  for (const time of input.sampleTimes) {
+    const states = input.peers.flatMap((peer) => {
+      const { startedAt, endedAt } = peer.incarnation;
+      if (startedAt > time || (endedAt !== null && endedAt <= time)) return [];
+      const status = lastAtOrBefore(peer.statuses, time);
+      if (status?.swarmNote != null) return [];
+      const step = lastAtOrBefore(peer.steps, time);
+      return step === undefined ? [] : [{ peer: incarnationId(peer.incarnation), line: step }];
+    });
+    if (states.length === 0) continue;
+    const top = Math.max(...states.map((state) => state.line.step));
+    const atTop = states.filter((state) => state.line.step === top);
+    if (atTop.length < 2) continue;
+    compared += 1;
+    const digests = new Set(atTop.map((state) => state.line.stateDigest));
+    if (digests.size > 1) {
+      const groups = atTop.map((state) => `${state.peer} ${state.line.stateDigest}`).join(", ");
+      violations.push(`at ${iso(time)}, step ${top}: ${groups}`);
+    }
+  }
+  return {
+    name: "one model",
+    pass: violations.length === 0,
+    summary:
+      `${input.sampleTimes.length} samples, ${compared} with ≥ 2 trainers at the top step, ${violations.length} with two digests; ` +
+      `aux split warnings: ${input.auxSplitWarnings.length}; platform showed a split in ${input.platformSplitSamples} samples`,
+    details: [...violations, ...input.auxSplitWarnings.map((line) => `note: aux: ${line}`)],
+  };
+}
+
+function lastAtOrBefore<T extends { readonly time: number }>(
+  lines: readonly T[],
+  time: number,
+): T | undefined {
+  let found: T | undefined;
+  for (const line of lines) {
+    if (line.time > time) break;
+    found = line;
+  }
+  return found;
+}
