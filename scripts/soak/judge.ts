@@ -41,6 +41,7 @@ export function judge(cast: Cast, observer: Observer, chaos: readonly ChaosRecor
   const credit = checkCredit(observer.leaderboard ?? { entries: [] }, peers, {
     ...(recordedAt.length === 0 ? {} : { lastRecordedAt: Math.max(...recordedAt) }),
     revokedDrops: auxRevokedDrops(cast),
+    revokedAt: chaos.filter((action) => action.kind === "retoken").map((action) => action.startedAt),
   });
   const results = [
     checkStepsForward({

@@ -192,21 +192,8 @@ export class Swarm {
       },
       global: () => this.progress.global(),
       at: (epoch) => this.progress.at(epoch),
-      sharedStates: (epoch) => this.#sharedStates(epoch),
+      sharedStates: (epoch) => this.progress.sharedStates(epoch),
     };
-  }
-
-  /** Other trainers' state digests at `epoch` (one-group steps only), with who holds each. */
-  #sharedStates(epoch: number): Map<string, string[]> {
-    const generation = this.progress.generation();
-    const holders = new Map<string, string[]>();
-    for (const { peerId, record } of this.progress.records()) {
-      const hash = record.stateHash;
-      if (record.mode === "aux" || generationOf(record) !== generation || hash === undefined) continue;
-      if (hash.epoch !== epoch || hash.grid === true) continue;
-      holders.set(hash.digest, [...(holders.get(hash.digest) ?? []), peerId]);
-    }
-    return holders;
   }
 
   averagerPort(): AveragerPort {
@@ -242,7 +229,7 @@ export class Swarm {
         return this.#loadCheckpoint(epoch, generation, signal);
       },
       loadShared: async (epoch, digest, generation, signal): Promise<EpochState | null> => {
-        const donors = [...(this.#sharedStates(epoch).get(digest) ?? [])];
+        const donors = [...(this.progress.sharedStates(epoch).get(digest) ?? [])];
         if (donors.length === 0) return null;
         try {
           return await this.state.download({

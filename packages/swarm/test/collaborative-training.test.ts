@@ -127,6 +127,57 @@ describe("collaborative training over a real swarm", () => {
     expect(downloaded?.optimizer).toEqual(at(optimizers, 0).exportState().optimizer);
   }, 90_000);
 
+  it("a peer that holds another state at the same step takes the swarm's over: one model again", async () => {
+    const authority = new TestAuthority();
+    const config = {
+      training: { targetBatchSize: 96 },
+      optimizer: { name: "adam" as const, learningRate: 0.05 },
+      averaging: { matchmakingTimeoutMs: 5_000, allreduceTimeoutMs: 10_000, chunkSizeBytes: 4096 },
+      compression: { method: "none" as const },
+    };
+    const optimizers: CollaborativeOptimizer[] = [];
+    const stateOf = (k: number) => () => {
+      const optimizer = optimizers[k];
+      if (optimizer === undefined) return null;
+      const state = optimizer.exportState();
+      return { epoch: state.epoch, parameters: state.parameters, optimizer: state.optimizer };
+    };
+    const first = await startSwarm(authority, { config, getState: stateOf(0) });
+    swarms.push(first);
+    const bootstrap = first.node.multiaddrs();
+    for (let k = 1; k < 3; k += 1)
+      swarms.push(await startSwarm(authority, { config, bootstrap, getState: stateOf(k) }));
+    await eventually(() => swarms.every((swarm) => swarm.node.members().length === 2), "meshed");
+    for (const swarm of swarms) optimizers.push(optimizerOn(swarm));
+    // The third peer holds other bits at step 0 (it stepped alone once, say, and came back).
+    const apart = at(optimizers, 2);
+    apart.importState({ ...apart.exportState(), parameters: new Float32Array(DIMENSION).fill(0.5) });
+    const loaded: string[] = [];
+    apart.on((event) => {
+      if (event.type === "state-loaded" && event.reason === "swarm-state") loaded.push(`at ${event.epoch}`);
+    });
+    const epochs = 5;
+    await Promise.all(
+      optimizers.map(async (optimizer, k) => {
+        const random = seededRandom(300 + k);
+        while (optimizer.epoch < epochs) {
+          const { gradient } = batchGradient(optimizer.parameters, random, 8);
+          optimizer.accumulate(gradient, 8);
+          await optimizer.maybeStep();
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+      }),
+    );
+    expect(loaded.length).toBeGreaterThan(0);
+    // The same step holds the same bits everywhere: what the peers publish agrees.
+    await eventually(
+      () => new Set(optimizers.map((optimizer) => JSON.stringify(optimizer.stateHash))).size === 1,
+      "one model",
+      10_000,
+    );
+    for (const optimizer of optimizers) expect(optimizer.parameters).toEqual(at(optimizers, 0).parameters);
+  }, 90_000);
+
   it("with delayed parameter updates, every round averages the whole swarm while the next epoch trains", async () => {
     const authority = new TestAuthority();
     const config = {

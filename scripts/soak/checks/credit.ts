@@ -21,12 +21,18 @@ export interface CreditInput {
   /** When the platform recorded its last step (Unix ms), if it recorded any. */
   readonly lastRecordedAt?: number;
   readonly revokedDrops?: readonly RevokedDrop[];
+  /**
+   * When each re-token began (its token revoked): a drop is about the incarnation that held the
+   * token then, even when the aux logs it after that incarnation ended and the next one, with the
+   * new token, started (the aux drops the old pass it still holds when its poll comes).
+   */
+  readonly revokedAt?: readonly number[];
 }
 
 export function checkCredit(
   leaderboard: Leaderboard,
   peers: readonly PeerHistory[],
-  { lastRecordedAt, revokedDrops = [] }: CreditInput = {},
+  { lastRecordedAt, revokedDrops = [], revokedAt = [] }: CreditInput = {},
 ): CheckResult {
   const board = leaderboard.entries.reduce((sum, entry) => sum + entry.samples, 0);
   const byPeer = new Map<string, number>();
@@ -36,7 +42,7 @@ export function checkCredit(
   let alone = 0;
   let afterRevocation = 0;
   for (const peer of peers) {
-    const dropped = droppedAt(peer, revokedDrops);
+    const dropped = droppedAt(peer, revokedDrops, revokedAt);
     const shared = peer.steps.filter((line) => {
       if (!line.shared) return false;
       if (dropped === undefined || line.time <= dropped) return true;
@@ -84,14 +90,25 @@ export function checkCredit(
   };
 }
 
-/** When the aux first dropped this incarnation's node for a revoked token, during its run. */
-function droppedAt(peer: PeerHistory, drops: readonly RevokedDrop[]): number | undefined {
+/**
+ * When the aux first dropped this incarnation's node for a revoked token, during its run: a drop of
+ * its PeerId whose revocation (the latest re-token before it, or the drop itself when none is
+ * known) came while this incarnation ran.
+ */
+function droppedAt(
+  peer: PeerHistory,
+  drops: readonly RevokedDrop[],
+  revokedAt: readonly number[],
+): number | undefined {
   const { startedAt, endedAt } = peer.incarnation;
+  const revocationOf = (time: number) =>
+    revokedAt.filter((at) => at <= time).reduce((latest, at) => Math.max(latest, at), -Infinity);
   const times = drops
-    .filter(
-      (drop) =>
-        drop.peerId === peer.peerId && drop.time >= startedAt && (endedAt === null || drop.time <= endedAt),
-    )
+    .filter((drop) => {
+      if (drop.peerId !== peer.peerId) return false;
+      const revoked = revokedAt.length === 0 ? drop.time : revocationOf(drop.time);
+      return revoked >= startedAt && (endedAt === null || revoked <= endedAt) && drop.time >= startedAt;
+    })
     .map((drop) => drop.time);
   return times.length === 0 ? undefined : Math.min(...times);
 }

@@ -210,6 +210,23 @@ describe("credit", () => {
     );
   });
 
+  it("gives a drop logged after a re-token to the incarnation that held the revoked token, not the next one", () => {
+    // The old incarnation ended at 2 s; the new one, with the new token, started at 3 s; the aux's
+    // poll came at 4 s and dropped the old pass it still held.
+    const old = peer("peer-1", [step(1, 1, "a", { localSamples: 500 })], {
+      startedAt: at(0),
+      endedAt: at(2),
+      exit: { code: 10, signal: null },
+    });
+    const next = peer("peer-1", [step(5, 2, "b", { localSamples: 700 })], { startedAt: at(3) });
+    const drops = [{ time: at(4), peerId: "id-peer-1" }];
+    const result = checkCredit(board(1200), [old, next], { revokedDrops: drops, revokedAt: [at(1)] });
+    expect(result.pass).toBe(true);
+    expect(result.details.join("\n")).toContain("not credited by design): 0 samples");
+    // Without knowing when the token was revoked the drop would land on the new incarnation.
+    expect(checkCredit(board(1200), [old, next], { revokedDrops: drops }).pass).toBe(false);
+  });
+
   it("names the samples of shared steps just before a SIGKILL", () => {
     const killed = peer("peer-3", [step(1, 1, "a"), step(9, 2, "b", { localSamples: 700 })], {
       endedAt: at(10),

@@ -11,6 +11,7 @@ export interface ProgressSink {
   report(progress: LocalProgress): void;
   global(): GlobalProgress;
   at(epoch: number): EpochProgressView;
+  sharedStates?(epoch: number): ReadonlyMap<string, readonly string[]>;
 }
 
 /** One epoch's totals on this peer. */
@@ -134,6 +135,10 @@ export class LossReportingProgress implements ProgressPort {
 
   at(epoch: number): EpochProgressView {
     return this.#sink.at(epoch);
+  }
+
+  sharedStates(epoch: number): ReadonlyMap<string, readonly string[]> {
+    return this.#sink.sharedStates?.(epoch) ?? new Map();
   }
 }
 

@@ -292,6 +292,23 @@ export class ProgressTracker {
   }
 
   /**
+   * The digests other trainers of this node's generation publish for their state at `epoch`, each
+   * with the peers holding it (fresh records; Moshpit grid steps, whose digests are their groups',
+   * left out): the optimizer's `ProgressPort.sharedStates`.
+   */
+  sharedStates(epoch: number): Map<string, PeerIdString[]> {
+    const generation = this.generation();
+    const holders = new Map<string, PeerIdString[]>();
+    for (const { peerId, record } of this.records()) {
+      const hash = record.stateHash;
+      if (record.mode === "aux" || generationOf(record) !== generation || hash === undefined) continue;
+      if (hash.epoch !== epoch || hash.grid === true) continue;
+      holders.set(hash.digest, [...(holders.get(hash.digest) ?? []), peerId]);
+    }
+    return holders;
+  }
+
+  /**
    * The swarm estimate at this moment (DeDLOC §3.1): trainers of this node's generation only.
    * With `epoch`, the estimate for that epoch as if it were the swarm's.
    */
