@@ -87,6 +87,8 @@ const LINK_PROBE_EVERY_MS = 10 * 60_000;
 const LINK_PROBE_RETRY_MS = 30_000;
 /** How long a peer waits for the run control before its first minibatch. */
 const FIRST_CONTROL_MS = 5_000;
+/** A peer that hears of no other trainer steps alone only once it has been in the swarm this long. */
+const ALONE_AFTER_MS = 10_000;
 /** How long a joining peer waits to hear from the swarm before it trains on its own. */
 const DISCOVERY_TIMEOUT_MS = 15_000;
 /** While alone, ask the platform for the aux peers' addresses after this long, doubling up to the next. */
@@ -240,6 +242,8 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       config,
       // Each run of the program is a session of its own, credited on its own on the leaderboard.
       session: randomBytes(9).toString("base64url"),
+      // Peers starting together hear of each other before any of them steps alone.
+      aloneAfterMs: ALONE_AFTER_MS,
       getState: () => served.optimizer?.exportState() ?? null,
       // No live donor ahead of us: the run's latest checkpoint, vouched for by the platform.
       loadCheckpoint: async (minEpoch, generation, signal) => {

@@ -42,6 +42,12 @@ export interface SwarmOptions extends SwarmNodeOptions {
   ) => Promise<TrainingState | null>;
   /** After `loadCheckpoint` found nothing newer, how long to not ask it again; default 30 s. */
   checkpointRetryMs?: number;
+  /**
+   * A trainer that hears of no other steps alone only once it has been in the swarm this long;
+   * default 0. Peers that start together (a demo, a re-token, a reboot) must first hear of each
+   * other, or each steps a model of its own before they meet.
+   */
+  aloneAfterMs?: number;
 }
 
 /**
@@ -69,6 +75,8 @@ export class Swarm {
   readonly #options: SwarmOptions;
   /** The last time `loadCheckpoint` had nothing newer: for which generation and epoch, and when. */
   #checkpointMiss: { generation: number; epoch: number; at: number } | undefined;
+  /** When `start` was called (performance.now). */
+  #startedAt: number | undefined;
 
   private constructor(node: SwarmNode, options: SwarmOptions) {
     const { config, logger } = options;
@@ -116,6 +124,8 @@ export class Swarm {
       compression: config.compression,
       link: this.link,
       swarmSize: () => this.#trainers(),
+      aloneAllowed: () =>
+        this.#startedAt !== undefined && performance.now() - this.#startedAt >= (options.aloneAfterMs ?? 0),
       roundMembers: (epoch) => this.#roundMembers(epoch),
       generation: () => this.progress.generation(),
       logger,
@@ -156,6 +166,7 @@ export class Swarm {
   }
 
   async start(): Promise<void> {
+    this.#startedAt = performance.now();
     this.matchmaking.start();
     this.allreduce.start();
     this.state.start();

@@ -38,6 +38,12 @@ export interface AveragerOptions {
   /** How many trainers can take part in this peer's rounds (progress tracking), this peer included. */
   swarmSize: () => number;
   /**
+   * Whether this peer, hearing of no other trainer, may step alone now (default: always). A peer
+   * that has just started may not have heard yet of trainers starting with it; alone, each would
+   * step a model of its own.
+   */
+  aloneAllowed?: () => boolean;
+  /**
    * The trainers of the round for `epoch` as this peer sees them (progress tracking), itself
    * included when it trains: the Moshpit grid places them in PeerId order (`planGrid`).
    */
@@ -203,6 +209,14 @@ export class Averager {
     options: AverageStepOptions = {},
   ): Promise<AverageOutcome> {
     if (this.#options.swarmSize() <= 1 && this.#options.mode() !== "aux") {
+      if (this.#options.aloneAllowed?.() === false) {
+        return Promise.reject(
+          new SwarmError(
+            SwarmErrorCode.NO_GROUP,
+            "no other trainer heard of yet: waiting a moment before stepping alone",
+          ),
+        );
+      }
       // Alone in the swarm: the average of one is its own vector, so a lone volunteer still trains.
       options.residual?.fill(0);
       return Promise.resolve({

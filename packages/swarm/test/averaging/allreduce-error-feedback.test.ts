@@ -284,4 +284,30 @@ describe("Averager with error feedback", () => {
     expect(residual).toEqual(new Float32Array(10));
     expect(soleOutcome).toMatchObject({ soleTrainer: true, bytesSent: 0, bytesReceived: 0 });
   });
+
+  it("does not step alone while it may not yet have heard of the trainers starting with it", async () => {
+    const config = parseExperimentConfig({});
+    let allowed = false;
+    const alone = new Averager({
+      self: "a",
+      mode: () => "node",
+      matchmaking: {} as unknown as Matchmaking,
+      allreduce: {} as unknown as AllReduceService,
+      averaging: config.averaging,
+      compression: config.compression,
+      link: {
+        current: () => ({ uploadBytesPerSecond: 1, downloadBytesPerSecond: 1 }),
+        observed: () => undefined,
+      },
+      swarmSize: () => 1,
+      aloneAllowed: () => allowed,
+      roundMembers: () => [],
+      logger: silentLogger,
+    });
+    await expect(alone.average(1, new Float32Array(4).fill(1), 1)).rejects.toMatchObject({
+      code: "NO_GROUP",
+    });
+    allowed = true;
+    expect(await alone.average(1, new Float32Array(4).fill(1), 1)).toMatchObject({ soleTrainer: true });
+  });
 });
