@@ -2,6 +2,9 @@ import type { AccessPass } from "@barnraise/protocol";
 import type { ConnectionGater, PeerId } from "@libp2p/interface";
 import type { Multiaddr } from "@multiformats/multiaddr";
 
+/** How long `forgivenSince` remembers a lifted denial: longer than any wait for a hello. */
+const FORGIVEN_MEMORY_MS = 2 * 60_000;
+
 export interface PeerAuthorizerOptions {
   now?: () => number;
   /** How long a peer that failed to show a valid pass stays refused; default 60 s. */
@@ -20,6 +23,8 @@ export class PeerAuthorizer {
   readonly #admitted = new Map<string, AccessPass>();
   readonly #denied = new Map<string, { until: number; reason: string; forKey?: true }>();
   readonly #waiters = new Map<string, Set<() => void>>();
+  /** When a peer's denial for an untrusted key was last lifted (kept a couple of minutes). */
+  readonly #forgivenAt = new Map<string, number>();
 
   constructor(options: PeerAuthorizerOptions = {}) {
     this.#now = options.now ?? Date.now;
@@ -69,13 +74,28 @@ export class PeerAuthorizer {
 
   /** Lifts every denial made by `denyForKey` (the node now trusts a new key); returns those peers. */
   forgiveKeyDenials(): string[] {
+    const now = this.#now();
+    for (const [peer, at] of this.#forgivenAt)
+      if (now - at > FORGIVEN_MEMORY_MS) this.#forgivenAt.delete(peer);
     const forgiven: string[] = [];
     for (const [peer, denial] of this.#denied) {
       if (denial.forKey !== true) continue;
       this.#denied.delete(peer);
-      if (denial.until > this.#now()) forgiven.push(peer);
+      if (denial.until > now) {
+        forgiven.push(peer);
+        this.#forgivenAt.set(peer, now);
+      }
     }
     return forgiven;
+  }
+
+  /**
+   * Whether `peer` showed a pass of an untrusted key that `forgiveKeyDenials` let in at or after
+   * `at`: it did show a pass, so it is not one that connected and said nothing.
+   */
+  forgivenSince(peer: string, at: number): boolean {
+    const forgivenAt = this.#forgivenAt.get(peer);
+    return forgivenAt !== undefined && forgivenAt >= at;
   }
 
   denialOf(peer: string): string | undefined {

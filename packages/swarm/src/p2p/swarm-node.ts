@@ -761,15 +761,18 @@ export class SwarmNode {
       return;
     }
     // An inbound peer must say hello (show its pass) in time, or it is dropped.
+    const connectedAt = (this.#options.now ?? Date.now)();
     void this.authorizer.waitFor(peer, this.#options.helloTimeoutMs ?? 10_000).then(async (admitted) => {
       if (admitted || !this.#running) return;
       // A peer whose pass was refused just now (revoked, expired, another key's) has its own reason
       // and gate, set with the refusal: it may come back at once with a good pass, as a volunteer
-      // who re-tokens does. Only a peer that showed no pass at all is gated for the usual while.
+      // who re-tokens does, and so may one whose pass of a new key this node refused until it
+      // followed the rotation. Only a peer that showed no pass at all is gated for the usual while.
       const refused = this.refusedPeers.of(peer);
       const now = (this.#options.now ?? Date.now)();
       const refusedNow =
-        refused !== undefined && now - refused.at <= 2 * (this.#options.helloTimeoutMs ?? 10_000);
+        (refused !== undefined && now - refused.at <= 2 * (this.#options.helloTimeoutMs ?? 10_000)) ||
+        this.authorizer.forgivenSince(peer, connectedAt);
       if (!this.authorizer.isDenied(peer) && !refusedNow) {
         this.authorizer.deny(peer, "showed no valid access pass");
       }
