@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
 import { defineMethod, type PeerIdString, type Rpc } from "../rpc/rpc.ts";
+import { checkModeFitsRole } from "../p2p/hello.ts";
 import { gatheringDeadlineMs } from "./deadlines.ts";
 import type { AllReduceGroup, AveragingMode } from "./partition.ts";
 import { stallAwareTimeout, type StallAwareTimeout } from "../net/stall-aware-timeout.ts";
@@ -132,9 +133,7 @@ export class Matchmaking {
     this.#options.rpc.handle(matchmakingMethod, async (incoming) => {
       const { key, offer, exclude, skipped } = incoming.head;
       const peer = incoming.from.peerId;
-      if (offer.mode === "aux" && incoming.from.pass.role !== "aux") {
-        throw new SwarmError(SwarmErrorCode.UNAUTHORIZED_PEER, "only aux passes may join in aux mode");
-      }
+      checkModeFitsRole(offer.mode, incoming.from.pass.role, "a matchmaking offer");
       // A lower peer the asker could not reach (frozen, or cut off from it) is no leader for it:
       // sending it back there would split the members that skipped it among several leaders.
       const leader = this.#leaderFor(key, new Set(skipped), true);

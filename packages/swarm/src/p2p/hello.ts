@@ -1,4 +1,6 @@
+import type { PeerRole } from "@barnraise/protocol";
 import { z } from "zod";
+import { SwarmError, SwarmErrorCode } from "../errors.ts";
 import { defineMethod } from "../rpc/rpc.ts";
 
 export const AveragingModeSchema = z.enum(["node", "client", "aux"]);
@@ -9,6 +11,21 @@ const peerEntry = z.strictObject({
   peerId: z.string().min(1).max(128),
   addrs: z.array(multiaddrText).max(16),
 });
+
+/**
+ * Refuses (UNAUTHORIZED_PEER) a mode that does not fit the role of the pass it came with: aux mode
+ * is an aux pass's, and an aux pass takes part in aux mode only (in node or client mode it would be
+ * planned into rounds as a trainer). The hello, matchmaking and progress records all apply it.
+ */
+export function checkModeFitsRole(mode: AveragingMode, role: PeerRole, what: string): void {
+  if ((mode === "aux") === (role === "aux")) return;
+  throw new SwarmError(
+    SwarmErrorCode.UNAUTHORIZED_PEER,
+    role === "aux"
+      ? `${what} in ${mode} mode from an aux pass: an aux takes part in aux mode only`
+      : `${what} in aux mode from a ${role} pass: only aux passes may take part in aux mode`,
+  );
+}
 
 /** The largest number of other members a hello answer lists. */
 export const HELLO_MAX_PEERS = 64;

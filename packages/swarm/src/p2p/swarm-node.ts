@@ -34,7 +34,7 @@ import { stallAwareSignal } from "../net/stall-aware-timeout.ts";
 import type { AuthorityKeys } from "../platform/authority-keys.ts";
 import { isCredentialRefusal, Libp2pRpc, protocolId } from "../rpc/libp2p-rpc.ts";
 import { progressTopic } from "../progress/progress-gossip.ts";
-import { HELLO_MAX_PEERS, helloMethod, type AveragingMode } from "./hello.ts";
+import { checkModeFitsRole, HELLO_MAX_PEERS, helloMethod, type AveragingMode } from "./hello.ts";
 import { PassHolder } from "./pass-holder.ts";
 import { PeerAuthorizer } from "./peer-authorizer.ts";
 import { passGate, type PassGateService } from "./pass-gate-service.ts";
@@ -450,6 +450,13 @@ export class SwarmNode {
   async start(): Promise<void> {
     if (this.#mode === "aux") this.#dialBack.start();
     this.rpc.handle(helloMethod, async (incoming) => {
+      try {
+        checkModeFitsRole(incoming.head.mode, incoming.from.pass.role, "a hello");
+      } catch (error) {
+        // A valid pass greeting in a mode not its own: an attempt, gated like another's pass.
+        this.#refuseMode(incoming.from.peerId, error);
+        throw error;
+      }
       this.#modes.set(incoming.from.peerId, incoming.head.mode);
       this.#announced.set(incoming.from.peerId, incoming.head.addrs);
       await incoming.respond({
@@ -781,9 +788,30 @@ export class SwarmNode {
     });
   }
 
+  /** Gates and drops a peer whose hello named a mode its pass's role does not allow. */
+  #refuseMode(peer: string, error: unknown): void {
+    const reason = error instanceof Error ? error.message : String(error);
+    this.authorizer.deny(peer, reason);
+    this.#logger.warn({ peer, reason }, `refused member ${peer}: ${reason}`);
+    void this.libp2p.hangUp(peerIdFromString(peer)).catch(() => undefined);
+  }
+
   /** Tells `peer` this node's mode and addresses, and learns its own and the members it knows. */
   async #exchangeHello(peer: string): Promise<void> {
     const answer = await this.rpc.request(peer, helloMethod, { mode: this.#mode, addrs: this.#ownAddrs() });
+    const role = this.authorizer.passOf(peer)?.role;
+    if (role === undefined) {
+      throw new SwarmError(
+        SwarmErrorCode.UNAUTHORIZED_PEER,
+        `${peer} answered the hello without a valid pass`,
+      );
+    }
+    try {
+      checkModeFitsRole(answer.mode, role, "a hello answer");
+    } catch (error) {
+      this.#refuseMode(peer, error);
+      throw error;
+    }
     this.#modes.set(peer, answer.mode);
     this.#announced.set(peer, answer.addrs);
     await this.#learnAddrs(peer, answer.addrs);
