@@ -37,10 +37,10 @@ export interface GossipProgressTransportOptions {
 
 /**
  * Why a gossiped progress message was refused, for logs and tests: not signed, not a progress
- * message, an invalid pass, a pass of another key than the signature's, or a record that does not
- * fit the pass's role (`checkRecordRole`).
+ * message, an invalid pass, a pass of another key than the signature's, a record that does not
+ * fit the pass's role (`checkRecordRole`), or one the tracker refused as implausible.
  */
-export type ProgressRejection = "unsigned" | "malformed" | "pass" | "key" | "role";
+export type ProgressRejection = "unsigned" | "malformed" | "pass" | "key" | "role" | "implausible";
 
 /**
  * Spreads progress records by gossipsub on one topic per experiment. A record may reach a peer
@@ -50,7 +50,8 @@ export type ProgressRejection = "unsigned" | "malformed" | "pass" | "key" | "rol
  * (authority signature, experiment, expiry, revocation), that it names the signing key and that
  * the record fits the pass's role (an aux claims no trainer samples: `checkRecordRole`), and
  * refuses replays of older messages of an origin. A message that fails is rejected: gossipsub does
- * not forward it and counts it against the peer that sent it. A valid message the tracker does not
+ * not forward it and counts it against the peer that sent it; so does a record the tracker refuses
+ * as implausible (a claim no trainer could make, see `implausibility`). A valid message the tracker does not
  * take (rate cap, full table) is ignored, so it is not forwarded either.
  */
 export class GossipProgressTransport implements ProgressTransport {
@@ -142,7 +143,9 @@ export class GossipProgressTransport implements ProgressTransport {
     }
     const last = this.#sequence.get(origin);
     if (last !== undefined && message.sequenceNumber <= last) return TopicValidatorResult.Ignore;
-    if (!offer({ peerId: origin, pass }, envelope.record)) return TopicValidatorResult.Ignore;
+    const outcome = offer({ peerId: origin, pass }, envelope.record);
+    if (outcome === "implausible") return this.#reject(origin, "implausible");
+    if (outcome === "ignored") return TopicValidatorResult.Ignore;
     this.#sequence.delete(origin);
     this.#sequence.set(origin, message.sequenceNumber);
     if (this.#sequence.size > MAX_REMEMBERED_ORIGINS) {

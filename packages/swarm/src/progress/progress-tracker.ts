@@ -8,7 +8,13 @@ import {
   type ProgressMode,
   type ProgressRecord,
 } from "./progress-messages.ts";
-import { RpcProgressTransport, type ProgressLogger, type ProgressTransport } from "./progress-transport.ts";
+import {
+  RpcProgressTransport,
+  type OfferOutcome,
+  type ProgressLogger,
+  type ProgressTransport,
+} from "./progress-transport.ts";
+import { implausibility } from "./record-plausibility.ts";
 import {
   estimateSwarm,
   generationOf,
@@ -101,6 +107,33 @@ export interface EpochProgress extends GlobalProgress {
   readonly peersAtEpoch: number;
 }
 
+/** What a trainer announced for one epoch: its latest accepted samples toward it and throughput. */
+interface Announced {
+  readonly samples: number;
+  readonly samplesPerSecond: number;
+  /** When the record that said so arrived (local clock). */
+  readonly at: number;
+  /** How long that record lived: the extrapolation's limit. */
+  readonly ttlMs: number;
+}
+
+/** Epochs of announced samples kept per peer: the current, the one averaging, one more. */
+const ANNOUNCED_EPOCHS = 3;
+/**
+ * A member's weight in a round may exceed what its records announced, extrapolated at its
+ * throughput to the round, by this factor (records are up to a period old, minibatches land whole).
+ */
+const EARNED_WEIGHT_SLACK = 1.25;
+
+/** A trainer record refused as implausible (see `implausibility`), and its sender. */
+export interface ImplausibleRecord {
+  readonly peerId: PeerIdString;
+  readonly username: string;
+  readonly reason: string;
+  /** Records of this sender refused so far. */
+  readonly count: number;
+}
+
 interface TableEntry {
   readonly peerId: PeerIdString;
   username: string;
@@ -112,6 +145,8 @@ interface TableEntry {
   /** Token bucket of the per-peer rate cap: records it may still send now, and when that was computed. */
   tokens: number;
   tokensAt: number;
+  /** Samples it announced per epoch (its latest ANNOUNCED_EPOCHS epochs), for `earnedWeight`. */
+  readonly announced: Map<number, Announced>;
 }
 
 /**
@@ -155,6 +190,9 @@ export class ProgressTracker {
   readonly #logger: ProgressLogger | undefined;
   readonly #table = new Map<PeerIdString, TableEntry>();
   readonly #listeners = new Set<ProgressListener>();
+  readonly #implausibleListeners = new Set<(refused: ImplausibleRecord) => void>();
+  /** Implausible records per sender (kept for the peers seen most recently). */
+  readonly #strikes = new Map<PeerIdString, number>();
   #local: ReceivedProgress | null = null;
   #timer: ReturnType<typeof setInterval> | undefined;
   /** A prompt publish held back by the minimum gap. */
@@ -365,6 +403,25 @@ export class ProgressTracker {
     return () => this.#listeners.delete(listener);
   }
 
+  /** Calls `listener` for every trainer record refused as implausible; returns the unsubscribe function. */
+  onImplausible(listener: (refused: ImplausibleRecord) => void): () => void {
+    this.#implausibleListeners.add(listener);
+    return () => this.#implausibleListeners.delete(listener);
+  }
+
+  /**
+   * The most weight `peer` can have earned for `epoch`: the samples its accepted records announced
+   * for that epoch, extrapolated at its announced throughput up to now (at most the record's
+   * lifetime), with 25 % of slack; 0 when it announced none. A member of a round declaring more
+   * did not earn it (see the reducer's weight check).
+   */
+  earnedWeight(peer: PeerIdString, epoch: number): number {
+    const announced = this.#table.get(peer)?.announced.get(epoch);
+    if (announced === undefined) return 0;
+    const elapsedMs = Math.min(announced.ttlMs, Math.max(0, this.#now() - announced.at));
+    return (announced.samples + (announced.samplesPerSecond * elapsedMs) / 1000) * EARNED_WEIGHT_SLACK;
+  }
+
   /** Publishes now, or, in a swarm large enough to publish less often, once the minimum gap since the last publish has passed. */
   #publishSoon(): void {
     const periodMs = this.periodMs();
@@ -382,18 +439,39 @@ export class ProgressTracker {
     this.#deferred.unref();
   }
 
-  /** Takes a record from an authenticated peer; false when it is dropped (rate cap, full table). */
-  #accept(from: RpcPeer, received: ProgressRecord): boolean {
-    if (from.peerId === this.#transport.self) return false;
+  /**
+   * Takes a record from an authenticated peer: "ignored" when it is dropped for the receiver's own
+   * limits (rate cap, full table), "implausible" when a trainer's record claims what cannot be
+   * true (see `implausibility`): then the sender's standing record is dropped too, and it counts.
+   */
+  #accept(from: RpcPeer, received: ProgressRecord): OfferOutcome {
+    if (from.peerId === this.#transport.self) return "ignored";
     const now = this.#now();
     const { periodMs, ...record } = received;
     const ttlMs = Math.max(this.#ttlMs, periodMs === undefined ? 0 : ttlForPeriod(periodMs));
     let entry = this.#table.get(from.peerId);
+    if (entry !== undefined) {
+      const refill = (Math.max(0, now - entry.tokensAt) / 1000) * this.#ratePerSecond;
+      entry.tokens = Math.min(this.#burst, entry.tokens + refill);
+      entry.tokensAt = now;
+      if (entry.tokens < 1) {
+        this.#logger?.debug({ peer: from.peerId }, "progress records arrive too fast, record dropped");
+        return "ignored";
+      }
+      entry.tokens -= 1;
+    }
+    if (from.pass.role !== "aux" && record.mode !== "aux") {
+      const reason = this.#implausibility(from.peerId, record, entry, now);
+      if (reason !== undefined) {
+        this.#refuseImplausible(from, reason);
+        return "implausible";
+      }
+    }
     if (entry === undefined) {
       if (this.#table.size >= this.#maxPeers) this.#expire();
       if (this.#table.size >= this.#maxPeers) {
         this.#logger?.debug({ peer: from.peerId }, "progress table full, record dropped");
-        return false;
+        return "ignored";
       }
       entry = {
         peerId: from.peerId,
@@ -402,20 +480,24 @@ export class ProgressTracker {
         record,
         receivedAt: now,
         ttlMs,
-        tokens: this.#burst,
+        tokens: this.#burst - 1,
         tokensAt: now,
+        announced: new Map(),
       };
       this.#table.set(from.peerId, entry);
-    } else {
-      const refill = (Math.max(0, now - entry.tokensAt) / 1000) * this.#ratePerSecond;
-      entry.tokens = Math.min(this.#burst, entry.tokens + refill);
-      entry.tokensAt = now;
     }
-    if (entry.tokens < 1) {
-      this.#logger?.debug({ peer: from.peerId }, "progress records arrive too fast, record dropped");
-      return false;
+    if (record.session !== entry.record.session) entry.announced.clear();
+    if (record.mode !== "aux") {
+      entry.announced.set(record.epoch, {
+        samples: record.samplesAccumulated,
+        samplesPerSecond: record.samplesPerSecond,
+        at: now,
+        ttlMs,
+      });
+      for (const epoch of [...entry.announced.keys()].sort((a, b) => b - a).slice(ANNOUNCED_EPOCHS)) {
+        entry.announced.delete(epoch);
+      }
     }
-    entry.tokens -= 1;
     entry.username = from.pass.username;
     entry.role = from.pass.role;
     entry.record = record;
@@ -435,7 +517,57 @@ export class ProgressTracker {
         this.#logger?.debug({ err: error }, "progress listener threw");
       }
     }
-    return true;
+    return "accepted";
+  }
+
+  /** Why `record` from `peer` cannot be true, judged against the other trainers' fresh records. */
+  #implausibility(
+    peer: PeerIdString,
+    record: ProgressRecord,
+    entry: TableEntry | undefined,
+    now: number,
+  ): string | undefined {
+    const generation = generationOf(record);
+    const others: ProgressRecord[] = [];
+    for (const other of this.#table.values()) {
+      if (other.peerId === peer || other.role === "aux" || other.record.mode === "aux") continue;
+      if (generationOf(other.record) !== generation || !isFresh(other, now, other.ttlMs)) continue;
+      others.push(other.record);
+    }
+    const sameSession =
+      entry !== undefined && isFresh(entry, now, entry.ttlMs) && entry.record.session === record.session;
+    return implausibility(record, {
+      previous: sameSession ? { record: entry.record, receivedAt: entry.receivedAt } : undefined,
+      others,
+      now,
+    });
+  }
+
+  #refuseImplausible(from: RpcPeer, reason: string): void {
+    // Its standing record may have been the first step of the same lie: it goes too.
+    this.#table.delete(from.peerId);
+    const count = (this.#strikes.get(from.peerId) ?? 0) + 1;
+    this.#strikes.delete(from.peerId);
+    this.#strikes.set(from.peerId, count);
+    if (this.#strikes.size > this.#maxPeers) {
+      const oldest = this.#strikes.keys().next().value;
+      if (oldest !== undefined) this.#strikes.delete(oldest);
+    }
+    // The first refusal of a sender and then every tenth, so a flood cannot flood the log.
+    if (count % 10 === 1) {
+      const fields = { peer: from.peerId, username: from.pass.username, count, reason };
+      const message = `refused an implausible progress record from ${from.pass.username}: ${reason}`;
+      if (this.#logger?.warn === undefined) this.#logger?.debug(fields, message);
+      else this.#logger.warn(fields, message);
+    }
+    const refused: ImplausibleRecord = { peerId: from.peerId, username: from.pass.username, reason, count };
+    for (const listener of this.#implausibleListeners) {
+      try {
+        listener(refused);
+      } catch (error) {
+        this.#logger?.debug({ err: error }, "implausible-record listener threw");
+      }
+    }
   }
 
   /** Forgets records that are no longer alive, so the table only holds live peers. */

@@ -5,13 +5,21 @@ import { checkRecordRole, progressMethod, type ProgressRecord } from "./progress
 /** The slice of a pino logger the progress layer uses. */
 export interface ProgressLogger {
   debug(fields: object, message: string): void;
+  /** Refusals of implausible records; absent: they go to `debug`. */
+  warn?(fields: object, message: string): void;
 }
 
 /**
  * Takes a record from another peer, already authenticated (`from` is the record's origin with its
- * verified pass); answers whether it was taken. A gossip transport forwards only records taken.
+ * verified pass); answers what became of it. A gossip transport forwards only records taken.
  */
-export type ProgressOffer = (from: RpcPeer, record: ProgressRecord) => boolean;
+/**
+ * What the tracker made of a record: taken, dropped for the receiver's own limits (rate, table
+ * size), or refused for claiming what cannot be true (held against its sender, never forwarded).
+ */
+export type OfferOutcome = "accepted" | "ignored" | "implausible";
+
+export type ProgressOffer = (from: RpcPeer, record: ProgressRecord) => OfferOutcome;
 
 /** How progress records travel between peers (see ProgressTracker). */
 export interface ProgressTransport {
@@ -64,7 +72,12 @@ export class RpcProgressTransport implements ProgressTransport {
       if (incoming.from.peerId !== this.self) {
         // A record that does not fit the sender's pass is refused with the reason, before the tracker.
         checkRecordRole(incoming.head, incoming.from.pass.role);
-        offer(incoming.from, incoming.head);
+        if (offer(incoming.from, incoming.head) === "implausible") {
+          throw new SwarmError(
+            SwarmErrorCode.MALFORMED_MESSAGE,
+            "an implausible progress record was refused",
+          );
+        }
       }
       await incoming.respond({ ok: true });
     });

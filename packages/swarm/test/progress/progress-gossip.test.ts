@@ -167,7 +167,9 @@ describe("GossipProgressTransport", () => {
       ];
     const hostile: Member[] = [];
     for (const { role, recordMode, samples, rate } of cases) {
-      const mallory = await member(authority, { role, recordMode, bootstrap: b.node.multiaddrs() });
+      // Each greets in its pass's own mode (the hello refuses any other): only the records lie.
+      const mode = role === "aux" ? "aux" : "node";
+      const mallory = await member(authority, { role, mode, recordMode, bootstrap: b.node.multiaddrs() });
       hostile.push(mallory);
       mallory.tracker.report({ epoch: 100, samplesAccumulated: samples, samplesPerSecond: rate });
     }
@@ -183,6 +185,7 @@ describe("GossipProgressTransport", () => {
     // An aux's own record: the round it helps average, no samples. It reaches a through b.
     const helper = await member(authority, {
       role: "aux",
+      mode: "aux",
       recordMode: "aux",
       bootstrap: b.node.multiaddrs(),
     });

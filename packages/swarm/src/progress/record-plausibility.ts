@@ -1,0 +1,88 @@
+import type { ProgressRecord } from "./progress-messages.ts";
+
+/**
+ * How far above the other trainers' (lower) median throughput a trainer's record may claim, or its
+ * samples grow per second: 64×, room for a GPU volunteer beside CPU ones (an H100 against a laptop
+ * core is tens of times, not thousands), while a claim of 2^47 samples or 10^9 samples/s is refused.
+ */
+export const PLAUSIBLE_RATE_RATIO = 64;
+/**
+ * How many epochs past the other trainers' (lower) median epoch a record may be: the swarm's next
+ * epoch, and room for a median that lags (a peer one step behind, delayed updates one ahead, a
+ * relay that has not heard the latest records yet). A forged lead of 4 steps harms nothing.
+ */
+export const MAX_EPOCH_LEAD = 4;
+/** A record's samples may grow by the throughput bound times the time since its last one plus this. */
+const GAIN_SLACK_MS = 5_000;
+/** What a sender seen for the first time (or in a new session) may have accumulated: this much time's worth. */
+const FIRST_RECORD_WINDOW_MS = 30_000;
+
+/** The sender's previous accepted record and when it arrived, on the receiver's clock. */
+export interface PreviousRecord {
+  readonly record: ProgressRecord;
+  readonly receivedAt: number;
+}
+
+export interface PlausibilityContext {
+  /** The sender's previous accepted record of the same session, if any. */
+  readonly previous: PreviousRecord | undefined;
+  /** Fresh records of the other trainers (not the sender, not aux) of the record's generation. */
+  readonly others: readonly ProgressRecord[];
+
+  /** Now, on the receiver's clock (Unix ms). */
+  readonly now: number;
+}
+
+/**
+ * Why a trainer's record cannot be true, or undefined when nothing in it is implausible. A valid
+ * pass makes a volunteer a member, not a witness: the counters a record claims are held against
+ * what the other trainers report and what the sender itself reported before.
+ * - its epoch and step at most MAX_EPOCH_LEAD past the others' lower median epoch (a forged
+ *   future step would otherwise become the run's step on the loss curve). The receiver's own
+ *   epoch is no reference: a node that just started is behind the swarm until it loads its state,
+ *   and must hear of it. Nor is an aux's: one restarted from an older checkpoint is behind too;
+ * - its throughput at most PLAUSIBLE_RATE_RATIO times the others' lower median throughput;
+ * - its samples and minibatches of the epoch grown, since its previous record, by no more than that
+ *   throughput bound allows in the time between them (a sender first seen: in 30 s).
+ * The lower median is what a minority of lying members cannot raise. With no other trainer to
+ * compare with, nothing is checked: a lone trainer has nobody whose view it could distort but an
+ * aux's, which the platform bounds in turn.
+ */
+export function implausibility(record: ProgressRecord, context: PlausibilityContext): string | undefined {
+  const { others, previous, now } = context;
+  if (others.length === 0) return undefined;
+  const swarmEpoch = lowerMedian(others.map((other) => other.epoch));
+  const highest = Math.max(record.epoch, record.step);
+  if (highest > swarmEpoch + MAX_EPOCH_LEAD) {
+    return `epoch ${highest} is past the swarm's ${swarmEpoch} (at most ${MAX_EPOCH_LEAD} ahead)`;
+  }
+  const rates = others.map((other) => other.samplesPerSecond).filter((rate) => rate > 0);
+  if (rates.length === 0) return undefined;
+  const rateBound = PLAUSIBLE_RATE_RATIO * lowerMedian(rates);
+  if (record.samplesPerSecond > rateBound) {
+    return `${round(record.samplesPerSecond)} samples/s is over ${PLAUSIBLE_RATE_RATIO}× the swarm's median (${round(rateBound)} at most)`;
+  }
+  const sameEpoch = previous !== undefined && previous.record.epoch === record.epoch;
+  const windowMs = previous === undefined ? FIRST_RECORD_WINDOW_MS : Math.max(0, now - previous.receivedAt);
+  const allowed = (rateBound * (windowMs + GAIN_SLACK_MS)) / 1000;
+  const samplesGain = record.samplesAccumulated - (sameEpoch ? previous.record.samplesAccumulated : 0);
+  if (samplesGain > allowed) {
+    return `${samplesGain} more samples in ${round(windowMs / 1000)} s is over the throughput bound (${Math.floor(allowed)} at most)`;
+  }
+  // Every minibatch holds at least one sample.
+  const minibatchGain = record.minibatches - (sameEpoch ? previous.record.minibatches : 0);
+  if (minibatchGain > allowed) {
+    return `${minibatchGain} more minibatches in ${round(windowMs / 1000)} s is over the throughput bound (${Math.floor(allowed)} at most)`;
+  }
+  return undefined;
+}
+
+/** The lower median: the value at least half of `values` reach (a minority above cannot raise it). */
+export function lowerMedian(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor((sorted.length - 1) / 2)] ?? 0;
+}
+
+function round(value: number): number {
+  return Math.round(value * 100) / 100;
+}

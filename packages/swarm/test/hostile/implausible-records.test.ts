@@ -1,0 +1,148 @@
+import { generateKeyPair } from "@barnraise/protocol";
+import { afterEach, describe, expect, it } from "vitest";
+import type { SwarmNode } from "../../src/p2p/swarm-node.ts";
+import {
+  GossipProgressTransport,
+  progressTopic,
+  type ProgressRejection,
+} from "../../src/progress/progress-gossip.ts";
+import type { LocalProgress } from "../../src/progress/progress-tracker.ts";
+import { ProgressTracker, type ImplausibleRecord } from "../../src/progress/progress-tracker.ts";
+import { eventually, startNode, TestAuthority, type TestNodeOptions } from "../support/swarm-fixtures.ts";
+
+/**
+ * A volunteer with a valid trainer pass gossips correctly signed progress records that claim what
+ * no trainer could: a step a million epochs ahead (it would become the run's step on the loss
+ * curve), 2^47 samples (the estimate, the leaders' wait, the leaderboard), 10^9 samples/s (the
+ * swarm's throughput). The honest members refuse each record, do not forward it, hold it against
+ * its sender, and their view of the swarm stays what the honest trainers report. A volunteer
+ * really ten times faster than the others is believed.
+ */
+
+const nodes: SwarmNode[] = [];
+const trackers: ProgressTracker[] = [];
+afterEach(async () => {
+  for (const tracker of trackers.splice(0)) tracker.stop();
+  await Promise.all(nodes.splice(0).map((node) => node.stop()));
+});
+
+interface Member {
+  readonly node: SwarmNode;
+  readonly tracker: ProgressTracker;
+  readonly rejected: Array<{ origin: string; reason: ProgressRejection }>;
+  readonly implausible: ImplausibleRecord[];
+}
+
+/** A member on real libp2p and gossip that dials only its bootstrap peer (a line of members). */
+async function member(authority: TestAuthority, options: TestNodeOptions = {}): Promise<Member> {
+  const node = await startNode(authority, { maxPeers: 1, ...options, identity: generateKeyPair() });
+  nodes.push(node);
+  const transport = new GossipProgressTransport({
+    pubsub: node.libp2p.services.pubsub,
+    topic: progressTopic(authority.experimentId),
+    self: node.peerId,
+    passes: node.passes,
+    currentPass: () => node.passHolder.token(),
+  });
+  const rejected: Member["rejected"] = [];
+  transport.onRejected((origin, reason) => rejected.push({ origin, reason }));
+  const tracker = new ProgressTracker({ transport, targetBatchSize: 10_000, intervalMs: 200 });
+  const implausible: ImplausibleRecord[] = [];
+  tracker.onImplausible((refused) => implausible.push(refused));
+  tracker.start();
+  trackers.push(tracker);
+  return { node, tracker, rejected, implausible };
+}
+
+function heard(listener: Member, origin: Member): boolean {
+  return listener.tracker.records().some((r) => r.peerId === origin.node.peerId);
+}
+
+const HONEST: LocalProgress = { epoch: 50, samplesAccumulated: 120, samplesPerSecond: 40 };
+
+describe("implausible progress records from a member with a valid pass (real libp2p and gossip)", () => {
+  it("are refused, not forwarded, and counted against the sender; the swarm's view is the honest one", async () => {
+    const authority = new TestAuthority();
+    const a = await member(authority, { username: "alice" });
+    const b = await member(authority, { username: "bob", bootstrap: a.node.multiaddrs() });
+    a.tracker.report(HONEST);
+    b.tracker.report(HONEST);
+    await eventually(() => heard(a, b) && heard(b, a), "the honest members hear each other");
+
+    const claims: Array<[string, LocalProgress]> = [
+      ["a step a million epochs ahead", { ...HONEST, epoch: 1_000_050, lossSum: 0.001, minibatches: 1 }],
+      ["2^47 samples", { ...HONEST, samplesAccumulated: 2 ** 47 }],
+      ["10^9 samples/s", { ...HONEST, samplesPerSecond: 1e9 }],
+    ];
+    const hostile: Member[] = [];
+    for (const [, claim] of claims) {
+      // Each hostile member reaches alice only through bob, who must not relay its lie.
+      const mallory = await member(authority, { username: "mallory", bootstrap: b.node.multiaddrs() });
+      hostile.push(mallory);
+      mallory.tracker.report(claim);
+    }
+    await eventually(
+      () =>
+        hostile.every((mallory) =>
+          b.rejected.some((r) => r.origin === mallory.node.peerId && r.reason === "implausible"),
+        ),
+      "bob refused every implausible record",
+      20_000,
+    );
+    // A while of republishing (every 200 ms): still nothing reached anyone.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    for (const [i, mallory] of hostile.entries()) {
+      expect(heard(a, mallory), claims[i]?.[0]).toBe(false);
+      expect(heard(b, mallory), claims[i]?.[0]).toBe(false);
+      const refusals = b.implausible.filter((r) => r.peerId === mallory.node.peerId);
+      expect(refusals.length, claims[i]?.[0]).toBeGreaterThan(1);
+      expect(refusals.at(-1)?.count).toBe(refusals.length);
+      expect(refusals[0]?.username).toBe("mallory");
+    }
+    expect(b.implausible.find((r) => r.peerId === hostile[0]?.node.peerId)?.reason).toMatch(
+      /epoch 1000050 is past the swarm's/,
+    );
+    expect(b.implausible.find((r) => r.peerId === hostile[1]?.node.peerId)?.reason).toMatch(
+      /more samples in .* over the throughput bound/,
+    );
+    expect(b.implausible.find((r) => r.peerId === hostile[2]?.node.peerId)?.reason).toMatch(
+      /samples\/s is over 64× the swarm's median/,
+    );
+    for (const honest of [a, b]) {
+      const view = honest.tracker.snapshot();
+      expect(view.epoch).toBe(50);
+      expect(view.alivePeers).toBe(2);
+      expect(view.samplesPerSecond).toBe(80);
+      expect(view.samplesAccumulated).toBeLessThan(10_000);
+    }
+    expect(a.rejected).toEqual([]);
+    expect(a.implausible).toEqual([]);
+  }, 60_000);
+
+  it("believe a volunteer ten times faster than the others", async () => {
+    const authority = new TestAuthority();
+    const a = await member(authority, { username: "alice" });
+    const b = await member(authority, { username: "bob", bootstrap: a.node.multiaddrs() });
+    const gpu = await member(authority, { username: "gpu", bootstrap: b.node.multiaddrs() });
+    a.tracker.report(HONEST);
+    b.tracker.report(HONEST);
+    await eventually(() => heard(a, b) && heard(b, a), "the honest members hear each other");
+    gpu.tracker.report({ epoch: 50, samplesAccumulated: 1_200, samplesPerSecond: 400 });
+    await eventually(() => heard(a, gpu), "alice hears the fast volunteer through bob");
+    // Its samples grow at its pace, record after record.
+    for (let i = 1; i <= 5; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      gpu.tracker.report({ epoch: 50, samplesAccumulated: 1_200 + i * 120, samplesPerSecond: 400 });
+    }
+    await eventually(
+      () =>
+        a.tracker
+          .records()
+          .some((r) => r.peerId === gpu.node.peerId && r.record.samplesAccumulated === 1_800),
+      "alice has the fast volunteer's latest record",
+    );
+    expect(a.tracker.snapshot().samplesPerSecond).toBe(480);
+    expect([...a.implausible, ...b.implausible]).toEqual([]);
+    expect([...a.rejected, ...b.rejected]).toEqual([]);
+  }, 60_000);
+});
