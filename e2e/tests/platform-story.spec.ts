@@ -106,14 +106,16 @@ test("an organizer publishes a run and allowlists a volunteer, who creates a tok
   });
   expect(joined.status()).toBe(200);
 
-  // After a reload the secret is gone for good; the prefix still tells the token apart, and the
-  // node shows as counted.
+  // After a reload the secret is gone for good; the prefix still tells the token apart. The node
+  // is listed, not counted: the platform let it in, but no swarm has heard from it (this run has
+  // no aux peer and the node no swarm), and the page says so.
   await volunteer.reload();
   await expect(tokenList.getByRole("code").filter({ hasText: `${prefix}…` })).toBeVisible();
   await expect(volunteer.getByRole("region", { name: "New token" })).toHaveCount(0);
   expect(await volunteer.content()).not.toContain(token);
   const nodes = volunteer.getByRole("list", { name: "Nodes" });
-  await expect(nodes.getByText("Counted", { exact: true })).toBeVisible();
+  await expect(nodes.getByText("Not counted", { exact: true })).toBeVisible();
+  await expect(nodes.getByText(/the swarm has not heard from it/)).toBeVisible();
 
   // ...and revokes it.
   await tokenList.getByRole("button", { name: `Revoke ${prefix}…` }).click();

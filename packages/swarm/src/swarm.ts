@@ -1,6 +1,7 @@
 import type { ExperimentConfig } from "@barnraise/protocol";
 import { AllReduceService } from "./averaging/butterfly-allreduce.ts";
 import { Averager } from "./averaging/averager.ts";
+import { NoShows } from "./averaging/no-shows.ts";
 import { Matchmaking } from "./averaging/matchmaking.ts";
 import { parseGroupKey } from "./averaging/moshpit-grid.ts";
 import { RunControlBoard } from "./control/run-control-board.ts";
@@ -77,12 +78,15 @@ export class Swarm {
   #checkpointMiss: { generation: number; epoch: number; at: number } | undefined;
   /** When `start` was called (performance.now). */
   #startedAt: number | undefined;
+  /** Members that did not come to gatherings this node led and waited for them at (see NoShows). */
+  readonly #noShows: NoShows;
 
   private constructor(node: SwarmNode, options: SwarmOptions) {
     const { config, logger } = options;
     this.node = node;
     this.config = config;
     this.#options = options;
+    this.#noShows = new NoShows(options.now === undefined ? {} : { now: options.now });
     this.metrics = new SwarmMetrics();
     this.link = new LinkMeter(options.bandwidth === undefined ? {} : { configured: options.bandwidth });
     this.linkProbe = new LinkProbe({ rpc: node.rpc });
@@ -111,6 +115,10 @@ export class Swarm {
       leaders: (key) => this.#leaders(key),
       expected: (key) => this.#expectedMembers(key),
       willJoin: (key) => this.#willJoin(key),
+      onClosed: (_key, joined, missing) => {
+        for (const peer of joined) this.#noShows.joined(peer);
+        for (const peer of missing) this.#noShows.missed(peer);
+      },
       maxGroupSize: config.averaging.maxGroupSize,
       timeoutMs: config.averaging.matchmakingTimeoutMs,
     });
@@ -128,6 +136,7 @@ export class Swarm {
         this.#startedAt !== undefined && performance.now() - this.#startedAt >= (options.aloneAfterMs ?? 0),
       roundMembers: (epoch) => this.#roundMembers(epoch),
       generation: () => this.progress.generation(),
+      earnedWeight: (peer, epoch) => this.progress.earnedWeight(peer, epoch),
       logger,
       metrics: this.metrics,
     });
@@ -322,9 +331,10 @@ export class Swarm {
     const records = this.progress.records();
     const reported = new Set(records.map((entry) => entry.peerId));
     let trainers = 1;
-    for (const { record } of records) {
-      if (record.mode !== "aux" && generationOf(record) === generation && record.epoch >= floor)
-        trainers += 1;
+    for (const { record, peerId } of records) {
+      if (record.mode === "aux" || generationOf(record) !== generation || record.epoch < floor) continue;
+      // A key that publishes records and has contributed nothing does not size the groups.
+      if (this.progress.hasContributed(peerId)) trainers += 1;
     }
     for (const peer of this.node.members()) {
       if (!reported.has(peer) && this.node.modeOf(peer) !== "aux") trainers += 1;
@@ -388,10 +398,11 @@ export class Swarm {
     return this.progress
       .records()
       .filter(
-        ({ record }) =>
+        ({ record, peerId }) =>
           record.mode !== "aux" &&
           generationOf(record) === generation &&
-          (record.epoch === epoch || record.epoch === epoch + 1 || record.averagingEpoch === epoch),
+          (record.epoch === epoch || record.epoch === epoch + 1 || record.averagingEpoch === epoch) &&
+          this.progress.hasContributed(peerId),
       )
       .map((entry) => entry.peerId);
   }
@@ -419,12 +430,15 @@ export class Swarm {
     const finishedWithUs = new Set(
       last?.generation === generation && last.epoch === epoch - 1 ? last.members : [],
     );
+    // A trainer that has contributed nothing yet (a key that only publishes records), or did not
+    // come to a recent gathering it was expected at, is not waited for; it may still join.
     const expected = (record: ProgressRecord, peerId: string) =>
       record.mode === "aux"
         ? record.averagingEpoch === epoch
-        : record.epoch === epoch ||
-          record.averagingEpoch === epoch ||
-          (record.epoch === epoch - 1 && finishedWithUs.has(peerId));
+        : (record.epoch === epoch - 1 && finishedWithUs.has(peerId)) ||
+          ((record.epoch === epoch || record.averagingEpoch === epoch) &&
+            this.progress.hasContributed(peerId) &&
+            !this.#noShows.excused(peerId));
     return this.progress
       .records()
       .filter(

@@ -142,7 +142,7 @@ async function train(aggregation: "mean" | "centered-clip", attack: Attack): Pro
   const initialLoss = honestLoss(at(parameters, 0), data);
   for (let epoch = 0; epoch < EPOCHS; epoch++) {
     for (const swarm of swarms)
-      swarm.progress.report({ epoch, samplesAccumulated: SAMPLES, samplesPerSecond: 1 });
+      swarm.progress.report({ epoch, samplesAccumulated: SAMPLES, samplesPerSecond: SAMPLES });
     await Promise.all(swarms.map((swarm) => swarm.progress.pushNow()));
     await eventually(
       () =>

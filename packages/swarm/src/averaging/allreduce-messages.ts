@@ -43,15 +43,17 @@ const REFUSAL_FRAME_BYTES = 5;
 
 /**
  * Why a sender was left out of a round: it sent a non-finite value, did not deliver in time, sent
- * something malformed, or its stream failed otherwise.
+ * something malformed, declared a weight its progress records did not earn (see
+ * `ReducerSessionOptions.earnedWeight`), or its stream failed otherwise.
  */
-export type ExclusionReason = "non-finite" | "timeout" | "malformed" | "failed";
+export type ExclusionReason = "non-finite" | "timeout" | "malformed" | "unearned" | "failed";
 
 /** The exclusions a reducer tells the sender of (the wire order: do not reorder, only append). */
 export const REFUSAL_REASONS = [
   "non-finite",
   "malformed",
   "timeout",
+  "unearned",
 ] as const satisfies readonly ExclusionReason[];
 export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 
@@ -150,7 +152,7 @@ export function checkRequest(
   if (head.chunkElements !== chunkElements) {
     throw malformed(`chunks have ${chunkElements} elements, not ${head.chunkElements}`);
   }
-  if (head.weight > 0 !== plan.contributors.has(head.senderIndex)) {
+  if (head.weight !== members[head.senderIndex]?.weight) {
     throw malformed(
       `weight ${head.weight} disagrees with the group's weight ${members[head.senderIndex]?.weight}`,
     );

@@ -50,6 +50,12 @@ export interface AveragerOptions {
   roundMembers: (epoch: number) => readonly string[];
   /** This peer's run generation (rollbacks so far): groups form among peers of the same one. */
   generation?: () => number;
+  /**
+   * The most weight `peer` can have earned for `epoch` by its progress records
+   * (`ProgressTracker.earnedWeight`): this peer's reducer refuses a sender declaring more in the
+   * samples round (round 0; later Moshpit rounds weigh groups, not samples). Absent: no check.
+   */
+  earnedWeight?: (peer: string, epoch: number) => number;
   /** Per-peer, per-round failure probability used to choose the group size (DeDLOC App. C). */
   failureRate?: number;
   /** A monotonic clock in milliseconds, to time rounds; default `performance.now`. */
@@ -58,6 +64,13 @@ export interface AveragerOptions {
   /** Where each step's time, bytes and failures are counted. */
   metrics?: SwarmMetrics;
 }
+
+/**
+ * No member's samples count for more than this many times the lower median of its group's in an
+ * average (`ReducerSessionOptions.maxWeightRatio`): room for a GPU volunteer 16 times faster than
+ * the median CPU one, none for a member that steers the mean by the weight it declares.
+ */
+export const MAX_WEIGHT_RATIO = 16;
 
 export interface AverageOutcome {
   vector: Float32Array;
@@ -254,7 +267,7 @@ export class Averager {
     signal: AbortSignal | undefined,
     residual: Float32Array | undefined,
   ): Promise<AverageOutcome> {
-    const { averaging, compression, link } = this.#options;
+    const { averaging, compression, link, earnedWeight } = this.#options;
     const mode = this.#options.mode();
     const now = this.#options.now ?? (() => performance.now());
     const self = this.#options.self;
@@ -330,6 +343,12 @@ export class Averager {
             : { method: "mean" },
         ...(round === 0 && this.#contributionListeners.size > 0
           ? { onContribution: this.#reportContribution(epoch, group.groupId) }
+          : {}),
+        // Samples are weighed in the first round only: each is checked against what its sender's
+        // records earned, and none counts for more than MAX_WEIGHT_RATIO times the group's median.
+        ...(round === 0 ? { maxWeightRatio: MAX_WEIGHT_RATIO } : {}),
+        ...(round === 0 && earnedWeight !== undefined
+          ? { earnedWeight: (peer: string) => earnedWeight(peer, epoch) }
           : {}),
         chunkSizeBytes: averaging.chunkSizeBytes,
         chunksInFlight: averaging.chunksInFlight,

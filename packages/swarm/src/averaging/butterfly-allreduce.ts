@@ -65,6 +65,10 @@ export interface AllReduceRunOptions {
    * that reduces no part. Absent: the reducer copies and calls nothing.
    */
   onContribution?: (contribution: ChunkContribution) => void;
+  /** Checks each sender's declared weight at this member's reducer (see `ReducerSessionOptions.earnedWeight`). */
+  earnedWeight?: (peerId: string) => number;
+  /** Caps each weight in this member's aggregate (see `ReducerSessionOptions.maxWeightRatio`). */
+  maxWeightRatio?: number;
   /** Encoded payload bytes per streamed chunk (see `chunkElementsFor`). */
   chunkSizeBytes: number;
   /** Chunks a sender writes ahead of the results it has read back; default 6 (the experiment config's default). */
@@ -234,6 +238,8 @@ export class AllReduceService {
             localWeight: weight,
             ...(options.aggregation === undefined ? {} : { aggregation: options.aggregation }),
             ...(options.onContribution === undefined ? {} : { onContribution: options.onContribution }),
+            ...(options.earnedWeight === undefined ? {} : { earnedWeight: options.earnedWeight }),
+            ...(options.maxWeightRatio === undefined ? {} : { maxWeightRatio: options.maxWeightRatio }),
             onResult: (chunk, values) => {
               if (participant) result.set(values, ownPart.start + chunk.start);
             },

@@ -76,6 +76,11 @@ export interface MatchmakingOptions {
    * asking too late learns quickly that the round is over.
    */
   willJoin?: (key: string) => boolean;
+  /**
+   * Told when this peer, leading, closes a gathering: who joined, and whom it expected that did
+   * not come by the deadline (empty when everyone expected joined or the group was full).
+   */
+  onClosed?: (key: string, joined: readonly PeerIdString[], missing: readonly PeerIdString[]) => void;
   maxGroupSize: number;
   /**
    * The most a leader waits for the members it expects (`averaging.matchmakingTimeoutMs`); once it
@@ -343,6 +348,14 @@ export class Matchmaking {
     const oldest = this.#recent.keys().next();
     if (this.#recent.size > 64 && oldest.done !== true) this.#recent.delete(oldest.value);
     gathering.formed.resolve(group);
+    const onClosed = this.#options.onClosed;
+    if (onClosed !== undefined) {
+      const joined = members.map((member) => member.peerId);
+      const missing = complete
+        ? []
+        : this.#options.expected(gathering.key).filter((peer) => !gathering.members.has(peer));
+      onClosed(gathering.key, joined, missing);
+    }
   }
 }
 

@@ -20,6 +20,7 @@ import {
   isRefusalReason,
   type RefusalReason,
 } from "./allreduce-messages.ts";
+import { lowerMedian } from "../progress/record-plausibility.ts";
 import { centeredClip, medianDistance, weightedMedian } from "./centered-clip.ts";
 import { chunkRanges, type ElementRange, type RoundPlan } from "./partition.ts";
 import { stallAwareTimeout } from "../net/stall-aware-timeout.ts";
@@ -75,6 +76,18 @@ export interface ReducerSessionOptions {
   localWeight: number;
   /** Default the weighted mean. */
   aggregation?: Aggregation;
+  /**
+   * The most weight each remote sender can have earned (from its progress records, see
+   * `ProgressTracker.earnedWeight`): one declaring more is refused ("unearned") and its samples
+   * stay out of this part. Absent: declared weights are taken as they are.
+   */
+  earnedWeight?: (peerId: string) => number;
+  /**
+   * Caps every contributor's weight in the aggregate at this many times the lower median of the
+   * group's positive weights, so that no declared weight steers the mean or CenteredClip (the
+   * result's total weight still counts the samples). Absent: weights are used as declared.
+   */
+  maxWeightRatio?: number;
   /**
    * Told each remote sender's values for each chunk just before they are aggregated, in member
    * order (a validator samples what each peer contributes). Only senders still in the round are
@@ -143,6 +156,8 @@ export class ReducerSession {
   readonly #frames: Uint8Array[] = [];
   readonly #connections: Promise<void>[] = [];
   readonly #wake = new Wakeup();
+  /** The most weight one contributor has in the aggregate (see `maxWeightRatio`). */
+  readonly #weightCap: number;
   #failure: SwarmError | undefined;
   readonly #outcome: ReducerOutcome = {
     chunkWeights: [],
@@ -162,6 +177,9 @@ export class ReducerSession {
     }
     this.#chunks = chunkRanges(0, part.end - part.start, options.chunkElements);
     this.#part = { start: part.start, end: part.end };
+    const weights = plan.group.members.map((member) => member.weight).filter((weight) => weight > 0);
+    this.#weightCap =
+      options.maxWeightRatio === undefined ? Infinity : options.maxWeightRatio * lowerMedian(weights);
     for (const index of plan.participants) {
       if (index === plan.selfIndex) continue;
       const peerId = plan.group.members[index]?.peerId ?? "";
@@ -215,6 +233,19 @@ export class ReducerSession {
     }
     if (sender.state !== "absent") {
       throw malformed(`${from.peerId} already has a stream in round ${head.groupId}`);
+    }
+    const earned = sender.contributes ? this.#options.earnedWeight?.(from.peerId) : undefined;
+    if (earned !== undefined && head.weight > earned) {
+      // A weight its progress records did not announce: it is told, and its samples stay out.
+      const reason = `declared weight ${head.weight} is more than its progress records earned (${Math.floor(earned)})`;
+      this.#options.logger.warn(
+        { groupId: head.groupId, peer: from.peerId, weight: head.weight, earned },
+        `refused ${from.peerId} in the all-reduce: ${reason}`,
+      );
+      this.#exclude(sender, new SwarmError(SwarmErrorCode.UNAUTHORIZED_PEER, reason), "unearned");
+      return incoming
+        .respond({ chunkCount: this.#chunks.length })
+        .then((stream) => this.#refuse(stream, "unearned", excludedError(from.peerId, "unearned")));
     }
     sender.state = "live";
     sender.weight = head.weight;
@@ -294,15 +325,19 @@ export class ReducerSession {
       this.#options.aggregation?.method === "centered-clip" ? this.#options.aggregation : undefined;
     const points: Float32Array[] = [];
     const weights: number[] = [];
+    // The samples that went in, and the weights the aggregate used (capped, see `maxWeightRatio`).
     let totalWeight = 0;
+    let usedWeight = 0;
     const add = (index: number, values: Float32Array, weight: number) => {
+      const used = Math.min(weight, this.#weightCap);
       if (clip === undefined) {
-        for (let i = 0; i < length; i++) sum[i] = (sum[i] ?? 0) + weight * (values[i] ?? 0);
+        for (let i = 0; i < length; i++) sum[i] = (sum[i] ?? 0) + used * (values[i] ?? 0);
       } else {
         points.push(values);
-        weights.push(weight);
+        weights.push(used);
       }
       totalWeight += weight;
+      usedWeight += used;
       contributors[index >> 3] = (contributors[index >> 3] ?? 0) | (1 << (index & 7));
     };
     for (let index = 0; index < plan.group.members.length; index++) {
@@ -342,7 +377,7 @@ export class ReducerSession {
     }
     const mean = new Float32Array(length);
     if (clip === undefined) {
-      for (let i = 0; i < length; i++) mean[i] = (sum[i] ?? 0) / totalWeight;
+      for (let i = 0; i < length; i++) mean[i] = (sum[i] ?? 0) / usedWeight;
     } else {
       const start = weightedMedian(points, weights);
       const radius = clip.tau * medianDistance(points, weights, start);

@@ -117,6 +117,12 @@ interface Announced {
   readonly ttlMs: number;
 }
 
+/**
+ * The least extrapolation a round's weight is allowed beyond the announced samples: a record is up
+ * to a period old when the round starts, and gossip may bring the last one after the round's head.
+ */
+const MIN_EARNED_EXTRAPOLATION_MS = 5_000;
+
 /** Epochs of announced samples kept per peer: the current, the one averaging, one more. */
 const ANNOUNCED_EPOCHS = 3;
 /**
@@ -147,6 +153,11 @@ interface TableEntry {
   tokensAt: number;
   /** Samples it announced per epoch (its latest ANNOUNCED_EPOCHS epochs), for `earnedWeight`. */
   readonly announced: Map<number, Announced>;
+  /**
+   * The largest growth of its samples between two of its records (this session): the size of its
+   * minibatches or of what it adds between publishes, which a round may bring beyond the last record.
+   */
+  largestGain: number;
 }
 
 /**
@@ -411,15 +422,29 @@ export class ProgressTracker {
 
   /**
    * The most weight `peer` can have earned for `epoch`: the samples its accepted records announced
-   * for that epoch, extrapolated at its announced throughput up to now (at most the record's
-   * lifetime), with 25 % of slack; 0 when it announced none. A member of a round declaring more
-   * did not earn it (see the reducer's weight check).
+   * for that epoch, plus what it may have added since at its announced throughput (over the time
+   * since that record, at least 5 s, at most the record's lifetime) or, when larger, the largest
+   * growth seen between two of its records, all with 25 % of slack; 0 when it announced nothing
+   * for that epoch. A member of a round declaring more did not earn it (the reducer's weight check).
    */
   earnedWeight(peer: PeerIdString, epoch: number): number {
-    const announced = this.#table.get(peer)?.announced.get(epoch);
-    if (announced === undefined) return 0;
-    const elapsedMs = Math.min(announced.ttlMs, Math.max(0, this.#now() - announced.at));
-    return (announced.samples + (announced.samplesPerSecond * elapsedMs) / 1000) * EARNED_WEIGHT_SLACK;
+    const entry = this.#table.get(peer);
+    const announced = entry?.announced.get(epoch);
+    if (entry === undefined || announced === undefined) return 0;
+    const elapsedMs = Math.min(
+      announced.ttlMs,
+      Math.max(MIN_EARNED_EXTRAPOLATION_MS, this.#now() - announced.at),
+    );
+    const since = Math.max((announced.samplesPerSecond * elapsedMs) / 1000, entry.largestGain);
+    return (announced.samples + since) * EARNED_WEIGHT_SLACK;
+  }
+
+  /**
+   * Whether `peer` has announced samples in its current session: a member that has contributed
+   * nothing yet is not planned into rounds nor waited for (phantom keys stall nobody).
+   */
+  hasContributed(peer: PeerIdString): boolean {
+    return (this.#table.get(peer)?.largestGain ?? 0) > 0;
   }
 
   /** Publishes now, or, in a swarm large enough to publish less often, once the minimum gap since the last publish has passed. */
@@ -483,11 +508,17 @@ export class ProgressTracker {
         tokens: this.#burst - 1,
         tokensAt: now,
         announced: new Map(),
+        largestGain: 0,
       };
       this.#table.set(from.peerId, entry);
     }
-    if (record.session !== entry.record.session) entry.announced.clear();
+    if (record.session !== entry.record.session) {
+      entry.announced.clear();
+      entry.largestGain = 0;
+    }
     if (record.mode !== "aux") {
+      const before = entry.announced.get(record.epoch)?.samples ?? 0;
+      entry.largestGain = Math.max(entry.largestGain, record.samplesAccumulated - before);
       entry.announced.set(record.epoch, {
         samples: record.samplesAccumulated,
         samplesPerSecond: record.samplesPerSecond,
