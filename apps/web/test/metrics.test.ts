@@ -338,6 +338,37 @@ describe.each(testDatabaseProviders())("metrics (%s)", (provider) => {
     expect(await late.json()).toMatchObject({ stored: true, lastStep: 4 });
   });
 
+  it("does not record a step far past what the run can have reached since its last recorded one", async () => {
+    const [a] = trainers;
+    if (!a) throw new Error("a trainer expected");
+    const now = Date.now();
+    expect(await (await post(10, [peer(a)], { time: now })).json()).toMatchObject({
+      stored: true,
+      lastStep: 10,
+    });
+    // A forged step a million ahead, a second later: refused, nothing on the curve.
+    const forged = await post(1_000_010, [peer(a, { samples: 64 })], { time: now + 1_000, loss: 0.0001 });
+    expect(forged.status).toBe(200);
+    expect(await forged.json()).toMatchObject({ stored: false, lastStep: 10 });
+    expect(await app.db.metric.count({ where: { experimentId: setup.experimentId, step: 1_000_010 } })).toBe(
+      0,
+    );
+    // The contributions of that report still count (they are bounded on their own).
+    expect((await contributionOf(a)).contribution).toMatchObject({ samples: 64n });
+    // The run's real next steps are recorded.
+    expect(await (await post(11, [peer(a)], { time: now + 1_000 })).json()).toMatchObject({ stored: true });
+  });
+
+  it("records a swarm that trained on far ahead while the platform was down", async () => {
+    const [a] = trainers;
+    if (!a) throw new Error("a trainer expected");
+    const hourAgo = Date.now() - 3_600_000;
+    expect(await (await post(10, [peer(a)], { time: hourAgo })).json()).toMatchObject({ stored: true });
+    // An hour at 10 steps per second.
+    const resumed = await post(36_010, [peer(a)], { time: Date.now() });
+    expect(await resumed.json()).toMatchObject({ stored: true, lastStep: 36_010 });
+  });
+
   it("refuses malformed reports with the offending field", async () => {
     const [a] = trainers;
     if (!a) throw new Error("a trainer expected");

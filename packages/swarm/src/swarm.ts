@@ -368,12 +368,20 @@ export class Swarm {
   }
 
   /**
-   * Who may lead the group of `key`: connected members that accept connections; for a Moshpit grid
+   * Who may lead the group of `key`: connected members that accept connections (aux peers, and
+   * trainers that have contributed samples); for a Moshpit grid
    * cell, those of them the plan puts in the cell (each cell its own leader), or, when the cell
    * has none, any of them.
    */
   #leaders(key: string): string[] {
-    const leaders = this.node.members().filter((peer) => this.node.modeOf(peer) !== "client");
+    // A trainer that has contributed nothing (a key that only publishes records) leads nothing.
+    const leaders = this.node
+      .members()
+      .filter(
+        (peer) =>
+          this.node.modeOf(peer) === "aux" ||
+          (this.node.modeOf(peer) === "node" && this.progress.hasContributed(peer)),
+      );
     const parsed = parseGroupKey(key);
     if (parsed === undefined || parsed.wholeSwarm) return leaders;
     const cell = new Set(this.#cellMembers(parsed));

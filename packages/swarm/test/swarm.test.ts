@@ -132,9 +132,34 @@ describe("Swarm (in-process, real libp2p on loopback)", () => {
           (swarm) => leader.progress.records().find((entry) => entry.peerId === swarm.peerId)?.record.epoch,
         ),
     ).toEqual([0, 0]);
+    // Now they come, announcing the samples they bring (as the optimizer does when a round starts):
+    // the leader's reducer holds each weight against its sender's records.
+    const slow = sorted.slice(1);
+    for (const [k, swarm] of slow.entries()) {
+      swarm.progress.report({
+        epoch: 1,
+        samplesAccumulated: at(weights, k + 1),
+        samplesPerSecond: 10,
+        averagingEpoch: 1,
+      });
+      await swarm.progress.pushNow();
+    }
+    await eventually(
+      () =>
+        slow.every((swarm) =>
+          sorted.every(
+            (other) =>
+              other === swarm ||
+              other.progress
+                .records()
+                .some((entry) => entry.peerId === swarm.peerId && entry.record.epoch === 1),
+          ),
+        ),
+      "every member heard the slow ones' announcements",
+    );
     const results = await Promise.all([
       leading,
-      ...sorted.slice(1).map((swarm, k) => swarm.averager.average(1, at(vectors, k + 1), at(weights, k + 1))),
+      ...slow.map((swarm, k) => swarm.averager.average(1, at(vectors, k + 1), at(weights, k + 1))),
     ]);
     const expected = weightedMean(vectors, weights);
     for (const result of results) {

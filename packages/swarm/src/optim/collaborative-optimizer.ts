@@ -510,10 +510,13 @@ export class CollaborativeOptimizer {
    */
   #startRound(signal: AbortSignal | undefined, alone: boolean): Promise<boolean> {
     const epoch = this.#epoch;
+    // The samples about to be averaged go out at once (a new averaging epoch publishes promptly):
+    // the group's reducers hold this peer's weight against what its records announced.
+    this.#averagingEpoch = epoch;
+    this.#report();
     const round = this.#strategy.take();
     if (!this.#delayed) return this.#runRound(epoch, round, alone, signal);
     this.#epoch = epoch + 1;
-    this.#averagingEpoch = epoch;
     this.#report();
     // #runRound undoes its own failures and reports them; a background round only rethrows an abort.
     this.#pending = this.#runRound(epoch, round, alone, signal)

@@ -11,8 +11,10 @@ export interface LocalProgressReport {
   readonly samplesAccumulated: number;
   readonly samplesPerSecond: number;
   /**
-   * With delayed parameter updates: the epoch whose round runs in the background while `epoch` is
-   * accumulated, so the round's leader still counts this peer in (absent when no round runs).
+   * The epoch whose round this peer is in: announced with the round's samples just before they are
+   * averaged (equal to `epoch` then), and, with delayed parameter updates, the round running in the
+   * background while `epoch` is accumulated, so its leader still counts this peer in. Absent when no
+   * round runs.
    */
   readonly averagingEpoch?: number;
   /** The run generation of this peer's state (absent means 0); peers ignore other generations. */

@@ -63,8 +63,9 @@ export const progressRecordSchema = z.strictObject({
   /** Total bytes this peer has aggregated for others as a reducer (cumulative). */
   bytesAggregated: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
   /**
-   * With delayed parameter updates: the epoch whose all-reduce this peer runs in the background
-   * while it accumulates `epoch` (one less); absent when no round runs.
+   * The epoch whose all-reduce this peer is in: `epoch` itself when a round starts (the record then
+   * carries the round's samples), or, with delayed parameter updates, the one it runs in the
+   * background while it accumulates `epoch` (one less); absent when no round runs.
    */
   averagingEpoch: count.optional(),
   /**

@@ -123,6 +123,8 @@ interface Announced {
  */
 const MIN_EARNED_EXTRAPOLATION_MS = 5_000;
 
+/** How long a sender whose records are refused is remembered, so that its next ones are judged against its last accepted one. */
+const REFUSED_MEMORY_MS = 10 * 60_000;
 /** Epochs of announced samples kept per peer: the current, the one averaging, one more. */
 const ANNOUNCED_EPOCHS = 3;
 /**
@@ -158,6 +160,8 @@ interface TableEntry {
    * minibatches or of what it adds between publishes, which a round may bring beyond the last record.
    */
   largestGain: number;
+  /** Its latest record was refused as implausible: hidden from every view until one is accepted. */
+  refused: boolean;
 }
 
 /**
@@ -270,7 +274,7 @@ export class ProgressTracker {
   swarmSize(): number {
     const now = this.#now();
     let alive = 1;
-    for (const entry of this.#table.values()) if (isFresh(entry, now, entry.ttlMs)) alive += 1;
+    for (const entry of this.#table.values()) if (live(entry, now)) alive += 1;
     return alive;
   }
 
@@ -368,7 +372,7 @@ export class ProgressTracker {
         ? null
         : { ...this.#local, ttlMs: Math.max(this.#ttlMs, ttlForPeriod(this.periodMs())) };
     return estimateSwarm({
-      peers: [...this.#table.values()],
+      peers: [...this.#table.values()].filter((entry) => !entry.refused),
       local,
       now: this.#now(),
       ttlMs: this.#ttlMs,
@@ -400,8 +404,9 @@ export class ProgressTracker {
     const generation = options.sameGeneration === true ? this.generation() : undefined;
     const now = this.#now();
     const fresh: PeerProgressRecord[] = [];
-    for (const { peerId, username, role, record, receivedAt, ttlMs } of this.#table.values()) {
-      if (!isFresh({ receivedAt }, now, ttlMs)) continue;
+    for (const entry of this.#table.values()) {
+      const { peerId, username, role, record, receivedAt } = entry;
+      if (!live(entry, now)) continue;
       if (generation !== undefined && generationOf(record) !== generation) continue;
       fresh.push({ peerId, username, role, record, receivedAt });
     }
@@ -430,7 +435,7 @@ export class ProgressTracker {
   earnedWeight(peer: PeerIdString, epoch: number): number {
     const entry = this.#table.get(peer);
     const announced = entry?.announced.get(epoch);
-    if (entry === undefined || announced === undefined) return 0;
+    if (entry === undefined || announced === undefined || entry.refused) return 0;
     const elapsedMs = Math.min(
       announced.ttlMs,
       Math.max(MIN_EARNED_EXTRAPOLATION_MS, this.#now() - announced.at),
@@ -444,7 +449,8 @@ export class ProgressTracker {
    * nothing yet is not planned into rounds nor waited for (phantom keys stall nobody).
    */
   hasContributed(peer: PeerIdString): boolean {
-    return (this.#table.get(peer)?.largestGain ?? 0) > 0;
+    const entry = this.#table.get(peer);
+    return entry !== undefined && !entry.refused && entry.largestGain > 0;
   }
 
   /** Publishes now, or, in a swarm large enough to publish less often, once the minimum gap since the last publish has passed. */
@@ -486,7 +492,7 @@ export class ProgressTracker {
       entry.tokens -= 1;
     }
     if (from.pass.role !== "aux" && record.mode !== "aux") {
-      const reason = this.#implausibility(from.peerId, record, entry, now);
+      const reason = this.#implausibility(from, record, entry, now);
       if (reason !== undefined) {
         this.#refuseImplausible(from, reason);
         return "implausible";
@@ -509,6 +515,7 @@ export class ProgressTracker {
         tokensAt: now,
         announced: new Map(),
         largestGain: 0,
+        refused: false,
       };
       this.#table.set(from.peerId, entry);
     }
@@ -529,6 +536,7 @@ export class ProgressTracker {
         entry.announced.delete(epoch);
       }
     }
+    entry.refused = false;
     entry.username = from.pass.username;
     entry.role = from.pass.role;
     entry.record = record;
@@ -551,32 +559,49 @@ export class ProgressTracker {
     return "accepted";
   }
 
-  /** Why `record` from `peer` cannot be true, judged against the other trainers' fresh records. */
+  /**
+   * Why `record` from `from` cannot be true, judged against the fresh records of the other
+   * trainers: of other volunteers when there are any (one volunteer's keys do not vouch for each
+   * other), else of its own other machines.
+   */
   #implausibility(
-    peer: PeerIdString,
+    from: RpcPeer,
     record: ProgressRecord,
     entry: TableEntry | undefined,
     now: number,
   ): string | undefined {
     const generation = generationOf(record);
-    const others: ProgressRecord[] = [];
+    const othersUsers: ProgressRecord[] = [];
+    const ownMachines: ProgressRecord[] = [];
     for (const other of this.#table.values()) {
-      if (other.peerId === peer || other.role === "aux" || other.record.mode === "aux") continue;
-      if (generationOf(other.record) !== generation || !isFresh(other, now, other.ttlMs)) continue;
-      others.push(other.record);
+      if (other.peerId === from.peerId || other.role === "aux" || other.record.mode === "aux") continue;
+      if (generationOf(other.record) !== generation || !live(other, now)) continue;
+      (other.username === from.pass.username ? ownMachines : othersUsers).push(other.record);
     }
-    const sameSession =
-      entry !== undefined && isFresh(entry, now, entry.ttlMs) && entry.record.session === record.session;
+    const others = othersUsers.length > 0 ? othersUsers : ownMachines;
+    const ofSession = entry !== undefined && entry.record.session === record.session ? entry : undefined;
+    const sameSession = ofSession !== undefined && isFresh(ofSession, now, ofSession.ttlMs);
+    let announcedSamples = record.samplesAccumulated;
+    if (ofSession !== undefined) {
+      for (const [epoch, announced] of ofSession.announced) {
+        if (epoch !== record.epoch) announcedSamples += announced.samples;
+      }
+    }
     return implausibility(record, {
-      previous: sameSession ? { record: entry.record, receivedAt: entry.receivedAt } : undefined,
+      previous: sameSession ? { record: ofSession.record, receivedAt: ofSession.receivedAt } : undefined,
+      lastAccepted:
+        ofSession === undefined ? undefined : { record: ofSession.record, receivedAt: ofSession.receivedAt },
       others,
       now,
+      announcedSamples,
     });
   }
 
   #refuseImplausible(from: RpcPeer, reason: string): void {
-    // Its standing record may have been the first step of the same lie: it goes too.
-    this.#table.delete(from.peerId);
+    // Its standing record may have been the first step of the same lie: it no longer counts. The
+    // entry stays (hidden) so that its next records are judged against what it last got accepted.
+    const entry = this.#table.get(from.peerId);
+    if (entry !== undefined) entry.refused = true;
     const count = (this.#strikes.get(from.peerId) ?? 0) + 1;
     this.#strikes.delete(from.peerId);
     this.#strikes.set(from.peerId, count);
@@ -605,9 +630,15 @@ export class ProgressTracker {
   #expire(): void {
     const now = this.#now();
     for (const [peer, entry] of this.#table) {
-      if (!isFresh(entry, now, entry.ttlMs)) this.#table.delete(peer);
+      const keepMs = entry.refused ? Math.max(entry.ttlMs, REFUSED_MEMORY_MS) : entry.ttlMs;
+      if (!isFresh(entry, now, keepMs)) this.#table.delete(peer);
     }
   }
+}
+
+/** Whether an entry counts now: alive, and its latest record not refused. */
+function live(entry: TableEntry, now: number): boolean {
+  return !entry.refused && isFresh(entry, now, entry.ttlMs);
 }
 
 function positive(value: number, name: string): number {

@@ -1,19 +1,21 @@
 import type { ProgressRecord } from "./progress-messages.ts";
 
 /**
- * How far above the other trainers' (lower) median throughput a trainer's record may claim, or its
- * samples grow per second: 64×, room for a GPU volunteer beside CPU ones (an H100 against a laptop
- * core is tens of times, not thousands), while a claim of 2^47 samples or 10^9 samples/s is refused.
+ * How far above the fastest other trainer's throughput a trainer's record may claim, or its samples
+ * grow per second: 64×, room for a GPU volunteer beside CPU ones (an H100 against a laptop core is
+ * tens of times, not thousands), while a claim of 2^47 samples or 10^9 samples/s is refused.
  */
 export const PLAUSIBLE_RATE_RATIO = 64;
 /**
- * How many epochs past the other trainers' (lower) median epoch a record may be: the swarm's next
- * epoch, and room for a median that lags (a peer one step behind, delayed updates one ahead, a
- * relay that has not heard the latest records yet). A forged lead of 4 steps harms nothing.
+ * How many epochs past the most advanced other trainer a record may be: the swarm's next epoch, and
+ * room for records that cross (a relay that has not heard the latest ones yet, delayed updates one
+ * ahead). A forged lead of 4 steps harms nothing.
  */
 export const MAX_EPOCH_LEAD = 4;
 /** A record's samples may grow by the throughput bound times the time since its last one plus this. */
 const GAIN_SLACK_MS = 5_000;
+/** How much a contributed total may exceed the samples announced for the steps it counts. */
+const EARNED_SLACK = 1.25;
 /** What a sender seen for the first time (or in a new session) may have accumulated: this much time's worth. */
 const FIRST_RECORD_WINDOW_MS = 30_000;
 
@@ -24,43 +26,60 @@ export interface PreviousRecord {
 }
 
 export interface PlausibilityContext {
-  /** The sender's previous accepted record of the same session, if any. */
+  /** The sender's previous accepted record of the same session, if it is still alive. */
   readonly previous: PreviousRecord | undefined;
-  /** Fresh records of the other trainers (not the sender, not aux) of the record's generation. */
+  /**
+   * The sender's latest accepted record of the same session however old (kept while its later
+   * records are refused): the base its contributed total may grow from.
+   */
+  readonly lastAccepted?: PreviousRecord | undefined;
+  /**
+   * Fresh records of the other trainers (not aux) of the record's generation that vouch for it:
+   * those of other volunteers than the sender's, or, when there are none, its own other machines.
+   */
   readonly others: readonly ProgressRecord[];
 
   /** Now, on the receiver's clock (Unix ms). */
   readonly now: number;
+  /**
+   * The samples the sender announced for its latest epochs in this session (Σ over them, this
+   * record's included): what its contributed total (`samplesTotal`) may have grown by since its
+   * previous record, as each collaborative step adds the samples it put in.
+   */
+  readonly announcedSamples: number;
 }
 
 /**
  * Why a trainer's record cannot be true, or undefined when nothing in it is implausible. A valid
  * pass makes a volunteer a member, not a witness: the counters a record claims are held against
  * what the other trainers report and what the sender itself reported before.
- * - its epoch and step at most MAX_EPOCH_LEAD past the others' lower median epoch (a forged
- *   future step would otherwise become the run's step on the loss curve). The receiver's own
- *   epoch is no reference: a node that just started is behind the swarm until it loads its state,
- *   and must hear of it. Nor is an aux's: one restarted from an older checkpoint is behind too;
- * - its throughput at most PLAUSIBLE_RATE_RATIO times the others' lower median throughput;
+ * - its epoch and step at most MAX_EPOCH_LEAD past the most advanced other trainer's (a forged
+ *   future step would otherwise become the run's step on the loss curve);
+ * - its throughput at most PLAUSIBLE_RATE_RATIO times the fastest other trainer's;
  * - its samples and minibatches of the epoch grown, since its previous record, by no more than that
- *   throughput bound allows in the time between them (a sender first seen: in 30 s).
- * The lower median is what a minority of lying members cannot raise. With no other trainer to
- * compare with, nothing is checked: a lone trainer has nobody whose view it could distort but an
- * aux's, which the platform bounds in turn.
+ *   throughput bound allows in the time between them (a sender first seen: in 30 s);
+ * - its contributed total (`samplesTotal`, the leaderboard's credit) grown by no more than the
+ *   samples it announced for its latest epochs, with 25 % of slack. A total first seen is taken as
+ *   it is: the session may have run long before this receiver heard of it.
+ * The references are maxima over the others, so that trainers far behind (restarted, loading
+ * state) or keys that claim little never make an honest record look implausible, and they come
+ * from other volunteers when there are any, so that one volunteer's keys cannot vouch for each
+ * other. With no other trainer to compare with, nothing is checked: a lone trainer has nobody whose
+ * view it could distort but an aux's, which the platform bounds in turn.
  */
 export function implausibility(record: ProgressRecord, context: PlausibilityContext): string | undefined {
-  const { others, previous, now } = context;
+  const { others, previous, now, announcedSamples } = context;
   if (others.length === 0) return undefined;
-  const swarmEpoch = lowerMedian(others.map((other) => other.epoch));
+  const swarmEpoch = Math.max(...others.map((other) => other.epoch));
   const highest = Math.max(record.epoch, record.step);
   if (highest > swarmEpoch + MAX_EPOCH_LEAD) {
     return `epoch ${highest} is past the swarm's ${swarmEpoch} (at most ${MAX_EPOCH_LEAD} ahead)`;
   }
-  const rates = others.map((other) => other.samplesPerSecond).filter((rate) => rate > 0);
-  if (rates.length === 0) return undefined;
-  const rateBound = PLAUSIBLE_RATE_RATIO * lowerMedian(rates);
+  const fastest = Math.max(...others.map((other) => other.samplesPerSecond));
+  if (!(fastest > 0)) return undefined;
+  const rateBound = PLAUSIBLE_RATE_RATIO * fastest;
   if (record.samplesPerSecond > rateBound) {
-    return `${round(record.samplesPerSecond)} samples/s is over ${PLAUSIBLE_RATE_RATIO}× the swarm's median (${round(rateBound)} at most)`;
+    return `${round(record.samplesPerSecond)} samples/s is over ${PLAUSIBLE_RATE_RATIO}× the fastest other trainer's (${round(rateBound)} at most)`;
   }
   const sameEpoch = previous !== undefined && previous.record.epoch === record.epoch;
   const windowMs = previous === undefined ? FIRST_RECORD_WINDOW_MS : Math.max(0, now - previous.receivedAt);
@@ -68,6 +87,15 @@ export function implausibility(record: ProgressRecord, context: PlausibilityCont
   const samplesGain = record.samplesAccumulated - (sameEpoch ? previous.record.samplesAccumulated : 0);
   if (samplesGain > allowed) {
     return `${samplesGain} more samples in ${round(windowMs / 1000)} s is over the throughput bound (${Math.floor(allowed)} at most)`;
+  }
+  const base = context.lastAccepted ?? previous;
+  if (base !== undefined && record.samplesTotal !== undefined) {
+    const totalGain = record.samplesTotal - (base.record.samplesTotal ?? 0);
+    const sinceMs = Math.max(0, now - base.receivedAt);
+    const earned = EARNED_SLACK * announcedSamples + (rateBound * (sinceMs + GAIN_SLACK_MS)) / 1000;
+    if (totalGain > earned) {
+      return `${totalGain} more contributed samples is over what it announced (${Math.floor(earned)} at most)`;
+    }
   }
   // Every minibatch holds at least one sample.
   const minibatchGain = record.minibatches - (sameEpoch ? previous.record.minibatches : 0);

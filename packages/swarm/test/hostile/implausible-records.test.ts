@@ -106,7 +106,7 @@ describe("implausible progress records from a member with a valid pass (real lib
       /more samples in .* over the throughput bound/,
     );
     expect(b.implausible.find((r) => r.peerId === hostile[2]?.node.peerId)?.reason).toMatch(
-      /samples\/s is over 64× the swarm's median/,
+      /samples\/s is over 64× the fastest other trainer's/,
     );
     for (const honest of [a, b]) {
       const view = honest.tracker.snapshot();
@@ -117,6 +117,41 @@ describe("implausible progress records from a member with a valid pass (real lib
     }
     expect(a.rejected).toEqual([]);
     expect(a.implausible).toEqual([]);
+  }, 60_000);
+
+  it("a contributed total that jumps past the samples its sender announced is refused", async () => {
+    const authority = new TestAuthority();
+    const a = await member(authority, { username: "alice" });
+    const b = await member(authority, { username: "bob", bootstrap: a.node.multiaddrs() });
+    a.tracker.report({ ...HONEST, samplesTotal: 5_000 });
+    b.tracker.report({ ...HONEST, samplesTotal: 5_000 });
+    await eventually(() => heard(a, b) && heard(b, a), "the honest members hear each other");
+    const mallory = await member(authority, { username: "mallory", bootstrap: b.node.multiaddrs() });
+    mallory.tracker.report({ ...HONEST, samplesTotal: 5_000 });
+    await eventually(() => heard(a, mallory), "alice hears mallory's honest record through bob");
+    // A step's worth more is believed; 2^47 more (the leaderboard's credit) is not.
+    mallory.tracker.report({ ...HONEST, epoch: 51, samplesAccumulated: 0, samplesTotal: 5_120 });
+    await eventually(
+      () =>
+        a.tracker.records().some((r) => r.peerId === mallory.node.peerId && r.record.samplesTotal === 5_120),
+      "alice has mallory's next total",
+    );
+    mallory.tracker.report({ ...HONEST, epoch: 51, samplesAccumulated: 40, samplesTotal: 2 ** 47 });
+    await eventually(
+      () => b.implausible.some((r) => r.peerId === mallory.node.peerId),
+      "bob refused the inflated total",
+    );
+    expect(b.implausible.find((r) => r.peerId === mallory.node.peerId)?.reason).toMatch(
+      /more contributed samples is over what it announced/,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    for (const honest of [a, b]) {
+      const totals = honest.tracker
+        .records()
+        .filter((r) => r.peerId === mallory.node.peerId)
+        .map((r) => r.record.samplesTotal);
+      expect(totals.every((total) => total === undefined || total <= 5_120)).toBe(true);
+    }
   }, 60_000);
 
   it("believe a volunteer ten times faster than the others", async () => {

@@ -14,8 +14,10 @@ import type { AuxCaller } from "./peer-auth.ts";
  * - The step's metric (its bytes per peer and utilization null when an older aux leaves them out)
  *   is inserted into the run's current timeline if that timeline has no row for the step yet, and
  *   never updated: steps only move forward, and a repeated step (a restarted monitor, a swarm that
- *   resumed from an older state) leaves the recorded one as it was. The response says whether it
- *   was stored, the timeline, and the timeline's last recorded step.
+ *   resumed from an older state) leaves the recorded one as it was. A step further past the
+ *   timeline's last recorded one than the run can have gone since (`reachableStep`) is not stored
+ *   and is logged. The response says whether it was stored, the timeline, and the timeline's last
+ *   recorded step.
  * - For each reported peer session this experiment knows, its Contribution row (per peer and
  *   session, so a restarted node keeps every session's credit) takes the maximum of the stored and
  *   the reported counters, so cumulative counters never go backwards (a restarted or lagging monitor
@@ -73,10 +75,12 @@ export class MetricsIngestion {
   readonly #reports: DataLoader<PendingReport, MetricsIngested>;
   readonly #db: Database;
   readonly #now: () => number;
+  readonly #logger: Logger;
 
   constructor(db: Database, now: () => number, logger: Logger) {
     this.#db = db;
     this.#now = now;
+    this.#logger = logger;
     this.#reports = groupCommit(
       async (reports) => {
         if (reports.length === 1) return this.#write(reports);
@@ -114,6 +118,20 @@ export class MetricsIngestion {
       `${p.caller.experiment.id}\0${p.caller.experiment.timeline}\0${p.report.step}`;
     const firstOfStep = new Map<string, PendingReport>();
     for (const p of pending) if (!firstOfStep.has(stepKey(p))) firstOfStep.set(stepKey(p), p);
+    // A step far past what the run could have reached since its last recorded one is not recorded.
+    const ends = await recordedEndsOf(db, pending);
+    for (const [key, p] of firstOfStep) {
+      const { id, timeline } = p.caller.experiment;
+      const end = ends.get(`${id}\0${timeline}`);
+      if (end === undefined) continue;
+      const reach = reachableStep(end, now.getTime());
+      if (p.report.step <= reach) continue;
+      firstOfStep.delete(key);
+      this.#logger.warn(
+        { experimentId: id, timeline, step: p.report.step, lastStep: end.step, reachable: reach },
+        `refused a metric point at step ${p.report.step}: the run's last recorded step is ${end.step}, and it can have reached ${reach} at most since`,
+      );
+    }
 
     const rows: ContributionRow[] = [];
     const averaging = new Map<string, boolean>();
@@ -145,11 +163,14 @@ export class MetricsIngestion {
     });
 
     const contributions = chunk(mergeContributions(rows), ROWS_PER_STATEMENT);
-    const [inserted] = await db.$transaction([
-      insertMetricsIfAbsent(db, [...firstOfStep.values()]),
+    const steps = [...firstOfStep.values()];
+    const results = await db.$transaction([
+      ...(steps.length === 0 ? [] : [insertMetricsIfAbsent(db, steps)]),
       ...contributions.map((part) => upsertContributions(db, part, now)),
       ...chunk([...seen], ROWS_PER_STATEMENT).map((part) => markSeen(db, part, averaging, now)),
     ]);
+    const inserted =
+      steps.length === 0 ? [] : (results[0] as Awaited<ReturnType<typeof insertMetricsIfAbsent>>);
     const stored = new Set(
       inserted.map((row) => `${row.experimentId}\0${Number(row.timeline)}\0${Number(row.step)}`),
     );
@@ -194,16 +215,58 @@ function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error));
 }
 
-/** The last recorded step of each (experiment, timeline) the reports are in, by "experiment\0timeline". */
-async function lastStepsOf(db: Database, pending: readonly PendingReport[]): Promise<Map<string, number>> {
+/**
+ * How far a run's step may move past its last recorded one: MAX_STEPS_PER_SECOND for every second
+ * since that step was recorded, and at least MIN_STEP_LEAD. A swarm that trained on while the
+ * platform was down reports far ahead, and is believed; a forged step a million ahead is not.
+ */
+export const MAX_STEPS_PER_SECOND = 20;
+export const MIN_STEP_LEAD = 100;
+
+/** The highest step believable at `now` after the timeline's last recorded `end`. */
+export function reachableStep(end: { step: number; recordedAt: number }, now: number): number {
+  const seconds = Math.max(0, now - end.recordedAt) / 1000;
+  return end.step + Math.max(MIN_STEP_LEAD, Math.ceil(seconds * MAX_STEPS_PER_SECOND));
+}
+
+/** The last recorded step of each (experiment, timeline) the reports are in, and when the latest point was. */
+async function recordedEndsOf(
+  db: Database,
+  pending: readonly PendingReport[],
+): Promise<Map<string, { step: number; recordedAt: number }>> {
+  const ends = new Map<string, { step: number; recordedAt: number }>();
+  for (const [experimentId, ofExperiment] of timelinesOf(pending)) {
+    const rows = await db.$queryRaw<
+      { timeline: number | bigint; step: number | bigint | null; recordedAt: Date | string | number | null }[]
+    >`
+      SELECT "timeline", MAX("step") AS "step", MAX("recordedAt") AS "recordedAt" FROM "Metric"
+      WHERE "experimentId" = ${experimentId} AND "timeline" IN (${Prisma.join([...ofExperiment])})
+      GROUP BY "timeline"`;
+    for (const row of rows) {
+      if (row.step === null || row.recordedAt === null) continue;
+      ends.set(`${experimentId}\0${Number(row.timeline)}`, {
+        step: Number(row.step),
+        recordedAt: new Date(row.recordedAt).getTime(),
+      });
+    }
+  }
+  return ends;
+}
+
+function timelinesOf(pending: readonly PendingReport[]): Map<string, Set<number>> {
   const timelines = new Map<string, Set<number>>();
   for (const { caller } of pending) {
     const ofExperiment = timelines.get(caller.experiment.id) ?? new Set<number>();
     ofExperiment.add(caller.experiment.timeline);
     timelines.set(caller.experiment.id, ofExperiment);
   }
+  return timelines;
+}
+
+/** The last recorded step of each (experiment, timeline) the reports are in, by "experiment\0timeline". */
+async function lastStepsOf(db: Database, pending: readonly PendingReport[]): Promise<Map<string, number>> {
   const last = new Map<string, number>();
-  for (const [experimentId, ofExperiment] of timelines) {
+  for (const [experimentId, ofExperiment] of timelinesOf(pending)) {
     const rows = await db.$queryRaw<{ timeline: number | bigint; step: number | bigint | null }[]>`
       SELECT "timeline", MAX("step") AS "step" FROM "Metric"
       WHERE "experimentId" = ${experimentId} AND "timeline" IN (${Prisma.join([...ofExperiment])})
