@@ -92,7 +92,8 @@ Ctrl-C finishes the averaging round in flight and leaves the swarm; press it twi
 
 Exit codes: 0 done or stopped, 1 failure, 10 bad or revoked token, 11 not on the allowlist,
 12 banned, 13 pass, config or model failed verification, 14 backend unavailable, 15 dataset
-unusable, 16 model unavailable or untrainable, 64 bad usage, 130 interrupted.`;
+unusable, 16 model unavailable or untrainable, 17 no place for this machine (the token runs as many
+as the organizer allows, or it was retired), 64 bad usage, 130 interrupted.`;
 
 export interface PeerCliEnvironment {
   readonly env: Readonly<Record<string, string | undefined>>;

@@ -326,6 +326,11 @@ describe.each(testDatabaseProviders())("join (%s)", (provider) => {
 
     it("RATE_LIMITED: too many joins from one address", async () => {
       const { experiment, token } = await approvedVolunteer();
+      // Sixty machines on one token: past the default limits of machines, which are not the point here.
+      await app.db.experiment.update({
+        where: { id: experiment.id },
+        data: { maxNodesPerToken: 1_000, maxNodesPerUser: 1_000 },
+      });
       const from = (ip: string) =>
         callRoute(joinRoute, `/api/v1/experiments/${experiment.id}/join`, {
           method: "POST",

@@ -109,10 +109,12 @@ describe("peerStatus", () => {
       averaging: null,
       swarmSeenAt: null,
       swarmRefusal: revokedRefusal(1),
+      retiredAt: new Date(NOW - 1),
     };
     const order: string[] = [];
     let input = everythingWrong;
     const fixes: Partial<PeerStatusInput>[] = [
+      { retiredAt: null },
       { experimentStatus: "running" },
       { allowlistStatus: "pending" },
       { allowlistStatus: "approved" },

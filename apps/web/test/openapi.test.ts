@@ -18,6 +18,7 @@ const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
 const SESSION_ROUTE_FILES = [
   "users/route.ts",
   "me/nodes/route.ts",
+  "me/nodes/[nodeId]/retire/route.ts",
   "experiments/route.ts",
   "experiments/[id]/route.ts",
   "experiments/[id]/status/route.ts",

@@ -10,6 +10,8 @@ export const JoinExitCode = {
   banned: 12,
   /** The pass, the config or the authority key did not verify: the answer was not the platform's. */
   tampered: 13,
+  /** The token or its owner runs as many machines as allowed, or this machine was retired. */
+  noPlace: 17,
 } as const;
 
 /** The exit code for a failed join or pass refresh. */
@@ -26,6 +28,9 @@ export function joinExitCode(code: JoinErrorCode): number {
     case JoinErrorCode.CONFIG_TAMPERED:
     case JoinErrorCode.AUTHORITY_CHANGED:
       return JoinExitCode.tampered;
+    case JoinErrorCode.TOO_MANY_NODES:
+    case JoinErrorCode.NODE_RETIRED:
+      return JoinExitCode.noPlace;
     default:
       return JoinExitCode.failure;
   }

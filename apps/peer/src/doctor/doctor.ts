@@ -270,6 +270,10 @@ function tokenAdvice(code: JoinErrorCode | undefined): string {
       return "if the clock check above failed, fix the clock first; otherwise the answer was not the platform's";
     case JoinErrorCode.KEY_CONFLICT:
       return "this machine's identity belongs to another user: pass --identity with a new file";
+    case JoinErrorCode.TOO_MANY_NODES:
+      return "retire a machine you no longer use on the experiment's volunteer page, then try again";
+    case JoinErrorCode.NODE_RETIRED:
+      return "this machine was retired: pass --identity with a new file to run it again";
     default:
       return "try again later; if it persists, tell the organizer what this says";
   }

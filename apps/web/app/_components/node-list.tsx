@@ -2,6 +2,7 @@ import Link from "next/link";
 import { peerStatusMessage } from "../../src/server/services/peer-status.ts";
 import type { NodeView } from "../../src/server/services/list-my-nodes.ts";
 import { formatTime } from "./format.ts";
+import { RetireNodeButton } from "./retire-node-button.tsx";
 
 /** A user's nodes: whether each counts toward its experiment and, if not, why, in a sentence. */
 export function NodeList({
@@ -23,6 +24,7 @@ export function NodeList({
             ) : (
               <span className="badge badge-warn">Not counted</span>
             )}
+            {node.retiredAt === null ? null : <span className="badge badge-danger">Retired</span>}
             <p>
               {showExperiment ? (
                 <>
@@ -53,6 +55,9 @@ export function NodeList({
                   )}
             </p>
           </div>
+          {node.role === "trainer" && node.retiredAt === null ? (
+            <RetireNodeButton nodeId={node.id} name={shortPeerId(node.peerId)} />
+          ) : null}
         </li>
       ))}
     </ul>

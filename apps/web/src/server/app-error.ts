@@ -30,6 +30,10 @@ export const AppErrorCode = {
   BANNED: "BANNED",
   /** Join: the organizer has paused the run. */
   EXPERIMENT_PAUSED: "EXPERIMENT_PAUSED",
+  /** Join: the token, or its owner, already runs as many machines as the organizer allows. */
+  TOO_MANY_NODES: "TOO_MANY_NODES",
+  /** Join: the owner retired this machine (its key) on the volunteer page. */
+  NODE_RETIRED: "NODE_RETIRED",
 
   /**
    * Metrics or checkpoint of an older rollback generation than the run's: the organizer rolled the
@@ -63,6 +67,8 @@ export const appErrorStatus: Record<AppErrorCode, number> = {
   NOT_ALLOWLISTED: 403,
   BANNED: 403,
   EXPERIMENT_PAUSED: 409,
+  TOO_MANY_NODES: 409,
+  NODE_RETIRED: 403,
   STALE_GENERATION: 409,
   CHECKSUM_MISMATCH: 400,
   SIZE_MISMATCH: 400,

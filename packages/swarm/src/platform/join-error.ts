@@ -15,6 +15,10 @@ export const JoinErrorCode = {
   EXPERIMENT_PAUSED: "EXPERIMENT_PAUSED",
   /** This node's public key is already registered to another user. */
   KEY_CONFLICT: "KEY_CONFLICT",
+  /** The token, or its owner, already runs as many machines as the organizer allows. */
+  TOO_MANY_NODES: "TOO_MANY_NODES",
+  /** The owner retired this machine (its key) on the volunteer page. */
+  NODE_RETIRED: "NODE_RETIRED",
   /** The access pass does not verify: wrong signer, another key, another experiment, expired. */
   PASS_INVALID: "PASS_INVALID",
   /** The experiment config's signature does not verify under the authority key, or names another experiment. */
@@ -98,6 +102,18 @@ const refusals: Readonly<Record<string, { code: JoinErrorCode; advice: string }>
   EXPERIMENT_PAUSED: {
     code: JoinErrorCode.EXPERIMENT_PAUSED,
     advice: "the organizer has paused this experiment: start the peer again once it is resumed",
+  },
+  TOO_MANY_NODES: {
+    code: JoinErrorCode.TOO_MANY_NODES,
+    advice:
+      "this token (or you, across your tokens) already runs as many machines as the organizer allows: " +
+      "retire a machine you no longer use on the experiment's volunteer page, then start this one again",
+  },
+  NODE_RETIRED: {
+    code: JoinErrorCode.NODE_RETIRED,
+    advice:
+      "this machine was retired on the experiment's volunteer page: to run it again, give it a new " +
+      "identity (pass --identity with a new file, or delete this one to make a new key)",
   },
   CONFLICT: {
     code: JoinErrorCode.KEY_CONFLICT,

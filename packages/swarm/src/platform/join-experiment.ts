@@ -100,6 +100,8 @@ export function isPermanentRefusal(error: unknown): error is JoinError {
     JoinErrorCode.NOT_ALLOWLISTED,
     JoinErrorCode.BANNED,
     JoinErrorCode.KEY_CONFLICT,
+    JoinErrorCode.TOO_MANY_NODES,
+    JoinErrorCode.NODE_RETIRED,
     JoinErrorCode.CONFIG_TAMPERED,
     JoinErrorCode.PASS_INVALID,
     JoinErrorCode.AUTHORITY_CHANGED,

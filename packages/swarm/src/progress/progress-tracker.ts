@@ -125,7 +125,7 @@ const MIN_EARNED_EXTRAPOLATION_MS = 5_000;
 
 /** How long a sender whose records are refused is remembered, so that its next ones are judged against its last accepted one. */
 const REFUSED_MEMORY_MS = 10 * 60_000;
-/** Epochs of announced samples kept per peer: the current, the one averaging, one more. */
+/** Epochs of announced samples kept per peer (the latest announced): the current, the one averaging, one more. */
 const ANNOUNCED_EPOCHS = 3;
 /**
  * A member's weight in a round may exceed what its records announced, extrapolated at its
@@ -519,21 +519,26 @@ export class ProgressTracker {
       };
       this.#table.set(from.peerId, entry);
     }
-    if (record.session !== entry.record.session) {
+    // Another session, or a rollback (another generation, whose epochs start over), announces anew.
+    if (record.session !== entry.record.session || generationOf(record) !== generationOf(entry.record)) {
       entry.announced.clear();
       entry.largestGain = 0;
     }
     if (record.mode !== "aux") {
       const before = entry.announced.get(record.epoch)?.samples ?? 0;
       entry.largestGain = Math.max(entry.largestGain, record.samplesAccumulated - before);
+      // The epochs announced most recently are kept, whatever their numbers.
+      entry.announced.delete(record.epoch);
       entry.announced.set(record.epoch, {
         samples: record.samplesAccumulated,
         samplesPerSecond: record.samplesPerSecond,
         at: now,
         ttlMs,
       });
-      for (const epoch of [...entry.announced.keys()].sort((a, b) => b - a).slice(ANNOUNCED_EPOCHS)) {
-        entry.announced.delete(epoch);
+      while (entry.announced.size > ANNOUNCED_EPOCHS) {
+        const oldest = entry.announced.keys().next().value;
+        if (oldest === undefined) break;
+        entry.announced.delete(oldest);
       }
     }
     entry.refused = false;
@@ -559,11 +564,7 @@ export class ProgressTracker {
     return "accepted";
   }
 
-  /**
-   * Why `record` from `from` cannot be true, judged against the fresh records of the other
-   * trainers: of other volunteers when there are any (one volunteer's keys do not vouch for each
-   * other), else of its own other machines.
-   */
+  /** Why `record` from `from` cannot be true, judged against the other trainers' fresh records. */
   #implausibility(
     from: RpcPeer,
     record: ProgressRecord,
@@ -571,14 +572,12 @@ export class ProgressTracker {
     now: number,
   ): string | undefined {
     const generation = generationOf(record);
-    const othersUsers: ProgressRecord[] = [];
-    const ownMachines: ProgressRecord[] = [];
+    const others: ProgressRecord[] = [];
     for (const other of this.#table.values()) {
       if (other.peerId === from.peerId || other.role === "aux" || other.record.mode === "aux") continue;
       if (generationOf(other.record) !== generation || !live(other, now)) continue;
-      (other.username === from.pass.username ? ownMachines : othersUsers).push(other.record);
+      others.push(other.record);
     }
-    const others = othersUsers.length > 0 ? othersUsers : ownMachines;
     const ofSession = entry !== undefined && entry.record.session === record.session ? entry : undefined;
     const sameSession = ofSession !== undefined && isFresh(ofSession, now, ofSession.ttlMs);
     let announcedSamples = record.samplesAccumulated;

@@ -12,6 +12,8 @@ export const PLAUSIBLE_RATE_RATIO = 64;
  * ahead). A forged lead of 4 steps harms nothing.
  */
 export const MAX_EPOCH_LEAD = 4;
+/** Fewest other trainers' records a record is judged against. */
+export const MIN_REFERENCES = 2;
 /** A record's samples may grow by the throughput bound times the time since its last one plus this. */
 const GAIN_SLACK_MS = 5_000;
 /** How much a contributed total may exceed the samples announced for the steps it counts. */
@@ -33,12 +35,8 @@ export interface PlausibilityContext {
    * records are refused): the base its contributed total may grow from.
    */
   readonly lastAccepted?: PreviousRecord | undefined;
-  /**
-   * Fresh records of the other trainers (not aux) of the record's generation that vouch for it:
-   * those of other volunteers than the sender's, or, when there are none, its own other machines.
-   */
+  /** Fresh records of the other trainers (not the sender, not aux) of the record's generation. */
   readonly others: readonly ProgressRecord[];
-
   /** Now, on the receiver's clock (Unix ms). */
   readonly now: number;
   /**
@@ -61,15 +59,16 @@ export interface PlausibilityContext {
  * - its contributed total (`samplesTotal`, the leaderboard's credit) grown by no more than the
  *   samples it announced for its latest epochs, with 25 % of slack. A total first seen is taken as
  *   it is: the session may have run long before this receiver heard of it.
- * The references are maxima over the others, so that trainers far behind (restarted, loading
- * state) or keys that claim little never make an honest record look implausible, and they come
- * from other volunteers when there are any, so that one volunteer's keys cannot vouch for each
- * other. With no other trainer to compare with, nothing is checked: a lone trainer has nobody whose
- * view it could distort but an aux's, which the platform bounds in turn.
+ * The references are maxima over the other trainers, so that trainers far behind (restarted,
+ * loading state) or keys that claim little never make an honest record look implausible, and
+ * nothing is checked against fewer than MIN_REFERENCES of them: one member alone, the hostile one
+ * perhaps, is never the yardstick of another (a lone honest trainer beside an attacker would
+ * otherwise be refused by the aux). A small swarm is so checked by its aux and its larger groups;
+ * a lie that passes still meets the reducers' weight check and the platform's bounds.
  */
 export function implausibility(record: ProgressRecord, context: PlausibilityContext): string | undefined {
   const { others, previous, now, announcedSamples } = context;
-  if (others.length === 0) return undefined;
+  if (others.length < MIN_REFERENCES) return undefined;
   const swarmEpoch = Math.max(...others.map((other) => other.epoch));
   const highest = Math.max(record.epoch, record.step);
   if (highest > swarmEpoch + MAX_EPOCH_LEAD) {

@@ -65,9 +65,13 @@ describe("implausible progress records from a member with a valid pass (real lib
     const authority = new TestAuthority();
     const a = await member(authority, { username: "alice" });
     const b = await member(authority, { username: "bob", bootstrap: a.node.multiaddrs() });
-    a.tracker.report(HONEST);
-    b.tracker.report(HONEST);
-    await eventually(() => heard(a, b) && heard(b, a), "the honest members hear each other");
+    // Nobody is judged against one other member alone: bob needs two honest references.
+    const c = await member(authority, { username: "carol", bootstrap: a.node.multiaddrs() });
+    for (const honest of [a, b, c]) honest.tracker.report(HONEST);
+    await eventually(
+      () => heard(a, b) && heard(b, a) && heard(b, c) && heard(c, b),
+      "the honest members hear each other",
+    );
 
     const claims: Array<[string, LocalProgress]> = [
       ["a step a million epochs ahead", { ...HONEST, epoch: 1_000_050, lossSum: 0.001, minibatches: 1 }],
@@ -108,11 +112,11 @@ describe("implausible progress records from a member with a valid pass (real lib
     expect(b.implausible.find((r) => r.peerId === hostile[2]?.node.peerId)?.reason).toMatch(
       /samples\/s is over 64× the fastest other trainer's/,
     );
-    for (const honest of [a, b]) {
+    for (const honest of [a, b, c]) {
       const view = honest.tracker.snapshot();
       expect(view.epoch).toBe(50);
-      expect(view.alivePeers).toBe(2);
-      expect(view.samplesPerSecond).toBe(80);
+      expect(view.alivePeers).toBe(3);
+      expect(view.samplesPerSecond).toBe(120);
       expect(view.samplesAccumulated).toBeLessThan(10_000);
     }
     expect(a.rejected).toEqual([]);
@@ -123,9 +127,9 @@ describe("implausible progress records from a member with a valid pass (real lib
     const authority = new TestAuthority();
     const a = await member(authority, { username: "alice" });
     const b = await member(authority, { username: "bob", bootstrap: a.node.multiaddrs() });
-    a.tracker.report({ ...HONEST, samplesTotal: 5_000 });
-    b.tracker.report({ ...HONEST, samplesTotal: 5_000 });
-    await eventually(() => heard(a, b) && heard(b, a), "the honest members hear each other");
+    const c = await member(authority, { username: "carol", bootstrap: a.node.multiaddrs() });
+    for (const honest of [a, b, c]) honest.tracker.report({ ...HONEST, samplesTotal: 5_000 });
+    await eventually(() => heard(a, b) && heard(b, a) && heard(b, c), "the honest members hear each other");
     const mallory = await member(authority, { username: "mallory", bootstrap: b.node.multiaddrs() });
     mallory.tracker.report({ ...HONEST, samplesTotal: 5_000 });
     await eventually(() => heard(a, mallory), "alice hears mallory's honest record through bob");
@@ -145,7 +149,7 @@ describe("implausible progress records from a member with a valid pass (real lib
       /more contributed samples is over what it announced/,
     );
     await new Promise((resolve) => setTimeout(resolve, 1_000));
-    for (const honest of [a, b]) {
+    for (const honest of [a, b, c]) {
       const totals = honest.tracker
         .records()
         .filter((r) => r.peerId === mallory.node.peerId)

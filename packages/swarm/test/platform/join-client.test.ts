@@ -197,6 +197,8 @@ describe("joinPlatform", () => {
       [403, "BANNED", JoinErrorCode.BANNED, /banned/],
       [409, "EXPERIMENT_PAUSED", JoinErrorCode.EXPERIMENT_PAUSED, /paused/],
       [409, "CONFLICT", JoinErrorCode.KEY_CONFLICT, /another identity file/],
+      [409, "TOO_MANY_NODES", JoinErrorCode.TOO_MANY_NODES, /retire a machine you no longer use/],
+      [403, "NODE_RETIRED", JoinErrorCode.NODE_RETIRED, /new identity/],
       [400, "INVALID_INPUT", JoinErrorCode.SERVER_ERROR, /different versions/],
       [404, "NOT_FOUND", JoinErrorCode.SERVER_ERROR, /--server/],
       [418, "SOMETHING_NEW", JoinErrorCode.SERVER_ERROR, /418 SOMETHING_NEW/],

@@ -94,9 +94,11 @@ export const peerPaths: ZodOpenApiPathsObject = {
         ),
         "401": errorResponse("TOKEN_INVALID (unknown or malformed), TOKEN_REVOKED"),
         "403": errorResponse(
-          "BANNED, NOT_ALLOWLISTED, FORBIDDEN (an aux token whose owner no longer organizes the run)",
+          "BANNED, NOT_ALLOWLISTED, FORBIDDEN (an aux token whose owner no longer organizes the run), NODE_RETIRED (its owner retired this key)",
         ),
-        "409": errorResponse("EXPERIMENT_PAUSED, or CONFLICT: the public key belongs to another user"),
+        "409": errorResponse(
+          "EXPERIMENT_PAUSED, TOO_MANY_NODES (the token or its owner runs as many machines as the organizer allows), or CONFLICT: the public key belongs to another user",
+        ),
         "429": errorResponse("RATE_LIMITED"),
       },
     },
@@ -117,10 +119,12 @@ export const peerPaths: ZodOpenApiPathsObject = {
         ),
         "401": errorResponse("TOKEN_INVALID (unknown, malformed, or another experiment's), TOKEN_REVOKED"),
         "403": errorResponse(
-          "BANNED, NOT_ALLOWLISTED, FORBIDDEN (an aux token whose owner no longer organizes the run)",
+          "BANNED, NOT_ALLOWLISTED, FORBIDDEN (an aux token whose owner no longer organizes the run), NODE_RETIRED (its owner retired this key)",
         ),
         "404": errorResponse("NOT_FOUND: no such experiment"),
-        "409": errorResponse("EXPERIMENT_PAUSED, or CONFLICT: the public key belongs to another user"),
+        "409": errorResponse(
+          "EXPERIMENT_PAUSED, TOO_MANY_NODES (the token or its owner runs as many machines as the organizer allows), or CONFLICT: the public key belongs to another user",
+        ),
         "429": errorResponse("RATE_LIMITED"),
       },
     },

@@ -59,6 +59,15 @@ export const experimentSchema = z
     authorityPublicKey: z.string().meta({ description: "Ed25519 public key, unpadded base64url" }),
     authorityKeyVersion: z.number().int().positive(),
     swarm: swarmStatusSchema,
+    limits: z
+      .strictObject({
+        maxNodesPerToken: z.number().int().positive(),
+        maxNodesPerUser: z.number().int().positive(),
+      })
+      .meta({
+        description:
+          "How many machines (node keys with a live pass) one trainer token, and one volunteer across tokens, may run at once",
+      }),
     createdAt: timestamp,
     updatedAt: timestamp,
   })

@@ -31,7 +31,18 @@ export const nodeSchema = z
       })
       .nullable()
       .meta({ description: "The swarm's latest refusal of the node's pass, as an aux peer reported it" }),
+    retiredAt: z.iso.datetime().nullable().meta({
+      description: "When its owner retired the machine (its key may not join again); null while it is not",
+    }),
+    holdsPlace: z.boolean().meta({
+      description:
+        "Whether it takes one of its token's places under the experiment's limits of machines per token and per volunteer: a trainer, not retired, with a live pass",
+    }),
   })
   .meta({ id: "Node" });
+
+export const retiredNodeSchema = z
+  .strictObject({ id: z.string(), retiredAt: z.iso.datetime() })
+  .meta({ id: "RetiredNode" });
 
 export const nodeListSchema = z.strictObject({ nodes: z.array(nodeSchema) }).meta({ id: "NodeList" });

@@ -199,6 +199,7 @@ async function scanNodes(ctx: AppContext): Promise<void> {
         lastSeenAt: peer.lastSeenAt,
         averaging: peer.averaging,
         ...swarmViewOf(peer),
+        retiredAt: peer.retiredAt,
       },
       now,
     );

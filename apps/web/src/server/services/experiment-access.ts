@@ -45,6 +45,9 @@ export interface ExperimentRecord {
   readonly split: string | null;
   /** When the swarm.split alert last went out. */
   readonly splitAlertedAt: Date | null;
+  /** Machines (keys with a live pass) one trainer token, and one volunteer, may run at once. */
+  readonly maxNodesPerToken: number;
+  readonly maxNodesPerUser: number;
   readonly createdAt: Date;
   readonly updatedAt: Date;
 }

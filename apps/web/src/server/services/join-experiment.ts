@@ -28,7 +28,9 @@ import { hashPeerToken, isWellFormedPeerToken } from "./peer-tokens.ts";
  * experiment's token), TOKEN_REVOKED, BANNED, NOT_ALLOWLISTED (trainer tokens: the owner must
  * organize the experiment or be approved), FORBIDDEN (aux tokens: the owner must still organize it),
  * EXPERIMENT_PAUSED (for a node that has not joined before: a known node refreshes its pass while the
- * run is paused), and CONFLICT when another user already registered the key.
+ * run is paused), NODE_RETIRED (its owner retired this key), TOO_MANY_NODES (a trainer key that would
+ * pass the experiment's limit of machines per token or per volunteer, see `requireFreePlace`), and
+ * CONFLICT when another user already registered the key.
  */
 
 /** Aux peers seen this recently are offered as initial peers. */
@@ -112,6 +114,8 @@ async function admitNode(
   }
 
   const now = ctx.now();
+  const publicKey = encodePublicKey(input.publicKey);
+  await requireFreePlace(ctx, experiment, { tokenId: token.id, userId: token.userId, role, publicKey }, now);
   const passExpiresAt = now + ctx.env.passTtlMs;
   const authority = openAuthorityKeyPair(experiment, ctx.env.sealingSecrets);
   const pass = issueAccessPass(ctx.crypto, authority, {
@@ -130,7 +134,6 @@ async function admitNode(
     config: parseExperimentConfig(JSON.parse(experiment.config)),
   });
 
-  const publicKey = encodePublicKey(input.publicKey);
   await registerPeer(ctx, {
     experimentId: experiment.id,
     userId: token.userId,
@@ -152,6 +155,58 @@ async function admitNode(
     experiment: { id: experiment.id, name: experiment.name },
     authorityRotations: await readAuthorityRotations(ctx.db, experiment),
   };
+}
+
+/**
+ * Whether this key may run: not one its owner retired (NODE_RETIRED), and, for a trainer key that is
+ * not already running, a place under the experiment's limits (TOO_MANY_NODES): machines with a live
+ * pass on this token below `maxNodesPerToken`, and on all of this volunteer's tokens below
+ * `maxNodesPerUser`. A running machine refreshing its pass always keeps its place (also when the
+ * organizer lowers a limit); a stopped one gives it up when its pass expires, a retired one at once.
+ * The organizer's own trainer machines count like anyone's. Two joins at the same instant may both
+ * take a last place: the limits bound how many keys one token can bring, they are not a quota.
+ */
+async function requireFreePlace(
+  ctx: AppContext,
+  experiment: ExperimentRecord,
+  node: { tokenId: string; userId: string; role: PeerRole; publicKey: string },
+  now: number,
+): Promise<void> {
+  const known = await ctx.db.peer.findUnique({
+    where: { experimentId_publicKey: { experimentId: experiment.id, publicKey: node.publicKey } },
+    select: { retiredAt: true, passExpiresAt: true, tokenId: true, userId: true },
+  });
+  if (known?.retiredAt != null && known.userId === node.userId) {
+    throw new AppError(
+      AppErrorCode.NODE_RETIRED,
+      "this machine was retired on the volunteer page; to run it again, give it a new identity",
+    );
+  }
+  if (node.role !== PeerRole.trainer) return;
+  const running = known !== null && known.passExpiresAt.getTime() > now && known.userId === node.userId;
+  if (running && known.tokenId === node.tokenId) return;
+  const live = {
+    experimentId: experiment.id,
+    role: PeerRole.trainer,
+    retiredAt: null,
+    passExpiresAt: { gt: new Date(now) },
+    publicKey: { not: node.publicKey },
+  };
+  const onToken = await ctx.db.peer.count({ where: { ...live, tokenId: node.tokenId } });
+  if (onToken >= experiment.maxNodesPerToken) {
+    throw new AppError(
+      AppErrorCode.TOO_MANY_NODES,
+      `this token already runs ${onToken} machines, the most the organizer allows per token; retire one on the volunteer page, or wait until a stopped one's pass expires`,
+    );
+  }
+  if (running) return;
+  const ofUser = await ctx.db.peer.count({ where: { ...live, userId: node.userId } });
+  if (ofUser >= experiment.maxNodesPerUser) {
+    throw new AppError(
+      AppErrorCode.TOO_MANY_NODES,
+      `you already run ${ofUser} machines in this experiment, the most the organizer allows per volunteer; retire one on the volunteer page, or wait until a stopped one's pass expires`,
+    );
+  }
 }
 
 /**

@@ -27,6 +27,13 @@ export interface NodeView {
   readonly swarmSeenAt: string | null;
   /** The swarm's latest refusal of the node's pass, as an aux reported it; null if none. */
   readonly swarmRefusal: { readonly at: string; readonly code: string; readonly reason: string } | null;
+  /** When its owner retired the machine; null while it is not. */
+  readonly retiredAt: string | null;
+  /**
+   * Whether it takes one of its token's places now: a trainer, not retired, with a live pass (see
+   * the join's limits of machines per token and per volunteer).
+   */
+  readonly holdsPlace: boolean;
 }
 
 export async function listMyNodes(ctx: AppContext, user: SessionUser): Promise<NodeView[]> {
@@ -61,6 +68,7 @@ export async function listMyNodes(ctx: AppContext, user: SessionUser): Promise<N
         lastSeenAt: peer.lastSeenAt,
         averaging: peer.averaging,
         ...swarm,
+        retiredAt: peer.retiredAt,
       },
       now,
     );
@@ -82,6 +90,8 @@ export async function listMyNodes(ctx: AppContext, user: SessionUser): Promise<N
         swarm.swarmRefusal === null
           ? null
           : { ...swarm.swarmRefusal, at: swarm.swarmRefusal.at.toISOString() },
+      retiredAt: peer.retiredAt?.toISOString() ?? null,
+      holdsPlace: role === "trainer" && peer.retiredAt === null && peer.passExpiresAt.getTime() > now,
     };
   });
 }

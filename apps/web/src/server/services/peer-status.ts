@@ -16,6 +16,7 @@ export const SWARM_SEEN_WITHIN_MS = STALE_AFTER_MS;
 
 /** The reasons a node is not counted, in the order they are checked. */
 export const PeerNotCountedReason = {
+  retired: "retired",
   experimentPaused: "experiment_paused",
   banned: "banned",
   notAllowlisted: "not_allowlisted",
@@ -45,6 +46,8 @@ export interface PeerStatusInput {
   readonly swarmSeenAt: Date | null;
   /** The swarm's latest refusal of the node's pass, as an aux reported it; null if none. */
   readonly swarmRefusal: SwarmRefusal | null;
+  /** When its owner retired the machine; null or absent while it is not. */
+  readonly retiredAt?: Date | null;
 }
 
 /** The swarm refused a node's pass: when, its code (PASS_REVOKED …) and the refusing peer's reason. */
@@ -81,6 +84,7 @@ export type PeerStatus =
  */
 export function peerStatus(input: PeerStatusInput, now: number): PeerStatus {
   const notCounted = (reason: PeerNotCountedReason): PeerStatus => ({ counted: false, reason });
+  if (input.retiredAt != null) return notCounted(PeerNotCountedReason.retired);
   if (input.experimentStatus === "paused") return notCounted(PeerNotCountedReason.experimentPaused);
   if (!input.isOrganizer && input.allowlistStatus === "banned") {
     return notCounted(PeerNotCountedReason.banned);
@@ -110,6 +114,8 @@ export function peerStatus(input: PeerStatusInput, now: number): PeerStatus {
 }
 
 const messages: Record<PeerNotCountedReason, string> = {
+  retired:
+    "You retired this machine: its key may not join again, and it no longer takes one of your token's places. To run it again, give it a new identity.",
   experiment_paused: "The organizer has paused this experiment; the node waits until it is resumed.",
   banned: "You are banned from this experiment, so the node may not take part.",
   not_allowlisted:

@@ -26,6 +26,8 @@ export interface ExperimentView {
   readonly authorityKeyVersion: number;
   /** The live swarm, from its aux peer's heartbeat. */
   readonly swarm: SwarmStatusView;
+  /** How many machines one trainer token, and one volunteer across tokens, may run at once. */
+  readonly limits: { readonly maxNodesPerToken: number; readonly maxNodesPerUser: number };
   readonly createdAt: string;
   readonly updatedAt: string;
 }
@@ -58,6 +60,7 @@ export function toExperimentView(
     configVersion: experiment.configVersion,
     authorityPublicKey: experiment.authorityPublicKey,
     authorityKeyVersion: experiment.authorityKeyVersion,
+    limits: { maxNodesPerToken: experiment.maxNodesPerToken, maxNodesPerUser: experiment.maxNodesPerUser },
     swarm: swarmStatusOf(experiment, now),
     createdAt: experiment.createdAt.toISOString(),
     updatedAt: experiment.updatedAt.toISOString(),

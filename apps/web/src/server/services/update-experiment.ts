@@ -23,12 +23,20 @@ import { experimentViewOf, type ExperimentView } from "./read-experiment.ts";
  * re-fetch a signed config only when there is something new in it. Once the run has trained (a
  * checkpoint, a step or a contribution is recorded), a config under which its state cannot go on
  * (another model architecture, strategy or shared optimizer) is refused: that is a new experiment.
+ * The limits of machines per token and per volunteer apply to joins from then on.
  */
+
+/** How many machines one trainer token, and one volunteer across tokens, may run at once. */
+export const nodeLimitsSchema = z.strictObject({
+  maxNodesPerToken: z.int().min(1).max(1_000),
+  maxNodesPerUser: z.int().min(1).max(10_000),
+});
 
 export const updateExperimentInputSchema = z.strictObject({
   name: experimentNameSchema.optional(),
   description: experimentDescriptionSchema.optional(),
   config: experimentConfigSchema.optional(),
+  limits: nodeLimitsSchema.optional(),
 });
 export type UpdateExperimentInput = z.infer<typeof updateExperimentInputSchema>;
 
@@ -39,7 +47,23 @@ export async function updateExperiment(
   input: UpdateExperimentInput,
 ): Promise<ExperimentView> {
   const experiment = await requireOrganizer(ctx, id, user);
-  const data: { name?: string; description?: string; config?: string; configVersion?: { increment: 1 } } = {};
+  const data: {
+    name?: string;
+    description?: string;
+    config?: string;
+    configVersion?: { increment: 1 };
+    maxNodesPerToken?: number;
+    maxNodesPerUser?: number;
+  } = {};
+  // Limits apply to joins from now on: running machines keep their places.
+  if (input.limits !== undefined) {
+    if (input.limits.maxNodesPerToken !== experiment.maxNodesPerToken) {
+      data.maxNodesPerToken = input.limits.maxNodesPerToken;
+    }
+    if (input.limits.maxNodesPerUser !== experiment.maxNodesPerUser) {
+      data.maxNodesPerUser = input.limits.maxNodesPerUser;
+    }
+  }
   if (input.name !== undefined && input.name !== experiment.name) data.name = input.name;
   if (input.description !== undefined && input.description !== experiment.description) {
     data.description = input.description;

@@ -1,5 +1,6 @@
 import type { Metadata } from "next";
 import Link from "next/link";
+import { NodeLimitsForm } from "../../../_components/node-limits-form.tsx";
 import { notFound, redirect } from "next/navigation";
 import { getAppContext } from "../../../../src/server/context.ts";
 import { currentUser } from "../../../../src/server/queries/current-user.ts";
@@ -104,6 +105,7 @@ export default async function ManageExperimentPage({ params }: Props) {
           <p className="muted">
             Share this link with them: <Link href={base}>{`${origin}${base}`}</Link>
           </p>
+          <NodeLimitsForm experimentId={id} limits={experiment.limits} />
         </section>
       </div>
 

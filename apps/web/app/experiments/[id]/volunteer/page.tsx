@@ -53,6 +53,7 @@ export default async function VolunteerPage({ params }: Props) {
     publicOrigin(ctx),
   ]);
   const myNodes = nodes.filter((node) => node.experimentId === id);
+  const inUse = myNodes.filter((node) => node.holdsPlace).length;
   const program = await programLink(ctx, "barnraise-peer", origin);
 
   return (
@@ -97,6 +98,11 @@ export default async function VolunteerPage({ params }: Props) {
 
       <section aria-labelledby="nodes-heading" className="section">
         <h2 id="nodes-heading">Your nodes in this experiment</h2>
+        <p>
+          {inUse === 1 ? "1 machine" : `${inUse} machines`} in use. The organizer allows{" "}
+          {experiment.limits.maxNodesPerToken} per token and {experiment.limits.maxNodesPerUser} in all; a
+          stopped machine keeps its place until its pass expires, unless you retire it.
+        </p>
         {myNodes.length === 0 ? (
           <p className="muted">
             No node has joined with your tokens yet. Run the command above to start one.
