@@ -1,6 +1,7 @@
 import { testDatabaseProviders } from "@barnraise/prisma/testing";
 import { generateKeyPair, peerIdFromEd25519PublicKey, toBase64Url, type KeyPair } from "@barnraise/protocol";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { GET as getControl } from "../app/api/v1/experiments/[id]/control/route.ts";
 import { PATCH as patchExperiment } from "../app/api/v1/experiments/[id]/route.ts";
 import { GET as getMyNodes } from "../app/api/v1/me/nodes/route.ts";
 import { POST as retireNodeRoute } from "../app/api/v1/me/nodes/[nodeId]/retire/route.ts";
@@ -9,6 +10,8 @@ import {
   createExperiment,
   createToken,
   createUser,
+  errorCode,
+  getSigned,
   joinNode,
   setAllowlistStatus,
   type FixtureToken,
@@ -106,6 +109,35 @@ describe.each(testDatabaseProviders())("machines per token and per volunteer (%s
       reason: "retired",
     });
     expect(after.filter((node) => node.holdsPlace)).toHaveLength(2);
+  });
+
+  it("refuses a retired machine's control poll, and keeps its place while the swarm still has it", async () => {
+    expect((await setLimits(1, 10)).status).toBe(200);
+    const token = await createToken(app, experimentId, volunteer);
+    const running = await joinNode(experimentId, token);
+    // An aux reports it among the swarm's members now.
+    await app.db.peer.updateMany({ where: { peerId: running.peerId }, data: { swarmSeenAt: new Date() } });
+    const node = (await myNodes()).find((entry) => entry.peerId === running.peerId);
+    if (node === undefined) throw new Error("the node is listed");
+    await callRoute(retireNodeRoute, `/api/v1/me/nodes/${node.id}/retire`, {
+      method: "POST",
+      params: { nodeId: node.id },
+      cookie: await sessionCookie(volunteer),
+    });
+    const path = `/api/v1/experiments/${experimentId}/control`;
+    expect(await errorCode(await getSigned(getControl, path, { id: experimentId }, running))).toEqual({
+      status: 403,
+      code: "NODE_RETIRED",
+    });
+    // Still in the swarm (a machine that ignores the refusal): retiring it made no room.
+    expect((await join(token, generateKeyPair())).body.code).toBe("TOO_MANY_NODES");
+    expect((await myNodes()).find((entry) => entry.id === node.id)?.holdsPlace).toBe(true);
+    // Once the swarm has not had it for two minutes, its place is free.
+    await app.db.peer.updateMany({
+      where: { peerId: running.peerId },
+      data: { swarmSeenAt: new Date(Date.now() - 3 * 60_000) },
+    });
+    expect((await join(token, generateKeyPair())).status).toBe(200);
   });
 
   it("bounds a volunteer across tokens, and frees the place of a machine whose pass expired", async () => {

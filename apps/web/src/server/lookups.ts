@@ -12,6 +12,8 @@ export interface NodeRecord {
   /** The token the node last joined with. */
   readonly tokenId: string;
   readonly token: { readonly revokedAt: Date | null; readonly role: string };
+  /** When its owner retired the machine, or null. */
+  readonly retiredAt: Date | null;
 }
 
 interface NodeRow {
@@ -23,6 +25,7 @@ interface NodeRow {
   readonly tokenId: string;
   readonly tokenRevokedAt: Date | string | number | null;
   readonly tokenRole: string;
+  readonly retiredAt: Date | string | number | null;
 }
 
 export interface NodeKey {
@@ -67,7 +70,7 @@ export class Lookups {
           [...byExperiment].map(async ([experimentId, publicKeys]) => {
             // Raw SQL, one statement with its token: every signed request needs this row.
             const rows = await db.$queryRaw<NodeRow[]>`
-              SELECT p."id", p."peerId", p."userId", p."role", p."publicKey", p."tokenId",
+              SELECT p."id", p."peerId", p."userId", p."role", p."publicKey", p."tokenId", p."retiredAt",
                      t."revokedAt" AS "tokenRevokedAt", t."role" AS "tokenRole"
               FROM "Peer" p JOIN "PeerToken" t ON t."id" = p."tokenId"
               WHERE p."experimentId" = ${experimentId} AND p."publicKey" IN (${Prisma.join([...publicKeys])})`;
@@ -82,6 +85,7 @@ export class Lookups {
                   revokedAt: row.tokenRevokedAt === null ? null : new Date(row.tokenRevokedAt),
                   role: row.tokenRole,
                 },
+                retiredAt: row.retiredAt === null ? null : new Date(row.retiredAt),
               });
             }
           }),

@@ -28,6 +28,7 @@ const REFUSALS: Record<string, JoinErrorCode> = {
   NOT_ALLOWLISTED: JoinErrorCode.NOT_ALLOWLISTED,
   TOKEN_REVOKED: JoinErrorCode.TOKEN_REVOKED,
   FORBIDDEN: JoinErrorCode.NOT_ALLOWLISTED,
+  NODE_RETIRED: JoinErrorCode.NODE_RETIRED,
 };
 
 export const DEFAULT_CONTROL_POLL_MS = 5_000;

@@ -13,6 +13,7 @@ import { openAuthorityKeyPair } from "../authority-keys.ts";
 import type { AppContext } from "../context.ts";
 import { findExperiment, type ExperimentRecord } from "./experiment-access.ts";
 import { parsePeerRole, requireStanding } from "./peer-standing.ts";
+import { SWARM_SEEN_WITHIN_MS } from "./peer-status.ts";
 import { readAuthorityRotations } from "./read-authority-rotations.ts";
 import { hashPeerToken, isWellFormedPeerToken } from "./peer-tokens.ts";
 
@@ -162,7 +163,8 @@ async function admitNode(
  * not already running, a place under the experiment's limits (TOO_MANY_NODES): machines with a live
  * pass on this token below `maxNodesPerToken`, and on all of this volunteer's tokens below
  * `maxNodesPerUser`. A running machine refreshing its pass always keeps its place (also when the
- * organizer lowers a limit); a stopped one gives it up when its pass expires, a retired one at once.
+ * organizer lowers a limit); a stopped one gives it up when its pass expires, a retired one at once
+ * unless it still runs.
  * The organizer's own trainer machines count like anyone's. Two joins at the same instant may both
  * take a last place: the limits bound how many keys one token can bring, they are not a quota.
  */
@@ -185,12 +187,15 @@ async function requireFreePlace(
   if (node.role !== PeerRole.trainer) return;
   const running = known !== null && known.passExpiresAt.getTime() > now && known.userId === node.userId;
   if (running && known.tokenId === node.tokenId) return;
+  // A retired machine gives its place up at once unless the swarm still has it (an aux reported it
+  // within 2 minutes): one that runs on keeps it while its pass is valid, so retiring cannot make
+  // room for more keys.
   const live = {
     experimentId: experiment.id,
     role: PeerRole.trainer,
-    retiredAt: null,
     passExpiresAt: { gt: new Date(now) },
     publicKey: { not: node.publicKey },
+    OR: [{ retiredAt: null }, { swarmSeenAt: { gt: new Date(now - SWARM_SEEN_WITHIN_MS) } }],
   };
   const onToken = await ctx.db.peer.count({ where: { ...live, tokenId: node.tokenId } });
   if (onToken >= experiment.maxNodesPerToken) {

@@ -3,7 +3,7 @@ import type { AppContext } from "../context.ts";
 import type { SessionUser } from "../http/session.ts";
 import { parseAllowlistStatus, parseExperimentStatus } from "./experiment-access.ts";
 import { parsePeerRole } from "./list-peer-tokens.ts";
-import { peerStatus, swarmViewOf, type PeerNotCountedReason } from "./peer-status.ts";
+import { peerStatus, swarmViewOf, SWARM_SEEN_WITHIN_MS, type PeerNotCountedReason } from "./peer-status.ts";
 
 /** "My nodes": every node the signed-in user runs, in every experiment, and whether it counts. */
 
@@ -30,8 +30,8 @@ export interface NodeView {
   /** When its owner retired the machine; null while it is not. */
   readonly retiredAt: string | null;
   /**
-   * Whether it takes one of its token's places now: a trainer, not retired, with a live pass (see
-   * the join's limits of machines per token and per volunteer).
+   * Whether it takes one of its token's places now: a trainer with a live pass, not retired or
+   * retired but still in the swarm (see the join's limits of machines per token and per volunteer).
    */
   readonly holdsPlace: boolean;
 }
@@ -91,7 +91,11 @@ export async function listMyNodes(ctx: AppContext, user: SessionUser): Promise<N
           ? null
           : { ...swarm.swarmRefusal, at: swarm.swarmRefusal.at.toISOString() },
       retiredAt: peer.retiredAt?.toISOString() ?? null,
-      holdsPlace: role === "trainer" && peer.retiredAt === null && peer.passExpiresAt.getTime() > now,
+      holdsPlace:
+        role === "trainer" &&
+        peer.passExpiresAt.getTime() > now &&
+        (peer.retiredAt === null ||
+          (peer.swarmSeenAt !== null && now - peer.swarmSeenAt.getTime() < SWARM_SEEN_WITHIN_MS)),
     };
   });
 }

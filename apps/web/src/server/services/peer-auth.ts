@@ -110,6 +110,10 @@ async function verifyPeerRequest(
       `this node has not joined the experiment as ${roles.map((r) => (r === PeerRole.aux ? "an aux peer" : "a trainer")).join(" or ")}`,
     );
   }
+  // A machine its owner retired leaves: its control poll is refused, as its pass refresh is.
+  if (peer.retiredAt !== null) {
+    throw new AppError(AppErrorCode.NODE_RETIRED, "this machine was retired on the volunteer page");
+  }
   const revokedAt =
     verified.pass.grant === peer.tokenId
       ? peer.token.revokedAt

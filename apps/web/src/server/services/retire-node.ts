@@ -3,11 +3,12 @@ import { AppError, AppErrorCode } from "../app-error.ts";
 import type { SessionUser } from "../http/session.ts";
 
 /**
- * A volunteer retires one of their machines (a node key): the key may not join again, and it no
- * longer takes one of its token's places under the experiment's limits, at once, though its pass
- * may still be valid (its refresh is refused, so the machine leaves the swarm when it asks). Only
- * the node's owner may; NOT_FOUND for anyone else's node, so node ids tell a stranger nothing.
- * Retiring a retired node changes nothing.
+ * A volunteer retires one of their machines (a node key): the key may not join again, and its
+ * signed requests are refused (NODE_RETIRED), so a running machine leaves at its next control poll.
+ * A machine the swarm no longer has gives its place under the experiment's limits up at once; one
+ * an aux still reports (a machine that ignores the refusal) keeps it while its pass is valid, so
+ * retiring cannot make room for more keys. Only the node's owner may; NOT_FOUND for anyone else's node, so node ids tell
+ * a stranger nothing. Retiring a retired node changes nothing.
  */
 export async function retireNode(
   ctx: AppContext,
