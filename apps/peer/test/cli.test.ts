@@ -69,6 +69,7 @@ describe("barnraise-peer exit codes", () => {
       backendUnavailable: 14,
       dataset: 15,
       model: 16,
+      noPlace: 17,
       interrupted: 130,
     });
   });

@@ -320,6 +320,7 @@ export class Swarm {
   /**
    * How many trainers can take part in this node's rounds, this node included: those of its run
    * generation at most one epoch behind it (a peer further behind loads state rather than average),
+   * those of another generation (one of the two is following a rollback the other has followed),
    * plus connected trainers that have not reported yet. Aux peers average but bring no gradients,
    * so a volunteer whose only company is an aux peer, or trainers far behind it, trains alone rather
    * than wait for a group.
@@ -332,9 +333,12 @@ export class Swarm {
     const reported = new Set(records.map((entry) => entry.peerId));
     let trainers = 1;
     for (const { record, peerId } of records) {
-      if (record.mode === "aux" || generationOf(record) !== generation || record.epoch < floor) continue;
+      if (record.mode === "aux") continue;
       // A key that publishes records and has contributed nothing does not size the groups.
-      if (this.progress.hasContributed(peerId)) trainers += 1;
+      if (!this.progress.hasContributed(peerId)) continue;
+      // A trainer of another generation is following the same rollback (or this node is): it is
+      // about to average with this node, which must not step alone meanwhile.
+      if (generationOf(record) !== generation || record.epoch >= floor) trainers += 1;
     }
     for (const peer of this.node.members()) {
       if (!reported.has(peer) && this.node.modeOf(peer) !== "aux") trainers += 1;

@@ -519,10 +519,13 @@ export class ProgressTracker {
       };
       this.#table.set(from.peerId, entry);
     }
-    // Another session, or a rollback (another generation, whose epochs start over), announces anew.
-    if (record.session !== entry.record.session || generationOf(record) !== generationOf(entry.record)) {
+    // Another session announces anew; so does a rollback (another generation, whose epochs start
+    // over), though the peer has contributed all the same.
+    if (record.session !== entry.record.session) {
       entry.announced.clear();
       entry.largestGain = 0;
+    } else if (generationOf(record) !== generationOf(entry.record)) {
+      entry.announced.clear();
     }
     if (record.mode !== "aux") {
       const before = entry.announced.get(record.epoch)?.samples ?? 0;
