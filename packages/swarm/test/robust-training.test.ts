@@ -4,8 +4,9 @@ import type { ExperimentConfigInput } from "@barnraise/protocol";
 import type { Rpc, RpcFrameStream } from "../src/rpc/rpc.ts";
 import type { Swarm } from "../src/swarm.ts";
 import { at } from "./support/at.ts";
+import { lossAndGradient, regressionDataset, type RegressionDataset } from "./support/linear-regression.ts";
 import { eventually, TestAuthority } from "./support/swarm-fixtures.ts";
-import { seededRandom, startSwarm, testConfig } from "./support/swarm-harness.ts";
+import { startSwarm, testConfig } from "./support/swarm-harness.ts";
 
 /**
  * The attack of "open collaborations under attack": eight peers of a real swarm train a linear
@@ -25,37 +26,11 @@ const TRUE_WEIGHTS = Float64Array.from({ length: DIMENSION }, (_, i) => Math.sin
 
 type Attack = "none" | "scaled" | "sign-flipped" | "nan";
 
-interface Dataset {
-  inputs: Float64Array[];
-  targets: number[];
-}
+type Dataset = RegressionDataset;
 
-/** Each peer's own samples of y = w·x + noise, from its own seeded stream. */
+/** Each peer's own samples, from its own seeded stream. */
 function dataset(peer: number): Dataset {
-  const random = seededRandom(1_000 + peer);
-  const inputs: Float64Array[] = [];
-  const targets: number[] = [];
-  for (let n = 0; n < SAMPLES; n++) {
-    const x = Float64Array.from({ length: DIMENSION }, () => random() * 2 - 1);
-    let y = (random() * 2 - 1) * 0.3;
-    for (let i = 0; i < DIMENSION; i++) y += at(TRUE_WEIGHTS, i) * at(x, i);
-    inputs.push(x);
-    targets.push(y);
-  }
-  return { inputs, targets };
-}
-
-/** The mean squared error on `data` and its gradient. */
-function lossAndGradient(weights: Float32Array, data: Dataset): { loss: number; gradient: Float32Array } {
-  const gradient = new Float64Array(DIMENSION);
-  let loss = 0;
-  data.inputs.forEach((x, n) => {
-    let error = -at(data.targets, n);
-    for (let i = 0; i < DIMENSION; i++) error += at(weights, i) * at(x, i);
-    loss += error * error;
-    for (let i = 0; i < DIMENSION; i++) gradient[i] = at(gradient, i) + (2 * error * at(x, i)) / SAMPLES;
-  });
-  return { loss: loss / SAMPLES, gradient: Float32Array.from(gradient) };
+  return regressionDataset(1_000 + peer, SAMPLES, TRUE_WEIGHTS);
 }
 
 /** The loss over every honest peer's data. */

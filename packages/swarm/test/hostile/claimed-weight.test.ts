@@ -2,8 +2,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { ExperimentConfigInput } from "@barnraise/protocol";
 import type { Swarm } from "../../src/swarm.ts";
 import { at } from "../support/at.ts";
+import { lossAndGradient, regressionDataset, type RegressionDataset } from "../support/linear-regression.ts";
 import { eventually, TestAuthority } from "../support/swarm-fixtures.ts";
-import { seededRandom, startSwarm, testConfig } from "../support/swarm-harness.ts";
+import { startSwarm, testConfig } from "../support/swarm-harness.ts";
 
 /**
  * A member with a valid trainer pass joins every round declaring a weight of 10^15 samples (within
@@ -22,35 +23,11 @@ const LEARNING_RATE = 0.5;
 const CLAIMED_WEIGHT = 1e15;
 const TRUE_WEIGHTS = Float64Array.from({ length: DIMENSION }, (_, i) => Math.cos(i + 1));
 
-interface Dataset {
-  inputs: Float64Array[];
-  targets: number[];
-}
+type Dataset = RegressionDataset;
 
+/** Each peer's own samples, from its own seeded stream. */
 function dataset(peer: number): Dataset {
-  const random = seededRandom(7_000 + peer);
-  const inputs: Float64Array[] = [];
-  const targets: number[] = [];
-  for (let n = 0; n < SAMPLES; n++) {
-    const x = Float64Array.from({ length: DIMENSION }, () => random() * 2 - 1);
-    let y = (random() * 2 - 1) * 0.3;
-    for (let i = 0; i < DIMENSION; i++) y += at(TRUE_WEIGHTS, i) * at(x, i);
-    inputs.push(x);
-    targets.push(y);
-  }
-  return { inputs, targets };
-}
-
-function lossAndGradient(weights: Float32Array, data: Dataset): { loss: number; gradient: Float32Array } {
-  const gradient = new Float64Array(DIMENSION);
-  let loss = 0;
-  data.inputs.forEach((x, n) => {
-    let error = -at(data.targets, n);
-    for (let i = 0; i < DIMENSION; i++) error += at(weights, i) * at(x, i);
-    loss += error * error;
-    for (let i = 0; i < DIMENSION; i++) gradient[i] = at(gradient, i) + (2 * error * at(x, i)) / SAMPLES;
-  });
-  return { loss: loss / SAMPLES, gradient: Float32Array.from(gradient) };
+  return regressionDataset(7_000 + peer, SAMPLES, TRUE_WEIGHTS);
 }
 
 const swarms: Swarm[] = [];
