@@ -136,7 +136,8 @@ export class Swarm {
         this.#startedAt !== undefined && performance.now() - this.#startedAt >= (options.aloneAfterMs ?? 0),
       roundMembers: (epoch) => this.#roundMembers(epoch),
       generation: () => this.progress.generation(),
-      earnedWeight: (peer, epoch) => this.progress.earnedWeight(peer, epoch),
+      earnedWeight: (peer, epoch, declared, signal) =>
+        this.progress.awaitEarnedWeight(peer, epoch, declared, signal),
       logger,
       metrics: this.metrics,
     });

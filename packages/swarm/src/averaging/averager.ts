@@ -51,11 +51,12 @@ export interface AveragerOptions {
   /** This peer's run generation (rollbacks so far): groups form among peers of the same one. */
   generation?: () => number;
   /**
-   * The most weight `peer` can have earned for `epoch` by its progress records
-   * (`ProgressTracker.earnedWeight`): this peer's reducer refuses a sender declaring more in the
-   * samples round (round 0; later Moshpit rounds weigh groups, not samples). Absent: no check.
+   * The most weight `peer` can have earned for `epoch` by its progress records, once that reaches
+   * `declared` or a short wait for its records ran out (`ProgressTracker.awaitEarnedWeight`): this
+   * peer's reducer refuses a sender declaring more in the samples round (round 0; later Moshpit
+   * rounds weigh groups, not samples). Absent: no check.
    */
-  earnedWeight?: (peer: string, epoch: number) => number;
+  earnedWeight?: (peer: string, epoch: number, declared: number, signal: AbortSignal) => Promise<number>;
   /** Per-peer, per-round failure probability used to choose the group size (DeDLOC App. C). */
   failureRate?: number;
   /** A monotonic clock in milliseconds, to time rounds; default `performance.now`. */
@@ -348,7 +349,10 @@ export class Averager {
         // records earned, and none counts for more than MAX_WEIGHT_RATIO times the group's median.
         ...(round === 0 ? { maxWeightRatio: MAX_WEIGHT_RATIO } : {}),
         ...(round === 0 && earnedWeight !== undefined
-          ? { earnedWeight: (peer: string) => earnedWeight(peer, epoch) }
+          ? {
+              earnedWeight: (peer: string, declared: number, signal: AbortSignal) =>
+                earnedWeight(peer, epoch, declared, signal),
+            }
           : {}),
         chunkSizeBytes: averaging.chunkSizeBytes,
         chunksInFlight: averaging.chunksInFlight,

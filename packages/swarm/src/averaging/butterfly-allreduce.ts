@@ -66,7 +66,7 @@ export interface AllReduceRunOptions {
    */
   onContribution?: (contribution: ChunkContribution) => void;
   /** Checks each sender's declared weight at this member's reducer (see `ReducerSessionOptions.earnedWeight`). */
-  earnedWeight?: (peerId: string) => number;
+  earnedWeight?: (peerId: string, declared: number, signal: AbortSignal) => Promise<number>;
   /** Caps each weight in this member's aggregate (see `ReducerSessionOptions.maxWeightRatio`). */
   maxWeightRatio?: number;
   /** Encoded payload bytes per streamed chunk (see `chunkElementsFor`). */

@@ -78,10 +78,11 @@ export interface ReducerSessionOptions {
   aggregation?: Aggregation;
   /**
    * The most weight each remote sender can have earned (from its progress records, see
-   * `ProgressTracker.earnedWeight`): one declaring more is refused ("unearned") and its samples
-   * stay out of this part. Absent: declared weights are taken as they are.
+   * `ProgressTracker.awaitEarnedWeight`), resolved once it reaches the `declared` weight or a short
+   * wait for the sender's records ran out: one declaring more is refused ("unearned") and its
+   * samples stay out of this part. Absent: declared weights are taken as they are.
    */
-  earnedWeight?: (peerId: string) => number;
+  earnedWeight?: (peerId: string, declared: number, signal: AbortSignal) => Promise<number>;
   /**
    * Caps every contributor's weight in the aggregate at this many times the lower median of the
    * group's positive weights, so that no declared weight steers the mean or CenteredClip (the
@@ -117,7 +118,8 @@ export interface ReducerOutcome {
   excluded: { index: number; peerId: string; reason: ExclusionReason }[];
 }
 
-type SenderState = "absent" | "live" | "excluded" | "done";
+/** "checking": its stream is held while the records that earn its declared weight are awaited. */
+type SenderState = "absent" | "checking" | "live" | "excluded" | "done";
 
 interface RemoteSender {
   readonly index: number;
@@ -215,27 +217,17 @@ export class ReducerSession {
     if (sender === undefined) {
       throw new SwarmError(SwarmErrorCode.MALFORMED_MESSAGE, "a member cannot send to itself");
     }
-    if (sender.state === "excluded" && sender.refusal !== undefined) {
-      // Excluded before it connected (it came too late): it learns why like any refused sender.
-      const refusal = sender.refusal;
-      return incoming
-        .respond({ chunkCount: this.#chunks.length })
-        .then((stream) => this.#refuse(stream, refusal, excludedError(from.peerId, refusal)));
-    }
-    if (sender.state === "excluded") {
-      throw new SwarmError(
-        SwarmErrorCode.ALLREDUCE_FAILED,
-        `${from.peerId} was excluded from round ${head.groupId}`,
-        {
-          peer: from.peerId,
-        },
-      );
-    }
+    if (sender.state === "excluded") return this.#turnAway(sender, incoming);
     if (sender.state !== "absent") {
       throw malformed(`${from.peerId} already has a stream in round ${head.groupId}`);
     }
-    const earned = sender.contributes ? this.#options.earnedWeight?.(from.peerId) : undefined;
-    if (earned !== undefined && head.weight > earned) {
+    const { earnedWeight } = this.#options;
+    if (!sender.contributes || earnedWeight === undefined) return this.#admit(sender, incoming);
+    sender.state = "checking";
+    return earnedWeight(from.peerId, head.weight, this.#options.signal).then((earned) => {
+      // Excluded while its records were awaited (it took too long, or the round failed).
+      if (sender.state !== "checking") return this.#turnAway(sender, incoming);
+      if (head.weight <= earned) return this.#admit(sender, incoming);
       // A weight its progress records did not announce: it is told, and its samples stay out.
       const reason = `declared weight ${head.weight} is more than its progress records earned (${Math.floor(earned)})`;
       this.#options.logger.warn(
@@ -243,15 +235,38 @@ export class ReducerSession {
         `refused ${from.peerId} in the all-reduce: ${reason}`,
       );
       this.#exclude(sender, new SwarmError(SwarmErrorCode.UNAUTHORIZED_PEER, reason), "unearned");
-      return incoming
-        .respond({ chunkCount: this.#chunks.length })
-        .then((stream) => this.#refuse(stream, "unearned", excludedError(from.peerId, "unearned")));
-    }
+      return this.#turnAway(sender, incoming);
+    });
+  }
+
+  /** Serves an admitted sender's stream; resolves when it is done. */
+  #admit(sender: RemoteSender, incoming: RpcIncoming<AllReduceRequest, AllReduceResponse>): Promise<void> {
     sender.state = "live";
-    sender.weight = head.weight;
+    sender.weight = incoming.head.weight;
     const serving = this.#serve(sender, incoming);
     this.#connections.push(serving);
     return serving;
+  }
+
+  /**
+   * Answers an excluded sender: one refused for what it did (or came too late) learns why on its
+   * stream like any refused sender; otherwise the caller gets the error.
+   */
+  #turnAway(sender: RemoteSender, incoming: RpcIncoming<AllReduceRequest, AllReduceResponse>): Promise<void> {
+    const refusal = sender.refusal;
+    if (refusal !== undefined && this.#failure === undefined) {
+      return incoming
+        .respond({ chunkCount: this.#chunks.length })
+        .then((stream) => this.#refuse(stream, refusal, excludedError(sender.peerId, refusal)));
+    }
+    return Promise.reject(
+      this.#failure ??
+        new SwarmError(
+          SwarmErrorCode.ALLREDUCE_FAILED,
+          `${sender.peerId} was excluded from round ${incoming.head.groupId}`,
+          { peer: sender.peerId },
+        ),
+    );
   }
 
   /**
@@ -291,7 +306,12 @@ export class ReducerSession {
     const timer = stallAwareTimeout(() => {
       for (const sender of this.#remotes.values()) {
         if (!this.#hasDelivered(sender, k)) {
-          const what = sender.state === "absent" ? "did not connect" : `did not deliver chunk ${k}`;
+          const what =
+            sender.state === "absent"
+              ? "did not connect"
+              : sender.state === "checking"
+                ? "did not show records that earn its weight"
+                : `did not deliver chunk ${k}`;
           this.#exclude(
             sender,
             new SwarmError(SwarmErrorCode.TIMEOUT, `${what} within ${this.#options.senderTimeoutMs} ms`),
@@ -311,7 +331,7 @@ export class ReducerSession {
 
   #hasDelivered(sender: RemoteSender, k: number): boolean {
     if (sender.state === "excluded") return true;
-    if (sender.state === "absent") return false;
+    if (sender.state === "absent" || sender.state === "checking") return false;
     return !sender.contributes || sender.chunks.has(k);
   }
 

@@ -123,6 +123,13 @@ interface Announced {
  */
 const MIN_EARNED_EXTRAPOLATION_MS = 5_000;
 
+/**
+ * How long a reducer waits for the record that announces a member's weight when the records it
+ * holds do not earn it yet: a member publishes the samples of a round as the round starts, and
+ * gossip may bring that record after the member's stream (seen under load).
+ */
+export const EARNED_RECORD_WAIT_MS = 3_000;
+
 /** How long a sender whose records are refused is remembered, so that its next ones are judged against its last accepted one. */
 const REFUSED_MEMORY_MS = 10 * 60_000;
 /** Epochs of announced samples kept per peer (the latest announced): the current, the one averaging, one more. */
@@ -442,6 +449,35 @@ export class ProgressTracker {
     );
     const since = Math.max((announced.samplesPerSecond * elapsedMs) / 1000, entry.largestGain);
     return (announced.samples + since) * EARNED_WEIGHT_SLACK;
+  }
+
+  /**
+   * `earnedWeight`, once it reaches `declared` or, when it does not, after waiting `waitMs` for
+   * records of `peer` (the one announcing the round may still be on its way) or until `signal`
+   * aborts. Never rejects.
+   */
+  awaitEarnedWeight(
+    peer: PeerIdString,
+    epoch: number,
+    declared: number,
+    signal?: AbortSignal,
+    waitMs = EARNED_RECORD_WAIT_MS,
+  ): Promise<number> {
+    const earned = this.earnedWeight(peer, epoch);
+    if (earned >= declared || signal?.aborted === true) return Promise.resolve(earned);
+    return new Promise((resolve) => {
+      const finish = () => {
+        clearTimeout(timer);
+        unsubscribe();
+        signal?.removeEventListener("abort", finish);
+        resolve(this.earnedWeight(peer, epoch));
+      };
+      const timer = setTimeout(finish, waitMs);
+      const unsubscribe = this.on("update", (update) => {
+        if (update.peerId === peer && this.earnedWeight(peer, epoch) >= declared) finish();
+      });
+      signal?.addEventListener("abort", finish, { once: true });
+    });
   }
 
   /**

@@ -36,7 +36,7 @@ function maxDifference(a: ArrayLike<number>, b: ArrayLike<number>): number {
 async function round(
   weights: readonly number[],
   inputs: readonly Float32Array[],
-  bounds: { maxWeightRatio?: number; earnedWeight?: (peerId: string) => number },
+  bounds: { maxWeightRatio?: number; earnedWeight?: (peerId: string, declared: number) => Promise<number> },
 ): Promise<PromiseSettledResult<AllReduceResult>[]> {
   const network = new MemoryRpcNetwork();
   const members: GroupMember[] = weights.map((weight, k) => ({ peerId: `m${k}`, mode: "node", weight }));
@@ -98,7 +98,9 @@ describe("weight bounds in the butterfly all-reduce", () => {
       ["m2", 40],
       ["m3", 40],
     ]);
-    const settled = await round(weights, inputs, { earnedWeight: (peer) => earned.get(peer) ?? 0 });
+    const settled = await round(weights, inputs, {
+      earnedWeight: (peer) => Promise.resolve(earned.get(peer) ?? 0),
+    });
     // The liar is told it was refused; the others average without its samples (each reducer but
     // its own left it out; its own part is the liar's to reduce, a validator's concern).
     expect(at(settled, 3).status).toBe("rejected");
@@ -106,6 +108,24 @@ describe("weight bounds in the butterfly all-reduce", () => {
       const result = fulfilled(outcome);
       expect(result.excluded).toEqual(["m3"]);
       expect(result.exclusions).toContainEqual({ peer: "m3", reason: "unearned" });
+    }
+  });
+
+  it("hold a sender's stream while the record that earns its weight is on its way, then average it", async () => {
+    const weights = [32, 32, 32];
+    const inputs = vectors(3, 4);
+    // Every reducer learns what m2 earned only 200 ms after m2's stream arrived.
+    const late = (peer: string) =>
+      new Promise<number>((resolve) => {
+        setTimeout(() => {
+          resolve(peer === "m2" ? 40 : 32);
+        }, 200);
+      });
+    const results = (await round(weights, inputs, { earnedWeight: late })).map(fulfilled);
+    for (const result of results) {
+      expect(result.excluded).toEqual([]);
+      expect(maxDifference(result.vector, weightedMean(inputs, weights))).toBeLessThan(1e-6);
+      expect(result.totalWeight).toBe(96);
     }
   });
 });

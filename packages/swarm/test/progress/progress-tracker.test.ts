@@ -503,4 +503,25 @@ describe("ProgressTracker", () => {
     expect(a.records()).toEqual([]);
     expect(a.swarmSize()).toBe(1);
   });
+
+  it("waits for the record that announces a member's weight, and gives up after the wait", async () => {
+    const { trackers, pushAll } = swarm(2);
+    const [reducer, member] = trackers as [ProgressTracker, ProgressTracker];
+    member.report({ epoch: 3, samplesAccumulated: 0, samplesPerSecond: 0 });
+    await pushAll();
+    expect(reducer.earnedWeight("p1", 3)).toBe(0);
+
+    // The member's stream came first; the record announcing its round's 32 samples follows.
+    const earned = reducer.awaitEarnedWeight("p1", 3, 32);
+    clock.now += 1_000;
+    member.report({ epoch: 3, samplesAccumulated: 32, samplesPerSecond: 0, averagingEpoch: 3 });
+    await settle();
+    expect(await earned).toBeGreaterThanOrEqual(32);
+
+    // No record earns 1000 samples: the reducer is told what was earned once the wait ran out.
+    const started = performance.now();
+    const unearned = await reducer.awaitEarnedWeight("p1", 3, 1_000, undefined, 50);
+    expect(unearned).toBeLessThan(1_000);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(45);
+  });
 });
