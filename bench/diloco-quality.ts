@@ -4,7 +4,8 @@
  *
  *   node bench/diloco-quality.ts [--models mnist-mlp,albert-mlm] [--variants dedloc,diloco-int8,diloco-topk]
  *       [--peers 4] [--backend wasm] [--samples N] [--h H] [--target-batch-size T] [--lr 1e-3]
- *       [--outer-lr LR] [--outer-momentum M] [--topk-density 0.015] [--data-dir DIR]
+ *       [--outer-lr LR] [--outer-momentum M] [--topk-density 0.015] [--aggregation mean]
+ *       [--data-dir DIR]
  *
  * For each model (mnist-mlp on MNIST; a small albert-mlm on the Brown corpus, see
  * bench/support/diloco-setup.ts): --peers peers in this process, each a real `Swarm` (libp2p on
@@ -19,6 +20,8 @@
  *                and the outer step the form suggests with top-k: SGD of rate 1 without momentum
  *                (error feedback plays momentum's part, as in SparseLoCo); --outer-lr and
  *                --outer-momentum set both diloco variants' outer step.
+ * --aggregation sets every variant's `averaging.aggregation` (mean, centered-clip): run it once with
+ * each to see what robust aggregation costs an honest swarm.
  * Defaults: mnist-mlp T = 256, H = 100, 102,400 samples (4 rounds); albert-mlm T = 64, H = 16
  * (smaller, so that a few minutes on a CPU still hold 12 rounds), 12,288 samples. --samples, --h
  * and --target-batch-size override them for every model.
@@ -42,6 +45,7 @@
 import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 import {
+  Aggregation,
   parseExperimentConfig,
   type ExperimentConfig,
   type ExperimentConfigInput,
@@ -84,6 +88,7 @@ const { values: flags } = parseArgs({
     "outer-lr": { type: "string" },
     "outer-momentum": { type: "string" },
     "topk-density": { type: "string" },
+    aggregation: { type: "string", default: "mean" },
     "data-dir": { type: "string", default: DEFAULT_DATA_DIR },
   },
 });
@@ -126,6 +131,13 @@ if (outerMomentum !== undefined && !(outerMomentum >= 0 && outerMomentum < 1)) {
 const topkDensity =
   flags["topk-density"] === undefined ? undefined : positive("topk-density", flags["topk-density"]);
 
+const aggregation = flags.aggregation;
+if (!(Object.values(Aggregation) as string[]).includes(aggregation)) {
+  throw new RangeError(
+    `--aggregation must be one of ${Object.values(Aggregation).join(", ")}, got ${aggregation}`,
+  );
+}
+
 /** Every peer starts from these parameters; peer k reads its data with seed DATA_SEED + k. */
 const INIT_SEED = 1234;
 const DATA_SEED = 100;
@@ -136,6 +148,8 @@ interface VariantResult {
   readonly samples: number;
   readonly rounds: number;
   readonly failedRounds: number;
+  /** Failed rounds (per peer) by what failed them, ids and numbers left out. */
+  readonly failureKinds: ReadonlyMap<string, number>;
   /** Σ over peers of the step events' bytesSent. */
   readonly bytesSent: number;
   readonly seconds: number;
@@ -146,6 +160,14 @@ interface VariantResult {
   /** Whether every peer ended with the same θ. */
   /** How many peers ended with the evaluated θ (the others' last round failed). */
   readonly agreed: number;
+}
+
+/** What failed a round, without the ids and numbers that make each message unique. */
+function failureKind(error: unknown): string {
+  return firstLine(error)
+    .replace(/12D3KooW\w+/g, "<peer>")
+    .replace(/e\d+\/r\d+\/\S*/g, "<group>")
+    .replace(/\d+(\.\d+)?/g, "N");
 }
 
 function log(line: string): void {
@@ -183,6 +205,7 @@ async function runVariant(
     let bytesSent = 0;
     const steppedEpochs = new Set<number>();
     const failedEpochs = new Set<number>();
+    const failureKinds = new Map<string, number>();
     const started = performance.now();
     const cpuBefore = process.cpuUsage();
     const machineBefore = machineJiffies();
@@ -222,6 +245,8 @@ async function runVariant(
           if (failedEpochs.size < 3)
             log(`    peer ${k} round ${event.epoch} failed: ${firstLine(event.error)}`);
           failedEpochs.add(event.epoch);
+          const kind = failureKind(event.error);
+          failureKinds.set(kind, (failureKinds.get(kind) ?? 0) + 1);
         }
         if (event.type !== "step") return;
         bytesSent += event.bytesSent ?? 0;
@@ -258,6 +283,7 @@ async function runVariant(
       samples: finish.runSamples,
       rounds: steppedEpochs.size,
       failedRounds: failedEpochs.size,
+      failureKinds,
       bytesSent,
       seconds,
       cpuCores: (cpu.user + cpu.system) / 1e6 / seconds,
@@ -333,7 +359,11 @@ async function runModel(name: keyof typeof BENCH_MODELS): Promise<ModelReport> {
       outerLearningRate,
       outerMomentum,
       ...(topkDensity === undefined ? {} : { topkDensity }),
-      averaging: { matchmakingTimeoutMs: 15_000, allreduceTimeoutMs: 30_000 },
+      averaging: {
+        matchmakingTimeoutMs: 15_000,
+        allreduceTimeoutMs: 30_000,
+        aggregation: aggregation as Aggregation,
+      },
     });
     log(
       `  ${variant}: training (round target ${formatCount(parseExperimentConfig(input).training.targetBatchSize)} samples)`,
@@ -403,7 +433,7 @@ function printReport(report: ModelReport): void {
   console.log(
     `${report.name}: ${peerCount} peers, T = ${report.bench.targetBatchSize}, H = ${report.h} (DiLoCo rounds of ` +
       `${formatCount(report.h * report.bench.targetBatchSize)} samples), local batch ${report.bench.localBatchSize}, ` +
-      `inner/DeDLOC Adam lr ${learningRate}, outer ` +
+      `aggregation ${aggregation}, inner/DeDLOC Adam lr ${learningRate}, outer ` +
       (outerLearningRate === undefined && outerMomentum === undefined
         ? "Nesterov SGD lr 0.7 momentum 0.9 (int8), SGD lr 1 without momentum (topk); "
         : `SGD lr ${outerLearningRate ?? "0.7 (int8) / 1 (topk)"} momentum ${outerMomentum ?? "0.9 (int8) / 0 (topk)"}; `) +
@@ -427,6 +457,11 @@ function printReport(report: ModelReport): void {
   ];
   for (const line of formatTable(header, rows)) console.log(line);
   for (const failure of report.failures) console.log(`failed: ${failure}`);
+  for (const result of report.results) {
+    for (const [kind, count] of result.failureKinds) {
+      console.log(`${result.variant}: ${count} failed rounds: ${kind}`);
+    }
+  }
 }
 
 const started = performance.now();

@@ -20,9 +20,14 @@ export interface CenteredClipOptions {
   start?: Float64Array;
 }
 
+/** Up to this many points, each coordinate's values are ordered by insertion (fast for few). */
+const INSERTION_SORT_POINTS = 32;
+
 /**
  * The coordinate-wise weighted median: per element, the smallest value at which the weights of
  * the values not above it reach half the total weight. Robust to any minority of the weight.
+ * It is the start of every CenteredClip and its most expensive part, so each coordinate's few values
+ * are ordered in place (insertion sort into a reused buffer) rather than by a comparator per call.
  */
 export function weightedMedian(
   points: readonly ArrayLike<number>[],
@@ -30,15 +35,41 @@ export function weightedMedian(
 ): Float64Array {
   const length = points[0]?.length ?? 0;
   const median = new Float64Array(length);
+  const count = points.length;
+  if (count === 0) return median;
   const total = weights.reduce((sum, weight) => sum + weight, 0);
+  const values = new Float64Array(count);
+  const sorted = new Float64Array(count);
+  const sortedWeights = new Float64Array(count);
   const order = points.map((_, index) => index);
   for (let i = 0; i < length; i++) {
-    order.sort((a, b) => (points[a]?.[i] ?? 0) - (points[b]?.[i] ?? 0) || a - b);
+    for (let k = 0; k < count; k++) values[k] = points[k]?.[i] ?? 0;
+    if (count <= INSERTION_SORT_POINTS) {
+      for (let k = 0; k < count; k++) {
+        const value = values[k] ?? 0;
+        const weight = weights[k] ?? 0;
+        let j = k;
+        // Strictly greater: equal values keep their input order, as a stable sort would.
+        while (j > 0 && (sorted[j - 1] ?? 0) > value) {
+          sorted[j] = sorted[j - 1] ?? 0;
+          sortedWeights[j] = sortedWeights[j - 1] ?? 0;
+          j -= 1;
+        }
+        sorted[j] = value;
+        sortedWeights[j] = weight;
+      }
+    } else {
+      order.sort((a, b) => (values[a] ?? 0) - (values[b] ?? 0) || a - b);
+      order.forEach((index, k) => {
+        sorted[k] = values[index] ?? 0;
+        sortedWeights[k] = weights[index] ?? 0;
+      });
+    }
     let below = 0;
-    for (const index of order) {
-      below += weights[index] ?? 0;
+    for (let k = 0; k < count; k++) {
+      below += sortedWeights[k] ?? 0;
       if (2 * below >= total) {
-        median[i] = points[index]?.[i] ?? 0;
+        median[i] = sorted[k] ?? 0;
         break;
       }
     }

@@ -1,4 +1,4 @@
-import { parseExperimentConfig } from "@barnraise/protocol";
+import { newRunConfig } from "@barnraise/protocol";
 import type { Metadata } from "next";
 import { redirect } from "next/navigation";
 import { getAppContext } from "../../../src/server/context.ts";
@@ -22,7 +22,7 @@ export default async function NewExperimentPage() {
           </p>
         </div>
       </div>
-      <ExperimentForm mode="create" initialConfig={parseExperimentConfig({})} />
+      <ExperimentForm mode="create" initialConfig={newRunConfig()} />
     </main>
   );
 }

@@ -2,7 +2,7 @@ import {
   canonicalJson,
   experimentConfigSchema,
   experimentIdSchema,
-  parseExperimentConfig,
+  newRunConfig,
   type ExperimentConfig,
 } from "@barnraise/protocol";
 import { z } from "zod";
@@ -46,7 +46,7 @@ export async function createExperiment(
   organizer: SessionUser,
   input: CreateExperimentInput,
 ): Promise<ExperimentView> {
-  const config = input.config ?? parseExperimentConfig({});
+  const config = input.config ?? newRunConfig();
   await checkModelFitsDataset(ctx, config);
   const key = newAuthorityKey(ctx.env.sealingSecrets, { experimentId: input.id, keyVersion: 1 });
   try {
