@@ -116,6 +116,13 @@ export interface SwarmStatusBody {
     readonly reason: string;
     readonly at: number;
   }>;
+  /** Trainers whose progress records this aux refused as implausible lately: why, how many, when. */
+  readonly implausible: ReadonlyArray<{
+    readonly peerId: string;
+    readonly reason: string;
+    readonly count: number;
+    readonly at: number;
+  }>;
   /** The swarm's split while the aux sees one, else null. */
   readonly split: SplitReport | null;
 }

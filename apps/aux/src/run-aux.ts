@@ -20,6 +20,7 @@ import {
 import type { Logger } from "pino";
 import { swarmHeartbeat } from "./monitor/heartbeat.ts";
 import { ResumeWatch } from "./monitor/resume-watch.ts";
+import { ImplausibleRecords } from "./monitor/implausible-records.ts";
 import { SplitWatch } from "./monitor/split-watch.ts";
 import { StepAggregator, type AggregatedStep } from "./monitor/step-aggregator.ts";
 import { AuxPlatformClient, PlatformRequestError } from "./platform-client.ts";
@@ -239,6 +240,11 @@ async function runRoles(context: RolesContext): Promise<void> {
   const aggregator = new StepAggregator({ ttlMs: 5_000, graceMs: 2_500 });
   // One run, one model: the trainers' state digests at one step must agree.
   const splits = new SplitWatch({ ttlMs: 5_000 });
+  // Trainers whose records claim what none could: the manage page flags them with the reason.
+  const implausible = new ImplausibleRecords();
+  const unwatchImplausible = swarm.progress.onImplausible((refused) => {
+    implausible.record(refused);
+  });
   const unsubscribe = swarm.progress.on("update", (update) => {
     aggregator.observe(update);
     splits.observe(update);
@@ -453,7 +459,13 @@ async function runRoles(context: RolesContext): Promise<void> {
       swarm.metrics.peersOnline.set(liveness.alivePeers);
       if (now - livenessAt >= LIVENESS_EVERY_MS) {
         livenessAt = now;
-        const heartbeat = swarmHeartbeat({ aggregator, splits, refusals: swarm.node.refusedPeers, now });
+        const heartbeat = swarmHeartbeat({
+          aggregator,
+          splits,
+          refusals: swarm.node.refusedPeers,
+          implausible,
+          now,
+        });
         if ((heartbeat.split === null) !== (splitSince === undefined)) {
           splitSince = heartbeat.split?.since;
           if (heartbeat.split === null) logger.info("the swarm trains one model again");
@@ -565,6 +577,7 @@ async function runRoles(context: RolesContext): Promise<void> {
     }
   } finally {
     unsubscribe();
+    unwatchImplausible();
     unsubscribeControl();
     unsubscribeHelper?.();
     stopObserving?.();

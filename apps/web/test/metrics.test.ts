@@ -1,3 +1,4 @@
+import { parseExperimentConfig } from "@barnraise/protocol";
 import { testDatabaseProviders } from "@barnraise/prisma/testing";
 import { PeerRole } from "@barnraise/protocol";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
@@ -18,6 +19,7 @@ import {
   type JoinedNode,
 } from "./support/peer-fixtures.ts";
 import { callRoute, createTestApp, type TestApp } from "./support/test-app.ts";
+import { creditBound } from "../src/server/services/ingest-metrics.ts";
 
 interface PeerReport {
   peerId: string;
@@ -336,6 +338,37 @@ describe.each(testDatabaseProviders())("metrics (%s)", (provider) => {
     // An older step arriving late is still recorded once, and the last step stays the highest.
     const late = await post(3, []);
     expect(await late.json()).toMatchObject({ stored: true, lastStep: 4 });
+  });
+
+  it("credits a node no more than the run can have trained: a first total of 2^47 samples is cut", async () => {
+    const [a, b] = trainers;
+    if (!a || !b) throw new Error("two trainers expected");
+    await app.db.experiment.update({
+      where: { id: setup.experimentId },
+      data: { swarmSamplesPerSecond: 500 },
+    });
+    const { training } = parseExperimentConfig({});
+    // The aux first saw the liar's session 30 s ago; the honest node's session, 40 s ago.
+    await post(1, [
+      peer(a, { samples: 2 ** 47, computeSeconds: 1e9, sessionSeconds: 30 }),
+      peer(b, { samples: 12_000, computeSeconds: 35, sessionSeconds: 40 }),
+    ]);
+    const bound = creditBound({ config: "{}", swarmSamplesPerSecond: 500 }, 30_000);
+    expect(bound.samples).toBe(2 * 500 * 30 + 4 * training.targetBatchSize);
+    const liar = (await contributionOf(a)).contribution;
+    expect(Number(liar?.samples)).toBeGreaterThan(bound.samples - 1_000);
+    expect(Number(liar?.samples)).toBeLessThanOrEqual(bound.samples);
+    expect(liar?.computeSeconds).toBeLessThanOrEqual(30 * 2 + 60 + 1);
+    // The honest node is credited what it reported.
+    expect((await contributionOf(b)).contribution).toMatchObject({ samples: 12_000n, computeSeconds: 35 });
+    // Reported again at once: the liar's credit hardly moves; the honest node's next step counts.
+    await post(2, [
+      peer(a, { samples: 2 ** 47, computeSeconds: 1e9, sessionSeconds: 31 }),
+      peer(b, { samples: 12_000 + training.targetBatchSize, computeSeconds: 36, sessionSeconds: 41 }),
+    ]);
+    const again = Number((await contributionOf(a)).contribution?.samples);
+    expect(again).toBeLessThanOrEqual(Number(liar?.samples) + 4 * training.targetBatchSize + 2 * 500 * 5);
+    expect((await contributionOf(b)).contribution?.samples).toBe(BigInt(12_000 + training.targetBatchSize));
   });
 
   it("does not record a step far past what the run can have reached since its last recorded one", async () => {

@@ -23,6 +23,7 @@ const SESSION_ROUTE_FILES = [
   "experiments/[id]/route.ts",
   "experiments/[id]/status/route.ts",
   "experiments/[id]/rollback/route.ts",
+  "experiments/[id]/metrics/discard/route.ts",
   "experiments/[id]/authority-key/route.ts",
   "experiments/[id]/allowlist/route.ts",
   "experiments/[id]/allowlist/[username]/route.ts",

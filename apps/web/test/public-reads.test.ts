@@ -63,6 +63,11 @@ describe.each(testDatabaseProviders())("public reads (%s)", (provider) => {
       sessionSeconds,
     });
     const path = `/api/v1/experiments/${setup.experimentId}/metrics`;
+    // A swarm this fast can have trained billions of samples in these sessions (credit is bounded by it).
+    await app.db.experiment.update({
+      where: { id: setup.experimentId },
+      data: { swarmSamplesPerSecond: 100_000_000 },
+    });
     const response = await postSignedJson(postMetrics, path, { id: setup.experimentId }, setup.aux, {
       step: 1,
       loss: 2,
@@ -72,7 +77,7 @@ describe.each(testDatabaseProviders())("public reads (%s)", (provider) => {
       peers: [
         peer(a1, 3_000_000_000, 100, 50),
         peer(a2, 1_000, 20.5, 400),
-        peer(b1, 5_000_000_000, 10, 5),
+        peer(b1, 5_000_000_000, 10, 60),
         { ...peer(setup.aux, 0, 0, 3600), bytesAggregated: 7_000_000_000 },
       ],
     });
@@ -85,7 +90,7 @@ describe.each(testDatabaseProviders())("public reads (%s)", (provider) => {
         samples: 5_000_000_000,
         computeSeconds: 10,
         bytesAggregated: 0,
-        longestSessionSeconds: 5,
+        longestSessionSeconds: 60,
         peers: 1,
       },
       {

@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { GET as getExperiment } from "../app/api/v1/experiments/[id]/route.ts";
 import { GET as getMyNodes } from "../app/api/v1/me/nodes/route.ts";
 import { nodeListSchema } from "../src/api/schemas/nodes.ts";
+import { listImplausibleNodes } from "../src/server/services/list-implausible-nodes.ts";
 import { SWARM_SEEN_WITHIN_MS } from "../src/server/services/peer-status.ts";
 import { POST as postSwarmStatus } from "../app/api/v1/experiments/[id]/swarm-status/route.ts";
 import { MAX_HEARTBEAT_BODY_BYTES } from "../src/api/schemas/peer.ts";
@@ -303,6 +304,49 @@ describe.each(testDatabaseProviders())("swarm status (%s)", (provider) => {
       const fresh = await createToken(app, setup.experimentId, user);
       await joinNode(setup.experimentId, fresh, node.key);
       expect(await myNode(cookie, node.peerId)).toMatchObject({ counted: true, swarmRefusal: null });
+    });
+
+    it("flags a node whose progress records the aux refused as implausible, for the organizer, with the reason", async () => {
+      const { user, node } = await volunteerNode();
+      expect(await listImplausibleNodes(app.ctx, setup.organizer, setup.experimentId)).toEqual([]);
+      // The aux's clock runs a minute behind the platform's: the refusal is dated by its age.
+      const auxClock = clock - 60_000;
+      const refused = {
+        peerId: node.peerId,
+        reason: "epoch 1000050 is past 54",
+        count: 3,
+        at: auxClock - 1_000,
+      };
+      expect((await report({ implausible: [refused] }, auxClock)).status).toBe(200);
+      const flagged = {
+        peerId: node.peerId,
+        username: user.username,
+        ownerStatus: "approved",
+        reason: refused.reason,
+        count: 3,
+        at: iso(clock - 1_000),
+      };
+      expect(await listImplausibleNodes(app.ctx, setup.organizer, setup.experimentId)).toEqual([flagged]);
+      // A restarted aux counts from 1 again: the count kept is the largest, the reason the latest.
+      clock += 5_000;
+      const later = { ...refused, reason: "samplesPerSecond 1e9 is more than 64 × 40", count: 1, at: clock };
+      expect((await report({ implausible: [later] }, clock)).status).toBe(200);
+      expect(await listImplausibleNodes(app.ctx, setup.organizer, setup.experimentId)).toEqual([
+        { ...flagged, reason: later.reason, at: iso(clock) },
+      ]);
+      // Only the organizer sees the list.
+      await expect(listImplausibleNodes(app.ctx, user, setup.experimentId)).rejects.toThrow();
+      // Malformed reports change nothing.
+      for (const extra of [
+        { implausible: [{ ...refused, peerId: "not a peer id" }] },
+        { implausible: [{ ...refused, count: -1 }] },
+        { implausible: [{ ...refused, reason: "x".repeat(513) }] },
+      ]) {
+        expect(await errorCode(await report(extra)), JSON.stringify(extra)).toEqual({
+          status: 400,
+          code: "INVALID_INPUT",
+        });
+      }
     });
 
     it("touches only this experiment's nodes, and refuses malformed reports", async () => {

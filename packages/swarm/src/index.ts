@@ -28,6 +28,7 @@ export {
   type EpochProgress,
   type LocalProgress,
   type ProgressTrackerOptions,
+  type ImplausibleRecord,
 } from "./progress/progress-tracker.ts";
 export {
   MAX_SESSION_LENGTH,

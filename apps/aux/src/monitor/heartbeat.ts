@@ -1,5 +1,6 @@
 import type { RefusalLog } from "@barnraise/swarm";
 import type { SwarmStatusBody } from "../platform-client.ts";
+import type { ImplausibleRecords } from "./implausible-records.ts";
 import type { SplitWatch } from "./split-watch.ts";
 import type { StepAggregator } from "./step-aggregator.ts";
 
@@ -13,16 +14,17 @@ const MAX_TRAINERS = 2_000;
 
 /**
  * The heartbeat the aux posts every few seconds: the swarm's liveness and throughput, which
- * trainers the swarm accepts and whether each averages, whose passes this aux refused and why, and
- * whether the swarm has split. The platform shows each node's standing and the split from it.
+ * trainers the swarm accepts and whether each averages, whose passes this aux refused and why, whose
+ * progress records it refused as implausible and why, and whether the swarm has split. The platform shows each node's standing and the split from it.
  */
 export function swarmHeartbeat(parts: {
   readonly aggregator: StepAggregator;
   readonly splits: SplitWatch;
   readonly refusals: RefusalLog;
+  readonly implausible: ImplausibleRecords;
   readonly now: number;
 }): SwarmStatusBody {
-  const { aggregator, splits, refusals, now } = parts;
+  const { aggregator, splits, refusals, implausible, now } = parts;
   const { alivePeers, samplesPerSecond } = aggregator.liveness();
   return {
     alivePeers,
@@ -41,6 +43,7 @@ export function swarmHeartbeat(parts: {
         reason: refusal.reason,
         at: refusal.at,
       })),
+    implausible: implausible.recent(REFUSALS_WINDOW_MS).slice(0, MAX_REFUSALS),
     split: splits.current(),
   };
 }

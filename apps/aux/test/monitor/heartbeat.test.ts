@@ -8,6 +8,7 @@ import {
   swarmStatusReportSchema,
 } from "../../../web/src/api/schemas/peer.ts";
 import { swarmHeartbeat } from "../../src/monitor/heartbeat.ts";
+import { ImplausibleRecords } from "../../src/monitor/implausible-records.ts";
 import { SplitWatch } from "../../src/monitor/split-watch.ts";
 import { StepAggregator } from "../../src/monitor/step-aggregator.ts";
 
@@ -38,6 +39,7 @@ function setup(options: { maxRefusals?: number } = {}) {
     now,
     ...(options.maxRefusals === undefined ? {} : { maxPeers: options.maxRefusals }),
   });
+  const implausible = new ImplausibleRecords(now);
   const push = (peerId: string, fields: Partial<ProgressRecord> & Pick<ProgressRecord, "epoch">): void => {
     const mode = fields.mode ?? "node";
     const record: ProgressRecord = {
@@ -64,7 +66,7 @@ function setup(options: { maxRefusals?: number } = {}) {
   const advance = (ms: number): void => {
     clock.now += ms;
   };
-  const heartbeat = () => swarmHeartbeat({ aggregator, splits, refusals, now: clock.now });
+  const heartbeat = () => swarmHeartbeat({ aggregator, splits, refusals, implausible, now: clock.now });
   /**
    * The heartbeats over `ms`: one now, then one every 5 s, each once `publish` has had the trainers
    * publish their records again (their records live 5 s). Returns every body, the latest last.
@@ -78,7 +80,7 @@ function setup(options: { maxRefusals?: number } = {}) {
     }
     return bodies;
   };
-  return { clock, aggregator, splits, refusals, push, advance, heartbeat, beats };
+  return { clock, aggregator, splits, refusals, implausible, push, advance, heartbeat, beats };
 }
 
 /** Parses `body` as the platform does; the output must be the body itself, nothing dropped or added. */
@@ -130,6 +132,7 @@ describe("swarmHeartbeat", () => {
         { peerId: C },
       ]) as unknown,
       refused: [],
+      implausible: [],
       split: null,
     });
     expect(body.trainers).toHaveLength(3);
@@ -251,6 +254,7 @@ describe("swarmHeartbeat", () => {
       time: clock.now,
       trainers: [],
       refused: [],
+      implausible: [],
       split: null,
     });
     expect(platformParse(body)).toEqual(body);
@@ -313,5 +317,26 @@ describe("swarmHeartbeat", () => {
     }
     expect(body.split).toMatchObject({ kind: "alone", groups: [{ peers: others }, { peers: [lone] }] });
     expect(platformParse(body)).toEqual(body);
+  });
+
+  it("reports the trainers whose records were refused as implausible in the last minute, with the reason and count", () => {
+    const { implausible, advance, heartbeat } = setup();
+    implausible.record({
+      peerId: A,
+      username: "mallory",
+      reason: "samplesTotal 2^47 grew by more …",
+      count: 1,
+    });
+    advance(30_000);
+    implausible.record({ peerId: B, username: "mallory", reason: "epoch 1000050 is past 54", count: 1 });
+    implausible.record({ peerId: A, username: "mallory", reason: "samplesPerSecond 1e9 …", count: 2 });
+    const body = heartbeat();
+    expect(body.implausible).toEqual([
+      { peerId: A, reason: "samplesPerSecond 1e9 …", count: 2, at: body.time },
+      { peerId: B, reason: "epoch 1000050 is past 54", count: 1, at: body.time },
+    ]);
+    expect(platformParse(body)).toEqual(body);
+    advance(MINUTE + 1);
+    expect(heartbeat().implausible).toEqual([]);
   });
 });

@@ -7,6 +7,7 @@ import * as allowlist from "../../app/api/v1/experiments/[id]/allowlist/route.ts
 import * as authorityKey from "../../app/api/v1/experiments/[id]/authority-key/route.ts";
 import * as joinRequests from "../../app/api/v1/experiments/[id]/join-requests/route.ts";
 import * as membership from "../../app/api/v1/experiments/[id]/membership/route.ts";
+import * as discardMetrics from "../../app/api/v1/experiments/[id]/metrics/discard/route.ts";
 import * as rollback from "../../app/api/v1/experiments/[id]/rollback/route.ts";
 import * as experiment from "../../app/api/v1/experiments/[id]/route.ts";
 import * as status from "../../app/api/v1/experiments/[id]/status/route.ts";
@@ -148,6 +149,16 @@ export const routeCases: readonly RouteCase[] = [
         method: "POST",
         body: { checkpointId: c.world.checkpointId },
       })(c),
+  },
+  {
+    name: "POST /experiments/{id}/metrics/discard",
+    mutation: true,
+    experimentScoped: true,
+    expected: organizerOnly("200"),
+    call: calling(discardMetrics.POST, at("/metrics/discard"), {
+      method: "POST",
+      body: { fromStep: 0, toStep: 10, discarded: true },
+    }),
   },
   {
     name: "POST /experiments/{id}/authority-key",

@@ -10,6 +10,8 @@ import {
 import { errorResponses, mutationErrorCodes } from "../schemas/errors.ts";
 import {
   createExperimentRequestSchema,
+  discardedMetricPointsSchema,
+  discardMetricPointsRequestSchema,
   emptyRequestSchema,
   experimentListSchema,
   experimentSchema,
@@ -129,6 +131,24 @@ export const experimentPaths: ZodOpenApiPathsObject = {
       responses: {
         "200": ok("The experiment", experimentSchema),
         ...mutationErrors("FORBIDDEN", "NOT_FOUND", "CONFLICT"),
+      },
+    },
+  },
+  "/api/v1/experiments/{id}/metrics/discard": {
+    post: {
+      tags: ["experiments"],
+      summary: "Discard or restore loss-curve points",
+      description:
+        `${organizerOnly} Marks the points of steps fromStep to toStep of a timeline (the run's current ` +
+        "one by default) discarded, or restores them. A discarded point is in no view (the metrics API, " +
+        "the dashboard, alerts) and no longer counts as the run's last step when the platform judges how " +
+        "far a report may jump ahead; its step stays taken, so a report of it again is not stored. " +
+        "INVALID_INPUT for a range that ends before it starts or a timeline the run has not reached.",
+      requestParams: { path: experimentParams },
+      requestBody: body(discardMetricPointsRequestSchema),
+      responses: {
+        "200": ok("What changed", discardedMetricPointsSchema),
+        ...mutationErrors("FORBIDDEN", "NOT_FOUND"),
       },
     },
   },

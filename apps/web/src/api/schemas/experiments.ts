@@ -1,6 +1,7 @@
 import { experimentConfigSchema, ModelPreset } from "@barnraise/protocol";
 import { z } from "zod";
 import { createExperimentInputSchema } from "../../server/services/create-experiment.ts";
+import { discardMetricPointsInputSchema } from "../../server/services/discard-metric-points.ts";
 import { rollBackExperimentInputSchema } from "../../server/services/roll-back-experiment.ts";
 import { rotateAuthorityKeyInputSchema } from "../../server/services/rotate-authority-key.ts";
 import { setExperimentStatusInputSchema } from "../../server/services/set-experiment-status.ts";
@@ -38,6 +39,23 @@ export const setExperimentStatusRequestSchema = setExperimentStatusInputSchema.m
 });
 
 export const rollBackRequestSchema = rollBackExperimentInputSchema.meta({ id: "RollBackRequest" });
+
+export const discardMetricPointsRequestSchema = discardMetricPointsInputSchema.meta({
+  id: "DiscardMetricPointsRequest",
+  description: "A range of steps of one timeline whose loss-curve points to discard or restore",
+});
+
+export const discardedMetricPointsSchema = z
+  .strictObject({
+    discarded: z.boolean().meta({ description: "Whether the range's points are now discarded" }),
+    timeline: z.number().int().nonnegative(),
+    fromStep: z.number().int().nonnegative(),
+    toStep: z.number().int().nonnegative(),
+    changed: z.number().int().nonnegative().meta({
+      description: "How many points changed state; those already discarded (or restored) are not counted",
+    }),
+  })
+  .meta({ id: "DiscardedMetricPoints" });
 
 export const emptyRequestSchema = rotateAuthorityKeyInputSchema.meta({
   id: "EmptyRequest",

@@ -228,6 +228,15 @@ export const swarmRefusalReportSchema = z
   })
   .meta({ id: "SwarmRefusalReport" });
 
+export const implausibleRecordReportSchema = z
+  .strictObject({
+    peerId: peerIdText.meta({ description: "The trainer whose progress records the aux refused" }),
+    reason: z.string().max(512).meta({ description: "Why its latest refused record could not be true" }),
+    count: count.meta({ description: "Its records this aux refused so far" }),
+    at: count.meta({ description: "When the aux last refused one, Unix time in milliseconds" }),
+  })
+  .meta({ id: "ImplausibleRecordReport" });
+
 export const swarmSplitReportSchema = z
   .strictObject({
     kind: z.enum(["diverged", "alone"]).meta({
@@ -278,6 +287,10 @@ export const swarmStatusReportSchema = z
       .max(MAX_HEARTBEAT_REFUSALS)
       .default([])
       .meta({ description: "Nodes whose pass this aux refused lately, and why" }),
+    implausible: z.array(implausibleRecordReportSchema).max(MAX_HEARTBEAT_REFUSALS).default([]).meta({
+      description:
+        "Trainers whose progress records this aux refused lately as implausible (claims no trainer could make), and why",
+    }),
     split: swarmSplitReportSchema
       .nullable()
       .default(null)

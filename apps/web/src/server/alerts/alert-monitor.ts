@@ -80,14 +80,15 @@ async function scanRuns(ctx: AppContext): Promise<void> {
       });
     }
 
-    // Progress: the newest step's row, first seen now.
+    // Progress: the newest step's row the organizer has not discarded, first seen now. Ids grow with
+    // every row inserted, so a discard or restore that makes an older row the newest is no progress.
     const latest = await ctx.db.metric.findFirst({
-      where: { experimentId: experiment.id, timeline: experiment.timeline },
+      where: { experimentId: experiment.id, timeline: experiment.timeline, discardedAt: null },
       orderBy: { step: "desc" },
       select: { id: true, step: true },
     });
     let progressAt = settings.progressAt;
-    if (latest !== null && latest.id !== settings.lastMetricId) {
+    if (latest !== null && (settings.lastMetricId === null || latest.id > settings.lastMetricId)) {
       progressAt = new Date(now);
       await ctx.db.alertSettings.updateMany({
         where: { experimentId: experiment.id, lastMetricId: settings.lastMetricId },

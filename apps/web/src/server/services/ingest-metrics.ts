@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { parseExperimentConfig } from "@barnraise/protocol";
 import { groupCommit, Prisma, type Database } from "@barnraise/prisma";
 import type DataLoader from "dataloader";
 import type { MetricsIngested, MetricsReport } from "../../api/schemas/peer.ts";
@@ -17,11 +18,19 @@ import type { AuxCaller } from "./peer-auth.ts";
  *   resumed from an older state) leaves the recorded one as it was. A step further past the
  *   timeline's last recorded one than the run can have gone since (`reachableStep`) is not stored
  *   and is logged. The response says whether it was stored, the timeline, and the timeline's last
- *   recorded step.
+ *   recorded step. Points the organizer discarded count for neither that reference nor the last
+ *   step, so a forged step far ahead stops moving them once discarded; a discarded step still holds
+ *   its place, and a report of it again is not stored (the organizer restores it instead).
  * - For each reported peer session this experiment knows, its Contribution row (per peer and
  *   session, so a restarted node keeps every session's credit) takes the maximum of the stored and
  *   the reported counters, so cumulative counters never go backwards (a restarted or lagging monitor
  *   may report older values), and the longest session is the longest seen.
+ * - A node's credit grows no faster than the run can have trained (`creditBound`): its samples by at
+ *   most twice the swarm's throughput (the aux's heartbeat) over the time since its credit last grew
+ *   (or since the aux first saw its session), plus four steps' worth; its compute time by no more
+ *   than the time passed. The aux refuses records whose totals outgrow what their sender announced,
+ *   but takes a session's first total as it comes: this bound is what keeps a first record that
+ *   claims 2^47 samples off the leaderboard. Clamped reports are logged.
  * - Those peers and the calling aux peer are marked as seen now, and a trainer's `averaging` flag, when
  *   reported, is stored on its node (a node with two sessions in one report averages if either does).
  * - Unknown peers are ignored and counted in the response.
@@ -162,7 +171,8 @@ export class MetricsIngestion {
       return unknown;
     });
 
-    const contributions = chunk(mergeContributions(rows), ROWS_PER_STATEMENT);
+    const bounded = await this.#boundCredit(mergeContributions(rows), pending, now.getTime());
+    const contributions = chunk(bounded, ROWS_PER_STATEMENT);
     const steps = [...firstOfStep.values()];
     const results = await db.$transaction([
       ...(steps.length === 0 ? [] : [insertMetricsIfAbsent(db, steps)]),
@@ -185,6 +195,78 @@ export class MetricsIngestion {
         lastStep: lastSteps.get(`${id}\0${timeline}`) ?? null,
       };
     });
+  }
+
+  /**
+   * The rows with each node's reported growth of samples and compute time cut to what the run can
+   * have done since its credit last grew (see `creditBound`); one SELECT per experiment.
+   */
+  async #boundCredit(
+    rows: readonly ContributionRow[],
+    pending: readonly PendingReport[],
+    now: number,
+  ): Promise<ContributionRow[]> {
+    if (rows.length === 0) return [];
+    const experiments = new Map(pending.map(({ caller }) => [caller.experiment.id, caller.experiment]));
+    const stored = new Map<string, StoredCredit>();
+    const credited = new Map<string, number>();
+    for (const [experimentId, ofExperiment] of groupBy(rows, (row) => row.experimentId)) {
+      const nodes = [...new Set(ofExperiment.map((row) => row.peerRowId))];
+      for (const part of chunk(nodes, ROWS_PER_STATEMENT)) {
+        const found = await this.#db.contribution.findMany({
+          where: { experimentId, peerRowId: { in: part } },
+          select: { peerRowId: true, session: true, samples: true, computeSeconds: true, updatedAt: true },
+        });
+        for (const row of found) {
+          stored.set(`${row.peerRowId}\0${row.session}`, {
+            samples: Number(row.samples),
+            computeSeconds: row.computeSeconds,
+          });
+          const at = row.updatedAt.getTime();
+          credited.set(row.peerRowId, Math.max(credited.get(row.peerRowId) ?? 0, at));
+        }
+      }
+    }
+    const result: ContributionRow[] = [];
+    for (const [peerRowId, ofNode] of groupBy(rows, (row) => row.peerRowId)) {
+      const experiment = experiments.get(ofNode[0]?.experimentId ?? "");
+      if (experiment === undefined) continue;
+      const longest = Math.max(...ofNode.map((row) => row.report.sessionSeconds));
+      // Since its credit last grew, or, for a node never credited, since the aux first saw it.
+      const since = credited.get(peerRowId) ?? now - longest * 1000;
+      const bound = creditBound(experiment, Math.max(0, now - since));
+      let samplesLeft = bound.samples;
+      let secondsLeft = bound.computeSeconds;
+      for (const row of ofNode) {
+        const before = stored.get(`${peerRowId}\0${row.report.session}`) ?? { samples: 0, computeSeconds: 0 };
+        const samplesGain = Math.min(Math.max(0, row.report.samples - before.samples), samplesLeft);
+        const secondsGain = Math.min(
+          Math.max(0, row.report.computeSeconds - before.computeSeconds),
+          secondsLeft,
+        );
+        samplesLeft -= samplesGain;
+        secondsLeft -= secondsGain;
+        const samples = Math.max(before.samples, Math.min(row.report.samples, before.samples + samplesGain));
+        const computeSeconds = Math.max(
+          before.computeSeconds,
+          Math.min(row.report.computeSeconds, before.computeSeconds + secondsGain),
+        );
+        if (samples < row.report.samples || computeSeconds < row.report.computeSeconds) {
+          this.#logger.warn(
+            {
+              experimentId: row.experimentId,
+              peer: row.report.peerId,
+              session: row.report.session,
+              reported: { samples: row.report.samples, computeSeconds: row.report.computeSeconds },
+              credited: { samples, computeSeconds },
+            },
+            `credited ${row.report.peerId} less than reported: its credit cannot grow faster than the run trains`,
+          );
+        }
+        result.push({ ...row, report: { ...row.report, samples, computeSeconds } });
+      }
+    }
+    return result;
   }
 
   /** The reported peers this experiment knows, by experiment id and PeerId: one SELECT per experiment. */
@@ -215,6 +297,53 @@ function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error));
 }
 
+/** A node session's credit as stored. */
+interface StoredCredit {
+  readonly samples: number;
+  readonly computeSeconds: number;
+}
+
+/**
+ * The most a node's credit can grow in `elapsedMs` (see `MetricsIngestion`): samples at
+ * CREDIT_RATE_SLACK times the swarm's throughput (at least MIN_CREDIT_RATE), plus four target
+ * batches (a step's credit lands at once, and steps overshoot their target); compute time at the
+ * wall clock's pace, plus a minute.
+ */
+export function creditBound(
+  experiment: { readonly config: string; readonly swarmSamplesPerSecond: number },
+  elapsedMs: number,
+): { samples: number; computeSeconds: number } {
+  const seconds = elapsedMs / 1000;
+  const rate = Math.max(MIN_CREDIT_RATE, experiment.swarmSamplesPerSecond);
+  return {
+    samples: Math.ceil(CREDIT_RATE_SLACK * rate * seconds + 4 * targetBatchSizeOf(experiment.config)),
+    computeSeconds: seconds * CREDIT_RATE_SLACK + 60,
+  };
+}
+
+/** How much faster than the swarm's throughput a node's credit may grow (throughput varies). */
+export const CREDIT_RATE_SLACK = 2;
+/** The throughput assumed when the swarm reports less (a run just starting, or idle). */
+export const MIN_CREDIT_RATE = 100;
+
+function targetBatchSizeOf(config: string): number {
+  try {
+    return parseExperimentConfig(JSON.parse(config)).training.targetBatchSize;
+  } catch {
+    return parseExperimentConfig({}).training.targetBatchSize;
+  }
+}
+
+function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const group = groups.get(key(item));
+    if (group === undefined) groups.set(key(item), [item]);
+    else group.push(item);
+  }
+  return groups;
+}
+
 /**
  * How far a run's step may move past its last recorded one: MAX_STEPS_PER_SECOND for every second
  * since that step was recorded, and at least MIN_STEP_LEAD. A swarm that trained on while the
@@ -229,7 +358,10 @@ export function reachableStep(end: { step: number; recordedAt: number }, now: nu
   return end.step + Math.max(MIN_STEP_LEAD, Math.ceil(seconds * MAX_STEPS_PER_SECOND));
 }
 
-/** The last recorded step of each (experiment, timeline) the reports are in, and when the latest point was. */
+/**
+ * The last recorded step of each (experiment, timeline) the reports are in, and when the latest point
+ * was, among the points the organizer has not discarded.
+ */
 async function recordedEndsOf(
   db: Database,
   pending: readonly PendingReport[],
@@ -241,6 +373,7 @@ async function recordedEndsOf(
     >`
       SELECT "timeline", MAX("step") AS "step", MAX("recordedAt") AS "recordedAt" FROM "Metric"
       WHERE "experimentId" = ${experimentId} AND "timeline" IN (${Prisma.join([...ofExperiment])})
+        AND "discardedAt" IS NULL
       GROUP BY "timeline"`;
     for (const row of rows) {
       if (row.step === null || row.recordedAt === null) continue;
@@ -263,13 +396,17 @@ function timelinesOf(pending: readonly PendingReport[]): Map<string, Set<number>
   return timelines;
 }
 
-/** The last recorded step of each (experiment, timeline) the reports are in, by "experiment\0timeline". */
+/**
+ * The last recorded step of each (experiment, timeline) the reports are in, by "experiment\0timeline",
+ * among the points the organizer has not discarded.
+ */
 async function lastStepsOf(db: Database, pending: readonly PendingReport[]): Promise<Map<string, number>> {
   const last = new Map<string, number>();
   for (const [experimentId, ofExperiment] of timelinesOf(pending)) {
     const rows = await db.$queryRaw<{ timeline: number | bigint; step: number | bigint | null }[]>`
       SELECT "timeline", MAX("step") AS "step" FROM "Metric"
       WHERE "experimentId" = ${experimentId} AND "timeline" IN (${Prisma.join([...ofExperiment])})
+        AND "discardedAt" IS NULL
       GROUP BY "timeline"`;
     for (const row of rows) {
       if (row.step !== null) last.set(`${experimentId}\0${Number(row.timeline)}`, Number(row.step));

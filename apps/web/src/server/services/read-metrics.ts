@@ -12,7 +12,8 @@ import { discardedBy } from "./run-timelines.ts";
 /**
  * The metric series for the dashboard (each step's loss, throughput, peers, bytes sent per peer and
  * utilization): every recorded step of every timeline, each marked discarded when a later timeline
- * restarted from an earlier step, with the restarts themselves (RunEvents).
+ * restarted from an earlier step, with the restarts themselves (RunEvents). Points the organizer
+ * discarded (a forged or broken report) are left out altogether, and out of `total`.
  * A long run is downsampled to at most `maxPoints`: each timeline gets a share proportional to its
  * length, chosen by Largest-Triangle-Three-Buckets on loss against step, which keeps its first and
  * last steps and the curve's visible shape. Each kept step keeps all of its fields.
@@ -40,7 +41,7 @@ export async function readMetrics(
   const experiment = await findExperiment(ctx, experimentId);
   const [rows, events] = await Promise.all([
     ctx.db.metric.findMany({
-      where: { experimentId: experiment.id },
+      where: { experimentId: experiment.id, discardedAt: null },
       orderBy: [{ timeline: "asc" }, { step: "asc" }],
       select: {
         timeline: true,

@@ -20,6 +20,9 @@ import type { AuxCaller } from "./peer-auth.ts";
  * - Whose pass the aux refused, and why (`swarmRefused…`): My nodes says so. The aux's times are
  *   taken relative to its report's `time`, so a clock that differs from the platform's does not
  *   reorder a refusal and an acceptance.
+ * - Whose progress records the aux refused as implausible, why and how many (`implausible…`): the
+ *   manage page flags those nodes with the evidence. The count kept is the largest reported (one
+ *   aux counts its own refusals, and a restarted aux starts over).
  * - Whether the swarm has split into more than one model: the dashboards warn while it lasts
  *   (`splitSince`, `split`), and the `swarm.split` alert fires when it begins (at most once per
  *   SPLIT_ALERT_EVERY_MS).
@@ -46,6 +49,7 @@ export async function recordSwarmStatus(
   ]);
   await markAccepted(ctx.db, experiment.id, report.trainers, new Date(now));
   await recordRefusals(ctx.db, experiment.id, report, now);
+  await recordImplausible(ctx.db, experiment.id, report, now);
   await recordSplit(ctx, experiment, report.split, now);
   return { ok: true };
 }
@@ -100,6 +104,34 @@ async function recordRefusals(
       },
       data: { swarmRefusedAt: at, swarmRefusalCode: refusal.code, swarmRefusal: refusal.reason },
     });
+  }
+}
+
+async function recordImplausible(
+  db: Database,
+  experimentId: string,
+  report: SwarmStatusReport,
+  now: number,
+): Promise<void> {
+  for (const refused of report.implausible) {
+    // How long ago, by the aux's own clock; never in the future.
+    const at = new Date(now - Math.max(0, report.time - refused.at));
+    const peers = await db.peer.findMany({
+      where: { experimentId, peerId: refused.peerId, role: "trainer" },
+      select: { id: true, implausibleAt: true, implausibleCount: true },
+    });
+    for (const peer of peers) {
+      const newer = peer.implausibleAt === null || peer.implausibleAt < at;
+      const count = Math.max(peer.implausibleCount, refused.count);
+      if (!newer && count === peer.implausibleCount) continue;
+      await db.peer.update({
+        where: { id: peer.id },
+        data: {
+          implausibleCount: count,
+          ...(newer ? { implausibleAt: at, implausibleReason: refused.reason } : {}),
+        },
+      });
+    }
   }
 }
 

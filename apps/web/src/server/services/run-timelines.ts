@@ -9,7 +9,10 @@ import type { AppContext } from "../context.ts";
  * before s: the run went back behind it, so the curve no longer builds on it.
  */
 
-/** The highest step recorded in `timeline`, or null when it has none yet. */
+/**
+ * The highest step recorded in `timeline` that the organizer has not discarded, or null when it has
+ * none: a discarded forged step far ahead must not make a resume look like one behind the run.
+ */
 export async function lastStepOf(
   ctx: AppContext,
   experimentId: string,
@@ -17,7 +20,8 @@ export async function lastStepOf(
 ): Promise<number | null> {
   // Raw SQL: the metrics route asks after every report, and this skips Prisma's query compilation.
   const [row] = await ctx.db.$queryRaw<{ step: number | bigint | null }[]>`
-    SELECT MAX("step") AS "step" FROM "Metric" WHERE "experimentId" = ${experimentId} AND "timeline" = ${timeline}`;
+    SELECT MAX("step") AS "step" FROM "Metric"
+    WHERE "experimentId" = ${experimentId} AND "timeline" = ${timeline} AND "discardedAt" IS NULL`;
   return row?.step === null || row?.step === undefined ? null : Number(row.step);
 }
 

@@ -10,6 +10,8 @@ import { publicOrigin } from "../../../../src/server/queries/public-origin.ts";
 import { findExperiment } from "../../../../src/server/services/experiment-access.ts";
 import { listAllowlist } from "../../../../src/server/services/list-allowlist.ts";
 import { listCheckpoints } from "../../../../src/server/services/list-checkpoints.ts";
+import { listImplausibleNodes } from "../../../../src/server/services/list-implausible-nodes.ts";
+import { listDiscardedMetricPoints } from "../../../../src/server/services/list-discarded-metric-points.ts";
 import { listPeerTokens } from "../../../../src/server/services/list-peer-tokens.ts";
 import { listValidatorFlags } from "../../../../src/server/services/list-validator-flags.ts";
 import { readAlertSettings } from "../../../../src/server/services/read-alert-settings.ts";
@@ -19,6 +21,8 @@ import { AllowlistManager } from "../../../_components/allowlist-manager.tsx";
 import { CheckpointRollback } from "../../../_components/checkpoint-rollback.tsx";
 import { CopyBox } from "../../../_components/copy-box.tsx";
 import { ExperimentForm } from "../../../_components/experiment-form.tsx";
+import { ImplausibleNodes } from "../../../_components/implausible-nodes.tsx";
+import { LossCurvePoints } from "../../../_components/loss-curve-points.tsx";
 import { PauseResume, RotateAuthorityKey } from "../../../_components/run-controls.tsx";
 import { ExperimentStatusBadge } from "../../../_components/status-badge.tsx";
 import { TokenPanel } from "../../../_components/token-panel.tsx";
@@ -54,16 +58,19 @@ export default async function ManageExperimentPage({ params }: Props) {
     );
   }
 
-  const [entries, tokens, origin, { checkpoints }, record, alerts, flags] = await Promise.all([
-    listAllowlist(ctx, user, id),
-    listPeerTokens(ctx, user, id),
-    publicOrigin(ctx),
-    listCheckpoints(ctx, id),
-    // The rollback state is not part of the public view.
-    findExperiment(ctx, id),
-    readAlertSettings(ctx, user, id),
-    listValidatorFlags(ctx, user, id),
-  ]);
+  const [entries, tokens, origin, { checkpoints }, record, alerts, flags, implausible, discarded] =
+    await Promise.all([
+      listAllowlist(ctx, user, id),
+      listPeerTokens(ctx, user, id),
+      publicOrigin(ctx),
+      listCheckpoints(ctx, id),
+      // The rollback state is not part of the public view.
+      findExperiment(ctx, id),
+      readAlertSettings(ctx, user, id),
+      listValidatorFlags(ctx, user, id),
+      listImplausibleNodes(ctx, user, id),
+      listDiscardedMetricPoints(ctx, user, id),
+    ]);
   const pending = entries.filter((entry) => entry.status === "pending").length;
   const program = await programLink(ctx, "barnraise-aux", origin);
 
@@ -124,6 +131,16 @@ export default async function ManageExperimentPage({ params }: Props) {
         </div>
       </section>
 
+      <section aria-labelledby="implausible-heading" className="section">
+        <h2 id="implausible-heading">
+          Refused progress records{" "}
+          {implausible.length > 0 ? <span className="badge badge-warn">{implausible.length}</span> : null}
+        </h2>
+        <div className="card">
+          <ImplausibleNodes experimentId={id} nodes={implausible} />
+        </div>
+      </section>
+
       <section aria-labelledby="rollback-heading" className="section">
         <h2 id="rollback-heading">Checkpoints and rollback</h2>
         <div className="card">
@@ -133,6 +150,13 @@ export default async function ManageExperimentPage({ params }: Props) {
             generation={record.generation}
             rollbackCheckpointId={record.rollbackCheckpointId}
           />
+        </div>
+      </section>
+
+      <section aria-labelledby="loss-points-heading" className="section">
+        <h2 id="loss-points-heading">Loss curve points</h2>
+        <div className="card">
+          <LossCurvePoints experimentId={id} timeline={record.timeline} discarded={discarded} />
         </div>
       </section>
 

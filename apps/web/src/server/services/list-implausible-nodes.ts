@@ -1,0 +1,61 @@
+import type { ValidatorFlagView } from "../../api/schemas/validator-flags.ts";
+import type { AppContext } from "../context.ts";
+import type { SessionUser } from "../http/session.ts";
+import { requireOrganizer } from "./experiment-access.ts";
+import { ownerStatuses } from "./list-validator-flags.ts";
+
+/** A trainer node whose progress records an aux refused as implausible, for the manage page. */
+export interface ImplausibleNodeView {
+  readonly peerId: string;
+  readonly username: string;
+  /** Where its owner stands: the ban is offered to volunteers only. */
+  readonly ownerStatus: ValidatorFlagView["ownerStatus"];
+  /** Why the latest refused record could not be true, as the aux said. */
+  readonly reason: string;
+  /** Its records refused so far (the largest count an aux reported). */
+  readonly count: number;
+  /** When the latest was refused, ISO 8601. */
+  readonly at: string;
+}
+
+/** The most nodes listed. */
+const MAX_LISTED = 200;
+
+/**
+ * The organizer's list of trainer nodes whose progress records the swarm refused as implausible (a
+ * step far ahead, samples or throughput no trainer could have), the most recent first, with the
+ * aux's reason as evidence.
+ */
+export async function listImplausibleNodes(
+  ctx: AppContext,
+  user: SessionUser,
+  id: string,
+): Promise<ImplausibleNodeView[]> {
+  const experiment = await requireOrganizer(ctx, id, user);
+  const rows = await ctx.db.peer.findMany({
+    where: { experimentId: id, implausibleAt: { not: null } },
+    select: {
+      peerId: true,
+      userId: true,
+      implausibleAt: true,
+      implausibleReason: true,
+      implausibleCount: true,
+      user: { select: { username: true } },
+    },
+    orderBy: [{ implausibleAt: "desc" }, { id: "asc" }],
+    take: MAX_LISTED,
+  });
+  const statuses = await ownerStatuses(
+    ctx,
+    experiment,
+    rows.map((row) => row.userId),
+  );
+  return rows.map((row) => ({
+    peerId: row.peerId,
+    username: row.user.username,
+    ownerStatus: statuses.get(row.userId) ?? "none",
+    reason: row.implausibleReason ?? "",
+    count: row.implausibleCount,
+    at: (row.implausibleAt ?? new Date(0)).toISOString(),
+  }));
+}

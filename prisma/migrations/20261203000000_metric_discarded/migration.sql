@@ -1,0 +1,3 @@
+-- AlterTable
+ALTER TABLE "Metric" ADD COLUMN "discardedAt" DATETIME;
+ALTER TABLE "Metric" ADD COLUMN "discardedBy" TEXT;

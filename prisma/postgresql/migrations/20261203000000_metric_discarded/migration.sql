@@ -1,0 +1,3 @@
+-- AlterTable
+ALTER TABLE "Metric" ADD COLUMN     "discardedAt" TIMESTAMP(3),
+ADD COLUMN     "discardedBy" TEXT;
