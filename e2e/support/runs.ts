@@ -9,7 +9,7 @@ export interface SmallRun {
   readonly checkpointEvery: number;
   readonly learningRate?: number;
   readonly hiddenUnits?: number;
-  /** How reducers combine contributions; the form's default (the weighted mean) when absent. */
+  /** How reducers combine contributions; the form's default (CenteredClip) when absent. */
   readonly aggregation?: "mean" | "centered-clip";
 }
 

@@ -617,6 +617,11 @@ export class ProgressTracker {
       if (generationOf(other.record) !== generation || !live(other, now)) continue;
       others.push(other.record);
     }
+    // A trainer's own record is a reference it can trust: beside one other trainer it checks a
+    // newcomer's claims as the aux does (with only one other reference, a liar that reached it
+    // directly would otherwise set its swarm's step).
+    const own = this.#local?.record;
+    if (own !== undefined && own.mode !== "aux" && generationOf(own) === generation) others.push(own);
     const ofSession = entry !== undefined && entry.record.session === record.session ? entry : undefined;
     const sameSession = ofSession !== undefined && isFresh(ofSession, now, ofSession.ttlMs);
     let announcedSamples = record.samplesAccumulated;

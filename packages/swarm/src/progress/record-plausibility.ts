@@ -35,7 +35,10 @@ export interface PlausibilityContext {
    * records are refused): the base its contributed total may grow from.
    */
   readonly lastAccepted?: PreviousRecord | undefined;
-  /** Fresh records of the other trainers (not the sender, not aux) of the record's generation. */
+  /**
+   * Fresh records of the other trainers (not the sender, not aux) of the record's generation, the
+   * receiver's own included when it is a trainer.
+   */
   readonly others: readonly ProgressRecord[];
   /** Now, on the receiver's clock (Unix ms). */
   readonly now: number;
@@ -63,8 +66,9 @@ export interface PlausibilityContext {
  * loading state) or keys that claim little never make an honest record look implausible, and
  * nothing is checked against fewer than MIN_REFERENCES of them: one member alone, the hostile one
  * perhaps, is never the yardstick of another (a lone honest trainer beside an attacker would
- * otherwise be refused by the aux). A small swarm is so checked by its aux and its larger groups;
- * a lie that passes still meets the reducers' weight check and the platform's bounds.
+ * otherwise be refused by the aux). A trainer counts its own record among them, so two honest
+ * trainers check a third; a lie that passes still meets the reducers' weight check and the
+ * platform's bounds.
  */
 export function implausibility(record: ProgressRecord, context: PlausibilityContext): string | undefined {
   const { others, previous, now, announcedSamples } = context;

@@ -184,4 +184,23 @@ describe("implausible progress records from a member with a valid pass (real lib
     expect([...a.implausible, ...b.implausible]).toEqual([]);
     expect([...a.rejected, ...b.rejected]).toEqual([]);
   }, 60_000);
+
+  it("are refused by a trainer with one other trainer beside it: its own record is a reference", async () => {
+    const authority = new TestAuthority();
+    const a = await member(authority, { username: "alice" });
+    const b = await member(authority, { username: "bob", bootstrap: a.node.multiaddrs() });
+    for (const honest of [a, b]) honest.tracker.report(HONEST);
+    await eventually(() => heard(a, b) && heard(b, a), "the honest members hear each other");
+    // Mallory reaches bob directly: bob holds alice's record and its own, two references.
+    const mallory = await member(authority, { username: "mallory", bootstrap: b.node.multiaddrs() });
+    mallory.tracker.report({ ...HONEST, epoch: 1_000_050, lossSum: 0.001, minibatches: 1 });
+    await eventually(
+      () => b.implausible.some((r) => r.peerId === mallory.node.peerId),
+      "bob refused mallory's step a million ahead",
+      20_000,
+    );
+    expect(heard(b, mallory)).toBe(false);
+    expect(heard(a, mallory)).toBe(false);
+    expect(b.tracker.snapshot().epoch).toBe(50);
+  }, 60_000);
 });
