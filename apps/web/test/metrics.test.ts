@@ -1,6 +1,5 @@
-import { parseExperimentConfig } from "@barnraise/protocol";
 import { testDatabaseProviders } from "@barnraise/prisma/testing";
-import { PeerRole } from "@barnraise/protocol";
+import { parseExperimentConfig, PeerRole } from "@barnraise/protocol";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { GET as getMetrics, POST as postMetrics } from "../app/api/v1/experiments/[id]/metrics/route.ts";
 import type { MetricSeries } from "../src/api/schemas/public.ts";
