@@ -134,7 +134,7 @@ test("records that claim what no trainer could leave the dashboard as the honest
     expect(view.swarm.samplesPerSecond).toBeLessThan(1e6);
     // The liar's first record said 2^47 samples; the platform credits what the run can have trained.
     const liar = await leaderboardSamples(vera.request, experimentId, malloryName);
-    expect(liar).toBeLessThan(1e7);
+    expect(liar).toBeLessThan(1e6);
     expect(await leaderboardSamples(vera.request, experimentId, veraName)).toBeGreaterThan(0);
     testInfo.annotations.push({
       type: "the liar's credit against its claim of 2^47",

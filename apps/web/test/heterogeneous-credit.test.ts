@@ -105,7 +105,7 @@ describe.each(testDatabaseProviders())("credit of a heterogeneous swarm (%s)", (
     clock += 60_000;
     seconds += 60;
     await heartbeat();
-    await report(++step, seconds);
+    await report(step + 1, seconds);
 
     const [fastCredit, slowCredit] = [await credited(fast), await credited(slow)];
     expect(fastCredit.samples).toBeGreaterThanOrEqual(0.95 * FAST * seconds);

@@ -23,14 +23,16 @@ import type { AuxCaller } from "./peer-auth.ts";
  *   its place, and a report of it again is not stored (the organizer restores it instead).
  * - For each reported peer session this experiment knows, its Contribution row (per peer and
  *   session, so a restarted node keeps every session's credit) takes the maximum of the stored and
- *   the reported counters, so cumulative counters never go backwards (a restarted or lagging monitor
+ *   the reported counters (samples and compute time within the credit bound below), so cumulative counters never go backwards (a restarted or lagging monitor
  *   may report older values), and the longest session is the longest seen.
- * - A node's credit grows no faster than the run can have trained (`creditBound`): its samples by at
- *   most twice the swarm's throughput (the aux's heartbeat) over the time since its credit last grew
- *   (or since the aux first saw its session), plus four steps' worth; its compute time by no more
- *   than the time passed. The aux refuses records whose totals outgrow what their sender announced,
- *   but takes a session's first total as it comes: this bound is what keeps a first record that
- *   claims 2^47 samples off the leaderboard. Clamped reports are logged.
+ * - A node's credit grows by what its reported totals grew since the largest reported before
+ *   (`Contribution.reportedSamples`), and no faster than the run can have trained (`creditBound`):
+ *   its samples by at most twice the swarm's throughput (the aux's heartbeat) over the time since
+ *   its credit was last reported (or since the aux first saw its session), plus four steps' worth;
+ *   its compute time by no more than the time passed. The aux refuses records whose totals outgrow
+ *   what their sender announced, but takes a session's first total as it comes: a first record that
+ *   claims 2^47 samples is credited what the bound allows once, and its repetitions nothing. Cut
+ *   reports are logged.
  * - Those peers and the calling aux peer are marked as seen now, and a trainer's `averaging` flag, when
  *   reported, is stored on its node (a node with two sessions in one report averages if either does).
  * - Unknown peers are ignored and counted in the response.
@@ -215,11 +217,19 @@ export class MetricsIngestion {
       for (const part of chunk(nodes, ROWS_PER_STATEMENT)) {
         const found = await this.#db.contribution.findMany({
           where: { experimentId, peerRowId: { in: part } },
-          select: { peerRowId: true, session: true, samples: true, computeSeconds: true, updatedAt: true },
+          select: {
+            peerRowId: true,
+            session: true,
+            samples: true,
+            reportedSamples: true,
+            computeSeconds: true,
+            updatedAt: true,
+          },
         });
         for (const row of found) {
           stored.set(`${row.peerRowId}\0${row.session}`, {
             samples: Number(row.samples),
+            reportedSamples: Number(row.reportedSamples),
             computeSeconds: row.computeSeconds,
           });
           const at = row.updatedAt.getTime();
@@ -238,20 +248,27 @@ export class MetricsIngestion {
       let samplesLeft = bound.samples;
       let secondsLeft = bound.computeSeconds;
       for (const row of ofNode) {
-        const before = stored.get(`${peerRowId}\0${row.report.session}`) ?? { samples: 0, computeSeconds: 0 };
-        const samplesGain = Math.min(Math.max(0, row.report.samples - before.samples), samplesLeft);
+        const before = stored.get(`${peerRowId}\0${row.report.session}`) ?? {
+          samples: 0,
+          reportedSamples: 0,
+          computeSeconds: 0,
+        };
+        // Only what the reported total grew by since the largest one reported is new work: a total
+        // repeated (a session's first claim, seen once by the aux) is not credited again.
+        const grown = Math.max(0, row.report.samples - before.reportedSamples);
+        const samplesGain = Math.min(grown, samplesLeft);
         const secondsGain = Math.min(
           Math.max(0, row.report.computeSeconds - before.computeSeconds),
           secondsLeft,
         );
         samplesLeft -= samplesGain;
         secondsLeft -= secondsGain;
-        const samples = Math.max(before.samples, Math.min(row.report.samples, before.samples + samplesGain));
+        const samples = before.samples + samplesGain;
         const computeSeconds = Math.max(
           before.computeSeconds,
           Math.min(row.report.computeSeconds, before.computeSeconds + secondsGain),
         );
-        if (samples < row.report.samples || computeSeconds < row.report.computeSeconds) {
+        if (samplesGain < grown || computeSeconds < row.report.computeSeconds) {
           this.#logger.warn(
             {
               experimentId: row.experimentId,
@@ -263,7 +280,11 @@ export class MetricsIngestion {
             `credited ${row.report.peerId} less than reported: its credit cannot grow faster than the run trains`,
           );
         }
-        result.push({ ...row, report: { ...row.report, samples, computeSeconds } });
+        result.push({
+          ...row,
+          reportedSamples: Math.max(before.reportedSamples, row.report.samples),
+          report: { ...row.report, samples, computeSeconds },
+        });
       }
     }
     return result;
@@ -300,6 +321,7 @@ function asError(error: unknown): Error {
 /** A node session's credit as stored. */
 interface StoredCredit {
   readonly samples: number;
+  readonly reportedSamples: number;
   readonly computeSeconds: number;
 }
 
@@ -493,6 +515,8 @@ interface ContributionRow {
   readonly userId: string;
   readonly peerRowId: string;
   readonly report: PeerReport;
+  /** The largest total reported for the session (what `report.samples` was before the credit bound). */
+  readonly reportedSamples?: number;
 }
 
 /** One row per (experiment, node, session): the largest of each counter the batch reports for it. */
@@ -513,12 +537,13 @@ const keepMax = (column: string) =>
 
 const INSERT_CONTRIBUTIONS =
   'INSERT INTO "Contribution" ("id", "experimentId", "userId", "peerRowId", "session", "samples", ' +
-  '"computeSeconds", "bytesAggregated", "longestSessionSeconds", "updatedAt") VALUES ';
+  '"reportedSamples", "computeSeconds", "bytesAggregated", "longestSessionSeconds", "updatedAt") VALUES ';
 
 const ON_CONFLICT_KEEP_MAX =
   ' ON CONFLICT ("experimentId", "peerRowId", "session") DO UPDATE SET ' +
   [
     keepMax("samples"),
+    keepMax("reportedSamples"),
     keepMax("computeSeconds"),
     keepMax("bytesAggregated"),
     keepMax("longestSessionSeconds"),
@@ -536,6 +561,7 @@ function upsertContributions(db: Database, rows: readonly ContributionRow[], now
         row.peerRowId,
         row.report.session,
         BigInt(row.report.samples),
+        BigInt(row.reportedSamples ?? row.report.samples),
         row.report.computeSeconds,
         BigInt(row.report.bytesAggregated),
         row.report.sessionSeconds,
