@@ -617,11 +617,21 @@ export class ProgressTracker {
       if (generationOf(other.record) !== generation || !live(other, now)) continue;
       others.push(other.record);
     }
-    // A trainer's own record is a reference it can trust: beside one other trainer it checks a
-    // newcomer's claims as the aux does (with only one other reference, a liar that reached it
-    // directly would otherwise set its swarm's step).
+    // A trainer's own record is a reference it can trust once it holds the swarm's state: beside one
+    // other trainer it checks a newcomer's claims as the aux does (with only one other reference, a
+    // liar that reached it directly would otherwise set its swarm's step). A trainer that has not
+    // loaded the state yet (just started, its state at epoch 0) knows nothing of where the swarm is:
+    // its record would make an honest peer far ahead look like a liar (seen in the soak after a
+    // re-token restarted every peer).
     const own = this.#local?.record;
-    if (own !== undefined && own.mode !== "aux" && generationOf(own) === generation) others.push(own);
+    if (
+      own !== undefined &&
+      own.mode !== "aux" &&
+      generationOf(own) === generation &&
+      (own.stateHash?.epoch ?? 0) > 0
+    ) {
+      others.push(own);
+    }
     const ofSession = entry !== undefined && entry.record.session === record.session ? entry : undefined;
     const sameSession = ofSession !== undefined && isFresh(ofSession, now, ofSession.ttlMs);
     let announcedSamples = record.samplesAccumulated;

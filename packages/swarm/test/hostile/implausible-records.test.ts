@@ -189,7 +189,8 @@ describe("implausible progress records from a member with a valid pass (real lib
     const authority = new TestAuthority();
     const a = await member(authority, { username: "alice" });
     const b = await member(authority, { username: "bob", bootstrap: a.node.multiaddrs() });
-    for (const honest of [a, b]) honest.tracker.report(HONEST);
+    const holdingState = { ...HONEST, stateHash: { epoch: 50, digest: "0123456789abcdef" } };
+    for (const honest of [a, b]) honest.tracker.report(holdingState);
     await eventually(() => heard(a, b) && heard(b, a), "the honest members hear each other");
     // Mallory reaches bob directly: bob holds alice's record and its own, two references.
     const mallory = await member(authority, { username: "mallory", bootstrap: b.node.multiaddrs() });
@@ -202,5 +203,18 @@ describe("implausible progress records from a member with a valid pass (real lib
     expect(heard(b, mallory)).toBe(false);
     expect(heard(a, mallory)).toBe(false);
     expect(b.tracker.snapshot().epoch).toBe(50);
+  }, 60_000);
+
+  it("are not judged by a trainer that has not loaded the swarm's state: an honest peer far ahead is believed", async () => {
+    const authority = new TestAuthority();
+    // Two trainers that just restarted: epoch 0, no state of the swarm's yet.
+    const a = await member(authority, { username: "alice" });
+    const b = await member(authority, { username: "bob", bootstrap: a.node.multiaddrs() });
+    for (const restarted of [a, b]) restarted.tracker.report({ ...HONEST, epoch: 0 });
+    await eventually(() => heard(a, b) && heard(b, a), "the restarted members hear each other");
+    const ahead = await member(authority, { username: "carol", bootstrap: b.node.multiaddrs() });
+    ahead.tracker.report({ ...HONEST, epoch: 200, stateHash: { epoch: 200, digest: "0123456789abcdef" } });
+    await eventually(() => heard(b, ahead), "bob believes carol, at the swarm's real step");
+    expect(b.implausible).toEqual([]);
   }, 60_000);
 });
