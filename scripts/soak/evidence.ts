@@ -1,11 +1,12 @@
 import type { Cast } from "./cast.ts";
-import { errorLines, parseRecord, statusLine, stepLine } from "./log-records.ts";
+import { errorLines, parseRecord, stateLoadLine, statusLine, stepLine } from "./log-records.ts";
 import type {
   AuxHistory,
   ErrorLine,
   IncarnationView,
   PeerHistory,
   RevokedDrop,
+  StateLoadLine,
   StatusLine,
   StepLine,
 } from "./types.ts";
@@ -17,6 +18,7 @@ export function peerHistories(cast: Cast): PeerHistory[] {
     peer.incarnations.map((incarnation) => {
       const steps: StepLine[] = [];
       const statuses: StatusLine[] = [];
+      const stateLoads: StateLoadLine[] = [];
       let peerId: string | null = null;
       for (const line of incarnation.tail.lines) {
         const record = parseRecord(line.text);
@@ -26,8 +28,10 @@ export function peerHistories(cast: Cast): PeerHistory[] {
         if (step !== null) steps.push(step);
         const status = statusLine(record);
         if (status !== null) statuses.push(status);
+        const load = stateLoadLine(record);
+        if (load !== null) stateLoads.push(load);
       }
-      return { incarnation: view(incarnation), peerId, steps, statuses };
+      return { incarnation: view(incarnation), peerId, steps, statuses, stateLoads };
     }),
   );
 }

@@ -1,6 +1,6 @@
 import { closeSync, openSync, readSync } from "node:fs";
 import { StringDecoder } from "node:string_decoder";
-import type { ErrorLine, StatusLine, StepLine } from "./types.ts";
+import type { ErrorLine, StateLoadLine, StatusLine, StepLine } from "./types.ts";
 
 /**
  * Reading the processes' output: pino JSON lines (the peers', the aux's and the platform's own
@@ -46,6 +46,16 @@ export function stepLine(record: LogRecord): StepLine | null {
     return null;
   }
   return { time, step, groupSize, samples, localSamples, shared, stateDigest };
+}
+
+const STATE_LOAD_MESSAGE = /^loaded the swarm's state at step \d+$/;
+
+/** A peer's "loaded the swarm's state at step N" record, or null. */
+export function stateLoadLine(record: LogRecord): StateLoadLine | null {
+  const { msg, time, step } = record;
+  if (typeof msg !== "string" || !STATE_LOAD_MESSAGE.test(msg)) return null;
+  if (typeof time !== "number" || typeof step !== "number") return null;
+  return { time, step };
 }
 
 /** A peer's "status" record, or null. */

@@ -62,6 +62,17 @@ export interface PeerHistory {
   readonly peerId: string | null;
   readonly steps: readonly StepLine[];
   readonly statuses: readonly StatusLine[];
+  /**
+   * When it loaded the swarm's state ("loaded the swarm's state at step N"): the state a donor
+   * holds, which replaces what its own last step made (a private step dropped, a failed round).
+   */
+  readonly stateLoads?: readonly StateLoadLine[];
+}
+
+/** A peer's "loaded the swarm's state at step N" record. */
+export interface StateLoadLine {
+  readonly time: number;
+  readonly step: number;
 }
 
 /** One aux incarnation and when it posted a step to the platform ("metrics posted"). */

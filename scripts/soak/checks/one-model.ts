@@ -13,7 +13,9 @@ export interface OneModelInput {
 
 /**
  * At every sample: among the peers running then whose latest status has no swarmNote, those whose
- * latest step line has the highest step must all have logged the same stateDigest for it.
+ * latest step line has the highest step must all have logged the same stateDigest for it. A peer
+ * that loaded the swarm's state after its latest step line holds a donor's state, not the one its
+ * step made (a private step dropped on return, as after an aux restart): it is not compared.
  */
 export function checkOneModel(input: OneModelInput): CheckResult {
   let compared = 0;
@@ -25,7 +27,10 @@ export function checkOneModel(input: OneModelInput): CheckResult {
       const status = lastAtOrBefore(peer.statuses, time);
       if (status?.swarmNote != null) return [];
       const step = lastAtOrBefore(peer.steps, time);
-      return step === undefined ? [] : [{ peer: incarnationId(peer.incarnation), line: step }];
+      if (step === undefined) return [];
+      const load = lastAtOrBefore(peer.stateLoads ?? [], time);
+      if (load !== undefined && load.time >= step.time) return [];
+      return [{ peer: incarnationId(peer.incarnation), line: step }];
     });
     if (states.length === 0) continue;
     const top = Math.max(...states.map((state) => state.line.step));

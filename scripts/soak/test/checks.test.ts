@@ -131,6 +131,15 @@ describe("one model", () => {
     expect(result.details[0]).toContain("step 5");
   });
 
+  it("leaves out a peer that loaded the swarm's state after its own step (a private step dropped)", () => {
+    // After an aux restart peer-2 stepped alone at 5 (digest c), then loaded the others' state.
+    const dropped = { ...peer("peer-2", [step(10, 5, "c")]), stateLoads: [{ time: at(11), step: 5 }] };
+    const peers = [peer("peer-1", [step(10, 5, "a")]), dropped, peer("peer-3", [step(10, 5, "a")])];
+    expect(checkOneModel(input(peers, [at(12)])).pass).toBe(true);
+    // Before the load, the two models are there.
+    expect(checkOneModel(input(peers, [at(10.5)])).pass).toBe(false);
+  });
+
   it("leaves out peers with a swarm note, peers not running, and lines after the sample", () => {
     const peers = [
       peer("peer-1", [step(10, 5, "a")]),
