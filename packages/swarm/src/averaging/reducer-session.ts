@@ -118,14 +118,18 @@ export interface ReducerOutcome {
   excluded: { index: number; peerId: string; reason: ExclusionReason }[];
 }
 
-/** "checking": its stream is held while the records that earn its declared weight are awaited. */
-type SenderState = "absent" | "checking" | "live" | "excluded" | "done";
+type SenderState = "absent" | "live" | "excluded" | "done";
 
 interface RemoteSender {
   readonly index: number;
   readonly peerId: string;
   readonly contributes: boolean;
   state: SenderState;
+  /**
+   * The records that earn its declared weight are still awaited: its stream is read meanwhile, but
+   * no chunk is reduced until they come (or it is refused), so the wait overlaps the transfer.
+   */
+  checking: boolean;
   weight: number;
   stream: RpcFrameStream | undefined;
   /** Why it was excluded for what it did on its own stream: what it is told (see `#refuse`). */
@@ -191,6 +195,7 @@ export class ReducerSession {
         peerId,
         contributes,
         state: "absent",
+        checking: false,
         weight: 0,
         stream: undefined,
         refusal: undefined,
@@ -222,21 +227,23 @@ export class ReducerSession {
       throw malformed(`${from.peerId} already has a stream in round ${head.groupId}`);
     }
     const { earnedWeight } = this.#options;
-    if (!sender.contributes || earnedWeight === undefined) return this.#admit(sender, incoming);
-    sender.state = "checking";
-    return earnedWeight(from.peerId, head.weight, this.#options.signal).then((earned) => {
-      // Excluded while its records were awaited (it took too long, or the round failed).
-      if (sender.state !== "checking") return this.#turnAway(sender, incoming);
-      if (head.weight <= earned) return this.#admit(sender, incoming);
-      // A weight its progress records did not announce: it is told, and its samples stay out.
-      const reason = `declared weight ${head.weight} is more than its progress records earned (${Math.floor(earned)})`;
-      this.#options.logger.warn(
-        { groupId: head.groupId, peer: from.peerId, weight: head.weight, earned },
-        `refused ${from.peerId} in the all-reduce: ${reason}`,
-      );
-      this.#exclude(sender, new SwarmError(SwarmErrorCode.UNAUTHORIZED_PEER, reason), "unearned");
-      return this.#turnAway(sender, incoming);
-    });
+    if (sender.contributes && earnedWeight !== undefined) {
+      sender.checking = true;
+      void earnedWeight(from.peerId, head.weight, this.#options.signal).then((earned) => {
+        sender.checking = false;
+        if (head.weight > earned) {
+          // A weight its progress records did not announce: it is told, and its samples stay out.
+          const reason = `declared weight ${head.weight} is more than its progress records earned (${Math.floor(earned)})`;
+          this.#options.logger.warn(
+            { groupId: head.groupId, peer: from.peerId, weight: head.weight, earned },
+            `refused ${from.peerId} in the all-reduce: ${reason}`,
+          );
+          this.#exclude(sender, new SwarmError(SwarmErrorCode.UNAUTHORIZED_PEER, reason), "unearned");
+        }
+        this.#wake.notify();
+      });
+    }
+    return this.#admit(sender, incoming);
   }
 
   /** Serves an admitted sender's stream; resolves when it is done. */
@@ -309,7 +316,7 @@ export class ReducerSession {
           const what =
             sender.state === "absent"
               ? "did not connect"
-              : sender.state === "checking"
+              : sender.checking
                 ? "did not show records that earn its weight"
                 : `did not deliver chunk ${k}`;
           this.#exclude(
@@ -331,7 +338,7 @@ export class ReducerSession {
 
   #hasDelivered(sender: RemoteSender, k: number): boolean {
     if (sender.state === "excluded") return true;
-    if (sender.state === "absent" || sender.state === "checking") return false;
+    if (sender.state === "absent" || sender.checking) return false;
     return !sender.contributes || sender.chunks.has(k);
   }
 
