@@ -1,9 +1,9 @@
-import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { expect, test, type Page } from "@playwright/test";
-import { generateKeyPair, toBase64Url, type KeyPair } from "@barnraise/protocol";
+import { generateKeyPair, toBase64Url } from "@barnraise/protocol";
 import { startAux, startPeer } from "../support/barnraise-processes.ts";
 import { recordMatcher, type RunningProcess } from "../support/processes.ts";
+import { addressesOf, runSwarmScript } from "../support/swarm-scripts.ts";
 import { baseURL } from "../support/run-env.ts";
 import { createAuxToken, createPeerToken, getJson, leaderboardSamples, publishRun } from "../support/runs.ts";
 import { processStory } from "../support/story.ts";
@@ -97,7 +97,8 @@ test("records that claim what no trainer could leave the dashboard as the honest
     };
     const auxProcess = aux;
     if (auxProcess === undefined) throw new Error("the aux did not start");
-    const claims = await claim(
+    const claims = await runSwarmScript<{ claim: string; epoch: number }>(
+      "claims-peer.ts",
       {
         experimentId,
         authorityPublicKey,
@@ -172,59 +173,4 @@ async function points(page: Page, experimentId: string): Promise<MetricPoint[]> 
     `/api/v1/experiments/${experimentId}/metrics`,
   );
   return series.points;
-}
-
-/** The 127.0.0.1 addresses a node says it listens on, with its PeerId. */
-async function addressesOf(node: RunningProcess): Promise<string[]> {
-  const listening = await node.waitForRecord("listening", recordMatcher("listening"), 60_000);
-  const peerId = String(listening.peerId);
-  const addresses = (listening.addresses as string[]).filter((address) =>
-    address.includes("/ip4/127.0.0.1/"),
-  );
-  return addresses.map((address) => (address.includes("/p2p/") ? address : `${address}/p2p/${peerId}`));
-}
-
-/** Runs `support/claims-peer.ts` with a pass and its key, and reads the claims it published. */
-async function claim(
-  input: {
-    experimentId: string;
-    authorityPublicKey: string;
-    pass: string;
-    secretKey: KeyPair;
-    addresses: readonly string[];
-    seconds: number;
-  },
-  timeoutMs: number,
-): Promise<{ claim: string; epoch: number }[]> {
-  const child = spawn(process.execPath, ["e2e/support/claims-peer.ts"], {
-    cwd: join(import.meta.dirname, "../.."),
-    stdio: ["pipe", "pipe", "pipe"],
-    env: { ...process.env, NODE_OPTIONS: "" },
-  });
-  child.stdin.end(
-    JSON.stringify({
-      ...input,
-      secretKey: toBase64Url(input.secretKey.secretKey),
-      addresses: [...input.addresses],
-    }),
-  );
-  let output = "";
-  let errors = "";
-  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
-  child.stderr.on("data", (chunk: Buffer) => (errors += chunk.toString("utf8")));
-  const code = await new Promise<number | null>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`the claims peer did not finish within ${timeoutMs} ms: ${errors}`));
-    }, timeoutMs);
-    child.on("exit", (exitCode) => {
-      clearTimeout(timer);
-      resolve(exitCode);
-    });
-  });
-  expect(code, errors).toBe(0);
-  return output
-    .split("\n")
-    .filter((line) => line.trim() !== "")
-    .map((line) => JSON.parse(line) as { claim: string; epoch: number });
 }

@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect, test, type APIRequestContext, type Page } from "@playwright/test";
@@ -14,6 +13,7 @@ import { recordMatcher, type LogRecord, type RunningProcess } from "../support/p
 import { baseURL } from "../support/run-env.ts";
 import { createAuxToken, createPeerToken, publishRun } from "../support/runs.ts";
 import { processStory } from "../support/story.ts";
+import { addressesOf, runSwarmScript, type SwarmScriptInput } from "../support/swarm-scripts.ts";
 import { register } from "../support/ui.ts";
 
 // Lifecycles that people go through with their nodes (DESIGN §9), through the programs and pages
@@ -95,16 +95,6 @@ async function peerIdOf(node: RunningProcess): Promise<string> {
     60_000,
   );
   return String(identity.peerId);
-}
-
-/** The multiaddrs a node logged it listens on (each with /p2p/<its id>). */
-async function addressesOf(node: RunningProcess): Promise<string[]> {
-  const listening = await node.waitForRecord("listening", recordMatcher("listening"), 60_000);
-  const peerId = String(listening.peerId);
-  const addresses = (listening.addresses as string[]).filter((address) =>
-    address.includes("/ip4/127.0.0.1/"),
-  );
-  return addresses.map((address) => (address.includes("/p2p/") ? address : `${address}/p2p/${peerId}`));
 }
 
 /** The signed-in user's node `peerId` as "My nodes" lists it. */
@@ -394,45 +384,6 @@ interface ProbeAnswer {
 }
 
 /** Runs `support/swarm-probe.ts` with a pass and a key, and reads what each member said. */
-async function probe(
-  input: {
-    experimentId: string;
-    authorityPublicKey: string;
-    pass: string;
-    secretKey: KeyPair;
-    addresses: readonly string[];
-  },
-  timeoutMs: number,
-): Promise<ProbeAnswer[]> {
-  const child = spawn(process.execPath, ["e2e/support/swarm-probe.ts"], {
-    cwd: join(import.meta.dirname, "../.."),
-    stdio: ["pipe", "pipe", "pipe"],
-    env: { ...process.env, NODE_OPTIONS: "" },
-  });
-  child.stdin.end(
-    JSON.stringify({
-      ...input,
-      secretKey: toBase64Url(input.secretKey.secretKey),
-      addresses: [...input.addresses],
-    }),
-  );
-  let output = "";
-  let errors = "";
-  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
-  child.stderr.on("data", (chunk: Buffer) => (errors += chunk.toString("utf8")));
-  const code = await new Promise<number | null>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`the swarm probe did not finish within ${timeoutMs} ms: ${errors}`));
-    }, timeoutMs);
-    child.on("exit", (exitCode) => {
-      clearTimeout(timer);
-      resolve(exitCode);
-    });
-  });
-  expect(code, errors).toBe(0);
-  return output
-    .split("\n")
-    .filter((line) => line.trim() !== "")
-    .map((line) => JSON.parse(line) as ProbeAnswer);
+function probe(input: SwarmScriptInput, timeoutMs: number): Promise<ProbeAnswer[]> {
+  return runSwarmScript<ProbeAnswer>("swarm-probe.ts", input, timeoutMs);
 }
