@@ -61,6 +61,11 @@ export interface ContributionValidatorOptions extends ContributionValidatorPorts
   readonly maxSendersPerRound?: number;
   /** How long after a report a still-flagged peer is reported again with newer evidence; default 30 s. */
   readonly reportEveryMs?: number;
+  /**
+   * How often the validator says at info what became of the rounds it was given (judged, or why
+   * not), so that an organizer can tell a validator at work from one that never judges; default 60 s.
+   */
+  readonly summaryEveryMs?: number;
   readonly now?: () => number;
   readonly random?: () => number;
 }
@@ -75,7 +80,17 @@ export const MIN_SENDERS = 3;
  * least) and ×−20 four times in five.
  */
 export const RELATIVE_TOLERANCE = 0.3;
-/** …and by this many median absolute deviations of the round's changes of loss. */
+/**
+ * …or, when that is less, by this many times the round's median absolute change of loss. A share of
+ * the loss is no yardstick once the model is far from any minimum: after rounds the validator did
+ * not see (an attacker paired with one honest peer before the aux joined), mnist-mlp's held-out
+ * loss was 373 and later 72,730, honest steps changed it by −0.02 and −0.2, and a sign-flipped
+ * gradient ×1,000 raised it by 34 and 294, far below 30 % of the loss: the validator judged every
+ * round for minutes and flagged no one. Honest steps move the loss by comparable amounts, so 50
+ * times the typical change still leaves honest noise alone.
+ */
+export const TYPICAL_CHANGE_TOLERANCE = 50;
+/** …and in any case by this many median absolute deviations of the round's changes of loss. */
 export const MAD_TOLERANCE = 5;
 /**
  * When the median sender's step does not lower the loss, the step is too long for this state (along
@@ -116,6 +131,22 @@ export function validationStepScale(
 
 /** The median sender's step with `dedloc`, as a share of the ℓ2 norm of an Adam step on the part. */
 export const STEP_SHARE = 0.1;
+
+/** What became of a round the validator was given. */
+export type RoundOutcome =
+  | "judged"
+  /** Fewer than MIN_SENDERS complete contributions. */
+  | "too-few-senders"
+  /** Replaced, while another round was being scored, by a newer one. */
+  | "skipped-while-busy"
+  /** The aux held no state of the round's generation. */
+  | "no-state"
+  /** The median sender's step did not lower the held-out loss, even shortened. */
+  | "no-descent"
+  /** The scorer failed (a warning says why). */
+  | "failed"
+  /** The aux saw no contribution of the round (it reduced no part, or all its senders were excluded). */
+  | "no-contributions";
 
 /** One sender's contribution to the validator's part in one round, put back together from its chunks. */
 interface SenderSample {
@@ -169,7 +200,8 @@ interface SenderScore {
  * `stepScale` (scaled to the median sender's norm, so one vector 1,000 times the others' cannot
  * hide by scaling everyone's step), shortened while the median sender's step does not lower the
  * loss (a round where it never does is not judged). A contribution hurts when Δ_i > 0 and Δ_i
- * exceeds the round's median Δ by more than max(RELATIVE_TOLERANCE·L(θ), MAD_TOLERANCE·MAD):
+ * exceeds the round's median Δ by more than the larger of MAD_TOLERANCE·MAD and the smaller of
+ * RELATIVE_TOLERANCE·L(θ) and TYPICAL_CHANGE_TOLERANCE·median|Δ|:
  * honest peers' steps lower the loss or move it by noise, while a huge or sign-flipped one climbs
  * it. The judgement rests on an honest majority among each round's sampled senders. A peer is flagged when
  * HURT_TO_FLAG of its last RECENT_SAMPLES scored samples hurt; the aux warns and reports the
@@ -193,6 +225,9 @@ export class ContributionValidator {
   #stepped: Float32Array | undefined;
   readonly #peers = new Map<string, PeerHistory>();
   #rounds = 0;
+  /** Outcomes since the last summary, and when that was. */
+  #outcomes = new Map<RoundOutcome, number>();
+  #summarizedAt: number | undefined;
 
   constructor(options: ContributionValidatorOptions) {
     this.#options = options;
@@ -206,6 +241,11 @@ export class ContributionValidator {
   /** Whether a round is being scored. */
   get busy(): boolean {
     return this.#running !== undefined;
+  }
+
+  /** What became of the rounds given since the last summary (see `summaryEveryMs`). */
+  outcomes(): ReadonlyMap<RoundOutcome, number> {
+    return this.#outcomes;
   }
 
   /** Peers flagged now (hurt in HURT_TO_FLAG of their last RECENT_SAMPLES samples). */
@@ -245,11 +285,16 @@ export class ContributionValidator {
   finish(epoch: number): void {
     const round = this.#collecting;
     this.#collecting = undefined;
-    if (round?.epoch !== epoch || this.#options.signal.aborted) return;
+    if (this.#options.signal.aborted) return;
+    if (round?.epoch !== epoch) {
+      this.#count("no-contributions");
+      return;
+    }
     for (const [peer, sender] of round.senders) {
       if (sender.received !== round.partLength) round.senders.delete(peer);
     }
     if (round.senders.size < MIN_SENDERS) {
+      this.#count("too-few-senders");
       this.#options.logger.debug(
         { epoch, senders: round.senders.size },
         `not validating the round of epoch ${epoch}: fewer than ${MIN_SENDERS} complete contributions`,
@@ -258,6 +303,7 @@ export class ContributionValidator {
     }
     round.generation = this.#options.generation();
     if (this.#next !== undefined) {
+      this.#count("skipped-while-busy");
       this.#options.logger.debug(
         { epoch: this.#next.epoch, newerEpoch: epoch },
         "the validator is busy: skipping a round for a newer one",
@@ -312,9 +358,10 @@ export class ContributionValidator {
     for (let round = this.#take(); round !== undefined; round = this.#take()) {
       if (this.#stopped()) return;
       try {
-        await this.#score(round);
+        this.#count(await this.#score(round));
       } catch (error) {
         if (this.#stopped()) return;
+        this.#count("failed");
         this.#options.logger.warn(
           { epoch: round.epoch, err: error },
           `could not validate the contributions of epoch ${round.epoch}: ${describe(error)}; the aux goes on`,
@@ -334,13 +381,14 @@ export class ContributionValidator {
     return round;
   }
 
-  async #score(round: RoundSample): Promise<void> {
+  /** Scores the round's senders and judges them, unless it cannot (the outcome says why). */
+  async #score(round: RoundSample): Promise<RoundOutcome> {
     const { logger, signal } = this.#options;
     const state = this.#options.parameters();
     const { epoch, partStart, partLength } = round;
     if (state === null || state.generation !== round.generation) {
       logger.debug({ epoch }, "not validating: this aux holds no state of the round's generation yet");
-      return;
+      return "no-state";
     }
     if (state.parameters.length < partStart + partLength) {
       throw new Error(
@@ -353,7 +401,7 @@ export class ContributionValidator {
       norm: l2Norm(sample.values),
     }));
     const medianNorm = median(senders.map((sender) => sender.norm));
-    if (!(medianNorm > 0)) return;
+    if (!(medianNorm > 0)) return "no-descent";
     let scale = this.#options.stepScale(partLength, medianNorm);
     this.#scorer ??= await this.#options.openScorer(signal);
     const scorer = this.#scorer;
@@ -390,20 +438,59 @@ export class ContributionValidator {
         { epoch, parametersStep: state.step, baseline, medianDelta },
         `not judging the contributions of epoch ${epoch}: the median one does not lower the held-out loss`,
       );
-      return;
+      return "no-descent";
     }
     this.#rounds += 1;
     const deltas = scores.map((score) => score.delta);
     const mad = median(deltas.map((delta) => Math.abs(delta - medianDelta)));
-    const tolerance = Math.max(RELATIVE_TOLERANCE * Math.abs(baseline), MAD_TOLERANCE * mad);
+    const typicalChange = median(deltas.map((delta) => Math.abs(delta)));
+    const tolerance = Math.max(
+      MAD_TOLERANCE * mad,
+      Math.min(RELATIVE_TOLERANCE * Math.abs(baseline), TYPICAL_CHANGE_TOLERANCE * typicalChange),
+    );
     logger.debug(
-      { epoch, parametersStep: state.step, baseline, medianDelta, tolerance, scale, senders: scores.length },
+      {
+        epoch,
+        parametersStep: state.step,
+        baseline,
+        medianDelta,
+        tolerance,
+        scale,
+        deltas: Object.fromEntries(scores.map((score) => [score.peerId, score.delta])),
+      },
       `validated the contributions of epoch ${epoch}`,
     );
     for (const score of scores) {
       const hurt = score.delta > 0 && score.delta - medianDelta > tolerance;
       this.#judge(round, score, hurt, { baseline, medianDelta, normRatio: score.norm / medianNorm });
     }
+    return "judged";
+  }
+
+  /**
+   * Counts what became of a round; once `summaryEveryMs` passed since the last summary, says at
+   * info what became of the rounds since, and starts counting again.
+   */
+  #count(outcome: RoundOutcome): void {
+    this.#outcomes.set(outcome, (this.#outcomes.get(outcome) ?? 0) + 1);
+    const now = (this.#options.now ?? Date.now)();
+    this.#summarizedAt ??= now;
+    const seconds = (now - this.#summarizedAt) / 1000;
+    if (seconds * 1000 < (this.#options.summaryEveryMs ?? 60_000)) return;
+    const outcomes = Object.fromEntries(this.#outcomes);
+    const judged = this.#outcomes.get("judged") ?? 0;
+    const given = [...this.#outcomes.values()].reduce((sum, count) => sum + count, 0);
+    const reasons = [...this.#outcomes.entries()]
+      .filter(([kind]) => kind !== "judged")
+      .map(([kind, count]) => `${count} ${kind}`)
+      .join(", ");
+    this.#options.logger.info(
+      { outcomes, flagged: this.flagged().length },
+      `validator: judged ${judged} of the ${given} rounds it helped in the last ${Math.round(seconds)} s` +
+        (reasons === "" ? "" : ` (not judged: ${reasons})`),
+    );
+    this.#outcomes = new Map();
+    this.#summarizedAt = now;
   }
 
   #judge(

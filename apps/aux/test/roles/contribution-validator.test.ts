@@ -4,6 +4,8 @@ import { pino } from "pino";
 import { describe, expect, it, vi } from "vitest";
 import {
   ContributionValidator,
+  RELATIVE_TOLERANCE,
+  TYPICAL_CHANGE_TOLERANCE,
   median,
   validationStepScale,
   type ContributionFlag,
@@ -170,6 +172,63 @@ describe("ContributionValidator", () => {
     expect(new Set(flags.map((flag) => flag.peerId))).toEqual(new Set(["loud"]));
   });
 
+  it("flags a sign-flipped gradient ×1,000 on a model far from any minimum, where its rise is a small share of the loss", async () => {
+    // A state wrecked before the aux saw a round: every element 120·cos away from the optimum, a loss
+    // of about 7,000. An honest step lowers it by about 1.5, the attacker's raises it by about 1,500:
+    // under 30 % of the loss, but a thousand times what honest steps do.
+    const wrecked = Float32Array.from({ length: LENGTH }, (_, i) => Math.sin(i) + 120 * Math.cos(3 * i));
+    const towardsOptimum = (seed: number) =>
+      Float32Array.from({ length: PART.end - PART.start }, (_, k) => {
+        const i = PART.start + k;
+        return (2 * ((wrecked[i] ?? 0) - (OPTIMUM[i] ?? 0))) / LENGTH + 0.05 * Math.sin(seed * 7.1 + k);
+      });
+    const { validator, flags, state } = setup();
+    state.current = { step: 900, generation: 0, parameters: wrecked };
+    const baseline = quadraticLoss(wrecked);
+    for (let epoch = 0; epoch < 2; epoch++) {
+      await round(
+        validator,
+        epoch,
+        new Map([
+          ["honest-a", towardsOptimum(3 * epoch + 1)],
+          ["honest-b", towardsOptimum(3 * epoch + 2)],
+          ["attacker", scaled(towardsOptimum(3 * epoch + 3), -1000)],
+        ]),
+      );
+    }
+    expect(validator.roundsScored).toBe(2);
+    expect(validator.flagged()).toEqual(["attacker"]);
+    const [flag] = flags;
+    expect(flag?.baselineLoss).toBe(baseline);
+    const rise = (flag?.lossAfter ?? 0) - baseline;
+    expect(rise).toBeGreaterThan(0);
+    expect(rise).toBeLessThan(RELATIVE_TOLERANCE * baseline);
+    expect(-(flag?.medianDelta ?? 0) * TYPICAL_CHANGE_TOLERANCE).toBeLessThan(rise);
+  });
+
+  it("does not flag a peer whose step climbs a few times what the others' descend", async () => {
+    // Late in training honest steps barely descend, and a noisy minibatch can climb by a few times
+    // what the others fall: noise, not an attack.
+    const { validator, flags } = setup();
+    for (let epoch = 0; epoch < 6; epoch++) {
+      const a = honest(3 * epoch + 1);
+      const b = scaled(honest(3 * epoch + 2), 0.5);
+      // A third peer whose step climbs: its gradient points away, a few times as long as the others'.
+      const c = scaled(honest(3 * epoch + 3), -3);
+      await round(
+        validator,
+        epoch,
+        new Map([
+          ["honest-a", a],
+          ["honest-b", b],
+          ["noisy", c],
+        ]),
+      );
+    }
+    expect(validator.roundsScored).toBe(6);
+    expect(flags).toEqual([]);
+  });
+
   it("leaves honest rounds alone: each honest step lowers the loss", async () => {
     const { validator, flags, losses } = setup();
     for (let epoch = 0; epoch < 5; epoch++) await round(validator, epoch, honestRound(epoch));
@@ -262,6 +321,59 @@ describe("ContributionValidator", () => {
     await validator.idle();
     // θ and four complete senders: the cut-off one is left out.
     expect(losses).toHaveLength(5);
+  });
+
+  it("says once a minute what became of the rounds it was given: judged, or why not", async () => {
+    const logger = pino({ level: "silent" });
+    const info = vi.spyOn(logger, "info");
+    const summarized = setup({ logger });
+    const rounds = [
+      // Judged.
+      () => round(summarized.validator, 1, honestRound(1)),
+      // Two senders only.
+      () =>
+        round(
+          summarized.validator,
+          2,
+          new Map([
+            ["honest-a", honest(1)],
+            ["honest-b", honest(2)],
+          ]),
+        ),
+      // Nothing of the round reached this aux.
+      async () => {
+        summarized.validator.finish(3);
+        await summarized.validator.idle();
+      },
+      // No state of the round's generation.
+      async () => {
+        summarized.state.current = null;
+        await round(summarized.validator, 4, honestRound(4));
+        summarized.state.current = { step: 4, generation: 0, parameters: THETA };
+      },
+    ];
+    for (const play of rounds) {
+      await play();
+      summarized.clock.now += 10_000;
+    }
+    expect(Object.fromEntries(summarized.validator.outcomes())).toEqual({
+      judged: 1,
+      "too-few-senders": 1,
+      "no-contributions": 1,
+      "no-state": 1,
+    });
+    expect(info.mock.calls.filter(([, message]) => String(message).startsWith("validator:"))).toHaveLength(0);
+    // A minute after the first outcome, the next one brings the summary, and the count starts again.
+    summarized.clock.now += 30_000;
+    await round(summarized.validator, 5, honestRound(5));
+    const summaries = info.mock.calls.filter(([, message]) => String(message).startsWith("validator:"));
+    expect(summaries).toHaveLength(1);
+    expect(summaries[0]?.[1]).toBe(
+      "validator: judged 2 of the 5 rounds it helped in the last 70 s " +
+        "(not judged: 1 too-few-senders, 1 no-contributions, 1 no-state)",
+    );
+    expect(summaries[0]?.[0]).toMatchObject({ outcomes: { judged: 2, "no-state": 1 }, flagged: 0 });
+    expect(summarized.validator.outcomes().size).toBe(0);
   });
 
   it("drops what it collected of a failed round and of a round retried in another group", async () => {
