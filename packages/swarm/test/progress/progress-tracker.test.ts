@@ -4,6 +4,7 @@ import { z } from "zod";
 import { defineMethod } from "../../src/rpc/rpc.ts";
 import { MAX_PERIOD_MS, progressMethod, type ProgressRecord } from "../../src/progress/progress-messages.ts";
 import {
+  NEWCOMER_GRACE_MS,
   ProgressTracker,
   type PeerProgressRecord,
   type ProgressLogger,
@@ -502,6 +503,27 @@ describe("ProgressTracker", () => {
     clock.now += 501;
     expect(a.records()).toEqual([]);
     expect(a.swarmSize()).toBe(1);
+  });
+
+  it("counts a newcomer that has announced no samples yet as a contributor for a grace, then not until it does", async () => {
+    const { trackers, pushAll } = swarm(3);
+    const [a, newcomer, phantom] = trackers as [ProgressTracker, ProgressTracker, ProgressTracker];
+    // Peers starting together: their first records have nothing accumulated yet.
+    newcomer.report({ epoch: 0, samplesAccumulated: 0, samplesPerSecond: 0 });
+    phantom.report({ epoch: 0, samplesAccumulated: 0, samplesPerSecond: 0 });
+    await pushAll();
+    expect(a.hasContributed("p1")).toBe(true);
+    expect(a.hasContributed("p2")).toBe(true);
+    clock.now += NEWCOMER_GRACE_MS / 2;
+    newcomer.report({ epoch: 0, samplesAccumulated: 64, samplesPerSecond: 100 });
+    phantom.report({ epoch: 0, samplesAccumulated: 0, samplesPerSecond: 0 });
+    await pushAll();
+    clock.now += NEWCOMER_GRACE_MS / 2;
+    await pushAll();
+    // The grace is over: the peer that announced samples counts, the key that announced none does not.
+    expect(a.hasContributed("p1")).toBe(true);
+    expect(a.hasContributed("p2")).toBe(false);
+    expect(a.hasContributed("p9")).toBe(false);
   });
 
   it("waits for the record that announces a member's weight, and gives up after the wait", async () => {
