@@ -167,20 +167,23 @@ interface TableEntry {
    * minibatches or of what it adds between publishes, which a round may bring beyond the last record.
    */
   largestGain: number;
-  /** When its first record of this session arrived (for NEWCOMER_GRACE_MS). */
-  sessionSeenAt: number;
+  /**
+   * When its first record arrived (for NEWCOMER_GRACE_MS); not reset by a new session, so a key
+   * cannot renew its grace by naming a new session in every record.
+   */
+  firstSeenAt: number;
   /** Its latest record was refused as implausible: hidden from every view until one is accepted. */
   refused: boolean;
 }
 
 /**
- * How long a trainer that has announced no samples yet in its session still counts as one that will
- * (`hasContributed`): honest peers that start together publish their first records with nothing
+ * How long after its first record a trainer that has announced no samples yet still counts as one
+ * that will (`hasContributed`): honest peers that start together publish their first records with nothing
  * accumulated, and each saw the others' first samples at a different moment; treated as phantoms
  * meanwhile, they picked different leaders and waited for different members, and four in-process
  * peers split into two pairs for the whole run in about half the runs (235 to 284 failed rounds of
  * ~400, "no group formed"), against none of 6 before the check. A key that never contributes costs
- * the swarm this long once per session.
+ * the swarm this long each time its records start anew (after they expired).
  */
 export const NEWCOMER_GRACE_MS = 10_000;
 
@@ -494,14 +497,14 @@ export class ProgressTracker {
   }
 
   /**
-   * Whether `peer` has announced samples in its current session, or started that session less than
-   * NEWCOMER_GRACE_MS ago: a member that has contributed nothing since is not planned into rounds,
+   * Whether `peer` has announced samples in its current session, or its first record came less
+   * than NEWCOMER_GRACE_MS ago: a member that has contributed nothing since is not planned into rounds,
    * led by, nor waited for (phantom keys stall nobody for long).
    */
   hasContributed(peer: PeerIdString): boolean {
     const entry = this.#table.get(peer);
     if (entry === undefined || entry.refused) return false;
-    return entry.largestGain > 0 || this.#now() - entry.sessionSeenAt < NEWCOMER_GRACE_MS;
+    return entry.largestGain > 0 || this.#now() - entry.firstSeenAt < NEWCOMER_GRACE_MS;
   }
 
   /** Publishes now, or, in a swarm large enough to publish less often, once the minimum gap since the last publish has passed. */
@@ -566,7 +569,7 @@ export class ProgressTracker {
         tokensAt: now,
         announced: new Map(),
         largestGain: 0,
-        sessionSeenAt: now,
+        firstSeenAt: now,
         refused: false,
       };
       this.#table.set(from.peerId, entry);
@@ -576,7 +579,6 @@ export class ProgressTracker {
     if (record.session !== entry.record.session) {
       entry.announced.clear();
       entry.largestGain = 0;
-      entry.sessionSeenAt = now;
     } else if (generationOf(record) !== generationOf(entry.record)) {
       entry.announced.clear();
     }

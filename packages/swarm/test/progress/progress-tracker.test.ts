@@ -506,7 +506,7 @@ describe("ProgressTracker", () => {
   });
 
   it("counts a newcomer that has announced no samples yet as a contributor for a grace, then not until it does", async () => {
-    const { trackers, pushAll } = swarm(3);
+    const { network, trackers, pushAll } = swarm(3);
     const [a, newcomer, phantom] = trackers as [ProgressTracker, ProgressTracker, ProgressTracker];
     // Peers starting together: their first records have nothing accumulated yet.
     newcomer.report({ epoch: 0, samplesAccumulated: 0, samplesPerSecond: 0 });
@@ -523,6 +523,22 @@ describe("ProgressTracker", () => {
     // The grace is over: the peer that announced samples counts, the key that announced none does not.
     expect(a.hasContributed("p1")).toBe(true);
     expect(a.hasContributed("p2")).toBe(false);
+    expect(a.hasContributed("p9")).toBe(false);
+    // A silent key does not buy another grace by naming a new session in its records.
+    const silent = network.add("p9");
+    await silent.request(
+      "p0",
+      progressMethod,
+      validRecord({ epoch: 0, samplesAccumulated: 0, session: "one" }),
+    );
+    expect(a.hasContributed("p9")).toBe(true);
+    clock.now += NEWCOMER_GRACE_MS;
+    await silent.request(
+      "p0",
+      progressMethod,
+      validRecord({ epoch: 0, samplesAccumulated: 0, session: "two" }),
+    );
+    expect(a.records().find((entry) => entry.peerId === "p9")?.record.session).toBe("two");
     expect(a.hasContributed("p9")).toBe(false);
   });
 
