@@ -229,19 +229,27 @@ export class ReducerSession {
     const { earnedWeight } = this.#options;
     if (sender.contributes && earnedWeight !== undefined) {
       sender.checking = true;
-      void earnedWeight(from.peerId, head.weight, this.#options.signal).then((earned) => {
-        sender.checking = false;
-        if (head.weight > earned) {
-          // A weight its progress records did not announce: it is told, and its samples stay out.
-          const reason = `declared weight ${head.weight} is more than its progress records earned (${Math.floor(earned)})`;
-          this.#options.logger.warn(
-            { groupId: head.groupId, peer: from.peerId, weight: head.weight, earned },
-            `refused ${from.peerId} in the all-reduce: ${reason}`,
-          );
-          this.#exclude(sender, new SwarmError(SwarmErrorCode.UNAUTHORIZED_PEER, reason), "unearned");
-        }
-        this.#wake.notify();
-      });
+      void earnedWeight(from.peerId, head.weight, this.#options.signal).then(
+        (earned) => {
+          sender.checking = false;
+          if (head.weight > earned) {
+            // A weight its progress records did not announce: it is told, and its samples stay out.
+            const reason = `declared weight ${head.weight} is more than its progress records earned (${Math.floor(earned)})`;
+            this.#options.logger.warn(
+              { groupId: head.groupId, peer: from.peerId, weight: head.weight, earned },
+              `refused ${from.peerId} in the all-reduce: ${reason}`,
+            );
+            this.#exclude(sender, new SwarmError(SwarmErrorCode.UNAUTHORIZED_PEER, reason), "unearned");
+          }
+          this.#wake.notify();
+        },
+        (error: unknown) => {
+          // The check could not be made: the sender is left out of this round, as one not earned.
+          sender.checking = false;
+          this.#exclude(sender, error, "unearned");
+          this.#wake.notify();
+        },
+      );
     }
     return this.#admit(sender, incoming);
   }
