@@ -108,6 +108,9 @@ interface Gathering {
   closed: boolean;
 }
 
+/** How many redirects a member follows before it gives up on a key's group. */
+const MAX_REDIRECTS = 8;
+
 /** How many gatherings' spreads of arrivals the leader remembers. */
 const SPREAD_HISTORY = 16;
 
@@ -193,7 +196,10 @@ export class Matchmaking {
     const selfCanLead = offer.mode !== "client";
     let leader = this.#leaderFor(key, skipped, selfCanLead);
     let group: FormedGroup | undefined;
-    for (let hops = 0; group === undefined && hops < 8; hops += 1) {
+    // Redirects are bounded (views of who leads may disagree for a moment); leaders that fail are
+    // each skipped once, so a swarm with many unreachable keys below the honest leaders (keys that
+    // publish progress and serve nothing) still reaches them.
+    for (let redirects = 0; group === undefined && redirects < MAX_REDIRECTS;) {
       if (leader === self) {
         group = await this.#join(key, { ...offer, peerId: self }, exclude, signal);
         break;
@@ -215,6 +221,7 @@ export class Matchmaking {
           },
         );
         if (answer.status === "redirect") {
+          redirects += 1;
           if (answer.leader === leader || skipped.has(answer.leader)) skipped.add(leader);
           leader =
             answer.leader === self || skipped.has(answer.leader)

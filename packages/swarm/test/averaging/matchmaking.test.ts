@@ -176,4 +176,29 @@ describe("Matchmaking", () => {
     expect(gc.groupId).toBe(gb.groupId);
     expect(gb.members.map((m) => m.peerId)).toEqual(["b", "c"]);
   });
+
+  it("reaches the lowest live peer past more unreachable keys than it follows redirects", async () => {
+    // Twelve keys below "b" and "c" publish progress and serve nothing (phantoms in their first
+    // seconds, before they count as having contributed nothing): each is skipped once.
+    const phantoms = Array.from({ length: 12 }, (_, i) => `a${String(i).padStart(2, "0")}`);
+    const network = new MemoryRpcNetwork();
+    const make = (self: string, other: string) => {
+      const matchmaking = new Matchmaking({
+        rpc: network.add(self),
+        logger: silentLogger,
+        leaders: () => [...phantoms, other],
+        expected: () => [other],
+        maxGroupSize: 16,
+        timeoutMs: 2_000,
+      });
+      matchmaking.start();
+      started.push(matchmaking);
+      return matchmaking;
+    };
+    const b = make("b", "c");
+    const c = make("c", "b");
+    const [gb, gc] = await Promise.all([b.form("e2/r0/", offer), c.form("e2/r0/", offer)]);
+    expect(gc.groupId).toBe(gb.groupId);
+    expect(gb.members.map((m) => m.peerId)).toEqual(["b", "c"]);
+  });
 });

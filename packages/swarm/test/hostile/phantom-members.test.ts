@@ -13,7 +13,9 @@ import { startSwarm, testConfig } from "../support/swarm-harness.ts";
  * One volunteer token, many machines, no training: extra keys join with the same token and gossip
  * valid progress records at the swarm's epoch, with no samples, and never come to a round. The
  * honest trainers must not plan them into their rounds: with a gathering deadline of two minutes,
- * a leader that waited for them would not finish one round in this test's time.
+ * a leader that waited for them would not finish one round in this test's time. In their first
+ * seconds (NEWCOMER_GRACE_MS) the phantoms still count as newcomers, so the first round may take
+ * that long; every round after it forms at once.
  */
 
 const PHANTOMS = 12;
