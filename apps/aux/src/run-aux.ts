@@ -20,7 +20,9 @@ import {
 import type { Logger } from "pino";
 import { swarmHeartbeat } from "./monitor/heartbeat.ts";
 import { ResumeWatch } from "./monitor/resume-watch.ts";
+import { CreditLog } from "./monitor/credit-log.ts";
 import { ImplausibleRecords } from "./monitor/implausible-records.ts";
+import { RoundWitness } from "./monitor/round-witness.ts";
 import { SplitWatch } from "./monitor/split-watch.ts";
 import { StepAggregator, type AggregatedStep } from "./monitor/step-aggregator.ts";
 import { AuxPlatformClient, PlatformRequestError } from "./platform-client.ts";
@@ -237,7 +239,9 @@ async function runRoles(context: RolesContext): Promise<void> {
   const { logger } = options;
   // A call, so that the compiler does not assume the signal unchanged across awaits.
   const stopped = () => signal.aborted;
-  const aggregator = new StepAggregator({ ttlMs: 5_000, graceMs: 2_500 });
+  // The weights this aux accepts in the rounds it helps: the trainers' credit is held against them.
+  const witness = options.helpAveraging ? new RoundWitness() : undefined;
+  const aggregator = new StepAggregator({ ttlMs: 5_000, graceMs: 2_500, ...(witness && { witness }) });
   // One run, one model: the trainers' state digests at one step must agree.
   const splits = new SplitWatch({ ttlMs: 5_000 });
   // Trainers whose records claim what none could: the manage page flags them with the reason.
@@ -271,6 +275,12 @@ async function runRoles(context: RolesContext): Promise<void> {
       : swarm.averager.observeContributions((contribution) => {
           validator.observe(contribution);
         });
+  const stopWitnessing =
+    witness === undefined
+      ? undefined
+      : swarm.averager.observeContributions((contribution) => {
+          witness.observe(contribution);
+        });
   const helper = new AveragingHelper({
     logger,
     global: () => swarm.progress.global(),
@@ -293,6 +303,7 @@ async function runRoles(context: RolesContext): Promise<void> {
         return outcome;
       } catch (error) {
         validator?.discard();
+        witness?.failed(epoch);
         throw error;
       }
     },
@@ -326,6 +337,7 @@ async function runRoles(context: RolesContext): Promise<void> {
     );
   };
   const resume = new ResumeWatch();
+  const creditLog = new CreditLog(logger);
   let lastPostedStep: number | undefined;
   let livenessAt = 0;
   let splitSince: number | undefined;
@@ -365,6 +377,8 @@ async function runRoles(context: RolesContext): Promise<void> {
       loadRollbackCheckpoint(client.platform, target, control.generation, signal)
         .then((state) => {
           aggregator.reset(control.generation);
+          witness?.forgetFrom(target.step);
+          helper.forgetFrom(target.step);
           splits.reset(control.generation);
           held.state = null;
           hold(state, `the rollback checkpoint of step ${target.step}`);
@@ -491,6 +505,8 @@ async function runRoles(context: RolesContext): Promise<void> {
             );
           }
           aggregator.reset();
+          witness?.forgetFrom(fromStep);
+          helper.forgetFrom(fromStep);
           queue.unshift(...unstored.splice(0).filter((kept) => kept.step > fromStep));
           lastPostedStep = undefined;
           checkpointer.resetTo(fromStep);
@@ -508,6 +524,7 @@ async function runRoles(context: RolesContext): Promise<void> {
         sessionSeconds: (now - startedAt) / 1000,
       });
       queue.push(...aggregator.collect());
+      creditLog.report(aggregator, implausible, now);
       if (queue.length > MAX_QUEUED_STEPS) queue.splice(0, queue.length - MAX_QUEUED_STEPS);
       while (queue.length > 0 && now >= metricsRetryAt && !stopped()) {
         const step = queue[0];
@@ -581,6 +598,7 @@ async function runRoles(context: RolesContext): Promise<void> {
     unsubscribeControl();
     unsubscribeHelper?.();
     stopObserving?.();
+    stopWitnessing?.();
     await Promise.all(background);
     await evaluator?.close();
     await validator?.close();

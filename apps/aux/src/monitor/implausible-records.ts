@@ -11,6 +11,13 @@ export interface ImplausibleReport {
   readonly at: number;
 }
 
+/**
+ * A trainer's claim this aux refused: a record the swarm's tracker found implausible, or a
+ * contributed total that outgrew what this aux accepted of its samples (see `CreditLog`).
+ */
+export type RefusedClaim = Pick<ImplausibleRecord, "peerId" | "reason" | "count"> &
+  Partial<Pick<ImplausibleRecord, "username">>;
+
 /** Senders kept at most: the ones refused most recently. */
 const MAX_SENDERS = 256;
 /** The longest reason kept. */
@@ -18,7 +25,8 @@ const MAX_REASON = 512;
 
 /**
  * The trainers whose progress records this aux refused as implausible (a claim no trainer could
- * make: see the swarm's record plausibility), the latest refusal of each. The heartbeat reports
+ * make: see the swarm's record plausibility) or whose contributed totals outgrew what this aux
+ * accepted of their samples (`CreditLog`), the latest refusal of each. The heartbeat reports
  * those of the last minute, and the organizer's manage page flags the nodes with the evidence.
  */
 export class ImplausibleRecords {
@@ -30,7 +38,7 @@ export class ImplausibleRecords {
     this.#now = now;
   }
 
-  record(refused: ImplausibleRecord): void {
+  record(refused: RefusedClaim): void {
     this.#bySender.delete(refused.peerId);
     this.#bySender.set(refused.peerId, {
       peerId: refused.peerId,

@@ -1,11 +1,15 @@
 import type { PeerProgressRecord, ProgressRecord } from "@barnraise/swarm";
+import { SessionCredit, type CreditShortfall, type CreditTally, type WitnessPort } from "./session-credit.ts";
 
 /** One peer's cumulative contribution, for the platform's leaderboard. */
 export interface PeerContribution {
   peerId: string;
   /** The peer's process run (from its records); absent for peers that send none. */
   session?: string;
-  /** Samples processed since the peer started. */
+  /**
+   * Samples the peer put into collaborative steps in its session: with a witness, its reported total
+   * held against the weights the aux accepted of it (see `SessionCredit`).
+   */
   samples: number;
   /** Seconds spent computing gradients since the peer started. */
   computeSeconds: number;
@@ -52,6 +56,16 @@ export interface StepAggregatorOptions {
    * intervals if that is longer, is not averaging; default 2 minutes.
    */
   averagingWindowMs?: number;
+  /**
+   * The rounds this aux reduced a part of: a trainer's credit is then held against the weights it
+   * accepted (`SessionCredit`); without one, a trainer's reported total is its credit.
+   */
+  witness?: WitnessPort;
+}
+
+/** A trainer whose contributed total grew by more than the aux accepted of its samples. */
+export interface PeerShortfall extends CreditShortfall {
+  readonly peerId: string;
 }
 
 interface PeerState {
@@ -60,6 +74,8 @@ interface PeerState {
   sessionStart: number;
   /** When the session's contributed samples (`samplesTotal`) last grew; undefined before they did. */
   contributedAt: number | undefined;
+  /** Trainers, with a witness: the session's credit as checked. */
+  credit: SessionCredit | undefined;
 }
 
 interface LossTotals {
@@ -126,6 +142,15 @@ export class StepAggregator {
   readonly #averagingWindowMs: number;
   /** When the swarm reached each of its latest epochs (first sightings), for the step interval. */
   readonly #stepTimes: EpochSighting[] = [];
+  readonly #witness: WitnessPort | undefined;
+  readonly #tally: CreditTally = { witnessed: 0, unwitnessed: 0, cut: 0 };
+  #shortfalls: PeerShortfall[] = [];
+  /**
+   * Trainer sessions' credit, by PeerId and session, in order of their latest record: kept longer
+   * than the peers (a session silent for a while goes on from its checked credit, not from a
+   * total taken as it comes).
+   */
+  readonly #credits = new Map<string, { peerId: string; credit: SessionCredit; seenAt: number }>();
 
   constructor(options: StepAggregatorOptions) {
     this.#ttlMs = checked(options.ttlMs, "ttlMs", (value) => value > 0);
@@ -141,6 +166,7 @@ export class StepAggregator {
       (value) => value > 0,
     );
     this.#now = options.now ?? Date.now;
+    this.#witness = options.witness;
   }
 
   /** Takes in one record accepted from a peer. */
@@ -154,11 +180,13 @@ export class StepAggregator {
       known.record.session === record.session;
     const contributed = record.samplesTotal ?? 0;
     const grew = sameSession ? contributed > (known.record.samplesTotal ?? 0) : contributed > 0;
+    const credit = this.#credit(peerId, record, receivedAt);
     this.#peers.set(peerId, {
       record,
       receivedAt,
       sessionStart: sameSession ? known.sessionStart : receivedAt,
       contributedAt: grew ? receivedAt : sameSession ? known.contributedAt : undefined,
+      credit,
     });
     if (record.mode === "aux" || (record.generation ?? 0) !== this.#generation) return;
 
@@ -275,6 +303,21 @@ export class StepAggregator {
     return this.#contributions(this.#now());
   }
 
+  /**
+   * The trainers whose totals grew by more than the witness accepted of their samples, since the
+   * last call (each growth once).
+   */
+  takeShortfalls(): PeerShortfall[] {
+    const taken = this.#shortfalls;
+    this.#shortfalls = [];
+    return taken;
+  }
+
+  /** The samples credited so far by how they were checked (see `SessionCredit`); zeros without a witness. */
+  creditTally(): Readonly<CreditTally> {
+    return { ...this.#tally };
+  }
+
   /** The loss of the latest collected step, or undefined before the first. */
   latestLoss(): number | undefined {
     return this.#latestLoss;
@@ -359,15 +402,16 @@ export class StepAggregator {
   }
 
   #contributions(now: number): PeerContribution[] {
+    this.#settleCredit();
     const peers: PeerContribution[] = [];
     for (const [peerId, peer] of this.#peers) {
-      const { record, receivedAt, sessionStart } = peer;
+      const { record, receivedAt, sessionStart, credit } = peer;
       if (now - receivedAt > this.#ttlMs) continue;
       const averaging = this.#averaging(peer, now);
       peers.push({
         peerId,
         ...(record.session === undefined ? {} : { session: record.session }),
-        samples: record.samplesTotal ?? 0,
+        samples: credit?.samples ?? record.samplesTotal ?? 0,
         computeSeconds: record.computeSeconds ?? 0,
         bytesAggregated: record.bytesAggregated,
         sessionSeconds: Math.max(0, now - sessionStart) / 1000,
@@ -376,6 +420,36 @@ export class StepAggregator {
     }
     if (this.#own !== null) peers.push({ ...this.#own });
     return peers.sort((a, b) => (a.peerId < b.peerId ? -1 : a.peerId > b.peerId ? 1 : 0));
+  }
+
+  /** The credit of a trainer session, with `record` taken in; undefined without a witness. */
+  #credit(peerId: string, record: ProgressRecord, receivedAt: number): SessionCredit | undefined {
+    if (this.#witness === undefined || record.mode === "aux") return undefined;
+    const key = `${peerId}\0${record.session ?? ""}`;
+    const kept = this.#credits.get(key);
+    // Kept in order of the latest record, the oldest first.
+    this.#credits.delete(key);
+    if (kept !== undefined) kept.credit.observe(record);
+    const credit = kept?.credit ?? new SessionCredit(peerId, record, receivedAt);
+    this.#credits.set(key, { peerId, credit, seenAt: receivedAt });
+    for (const [oldKey, old] of this.#credits) {
+      if (this.#credits.size <= MAX_CREDITS_KEPT && receivedAt - old.seenAt <= CREDIT_MEMORY_MS) break;
+      this.#credits.delete(oldKey);
+    }
+    return credit;
+  }
+
+  /** Accounts what the witness can decide now of every kept session's rounds. */
+  #settleCredit(): void {
+    const witness = this.#witness;
+    if (witness === undefined) return;
+    for (const { peerId, credit } of this.#credits.values()) {
+      for (const shortfall of credit.settle(witness, this.#tally))
+        this.#shortfalls.push({ peerId, ...shortfall });
+    }
+    if (this.#shortfalls.length > MAX_SHORTFALLS) {
+      this.#shortfalls.splice(0, this.#shortfalls.length - MAX_SHORTFALLS);
+    }
   }
 
   #forgetGonePeers(): void {
@@ -403,6 +477,13 @@ function stepTraffic(totals: readonly LossTotals[]): Pick<AggregatedStep, "bytes
     ...(wall > 0 ? { utilization: Math.min(1, compute / wall) } : {}),
   };
 }
+
+/** Trainer sessions whose credit is kept, and for how long after their latest record. */
+const MAX_CREDITS_KEPT = 4096;
+const CREDIT_MEMORY_MS = 30 * 60_000;
+
+/** Shortfalls kept between two calls of `takeShortfalls`. */
+const MAX_SHORTFALLS = 256;
 
 /** First sightings kept for the step interval. */
 const STEP_TIMES_KEPT = 8;

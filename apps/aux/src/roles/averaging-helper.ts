@@ -19,7 +19,7 @@ export interface AveragingHelperOptions extends AveragingHelperPorts {
  * batch for an epoch, it announces that epoch and joins the all-reduce in aux mode, so it reduces a
  * share of the parts with weight 0 and the trainers upload less each. It needs the length of the
  * parameter vector, which it learns from the first state it sees (`setVectorLength`). Each epoch is
- * helped once it succeeds; a failed round is logged at debug and the helper joins the trainers'
+ * helped once it succeeds (again after the swarm went back to an older state: `forgetFrom`); a failed round is logged at debug and the helper joins the trainers'
  * retry of it (behind NAT, the aux may be the only member that can reduce).
  */
 export class AveragingHelper {
@@ -46,6 +46,14 @@ export class AveragingHelper {
   setVectorLength(length: number): void {
     if (!Number.isSafeInteger(length) || length < 1) throw new RangeError(`bad vector length ${length}`);
     if (this.#zeros?.length !== length) this.#zeros = new Float32Array(length);
+  }
+
+  /**
+   * The swarm went back to the state of `epoch` (it resumed from a checkpoint, or was rolled back):
+   * its rounds from there on are helped again.
+   */
+  forgetFrom(epoch: number): void {
+    this.#lastHelped = Math.min(this.#lastHelped, epoch - 1);
   }
 
   /** Joins the current epoch's round if the swarm is ready for it and it was not helped yet. */

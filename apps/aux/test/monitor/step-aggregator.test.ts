@@ -1,5 +1,6 @@
 import type { PeerProgressRecord, ProgressRecord } from "@barnraise/swarm";
 import { describe, expect, it } from "vitest";
+import { RoundWitness } from "../../src/monitor/round-witness.ts";
 import { StepAggregator, type StepAggregatorOptions } from "../../src/monitor/step-aggregator.ts";
 
 const TTL = 5000;
@@ -408,5 +409,40 @@ describe("StepAggregator.trainers", () => {
     }
     push("b", { epoch: 5, mode: "aux" });
     expect(aggregator.trainers().map((trainer) => trainer.peerId)).toEqual(["a"]);
+  });
+
+  it("with a witness, credits each trainer what the aux accepted of its samples, and names who claimed more", () => {
+    const witness = new RoundWitness();
+    const { aggregator, push, advance } = setup({ witness });
+    const round = (epoch: number, weights: Record<string, number>) => {
+      for (const [peerId, weight] of Object.entries(weights)) {
+        witness.observe({ epoch, groupId: `g${epoch}`, peerId, weight });
+      }
+    };
+    push("a", { epoch: 0, samplesTotal: 0, session: "s" });
+    push("m", { epoch: 0, samplesTotal: 0, session: "s" });
+    round(0, { a: 300, m: 100 });
+    push("a", { epoch: 1, samplesTotal: 300, round: { epoch: 0, bytesSent: 1 }, session: "s" });
+    push("m", { epoch: 1, samplesTotal: 500, round: { epoch: 0, bytesSent: 1 }, session: "s" });
+    const samples = () =>
+      Object.fromEntries(aggregator.contributions().map((peer) => [peer.peerId, peer.samples]));
+    expect(samples()).toEqual({ a: 300, m: 100 });
+    expect(aggregator.takeShortfalls()).toEqual([
+      { peerId: "m", claimed: 500, witnessed: 100, from: 0, to: 0 },
+    ]);
+    expect(aggregator.takeShortfalls()).toEqual([]);
+    expect(aggregator.creditTally()).toEqual({ witnessed: 400, unwitnessed: 0, cut: 400 });
+    // Silent for longer than a record lives, the same session goes on from its checked credit.
+    advance(3 * TTL);
+    round(1, { a: 300, m: 100 });
+    push("m", { epoch: 2, samplesTotal: 600, round: { epoch: 1, bytesSent: 1 }, session: "s" });
+    expect(samples()).toEqual({ m: 200 });
+  });
+
+  it("without a witness, credits a trainer's reported total", () => {
+    const { aggregator, push } = setup();
+    push("m", { epoch: 1, samplesTotal: 500, round: { epoch: 0, bytesSent: 1 } });
+    expect(aggregator.contributions()).toMatchObject([{ peerId: "m", samples: 500 }]);
+    expect(aggregator.creditTally()).toEqual({ witnessed: 0, unwitnessed: 0, cut: 0 });
   });
 });

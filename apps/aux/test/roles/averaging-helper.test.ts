@@ -78,6 +78,22 @@ describe("AveragingHelper", () => {
     expect(helper.rounds).toBe(2);
   });
 
+  it("helps the epochs again that a swarm averages again after it went back to an older state", async () => {
+    const { helper, swarm, averaged } = setup();
+    helper.setVectorLength(LENGTH);
+    swarm.epoch = 9;
+    await helper.maybeHelp(signal);
+    // The swarm resumed from a checkpoint of step 7: without being told, it would wait for epoch 10.
+    swarm.epoch = 7;
+    await helper.maybeHelp(signal);
+    expect(averaged()).toEqual([9]);
+    helper.forgetFrom(7);
+    await helper.maybeHelp(signal);
+    swarm.epoch = 8;
+    await helper.maybeHelp(signal);
+    expect(averaged()).toEqual([9, 7, 8]);
+  });
+
   it("does not join another round while one is in flight", async () => {
     const round = Promise.withResolvers<{ groupSize: number }>();
     const epochs: number[] = [];
