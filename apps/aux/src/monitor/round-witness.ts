@@ -11,12 +11,14 @@ export interface WitnessedContribution {
  * - `witnessed`: the aux reduced a part of the epoch's round and accepted `weight` samples of the
  *   peer's into it (`round` names the round, so that one round's weight is credited once);
  * - `absent`: the aux reduced a part of the epoch's round and the peer sent nothing into it: it was not
- *   in the swarm's round (an aux helps whole-swarm rounds only, so there is no other group to be in),
- *   or the round began before the peer's session did (its samples cannot be in it);
+ *   in the swarm's round (an aux helps whole-swarm rounds only, so there is no other group to be in);
  * - `forgotten`: the epoch is older than the rounds the aux keeps;
  * - `pending`: the aux has not reached the epoch yet and is helping rounds, so it will see it;
  * - `unwitnessed`: the aux did not take part in the epoch's round (it was starting, its round
- *   failed, the swarm averaged over a Moshpit grid, or it is not helping): nothing can be checked.
+ *   failed, the swarm averaged over a Moshpit grid, or it is not helping), or the round it saw began
+ *   before the peer's session did, so the session's round of that epoch was another one (a swarm
+ *   whose trainers all restarted averages again the epochs after its checkpoint): nothing can be
+ *   checked.
  */
 export type WitnessStatus =
   | { readonly kind: "witnessed"; readonly weight: number; readonly round: string }
@@ -91,7 +93,8 @@ export class RoundWitness {
   status(epoch: number, peerId: string, since = -Infinity): WitnessStatus {
     const round = this.#rounds.get(epoch);
     if (round !== undefined) {
-      const weight = round.firstAt < since ? undefined : round.weights.get(peerId);
+      if (round.firstAt < since) return { kind: "unwitnessed" };
+      const weight = round.weights.get(peerId);
       return weight === undefined
         ? { kind: "absent" }
         : { kind: "witnessed", weight, round: `${epoch}/${round.groupId}` };

@@ -53,7 +53,8 @@ interface Waiting {
  * records' own plausibility bounds are then all there is. Rounds the aux is yet to see (`pending`)
  * hold the growth back until it has. The first total seen of a session is taken as it is (the
  * session may have run long before this aux heard of it; the platform bounds it by the run's pace),
- * and a round that began before the aux heard of the session is not one the session was in.
+ * and a round that began before the aux heard of the session is not one the session was in
+ * (the session's round of that epoch went unwitnessed).
  *
  * Costs to an honest trainer: none in rounds the aux reduced (its total grows by exactly the weight
  * it sent). A round whose reduction by the aux was cut short (the aux excluded it for a stream that

@@ -128,15 +128,15 @@ describe("SessionCredit", () => {
     // `a` restarts; the swarm goes back to the state of step 650 and averages 662 again, without the aux.
     clock.now += 10_000;
     const restarted = new SessionCredit("a", record(662, 0), clock.now);
-    // The new session cannot have been in a round that began before it: it is not credited that
-    // round's weight (a second session would otherwise be credited the first one's rounds again).
+    // The new session cannot have been in a round that began before it: its round of epoch 662 went
+    // unwitnessed, and is credited as claimed (not the first session's weight, nor nothing).
     restarted.observe(record(663, 896, 662));
-    restarted.settle(witness, tally);
-    expect(restarted.samples).toBe(0);
-    // Once the aux knows the swarm went back, the epochs from there on are unwitnessed until it
-    // sees them again.
+    expect(restarted.settle(witness, tally)).toEqual([]);
+    expect(restarted.samples).toBe(896);
+    // A session the aux knew before: once the aux knows the swarm went back, the epochs from there
+    // on are unwitnessed until it sees them again.
+    const again = new SessionCredit("b", record(640, 0), clock.now - 60_000);
     witness.forgetFrom(650);
-    const again = new SessionCredit("b", record(662, 0), clock.now);
     again.observe(record(663, 896, 662));
     expect(again.settle(witness, tally)).toEqual([]);
     expect(again.samples).toBe(896);
