@@ -12,19 +12,18 @@ export interface WitnessedContribution {
  *   peer's into it (`round` names the round, so that one round's weight is credited once);
  * - `absent`: the aux reduced a part of the epoch's round and the peer sent nothing into it: it was not
  *   in the swarm's round (an aux helps whole-swarm rounds only, so there is no other group to be in);
- * - `forgotten`: the epoch is older than the rounds the aux keeps;
  * - `pending`: the aux has not reached the epoch yet and is helping rounds, so it will see it;
  * - `unwitnessed`: the aux did not take part in the epoch's round (it was starting, its round
  *   failed, the swarm averaged over a Moshpit grid, or it is not helping), or the round it saw began
  *   before the peer's session did, so the session's round of that epoch was another one (a swarm
- *   whose trainers all restarted averages again the epochs after its checkpoint): nothing can be
- *   checked.
+ *   whose trainers all restarted averages again the epochs after its checkpoint), or the epoch is
+ *   older than the rounds the aux keeps: nothing can be checked.
  */
 export type WitnessStatus =
   | { readonly kind: "witnessed"; readonly weight: number; readonly round: string }
-  | { readonly kind: "absent" | "forgotten" | "pending" | "unwitnessed" };
+  | { readonly kind: "absent" | "pending" | "unwitnessed" };
 
-/** Rounds kept: the most recent epochs the aux reduced a part of. */
+/** Rounds kept: those of the most recent epochs up to the latest one the aux reduced a part of. */
 const EPOCHS_KEPT = 256;
 /**
  * How long after its latest observed round the aux still counts as helping: an epoch past the latest
@@ -52,8 +51,7 @@ interface WitnessedRound {
 export class RoundWitness {
   readonly #rounds = new Map<number, WitnessedRound>();
   readonly #now: () => number;
-  /** Epochs below this were dropped for memory. */
-  #forgottenBelow = 0;
+  /** The latest epoch whose round the aux saw (since the swarm last went back). */
   #highest = -1;
   #lastObservedAt = -Infinity;
 
@@ -63,7 +61,8 @@ export class RoundWitness {
 
   observe(contribution: WitnessedContribution): void {
     const { epoch, groupId, peerId, weight } = contribution;
-    if (epoch < this.#forgottenBelow) return;
+    // A round far behind the latest: the swarm went back (this aux was not told yet).
+    if (epoch <= this.#highest - EPOCHS_KEPT) this.forgetFrom(epoch);
     let round = this.#rounds.get(epoch);
     if (round?.groupId !== groupId) {
       round = { groupId, firstAt: this.#now(), weights: new Map() };
@@ -71,9 +70,11 @@ export class RoundWitness {
     }
     // A sender's weight is the same on every chunk it sends.
     if (!round.weights.has(peerId)) round.weights.set(peerId, weight);
-    this.#highest = Math.max(this.#highest, epoch);
     this.#lastObservedAt = this.#now();
-    this.#dropOld();
+    if (epoch > this.#highest) {
+      this.#highest = epoch;
+      for (const kept of this.#rounds.keys()) if (kept <= epoch - EPOCHS_KEPT) this.#rounds.delete(kept);
+    }
   }
 
   /** The aux's round of `epoch` failed: the trainers retry it, perhaps without this aux. */
@@ -84,6 +85,8 @@ export class RoundWitness {
   /** The swarm went back to the state of `epoch`: its rounds from there on are averaged again. */
   forgetFrom(epoch: number): void {
     for (const kept of this.#rounds.keys()) if (kept >= epoch) this.#rounds.delete(kept);
+    // Its rounds from there on are yet to come.
+    this.#highest = Math.min(this.#highest, epoch - 1);
   }
 
   /**
@@ -99,15 +102,7 @@ export class RoundWitness {
         ? { kind: "absent" }
         : { kind: "witnessed", weight, round: `${epoch}/${round.groupId}` };
     }
-    if (epoch < this.#forgottenBelow) return { kind: "forgotten" };
     const helping = this.#now() - this.#lastObservedAt <= HELPING_WINDOW_MS;
     return { kind: epoch > this.#highest && helping ? "pending" : "unwitnessed" };
-  }
-
-  #dropOld(): void {
-    const below = this.#highest - EPOCHS_KEPT + 1;
-    if (below <= this.#forgottenBelow) return;
-    this.#forgottenBelow = below;
-    for (const epoch of this.#rounds.keys()) if (epoch < below) this.#rounds.delete(epoch);
   }
 }

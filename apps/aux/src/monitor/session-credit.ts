@@ -27,7 +27,10 @@ export interface CreditTally {
   cut: number;
 }
 
-/** The most round epochs one growth of a total is held against; older ones count as forgotten. */
+/**
+ * The most round epochs one growth of a total is held against (the witness keeps as many): a growth
+ * over more rounds than that cannot be checked.
+ */
 const MAX_RANGE = 256;
 /** Round changes kept while they wait for the witness. */
 const MAX_WAITING = 64;
@@ -119,7 +122,7 @@ export class SessionCredit {
           ? Math.max(this.#accountedRound + 1, next.round - MAX_RANGE + 1)
           : next.round;
       let allowance = 0;
-      let unchecked = false;
+      let unchecked = next.round - this.#accountedRound > MAX_RANGE;
       const rounds: string[] = [];
       let decided = true;
       for (let epoch = from; epoch <= next.round; epoch++) {

@@ -111,6 +111,17 @@ describe("SessionCredit", () => {
     expect(credit.samples).toBe(430);
   });
 
+  it("cannot check a growth over more rounds than the witness keeps", () => {
+    const { clock, witness, tally, round } = setup();
+    const credit = new SessionCredit("a", record(0, 0), clock.now);
+    round(299, { a: 10 });
+    round(300, { a: 10 });
+    // Silent for 300 rounds (a long stall): most of them are older than what the aux keeps.
+    credit.observe(record(301, 5_000, 300));
+    expect(credit.settle(witness, tally)).toEqual([]);
+    expect(credit.samples).toBe(5_000);
+  });
+
   it("takes a session's first total as it comes, and credits a resumed swarm's repeated round anew", () => {
     const { clock, witness, tally, round } = setup();
     const credit = new SessionCredit("a", record(177, 5_000, 176), clock.now);
@@ -138,9 +149,13 @@ describe("SessionCredit", () => {
     const again = new SessionCredit("b", record(640, 0), clock.now - 60_000);
     witness.forgetFrom(650);
     again.observe(record(663, 896, 662));
+    // The redone rounds wait for the aux, which helps them again…
+    expect(again.settle(witness, tally)).toEqual([]);
+    expect(again.samples).toBe(0);
+    // …and joined the swarm's round of 663: the round of 662 went without it.
+    round(663, { b: 700 }, "with-the-aux");
     expect(again.settle(witness, tally)).toEqual([]);
     expect(again.samples).toBe(896);
-    round(663, { b: 700 }, "with-the-aux");
     again.observe(record(664, 1_596, 663));
     again.settle(witness, tally);
     expect(again.samples).toBe(1_596);
@@ -148,7 +163,7 @@ describe("SessionCredit", () => {
 });
 
 describe("RoundWitness", () => {
-  it("tells witnessed, absent, pending, unwitnessed and forgotten rounds apart", () => {
+  it("tells witnessed, absent, pending and unwitnessed rounds apart", () => {
     const { clock, witness, round } = setup();
     round(300, { a: 10 });
     expect(witness.status(300, "a")).toEqual({ kind: "witnessed", weight: 10, round: "300/g300" });
@@ -160,7 +175,24 @@ describe("RoundWitness", () => {
     // A retry of the epoch replaces its first round.
     round(300, { a: 12 }, "retry");
     expect(witness.status(300, "a")).toEqual({ kind: "witnessed", weight: 12, round: "300/retry" });
+    // Rounds far behind the latest are not kept.
     round(1_000, { a: 1 });
-    expect(witness.status(300, "a")).toEqual({ kind: "forgotten" });
+    expect(witness.status(300, "a")).toEqual({ kind: "unwitnessed" });
+  });
+
+  it("waits for the rounds of a swarm that went back, however far, and sees them again", () => {
+    const { witness, round } = setup();
+    round(1_400, { a: 10 });
+    // The organizer rolled the run back to step 400: the aux is told, and its helper joins again.
+    witness.forgetFrom(400);
+    expect(witness.status(400, "a")).toEqual({ kind: "pending" });
+    expect(witness.status(1_400, "a")).toEqual({ kind: "pending" });
+    round(400, { a: 7 });
+    expect(witness.status(400, "a")).toEqual({ kind: "witnessed", weight: 7, round: "400/g400" });
+    // Not told: a round it joins far behind the latest it saw says the swarm went back.
+    round(2_000, { a: 1 });
+    round(1_500, { a: 5 });
+    expect(witness.status(1_500, "a")).toMatchObject({ kind: "witnessed", weight: 5 });
+    expect(witness.status(2_000, "a")).toEqual({ kind: "pending" });
   });
 });
