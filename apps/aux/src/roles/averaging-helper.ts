@@ -19,8 +19,9 @@ export interface AveragingHelperOptions extends AveragingHelperPorts {
  * batch for an epoch, it announces that epoch and joins the all-reduce in aux mode, so it reduces a
  * share of the parts with weight 0 and the trainers upload less each. It needs the length of the
  * parameter vector, which it learns from the first state it sees (`setVectorLength`). Each epoch is
- * helped once it succeeds (again after the swarm went back to an older state: `forgetFrom`); a failed round is logged at debug and the helper joins the trainers'
- * retry of it (behind NAT, the aux may be the only member that can reduce).
+ * helped once it succeeds, and again after the swarm went back to an older state (`forgetFrom`); a
+ * failed round is logged at debug and the helper joins the trainers' retry of it (behind NAT, the
+ * aux may be the only member that can reduce).
  */
 export class AveragingHelper {
   readonly #options: AveragingHelperOptions;
