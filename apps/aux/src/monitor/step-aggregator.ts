@@ -74,8 +74,6 @@ interface PeerState {
   sessionStart: number;
   /** When the session's contributed samples (`samplesTotal`) last grew; undefined before they did. */
   contributedAt: number | undefined;
-  /** Trainers, with a witness: the session's credit as checked. */
-  credit: SessionCredit | undefined;
 }
 
 interface LossTotals {
@@ -180,13 +178,12 @@ export class StepAggregator {
       known.record.session === record.session;
     const contributed = record.samplesTotal ?? 0;
     const grew = sameSession ? contributed > (known.record.samplesTotal ?? 0) : contributed > 0;
-    const credit = this.#credit(peerId, record, receivedAt);
+    this.#observeCredit(peerId, record, receivedAt);
     this.#peers.set(peerId, {
       record,
       receivedAt,
       sessionStart: sameSession ? known.sessionStart : receivedAt,
       contributedAt: grew ? receivedAt : sameSession ? known.contributedAt : undefined,
-      credit,
     });
     if (record.mode === "aux" || (record.generation ?? 0) !== this.#generation) return;
 
@@ -405,7 +402,8 @@ export class StepAggregator {
     this.#settleCredit();
     const peers: PeerContribution[] = [];
     for (const [peerId, peer] of this.#peers) {
-      const { record, receivedAt, sessionStart, credit } = peer;
+      const { record, receivedAt, sessionStart } = peer;
+      const credit = this.#credits.get(creditKey(peerId, record))?.credit;
       if (now - receivedAt > this.#ttlMs) continue;
       const averaging = this.#averaging(peer, now);
       peers.push({
@@ -422,10 +420,10 @@ export class StepAggregator {
     return peers.sort((a, b) => (a.peerId < b.peerId ? -1 : a.peerId > b.peerId ? 1 : 0));
   }
 
-  /** The credit of a trainer session, with `record` taken in; undefined without a witness. */
-  #credit(peerId: string, record: ProgressRecord, receivedAt: number): SessionCredit | undefined {
-    if (this.#witness === undefined || record.mode === "aux") return undefined;
-    const key = `${peerId}\0${record.session ?? ""}`;
+  /** Takes `record` into its trainer session's credit (kept only with a witness). */
+  #observeCredit(peerId: string, record: ProgressRecord, receivedAt: number): void {
+    if (this.#witness === undefined || record.mode === "aux") return;
+    const key = creditKey(peerId, record);
     const kept = this.#credits.get(key);
     // Kept in order of the latest record, the oldest first.
     this.#credits.delete(key);
@@ -436,7 +434,6 @@ export class StepAggregator {
       if (this.#credits.size <= MAX_CREDITS_KEPT && receivedAt - old.seenAt <= CREDIT_MEMORY_MS) break;
       this.#credits.delete(oldKey);
     }
-    return credit;
   }
 
   /** Accounts what the witness can decide now of every kept session's rounds. */
@@ -476,6 +473,11 @@ function stepTraffic(totals: readonly LossTotals[]): Pick<AggregatedStep, "bytes
     ...(sent.length === 0 ? {} : { bytesPerPeer: sent.reduce((sum, bytes) => sum + bytes, 0) / sent.length }),
     ...(wall > 0 ? { utilization: Math.min(1, compute / wall) } : {}),
   };
+}
+
+/** A trainer session's key in the kept credits. */
+function creditKey(peerId: string, record: ProgressRecord): string {
+  return `${peerId}\0${record.session ?? ""}`;
 }
 
 /** Trainer sessions whose credit is kept, and for how long after their latest record. */
