@@ -1,7 +1,8 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, rename, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadOrCreateIdentity } from "@barnraise/swarm";
 import { PeerCliProcess, writeEvents, type LogRecord } from "../../peer/test/support/peer-cli-process.ts";
 import { startPlatformServer, type PlatformServer } from "../../web/test/support/platform-server.ts";
 
@@ -10,7 +11,9 @@ import { startPlatformServer, type PlatformServer } from "../../web/test/support
  * HTTP, `barnraise-aux` and `barnraise-peer` processes. The swarm trains until a checkpoint exists,
  * every peer is killed with SIGKILL, and a brand-new volunteer's peer starts alone: it loads the
  * aux's checkpoint and the run goes on past the step it had reached, with the trained model's
- * loss, not an untrained one's. Meanwhile the public page says how many trainers are alive.
+ * loss, not an untrained one's. Meanwhile the public page says how many trainers are alive. And
+ * when the same volunteers come back instead (a power cut), with the keys they had, under an aux
+ * that stayed up and led their groups, they go over the epochs after the checkpoint together again.
  */
 
 const AUX_CLI = new URL("../src/cli.ts", import.meta.url).pathname;
@@ -133,5 +136,88 @@ describe("a run outlives its volunteers", () => {
     expect((await newcomer.exited).code).toBe(0);
     aux.kill("SIGINT");
     expect((await aux.exited).code).toBe(0);
+  }, 420_000);
+
+  it("trains together again when every peer was killed and came back with the same keys, under an aux that led their groups", async ({
+    onTestFailed,
+  }) => {
+    onTestFailed(() => {
+      writeEvents(processes);
+    });
+    // The lowest PeerId leads each group: the aux gets it, so the groups of the epochs before the
+    // crash are the aux's, and they come back when the swarm resumes from its checkpoint.
+    const keys = await Promise.all(
+      ["k0", "k1", "k2"].map(async (name) => ({
+        file: join(dir, `${name}.json`),
+        peerId: (await loadOrCreateIdentity(join(dir, `${name}.json`))).peerId,
+      })),
+    );
+    keys.sort((a, b) => (a.peerId < b.peerId ? -1 : 1));
+    const names = ["leader-aux", "pia-1", "pia-2"];
+    for (const [i, name] of names.entries()) {
+      await mkdir(join(dir, name), { recursive: true });
+      await rename(keys[i]?.file ?? "", join(dir, name, "identity.json"));
+    }
+    const experiment = await platform.createExperiment(config);
+    const aux = start("leader-aux", await platform.createAuxToken(experiment.id), AUX_CLI);
+    await aux.waitFor((r) => r.msg === "registered address", "address registration", 60_000);
+    const { token } = await platform.addVolunteer(experiment.id, "pia");
+    const first = [start("pia-1", token), start("pia-2", token)];
+    const uploaded = await aux.waitFor(
+      (r) => r.msg === "checkpoint uploaded" && stepOf(r) >= 5,
+      "a checkpoint",
+      180_000,
+    );
+    await first[0]?.waitFor(
+      (r) => r.msg.startsWith("step ") && stepOf(r) >= stepOf(uploaded) + 4,
+      "steps past the checkpoint",
+      120_000,
+    );
+    for (const peer of first) peer.kill("SIGKILL");
+    await Promise.all(first.map((peer) => peer.exited));
+    const reached = Math.max(
+      ...first.flatMap((peer) => peer.records.filter((r) => r.msg.startsWith("step ")).map(stepOf)),
+    );
+
+    const again = [start("pia-1", token), start("pia-2", token)];
+    const loaded = await Promise.all(
+      again.map((peer) =>
+        peer.waitFor((r) => r.msg.startsWith("loaded the swarm's state"), "the checkpoint loaded", 60_000),
+      ),
+    );
+    const resumedFrom = Math.min(...loaded.map(stepOf));
+    expect(resumedFrom).toBeLessThan(reached);
+    await Promise.all(
+      again.map((peer) =>
+        peer.waitFor(
+          (r) => r.msg.startsWith("step ") && stepOf(r) > reached,
+          "a step past the crash",
+          120_000,
+        ),
+      ),
+    );
+    // The epochs they had averaged before are averaged again, in new groups. Handed the groups they
+    // had before the crash (over at the aux, with the weights of then), every one of those epochs
+    // failed its first round; a new group fails now and then, on an address that changed.
+    const failedEpochs = new Set(
+      again.flatMap((peer) =>
+        peer.records
+          .map((r) => /^averaging for step (\d+) failed/.exec(r.msg)?.[1])
+          .filter((step) => step !== undefined)
+          .map(Number)
+          .filter((step) => step <= reached),
+      ),
+    );
+    const redone = reached - resumedFrom;
+    expect(redone).toBeGreaterThanOrEqual(4);
+    expect(failedEpochs.size).toBeLessThanOrEqual(redone / 2);
+    const weightRefusals = again.flatMap((peer) =>
+      peer.records.filter((r) => JSON.stringify(r).includes("disagrees with the group's weight")),
+    );
+    expect(weightRefusals).toEqual([]);
+
+    for (const peer of again) peer.kill("SIGINT");
+    aux.kill("SIGINT");
+    await Promise.all([...again, aux].map((child) => child.exited));
   }, 420_000);
 });

@@ -126,8 +126,11 @@ const SPREAD_HISTORY = 16;
 export class Matchmaking {
   readonly #options: MatchmakingOptions;
   readonly #gatherings = new Map<string, Gathering>();
-  /** The last group formed per key, and when its gathering opened (to tell how late a straggler came). */
-  readonly #recent = new Map<string, { group: FormedGroup; openedAt: number }>();
+  /**
+   * The last group formed per key, when its gathering opened (to tell how late a straggler came)
+   * and when it closed (a member whose answer was lost gets it again only while its round may run).
+   */
+  readonly #recent = new Map<string, { group: FormedGroup; openedAt: number; closedAt: number }>();
   /** The last group this peer got per key, so that a retry asks for a new one. */
   readonly #tried = new Map<string, string>();
   /** How long after opening the last member of recent gatherings arrived (ms), newest last. */
@@ -263,16 +266,23 @@ export class Matchmaking {
     signal?: AbortSignal,
   ): Promise<FormedGroup> {
     // A member asking again (its answer was lost) gets the group it is in; one retrying after that
-    // group failed gets a new one.
+    // group failed gets a new one. So does a member whose offer is not the one in the group, or who
+    // asks after the group's time: a key comes back when the swarm goes back to an older state (its
+    // trainers restarted from a checkpoint under a leader that did not), and a restarted member
+    // knows nothing of the group it had (nothing to exclude), while the group's round is over here.
+    const now = this.#now();
     const recent = this.#recent.get(key);
     if (
       recent !== undefined &&
       recent.group.groupId !== exclude &&
-      recent.group.members.some((known) => known.peerId === member.peerId)
+      now - recent.closedAt <= this.#options.timeoutMs &&
+      recent.group.members.some(
+        (known) =>
+          known.peerId === member.peerId && known.mode === member.mode && known.weight === member.weight,
+      )
     ) {
       return recent.group;
     }
-    const now = this.#now();
     let gathering = this.#gatherings.get(key);
     if (gathering === undefined || gathering.closed) {
       // A member's first ask for a key whose group closed without it: it came this late, and the
@@ -351,7 +361,7 @@ export class Matchmaking {
       leader: this.#options.rpc.peerId,
       fractions: [],
     };
-    this.#recent.set(gathering.key, { group, openedAt: gathering.openedAt });
+    this.#recent.set(gathering.key, { group, openedAt: gathering.openedAt, closedAt: this.#now() });
     const oldest = this.#recent.keys().next();
     if (this.#recent.size > 64 && oldest.done !== true) this.#recent.delete(oldest.value);
     gathering.formed.resolve(group);

@@ -201,4 +201,63 @@ describe("Matchmaking", () => {
     expect(gc.groupId).toBe(gb.groupId);
     expect(gb.members.map((m) => m.peerId)).toEqual(["b", "c"]);
   });
+
+  describe("a member that asks again for a key with no group to exclude (its answer was lost, or it restarted)", () => {
+    // "a" leads and stays up; "b" is started again under the same id, knowing nothing of its groups.
+    function withRestarts(timeoutMs: number) {
+      let clock = 0;
+      const network = new MemoryRpcNetwork();
+      const make = (self: "a" | "b", other: "a" | "b") => {
+        const matchmaking = new Matchmaking({
+          rpc: network.add(self),
+          logger: silentLogger,
+          leaders: () => [other],
+          expected: () => [other],
+          maxGroupSize: 16,
+          timeoutMs,
+          now: () => clock,
+        });
+        matchmaking.start();
+        started.push(matchmaking);
+        return matchmaking;
+      };
+      return {
+        a: make("a", "b"),
+        b: make("b", "a"),
+        restartB: () => make("b", "a"),
+        advance: (ms: number) => (clock += ms),
+      };
+    }
+
+    it("gets the group it is in while that group's round may still run", async () => {
+      const { a, b, restartB, advance } = withRestarts(5_000);
+      const [first] = await Promise.all([a.form("e5/r0/", offer), b.form("e5/r0/", offer)]);
+      advance(1_000);
+      const again = await restartB().form("e5/r0/", offer);
+      expect(again.groupId).toBe(first.groupId);
+    });
+
+    it("gets a new group once the swarm came back to the key after the group's time (a resume from a checkpoint)", async () => {
+      const { a, b, restartB, advance } = withRestarts(5_000);
+      const [first] = await Promise.all([a.form("e5/r0/", offer), b.form("e5/r0/", offer)]);
+      advance(60_000);
+      const restarted = restartB();
+      const [ga, gb] = await Promise.all([a.form("e5/r0/", offer), restarted.form("e5/r0/", offer)]);
+      expect(gb.groupId).toBe(ga.groupId);
+      expect(gb.groupId).not.toBe(first.groupId);
+      expect(gb.members.map((m) => m.peerId)).toEqual(["a", "b"]);
+    });
+
+    it("gets a new group when its offer is not the one the group holds (its all-reduce would refuse the weight)", async () => {
+      const { a, b, restartB, advance } = withRestarts(5_000);
+      const [first] = await Promise.all([a.form("e5/r0/", offer), b.form("e5/r0/", offer)]);
+      advance(1_000);
+      const restarted = restartB();
+      const heavier = { ...offer, weight: offer.weight + 7 };
+      const [ga, gb] = await Promise.all([a.form("e5/r0/", offer), restarted.form("e5/r0/", heavier)]);
+      expect(gb.groupId).toBe(ga.groupId);
+      expect(gb.groupId).not.toBe(first.groupId);
+      expect(gb.members.find((m) => m.peerId === "b")?.weight).toBe(offer.weight + 7);
+    });
+  });
 });
