@@ -131,6 +131,8 @@ export interface MetricPoint {
   readonly step: number;
   readonly loss: number;
   readonly alivePeers: number;
+  /** The samples the aux accepted into the step's round; null when it reduced no part of it. */
+  readonly samples: number | null;
   readonly recordedAt: string;
   readonly timeline: number;
   readonly discarded: boolean;

@@ -172,6 +172,15 @@ test("volunteers train a run together, anyone watches it, and a ban stops their 
         { timeout: 90_000, intervals: [2_000] },
       )
       .toEqual({ atLeastThreeSteps: true, lossFell: true, mostAlive: 3 });
+
+    // The aux reduced a part of the rounds: the steps carry the samples it accepted into them.
+    const { points } = await getJson<Metrics>(request, `/api/v1/experiments/${experimentId}/metrics`);
+    const samples = points.flatMap((point) => (point.samples === null ? [] : [point.samples]));
+    expect(samples.length).toBeGreaterThan(0);
+    for (const value of samples) expect(value).toBeGreaterThan(0);
+    await visitor.reload();
+    const samplesChart = visitor.getByTestId("chart-step-samples");
+    await expect(samplesChart.getByText(/^[\d,]+ at step [\d,]+ \(target batch [\d,]+\)$/)).toBeVisible();
   });
 
   await test.step("the leaderboard counts the volunteer's samples", async () => {

@@ -43,6 +43,8 @@ export interface MetricsReportBody {
   readonly bytesPerPeer?: number;
   /** Share of the trainers' wall time spent computing in the step, in [0, 1]. */
   readonly utilization?: number;
+  /** The samples the aux accepted into the step's averaging round (Σ of the senders' weights). */
+  readonly samples?: number;
   /** Each peer's cumulative contribution. */
   readonly peers: readonly {
     readonly peerId: string;

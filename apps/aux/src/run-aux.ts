@@ -552,6 +552,7 @@ async function runRoles(context: RolesContext): Promise<void> {
               samplesPerSecond: step.samplesPerSecond,
               ...(step.bytesPerPeer === undefined ? {} : { bytesPerPeer: Math.round(step.bytesPerPeer) }),
               ...(step.utilization === undefined ? {} : { utilization: step.utilization }),
+              ...(step.samples === undefined ? {} : { samples: step.samples }),
             },
             "metrics posted",
           );

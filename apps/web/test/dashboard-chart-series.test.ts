@@ -23,16 +23,17 @@ function point(step: number, recordedAt: string, loss = 1, timeline = 0, discard
     alivePeers: step % 3,
     bytesPerPeer: null,
     utilization: null,
+    samples: null,
     recordedAt,
     timeline,
     discarded,
   };
 }
 
-/** A step as an aux that reports bytes per peer and utilization posts it. */
+/** A step as an aux that reports bytes per peer, utilization and the step's samples posts it. */
 function reported(step: number, bytesPerPeer: number, utilization: number, timeline = 0, discarded = false) {
   const at = new Date(Date.UTC(2026, 10, 21, 10, 0, step)).toISOString();
-  return { ...point(step, at, 1, timeline, discarded), bytesPerPeer, utilization };
+  return { ...point(step, at, 1, timeline, discarded), bytesPerPeer, utilization, samples: 256 * step };
 }
 
 describe("toChartPoints", () => {
@@ -50,6 +51,7 @@ describe("toChartPoints", () => {
         alivePeers: 1,
         bytesPerPeer: null,
         utilization: null,
+        samples: null,
         timeline: 0,
         discarded: false,
       },
@@ -61,6 +63,7 @@ describe("toChartPoints", () => {
         alivePeers: 2,
         bytesPerPeer: null,
         utilization: null,
+        samples: null,
         timeline: 0,
         discarded: false,
       },
@@ -77,11 +80,12 @@ describe("toChartPoints", () => {
     expect(rows.map((row) => row.step)).toEqual([1, 4]);
   });
 
-  it("keeps the bytes per peer and the utilization a step reports", () => {
+  it("keeps the bytes per peer, the utilization and the samples a step reports", () => {
     expect(toChartPoints([reported(3, 1.5e6, 0.875)])[0]).toMatchObject({
       step: 3,
       bytesPerPeer: 1.5e6,
       utilization: 0.875,
+      samples: 768,
     });
   });
 
@@ -227,7 +231,7 @@ describe("the metrics older aux programs do not report", () => {
     ]);
 
   it("draws only the steps that have the value", () => {
-    for (const metric of ["bytesPerPeer", "utilization"] as const) {
+    for (const metric of ["bytesPerPeer", "utilization", "samples"] as const) {
       const series = buildSeries(upgraded(), "step", metric, { splitDiscarded: true });
       expect(series.livePoints).toBe(2);
       expect(series.rows.map((row) => row.step)).toEqual([3, 4]);

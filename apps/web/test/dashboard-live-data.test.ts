@@ -22,6 +22,7 @@ const metrics: MetricSeries = {
       alivePeers: 2,
       bytesPerPeer: 2_500_000,
       utilization: 0.9,
+      samples: 2_048,
       recordedAt: "2026-11-21T10:00:00.000Z",
       timeline: 0,
       discarded: false,

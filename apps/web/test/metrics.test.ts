@@ -284,34 +284,39 @@ describe.each(testDatabaseProviders())("metrics (%s)", (provider) => {
     expect(await errorCode(malformed)).toEqual({ status: 400, code: "INVALID_INPUT" });
   });
 
-  it("stores each step's bytes per peer and utilization, and null from an aux that leaves them out", async () => {
+  it("stores each step's bytes per peer, utilization and samples, and null from an aux that leaves them out", async () => {
     const [a] = trainers;
     if (!a) throw new Error("a trainer expected");
     // An older aux reports step 1 without them; the upgraded one reports steps 2 and 3 with them.
     await post(1, [peer(a)]);
-    await post(2, [peer(a)], { bytesPerPeer: 1_234_567.5, utilization: 0.875 });
+    await post(2, [peer(a)], { bytesPerPeer: 1_234_567.5, utilization: 0.875, samples: 4_096 });
     await post(3, [peer(a)], { bytesPerPeer: 0, utilization: 1 });
     const rows = await app.db.metric.findMany({
       where: { experimentId: setup.experimentId },
       orderBy: { step: "asc" },
-      select: { step: true, bytesPerPeer: true, utilization: true },
+      select: { step: true, bytesPerPeer: true, utilization: true, samples: true },
     });
     expect(rows).toEqual([
-      { step: 1, bytesPerPeer: null, utilization: null },
-      { step: 2, bytesPerPeer: 1_234_567.5, utilization: 0.875 },
-      { step: 3, bytesPerPeer: 0, utilization: 1 },
+      { step: 1, bytesPerPeer: null, utilization: null, samples: null },
+      { step: 2, bytesPerPeer: 1_234_567.5, utilization: 0.875, samples: 4_096 },
+      { step: 3, bytesPerPeer: 0, utilization: 1, samples: null },
     ]);
 
     // The public series carries them, and a repeated step keeps the recorded values.
-    await post(2, [peer(a)], { bytesPerPeer: 1, utilization: 0.1 });
+    await post(2, [peer(a)], { bytesPerPeer: 1, utilization: 0.1, samples: 1 });
     const response = await callRoute(getMetrics, path, { params: { id: setup.experimentId } });
     const series = (await response.json()) as MetricSeries;
     expect(
-      series.points.map(({ step, bytesPerPeer, utilization }) => [step, bytesPerPeer, utilization]),
+      series.points.map(({ step, bytesPerPeer, utilization, samples }) => [
+        step,
+        bytesPerPeer,
+        utilization,
+        samples,
+      ]),
     ).toEqual([
-      [1, null, null],
-      [2, 1_234_567.5, 0.875],
-      [3, 0, 1],
+      [1, null, null, null],
+      [2, 1_234_567.5, 0.875, 4_096],
+      [3, 0, 1, null],
     ]);
   });
 
@@ -415,6 +420,8 @@ describe.each(testDatabaseProviders())("metrics (%s)", (provider) => {
       [{ bytesPerPeer: "1 MB" }, "bytesPerPeer"],
       [{ utilization: 1.01 }, "utilization"],
       [{ utilization: -0.1 }, "utilization"],
+      [{ samples: -1 }, "samples"],
+      [{ samples: "4k" }, "samples"],
       [{ peers: [{ ...peer(a), samples: -1 }] }, "peers.0.samples"],
       [{ peers: [{ ...peer(a), bytesAggregated: 0.5 }] }, "peers.0.bytesAggregated"],
       [{ peers: [{ ...peer(a), sessionSeconds: -1 }] }, "peers.0.sessionSeconds"],
@@ -508,6 +515,7 @@ describe.each(testDatabaseProviders())("metrics (%s)", (provider) => {
       alivePeers: 0,
       bytesPerPeer: null,
       utilization: null,
+      samples: null,
       recordedAt: "2026-11-21T12:00:01.000Z",
       timeline: 0,
       discarded: false,

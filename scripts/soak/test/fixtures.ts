@@ -60,6 +60,7 @@ export function point(timeline: number, n: number, recordedSeconds: number, loss
     alivePeers: 3,
     bytesPerPeer: null,
     utilization: null,
+    samples: null,
     recordedAt: new Date(at(recordedSeconds)).toISOString(),
     timeline,
     discarded: false,

@@ -90,6 +90,18 @@ export class RoundWitness {
   }
 
   /**
+   * The samples that went into the round of `epoch` as this aux accepted them: Σ of its senders'
+   * weights; undefined when the aux kept no round of that epoch (see `status`: unwitnessed).
+   */
+  samples(epoch: number): number | undefined {
+    const round = this.#rounds.get(epoch);
+    if (round === undefined) return undefined;
+    let samples = 0;
+    for (const weight of round.weights.values()) samples += weight;
+    return samples;
+  }
+
+  /**
    * What the aux saw `peerId` put into the round of `epoch`; `since`: when the aux first heard of
    * the peer's session (a round that began before cannot hold that session's samples).
    */

@@ -4,6 +4,8 @@ import type { WitnessStatus } from "./round-witness.ts";
 /** What `SessionCredit` asks of the rounds this aux reduced (see `RoundWitness`). */
 export interface WitnessPort {
   status(epoch: number, peerId: string, since: number): WitnessStatus;
+  /** The samples the aux accepted into the round of `epoch`; undefined when it kept none. */
+  samples(epoch: number): number | undefined;
 }
 
 /** A trainer's total that grew by more than the aux accepted of its samples in the rounds between. */

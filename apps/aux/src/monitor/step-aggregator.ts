@@ -40,6 +40,12 @@ export interface AggregatedStep {
   bytesPerPeer?: number;
   /** Σ compute seconds ÷ Σ wall seconds of the trainers in the step, in [0, 1]; absent when none said. */
   utilization?: number;
+  /**
+   * The samples that went into the step: Σ of the weights the aux accepted in the round that
+   * averaged epoch `step − 1` (after the earned-weight check); absent when the aux did not reduce a
+   * part of that round (it was starting, the round was a Moshpit grid's, or it does not help).
+   */
+  samples?: number;
   peers: PeerContribution[];
 }
 
@@ -273,6 +279,7 @@ export class StepAggregator {
       }
       if (minibatches === 0) continue;
       const loss = lossSum / minibatches;
+      const samples = this.#witness?.samples(epoch);
       steps.push({
         step: epoch + 1,
         loss,
@@ -280,6 +287,7 @@ export class StepAggregator {
         alivePeers: this.#alive(fresh, now),
         time: now,
         ...stepTraffic([...(totals?.values() ?? [])]),
+        ...(samples === undefined ? {} : { samples }),
         peers: this.#contributions(now),
       });
       this.#latestLoss = loss;

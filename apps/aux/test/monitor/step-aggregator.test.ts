@@ -95,6 +95,7 @@ describe("StepAggregator", () => {
     expect(step?.step).toBe(4);
     expect(step).not.toHaveProperty("bytesPerPeer");
     expect(step).not.toHaveProperty("utilization");
+    expect(step).not.toHaveProperty("samples");
   });
 
   it("takes an epoch's final totals from `previous` when the epoch ended between two pushes", () => {
@@ -437,6 +438,26 @@ describe("StepAggregator.trainers", () => {
     round(1, { a: 300, m: 100 });
     push("m", { epoch: 2, samplesTotal: 600, round: { epoch: 1, bytesSent: 1 }, session: "s" });
     expect(samples()).toEqual({ m: 200 });
+  });
+
+  it("with a witness, reports the samples the aux accepted into each step's round, and none for a round it did not keep", () => {
+    const witness = new RoundWitness();
+    const { aggregator, push, advance } = setup({ witness });
+    witness.observe({ epoch: 3, groupId: "g3", peerId: "a", weight: 300 });
+    witness.observe({ epoch: 3, groupId: "g3", peerId: "b", weight: 120 });
+    // The round of epoch 4 failed for the aux: the trainers' retry is unwitnessed.
+    witness.observe({ epoch: 4, groupId: "g4", peerId: "a", weight: 200 });
+    witness.failed(4);
+    push("a", { epoch: 3, lossSum: 2, minibatches: 1 });
+    push("b", { epoch: 3, lossSum: 2, minibatches: 1 });
+    push("a", { epoch: 4, lossSum: 2, minibatches: 1 });
+    push("a", { epoch: 5, lossSum: 2, minibatches: 1 });
+    advance(GRACE);
+    push("a", { epoch: 5, lossSum: 2, minibatches: 1 });
+    const steps = aggregator.collect();
+    expect(steps.map((step) => step.step)).toEqual([4, 5]);
+    expect(steps[0]?.samples).toBe(420);
+    expect(steps[1]).not.toHaveProperty("samples");
   });
 
   it("without a witness, credits a trainer's reported total", () => {

@@ -72,6 +72,8 @@ describe("credit against what the aux witnessed (real swarm)", () => {
           samplesAccumulated: SAMPLES,
           samplesPerSecond: SAMPLES,
           samplesTotal: Math.round(at(totals, k)),
+          lossSum: 1,
+          minibatches: 1,
           ...(epoch === 0 ? {} : { round: { epoch: epoch - 1, bytesSent: 1 } }),
         });
       });
@@ -93,20 +95,34 @@ describe("credit against what the aux witnessed (real swarm)", () => {
         30_000,
       );
     };
+    /** Per step, the samples the trainers' rounds put into it, as each trainer saw its round end. */
+    const averaged = new Map<number, number[]>();
     for (let epoch = 0; epoch < EPOCHS; epoch++) {
       await publish(epoch);
       const vector = () => Float32Array.from({ length: DIMENSION }, (_, i) => Math.sin(epoch + i));
-      const [helped] = await Promise.all([
+      const [helped, ...outcomes] = await Promise.all([
         aux.averager.average(epoch, new Float32Array(DIMENSION), 0),
         ...trainers.map((trainer) => trainer.averager.average(epoch, vector(), SAMPLES)),
       ]);
       expect(helped.groupSize).toBe(HONEST + 2);
+      averaged.set(
+        epoch + 1,
+        outcomes.map((outcome) => outcome.totalWeight),
+      );
       trainers.forEach((_, k) => {
         totals[k] = at(totals, k) + (k === HONEST ? INFLATION : 1) * SAMPLES;
       });
     }
     await publish(EPOCHS);
     stopWitnessing();
+
+    // The steps the aux reports hold the samples the trainers' rounds averaged: two views of one fact.
+    const reported = aggregator.collect().filter((step) => step.step <= EPOCHS);
+    expect(reported.map((step) => step.step)).toEqual([1, 2, 3, 4]);
+    for (const step of reported) {
+      for (const totalWeight of averaged.get(step.step) ?? []) expect(step.samples).toBe(totalWeight);
+      expect(step.samples).toBe((HONEST + 1) * SAMPLES);
+    }
 
     const credited = new Map(aggregator.contributions().map((peer) => [peer.peerId, peer.samples]));
     for (const trainer of trainers.slice(0, HONEST))

@@ -20,6 +20,8 @@ export interface ChartPoint {
   readonly bytesPerPeer: number | null;
   /** The share of the trainers' wall time spent computing (0 to 1); null when the aux did not report it. */
   readonly utilization: number | null;
+  /** The samples the aux accepted into the step's averaging round; null when it reduced no part of it. */
+  readonly samples: number | null;
   readonly timeline: number;
   /** A later timeline restarted from an earlier step: the run no longer builds on this point. */
   readonly discarded: boolean;
@@ -27,7 +29,7 @@ export interface ChartPoint {
 
 export type ChartAxis = "step" | "time";
 /** The metrics an older aux program does not report: some steps have no value. */
-export type ReportedMetric = "bytesPerPeer" | "utilization";
+export type ReportedMetric = "bytesPerPeer" | "utilization" | "samples";
 export type ChartMetric = "loss" | "samplesPerSecond" | "alivePeers" | ReportedMetric;
 
 /**
@@ -47,6 +49,7 @@ export function toChartPoints(points: readonly MetricPoint[]): ChartPoint[] {
         alivePeers: point.alivePeers,
         bytesPerPeer: point.bytesPerPeer,
         utilization: point.utilization,
+        samples: point.samples,
         timeline: point.timeline,
         discarded: point.discarded,
       },

@@ -68,11 +68,13 @@ export function ExperimentDashboard(props: ExperimentDashboardProps) {
       latestBytesPerPeer: latestReported(chartPoints, "bytesPerPeer"),
       utilization: buildSeries(chartPoints, "step", "utilization", { splitDiscarded: true }),
       latestUtilization: latestReported(chartPoints, "utilization"),
+      samples: buildSeries(chartPoints, "step", "samples", { splitDiscarded: true }),
+      latestSamples: latestReported(chartPoints, "samples"),
     };
   }, [points]);
   const markers = useMemo(() => stepMarkers(events), [events]);
   const evaluation = useMemo(() => evaluationSeries(data.checkpoints.checkpoints), [data.checkpoints]);
-  const { latest, latestBytesPerPeer, latestUtilization } = charts;
+  const { latest, latestBytesPerPeer, latestUtilization, latestSamples } = charts;
   /** Why a chart of a metric that older aux programs leave out is empty although steps are recorded. */
   const notReported = (what: string) =>
     points.length === 0
@@ -183,6 +185,29 @@ export function ExperimentDashboard(props: ExperimentDashboardProps) {
             maxY={1}
             markers={markers}
             empty={notReported("utilization")}
+          />
+          <MetricChart
+            testId="chart-step-samples"
+            title="Samples per step"
+            summary={
+              latestSamples === undefined
+                ? null
+                : `${formatCount(Math.round(latestSamples.value))} at step ${formatCount(latestSamples.step)}${
+                    strategy === "dedloc" ? ` (target batch ${formatCount(targetBatchSize)})` : ""
+                  }`
+            }
+            series={charts.samples}
+            x="step"
+            yName="Samples"
+            formatY={formatCount}
+            counts
+            fromZero
+            markers={markers}
+            empty={
+              points.length === 0
+                ? undefined
+                : "The aux peer reduced no part of the recorded steps' rounds (it helps whole-swarm rounds, not Moshpit grids), so it cannot vouch for their samples."
+            }
           />
         </div>
         {total > points.length ? (

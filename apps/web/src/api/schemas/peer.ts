@@ -139,6 +139,10 @@ export const metricsReportSchema = z
       description:
         "The share of the trainers' wall time spent computing during this step, 0 to 1; older aux programs leave it out",
     }),
+    samples: nonNegative.optional().meta({
+      description:
+        "The samples that went into this step: the sum of the weights the aux accepted in its averaging round; left out when the aux did not reduce a part of that round",
+    }),
     peers: z.array(peerContributionReportSchema).max(MAX_REPORTED_PEERS),
   })
   .meta({ id: "MetricsReport", description: "One aggregated collaborative step" });

@@ -54,6 +54,10 @@ export const metricPointSchema = z
       description:
         "The share of the trainers' wall time spent computing during the step, 0 to 1; null when the aux did not report it",
     }),
+    samples: z.number().nonnegative().nullable().meta({
+      description:
+        "The samples that went into the step: the sum of the weights the aux accepted in its averaging round, each held against what its sender's progress records earned; null when the aux did not reduce a part of that round",
+    }),
     recordedAt: isoDate,
     timeline: count.meta({
       description:

@@ -12,7 +12,7 @@ import type { AuxCaller } from "./peer-auth.ts";
  * An aux monitor posts one aggregated collaborative step with each peer's cumulative contribution.
  *
  * - A report of an older rollback generation than the run's is refused (STALE_GENERATION).
- * - The step's metric (its bytes per peer and utilization null when an older aux leaves them out)
+ * - The step's metric (its bytes per peer, utilization and samples null when the aux leaves them out)
  *   is inserted into the run's current timeline if that timeline has no row for the step yet, and
  *   never updated: steps only move forward, and a repeated step (a restarted monitor, a swarm that
  *   resumed from an older state) leaves the recorded one as it was. A step further past the
@@ -454,11 +454,12 @@ function insertMetricsIfAbsent(db: Database, pending: readonly PendingReport[]) 
         report.alivePeers,
         report.bytesPerPeer ?? null,
         report.utilization ?? null,
+        report.samples ?? null,
         new Date(report.time),
       ])})`,
   );
   return db.$queryRaw<{ experimentId: string; timeline: number | bigint; step: number | bigint }[]>`
-    INSERT INTO "Metric" ("experimentId", "timeline", "step", "generation", "loss", "samplesPerSecond", "alivePeers", "bytesPerPeer", "utilization", "recordedAt")
+    INSERT INTO "Metric" ("experimentId", "timeline", "step", "generation", "loss", "samplesPerSecond", "alivePeers", "bytesPerPeer", "utilization", "samples", "recordedAt")
     VALUES ${Prisma.join(tuples)}
     ON CONFLICT ("experimentId", "timeline", "step") DO NOTHING
     RETURNING "experimentId", "timeline", "step"`;
