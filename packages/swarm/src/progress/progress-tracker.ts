@@ -651,6 +651,14 @@ export class ProgressTracker {
     ) {
       others.push(own);
     }
+    // The state this node holds is where the swarm has been at least: an aux serves it (the
+    // checkpoint every restarted trainer loads), a trainer loaded it.
+    const knownEpoch =
+      own === undefined || generationOf(own) !== generation
+        ? undefined
+        : own.mode === "aux"
+          ? own.stateEpoch
+          : own.stateHash?.epoch;
     const ofSession = entry !== undefined && entry.record.session === record.session ? entry : undefined;
     const sameSession = ofSession !== undefined && isFresh(ofSession, now, ofSession.ttlMs);
     let announcedSamples = record.samplesAccumulated;
@@ -664,6 +672,7 @@ export class ProgressTracker {
       lastAccepted:
         ofSession === undefined ? undefined : { record: ofSession.record, receivedAt: ofSession.receivedAt },
       others,
+      knownEpoch,
       now,
       announcedSamples,
     });

@@ -40,6 +40,13 @@ export interface PlausibilityContext {
    * receiver's own included when it is a trainer.
    */
   readonly others: readonly ProgressRecord[];
+  /**
+   * The epoch of the swarm's state the receiver itself holds (an aux: the state it serves; a
+   * trainer: the state it loaded), of the record's generation: the swarm has been there at least,
+   * whatever the other records say. Trainers that just started (all of them, after the swarm
+   * resumed from a checkpoint) report epoch 0 until they load the state.
+   */
+  readonly knownEpoch?: number | undefined;
   /** Now, on the receiver's clock (Unix ms). */
   readonly now: number;
   /**
@@ -54,8 +61,9 @@ export interface PlausibilityContext {
  * Why a trainer's record cannot be true, or undefined when nothing in it is implausible. A valid
  * pass makes a volunteer a member, not a witness: the counters a record claims are held against
  * what the other trainers report and what the sender itself reported before.
- * - its epoch and step at most MAX_EPOCH_LEAD past the most advanced other trainer's (a forged
- *   future step would otherwise become the run's step on the loss curve);
+ * - its epoch and step at most MAX_EPOCH_LEAD past the most advanced other trainer's, or past the
+ *   state the receiver holds if that is further (a forged future step would otherwise become the
+ *   run's step on the loss curve);
  * - its throughput at most PLAUSIBLE_RATE_RATIO times the fastest other trainer's;
  * - its samples and minibatches of the epoch grown, since its previous record, by no more than that
  *   throughput bound allows in the time between them (a sender first seen: in 30 s);
@@ -73,7 +81,7 @@ export interface PlausibilityContext {
 export function implausibility(record: ProgressRecord, context: PlausibilityContext): string | undefined {
   const { others, previous, now, announcedSamples } = context;
   if (others.length < MIN_REFERENCES) return undefined;
-  const swarmEpoch = Math.max(...others.map((other) => other.epoch));
+  const swarmEpoch = Math.max(context.knownEpoch ?? 0, ...others.map((other) => other.epoch));
   const highest = Math.max(record.epoch, record.step);
   if (highest > swarmEpoch + MAX_EPOCH_LEAD) {
     return `epoch ${highest} is past the swarm's ${swarmEpoch} (at most ${MAX_EPOCH_LEAD} ahead)`;

@@ -34,7 +34,11 @@ interface Member {
 }
 
 /** A member on real libp2p and gossip that dials only its bootstrap peer (a line of members). */
-async function member(authority: TestAuthority, options: TestNodeOptions = {}): Promise<Member> {
+async function member(
+  authority: TestAuthority,
+  options: TestNodeOptions = {},
+  mode?: () => "aux",
+): Promise<Member> {
   const node = await startNode(authority, { maxPeers: 1, ...options, identity: generateKeyPair() });
   nodes.push(node);
   const transport = new GossipProgressTransport({
@@ -46,7 +50,12 @@ async function member(authority: TestAuthority, options: TestNodeOptions = {}): 
   });
   const rejected: Member["rejected"] = [];
   transport.onRejected((origin, reason) => rejected.push({ origin, reason }));
-  const tracker = new ProgressTracker({ transport, targetBatchSize: 10_000, intervalMs: 200 });
+  const tracker = new ProgressTracker({
+    transport,
+    targetBatchSize: 10_000,
+    intervalMs: 200,
+    ...(mode === undefined ? {} : { mode }),
+  });
   const implausible: ImplausibleRecord[] = [];
   tracker.onImplausible((refused) => implausible.push(refused));
   tracker.start();
@@ -216,5 +225,29 @@ describe("implausible progress records from a member with a valid pass (real lib
     ahead.tracker.report({ ...HONEST, epoch: 200, stateHash: { epoch: 200, digest: "0123456789abcdef" } });
     await eventually(() => heard(b, ahead), "bob believes carol, at the swarm's real step");
     expect(b.implausible).toEqual([]);
+  }, 60_000);
+
+  it("are not judged by an aux against trainers that have not loaded the state: it knows the state it serves", async () => {
+    const authority = new TestAuthority();
+    // The swarm resumed from the aux's checkpoint of epoch 100: every trainer restarted.
+    const aux = await member(
+      authority,
+      { username: "organizer", role: "aux", mode: "aux", maxPeers: 8 },
+      () => "aux",
+    );
+    aux.tracker.report({ epoch: 100, samplesAccumulated: 0, samplesPerSecond: 0, stateEpoch: 100 });
+    const a = await member(authority, { username: "alice", bootstrap: aux.node.multiaddrs() });
+    const b = await member(authority, { username: "bob", bootstrap: aux.node.multiaddrs() });
+    for (const restarted of [a, b]) restarted.tracker.report({ ...HONEST, epoch: 0 });
+    await eventually(() => heard(aux, a) && heard(aux, b), "the aux hears the restarted trainers");
+    // The first of them to load the checkpoint is at its epoch, a hundred past the others' 0.
+    const loaded = await member(authority, { username: "carol", bootstrap: aux.node.multiaddrs() });
+    loaded.tracker.report({ ...HONEST, epoch: 100, stateHash: { epoch: 100, digest: "0123456789abcdef" } });
+    await eventually(() => heard(aux, loaded), "the aux believes carol, at the checkpoint's epoch");
+    // A step past the state it serves is still refused.
+    const mallory = await member(authority, { username: "mallory", bootstrap: aux.node.multiaddrs() });
+    mallory.tracker.report({ ...HONEST, epoch: 1_000_100 });
+    await eventually(() => aux.implausible.length > 0, "the aux refused mallory's step", 20_000);
+    expect(aux.implausible.map((refused) => refused.peerId)).toEqual([mallory.node.peerId]);
   }, 60_000);
 });
