@@ -8,6 +8,7 @@ export { checkPlatformLog, EXPLAINS_MS } from "./checks/platform-log.ts";
 export { checkProcesses } from "./checks/processes.ts";
 export { checkRecorded } from "./checks/recorded.ts";
 export { checkRecovery } from "./checks/recovery.ts";
+export { checkStepSamples, STEP_SAMPLES_TOLERANCE } from "./checks/step-samples.ts";
 export {
   checkpointOrderProblems,
   checkpointSnapshotProblems,

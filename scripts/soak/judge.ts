@@ -6,6 +6,7 @@ import {
   checkProcesses,
   checkRecorded,
   checkRecovery,
+  checkStepSamples,
   checkStepsForward,
 } from "./checks.ts";
 import {
@@ -58,6 +59,7 @@ export function judge(cast: Cast, observer: Observer, chaos: readonly ChaosRecor
       platformSplitSamples: observer.samples.filter((sample) => sample.split !== null).length,
     }),
     { ...credit, details: [...credit.details, ...end.notes] },
+    checkStepSamples(metrics.points, peers),
     checkRecorded(end.lastLoggedStep, end.lastRecordedStep),
     checkPlatformLog(platformErrors(cast), chaos),
     checkProcesses(incarnationViews(cast), chaos),

@@ -8,6 +8,7 @@ import {
   checkProcesses,
   checkRecorded,
   checkRecovery,
+  checkStepSamples,
   checkStepsForward,
   indexMetrics,
   metricSnapshotProblems,
@@ -330,5 +331,47 @@ describe("last step recorded", () => {
     const gap = checkRecorded(155, 73);
     expect(gap.pass).toBe(false);
     expect(gap.details[0]).toContain("steps 74 to 155");
+  });
+});
+
+describe("step samples", () => {
+  const withSamples = (n: number, seconds: number, samples: number) => ({ ...point(0, n, seconds), samples });
+
+  it("passes when the samples the platform recorded for each step are those the peers' rounds averaged", () => {
+    const peers = [
+      peer("peer-1", [step(10, 1, "a", { samples: 4096 }), step(20, 2, "b", { samples: 3000 })]),
+      peer("peer-2", [step(10, 1, "a", { samples: 4096 }), step(20, 2, "b", { samples: 3000 })]),
+    ];
+    const result = checkStepSamples(
+      [withSamples(1, 12, 4096), withSamples(2, 22, 3000), point(0, 3, 32)],
+      peers,
+    );
+    expect(result.pass).toBe(true);
+    expect(result.summary).toContain(
+      "3 points, 2 with samples; 2 compared with the peers' step lines: 2 agree, 0 disagree",
+    );
+  });
+
+  it("fails when a recorded step's samples are not what any peer's round put into it", () => {
+    const peers = [peer("peer-1", [step(10, 1, "a", { samples: 4096 })])];
+    const result = checkStepSamples([withSamples(1, 12, 40_960)], peers);
+    expect(result.pass).toBe(false);
+    expect(result.details[0]).toContain("the platform 40960, the peers' lines 4096");
+  });
+
+  it("matches a step with the peers' line of the same timeline, not an older one of the same number", () => {
+    // Step 1 was taken before a resume (4096 samples) and again after it (2048): the point recorded
+    // after the resume is the second one's.
+    const peers = [
+      peer("peer-1", [step(10, 1, "a", { samples: 4096 }), step(200, 1, "c", { samples: 2048 })]),
+    ];
+    expect(checkStepSamples([withSamples(1, 202, 2048)], peers).pass).toBe(true);
+    expect(checkStepSamples([withSamples(1, 202, 4096)], peers).pass).toBe(false);
+  });
+
+  it("fails when no recorded step carries samples though the peers took shared steps", () => {
+    const result = checkStepSamples([point(0, 1, 12)], [peer("peer-1", [step(10, 1, "a")])]);
+    expect(result.pass).toBe(false);
+    expect(result.details[0]).toContain("no recorded step carries samples");
   });
 });
