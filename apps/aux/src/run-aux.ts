@@ -5,6 +5,7 @@ import {
   abortableSleep,
   AuthorityKeys,
   createPassRefresher,
+  isSwarmError,
   joinExperiment,
   JoinError,
   JoinErrorCode,
@@ -14,6 +15,7 @@ import {
   pollRunControl,
   startMetricsServer,
   Swarm,
+  SwarmErrorCode,
   type JoinedExperiment,
   type TrainingState,
 } from "@barnraise/swarm";
@@ -303,7 +305,8 @@ async function runRoles(context: RolesContext): Promise<void> {
         return outcome;
       } catch (error) {
         validator?.discard();
-        witness?.failed(epoch);
+        // No group formed: no round of the epoch ran for this aux, and the one it saw stands.
+        if (!isSwarmError(error, SwarmErrorCode.NO_GROUP)) witness?.failed(epoch);
         throw error;
       }
     },

@@ -1,6 +1,11 @@
 import { pino } from "pino";
 import { describe, expect, it, vi } from "vitest";
-import { AveragingHelper, type AveragingHelperPorts } from "../../src/roles/averaging-helper.ts";
+import {
+  AveragingHelper,
+  MAX_RETRIES_JOINED,
+  RETRY_AFTER_MS,
+  type AveragingHelperPorts,
+} from "../../src/roles/averaging-helper.ts";
 
 const LENGTH = 6;
 const TARGET = 1_000;
@@ -10,6 +15,7 @@ type Event = { kind: "report"; epoch: number } | { kind: "average"; epoch: numbe
 /** A helper over a mutable fake swarm; `events` records report and average calls in order. */
 function setup(ports: Partial<AveragingHelperPorts> = {}) {
   const swarm = { epoch: 5, samplesAccumulated: TARGET, targetBatchSize: TARGET };
+  const clock = { now: 0 };
   const events: Event[] = [];
   const logger = pino({ level: "silent" });
   const debug = vi.spyOn(logger, "debug");
@@ -23,10 +29,11 @@ function setup(ports: Partial<AveragingHelperPorts> = {}) {
       events.push({ kind: "average", epoch, vector: vector.slice() });
       return Promise.resolve({ groupSize: 3 });
     },
+    now: () => clock.now,
     ...ports,
   });
   const averaged = () => events.filter((event) => event.kind === "average").map((event) => event.epoch);
-  return { helper, swarm, events, averaged, debug };
+  return { helper, swarm, clock, events, averaged, debug };
 }
 
 const signal = new AbortController().signal;
@@ -145,6 +152,51 @@ describe("AveragingHelper", () => {
     await helper.maybeHelp(signal);
     expect(epochs).toEqual([5, 5, 6]);
     expect(helper.rounds).toBe(2);
+  });
+
+  it("joins the trainers' retry of an epoch whose round ended for the aux, while the swarm stays at it", async () => {
+    // The aux's part was reduced, but a part another member reduced broke: the trainers retry.
+    const { helper, swarm, clock, averaged } = setup();
+    helper.setVectorLength(LENGTH);
+    await helper.maybeHelp(signal);
+    expect(averaged()).toEqual([5]);
+    clock.now += RETRY_AFTER_MS - 1;
+    await helper.maybeHelp(signal);
+    expect(averaged()).toEqual([5]);
+    clock.now += 1;
+    await helper.maybeHelp(signal);
+    expect(averaged()).toEqual([5, 5]);
+    // Not more often than MAX_RETRIES_JOINED times.
+    for (let i = 0; i < 5; i++) {
+      clock.now += RETRY_AFTER_MS;
+      await helper.maybeHelp(signal);
+    }
+    expect(averaged()).toEqual(Array.from({ length: 1 + MAX_RETRIES_JOINED }, () => 5));
+    // The next epoch is helped as usual, and its retries counted afresh.
+    swarm.epoch = 6;
+    await helper.maybeHelp(signal);
+    clock.now += RETRY_AFTER_MS;
+    await helper.maybeHelp(signal);
+    expect(averaged().slice(-2)).toEqual([6, 6]);
+  });
+
+  it("keeps an epoch helped when joining a retry of it finds no group (the trainers had finished)", async () => {
+    let calls = 0;
+    const { helper, clock, averaged } = setup({
+      average: () => {
+        calls += 1;
+        return calls === 1 ? Promise.resolve({ groupSize: 3 }) : Promise.reject(new Error("no group formed"));
+      },
+    });
+    helper.setVectorLength(LENGTH);
+    await helper.maybeHelp(signal);
+    clock.now += RETRY_AFTER_MS;
+    await helper.maybeHelp(signal);
+    expect(calls).toBe(2);
+    // The failed retry is not a failed first round: it is not tried again at once.
+    await helper.maybeHelp(signal);
+    expect(calls).toBe(2);
+    expect(averaged()).toEqual([]);
   });
 
   it("rethrows when the signal is aborted", async () => {
