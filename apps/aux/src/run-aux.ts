@@ -5,7 +5,6 @@ import {
   abortableSleep,
   AuthorityKeys,
   createPassRefresher,
-  isSwarmError,
   joinExperiment,
   JoinError,
   JoinErrorCode,
@@ -15,7 +14,6 @@ import {
   pollRunControl,
   startMetricsServer,
   Swarm,
-  SwarmErrorCode,
   type JoinedExperiment,
   type TrainingState,
 } from "@barnraise/swarm";
@@ -305,8 +303,9 @@ async function runRoles(context: RolesContext): Promise<void> {
         return outcome;
       } catch (error) {
         validator?.discard();
-        // No group formed: no round of the epoch ran for this aux, and the one it saw stands.
-        if (!isSwarmError(error, SwarmErrorCode.NO_GROUP)) witness?.failed(epoch);
+        // Even when no group formed (a retry the aux came too late for), the trainers may complete
+        // the epoch in a round the aux did not see: the one it saw no longer vouches for it.
+        witness?.failed(epoch);
         throw error;
       }
     },
