@@ -169,7 +169,8 @@ describe("a run outlives its volunteers", () => {
       180_000,
     );
     await first[0]?.waitFor(
-      (r) => r.msg.startsWith("step ") && stepOf(r) >= stepOf(uploaded) + 4,
+      // Two steps short of the next checkpoint (every 5 steps), so that the swarm resumes from this one.
+      (r) => r.msg.startsWith("step ") && stepOf(r) >= stepOf(uploaded) + 3,
       "steps past the checkpoint",
       120_000,
     );
@@ -209,7 +210,7 @@ describe("a run outlives its volunteers", () => {
       ),
     );
     const redone = reached - resumedFrom;
-    expect(redone).toBeGreaterThanOrEqual(4);
+    expect(redone).toBeGreaterThanOrEqual(3);
     expect(failedEpochs.size).toBeLessThanOrEqual(redone / 2);
     const weightRefusals = again.flatMap((peer) =>
       peer.records.filter((r) => JSON.stringify(r).includes("disagrees with the group's weight")),
