@@ -1,4 +1,4 @@
-import { expect, type APIRequestContext, type Page } from "@playwright/test";
+import { expect, type APIRequestContext, type APIResponse, type Page } from "@playwright/test";
 
 /** What the organizer types into the new-experiment form for a small `mnist-mlp` run. */
 export interface SmallRun {
@@ -119,9 +119,25 @@ export async function leaderboardSamples(
   return entries.find((entry) => entry.username === username)?.samples ?? 0;
 }
 
+/**
+ * A GET, sent once more when the connection it went out on was closed under it. Playwright's request
+ * context pools keep-alive connections and may reuse one just as the platform closes it (Node's
+ * server closes a connection idle for 5 s): the request then fails with "read ECONNRESET" or "socket
+ * hang up" although the platform never read it. A browser sends such a request again, and so does
+ * this; any other failure, and any answer, is returned as it came.
+ */
+export async function getWithReconnect(request: APIRequestContext, path: string): Promise<APIResponse> {
+  try {
+    return await request.get(path);
+  } catch (error) {
+    if (!/ECONNRESET|socket hang up/.test(String(error))) throw error;
+    return await request.get(path);
+  }
+}
+
 /** A public read of the platform's API that must answer 200. */
 export async function getJson<T>(request: APIRequestContext, path: string): Promise<T> {
-  const response = await request.get(path);
+  const response = await getWithReconnect(request, path);
   expect(response.status(), `GET ${path}`).toBe(200);
   return (await response.json()) as T;
 }

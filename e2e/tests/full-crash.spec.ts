@@ -9,6 +9,7 @@ import {
   createAuxToken,
   createPeerToken,
   getJson,
+  getWithReconnect,
   publishRun,
   type Checkpoint,
   type MetricPoint,
@@ -136,7 +137,7 @@ test("a run survives the platform, the aux and every peer killed at once", async
     const listed = new Set(atCrash.checkpoints.map((checkpoint) => checkpoint.id));
     for (const checkpoint of beforeCrash.checkpoints) expect(listed.has(checkpoint.id)).toBe(true);
     for (const checkpoint of atCrash.checkpoints) {
-      const response = await api?.get(checkpoint.downloadUrl);
+      const response = api === undefined ? undefined : await getWithReconnect(api, checkpoint.downloadUrl);
       expect(response?.status(), checkpoint.downloadUrl).toBe(200);
       const bytes = (await response?.body()) ?? Buffer.alloc(0);
       expect(bytes.byteLength).toBe(checkpoint.sizeBytes);
