@@ -10,6 +10,7 @@ import {
 } from "./allreduce-messages.ts";
 import { exchangePart, RoundTripFloor, type PartExchangeOutcome } from "./part-exchange.ts";
 import { type AllReduceGroup, chunkElementsFor, planRound, type RoundPlan } from "./partition.ts";
+import { PeerActivity } from "./peer-activity.ts";
 import {
   type Aggregation,
   type ChunkContribution,
@@ -225,6 +226,8 @@ export class AllReduceService {
     const residual = contributes ? options.residual : undefined;
     const result = new Float32Array(participant ? vector.length : 0);
     const ownPart = plan.parts[self] ?? { start: 0, end: 0 };
+    // Whatever any member sends on any of this round's streams shows it alive (see PeerActivity).
+    const activity = new PeerActivity();
     const reducer =
       ownPart.end > ownPart.start
         ? new ReducerSession({
@@ -244,6 +247,7 @@ export class AllReduceService {
               if (participant) result.set(values, ownPart.start + chunk.start);
             },
             senderTimeoutMs,
+            activity,
             signal: round.signal,
             logger: this.#logger,
           })
@@ -285,6 +289,7 @@ export class AllReduceService {
                     // A reducer may itself wait a sender deadline for a slow sender before its next
                     // result; a few seconds more without one, it is frozen or cut off.
                     resultTimeoutMs: Math.min(timeoutMs, senderTimeoutMs + RESULT_SLACK_MS),
+                    activity,
                     compressor,
                     signal: uploadSignal,
                     timeoutMs,

@@ -9,7 +9,7 @@ import {
   refusalOf,
 } from "./allreduce-messages.ts";
 import { chunkRanges, type ElementRange, type RoundPlan } from "./partition.ts";
-import { stallAwareTimeout } from "../net/stall-aware-timeout.ts";
+import { silenceTimeout, type PeerActivity } from "./peer-activity.ts";
 import { Wakeup } from "./wakeup.ts";
 
 export interface PartExchangeOptions {
@@ -48,8 +48,11 @@ export interface PartExchangeOptions {
   /**
    * A reducer that sends no result for this long while results are due (a frozen process, a dead
    * link) fails the part at once instead of at the round's deadline; default: no such limit.
+   * With `activity`, the time counts only while nothing at all comes from the reducer.
    */
   resultTimeoutMs?: number;
+  /** When each member of the round was last heard from; this exchange records its reducer's results. */
+  activity?: PeerActivity;
 }
 
 /** What one exchange moved and what the reducer reported per chunk. */
@@ -293,18 +296,19 @@ async function receiveResults(
   window: ResultWindow,
 ): Promise<void> {
   const memberCount = options.plan.group.members.length;
-  const { resultTimeoutMs } = options;
+  const { resultTimeoutMs, activity } = options;
+  const reducer = options.plan.group.members[options.partIndex]?.peerId ?? "";
   const read = async (k: number): Promise<Uint8Array | null> => {
     if (resultTimeoutMs === undefined) return stream.read({ signal: options.signal });
     const stalled = new AbortController();
-    const timer = stallAwareTimeout(() => {
+    const timer = silenceTimeout(activity, reducer, resultTimeoutMs, () => {
       stalled.abort(
         new SwarmError(
           SwarmErrorCode.TIMEOUT,
-          `no result ${k} within ${resultTimeoutMs} ms of the last: the reducer is frozen or cut off`,
+          `no result ${k} within ${resultTimeoutMs} ms of the last, and nothing else from it: the reducer is frozen or cut off`,
         ),
       );
-    }, resultTimeoutMs);
+    });
     try {
       return await stream.read({ signal: AbortSignal.any([options.signal, stalled.signal]) });
     } catch (error) {
@@ -321,9 +325,9 @@ async function receiveResults(
         `stream closed after ${k} of ${chunks.length} results`,
       );
     }
+    activity?.heard(reducer);
     const refusal = refusalOf(frame);
     if (refusal !== undefined) {
-      const reducer = options.plan.group.members[options.partIndex]?.peerId ?? "";
       throw new SwarmError(SwarmErrorCode.ALLREDUCE_REFUSED, `refused by reducer ${reducer}: ${refusal}`, {
         peer: reducer,
         remoteCode: refusal,

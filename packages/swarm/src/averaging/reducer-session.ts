@@ -24,6 +24,7 @@ import { lowerMedian } from "../progress/record-plausibility.ts";
 import { centeredClip, medianDistance, weightedMedian } from "./centered-clip.ts";
 import { chunkRanges, type ElementRange, type RoundPlan } from "./partition.ts";
 import { stallAwareTimeout } from "../net/stall-aware-timeout.ts";
+import type { PeerActivity } from "./peer-activity.ts";
 import { Wakeup } from "./wakeup.ts";
 
 /**
@@ -98,8 +99,14 @@ export interface ReducerSessionOptions {
   onContribution?: (contribution: ChunkContribution) => void;
   /** Receives each averaged chunk as decoded from the bytes sent to everyone (offsets within the part). */
   onResult: (chunk: ElementRange, values: Float32Array) => void;
-  /** A sender that has not delivered the chunk being waited for within this time is excluded. */
+  /**
+   * A sender that has not delivered the chunk being waited for within this time is excluded; with
+   * `activity`, unless something else came from it in the last `senderTimeoutMs` (its link is slow,
+   * not gone), and then once it has been silent that long.
+   */
   senderTimeoutMs: number;
+  /** When each member of the round was last heard from; this session records the senders' chunks. */
+  activity?: PeerActivity;
   /** The round's signal: aborting it fails the session. */
   signal: AbortSignal;
   logger: Logger;
@@ -212,6 +219,7 @@ export class ReducerSession {
   accept(incoming: RpcIncoming<AllReduceRequest, AllReduceResponse>): Promise<void> {
     const { head, from } = incoming;
     checkRequest(this.#options.plan, this.#options.chunkElements, head, from.peerId);
+    this.#options.activity?.heard(from.peerId);
     if (this.#failure !== undefined) {
       throw new SwarmError(
         SwarmErrorCode.ALLREDUCE_FAILED,
@@ -318,22 +326,28 @@ export class ReducerSession {
   }
 
   async #awaitChunk(k: number): Promise<void> {
-    const timer = stallAwareTimeout(() => {
+    const { senderTimeoutMs: ms, activity } = this.#options;
+    const expire = (): void => {
+      let recheckMs = Infinity;
       for (const sender of this.#remotes.values()) {
-        if (!this.#hasDelivered(sender, k)) {
-          const what =
-            sender.state === "absent"
-              ? "did not connect"
-              : sender.checking
-                ? "did not show records that earn its weight"
-                : `did not deliver chunk ${k}`;
-          this.#exclude(
-            sender,
-            new SwarmError(SwarmErrorCode.TIMEOUT, `${what} within ${this.#options.senderTimeoutMs} ms`),
-          );
+        if (this.#hasDelivered(sender, k)) continue;
+        // A sender still heard from is slow, not gone; one whose records are awaited is not helped.
+        const silent = sender.checking ? Infinity : (activity?.silentFor(sender.peerId) ?? Infinity);
+        if (silent < ms) {
+          recheckMs = Math.min(recheckMs, ms - silent);
+          continue;
         }
+        const what =
+          sender.state === "absent"
+            ? "did not connect"
+            : sender.checking
+              ? "did not show records that earn its weight"
+              : `did not deliver chunk ${k}`;
+        this.#exclude(sender, new SwarmError(SwarmErrorCode.TIMEOUT, `${what} within ${ms} ms`));
       }
-    }, this.#options.senderTimeoutMs);
+      if (recheckMs < Infinity) timer = stallAwareTimeout(expire, recheckMs);
+    };
+    let timer = stallAwareTimeout(expire, ms);
     try {
       while (![...this.#remotes.values()].every((sender) => this.#hasDelivered(sender, k))) {
         if (this.#failure !== undefined) throw this.#failure;
@@ -478,6 +492,7 @@ export class ReducerSession {
       }
       const frame = await stream.read();
       if (frame === null) throw malformed(`closed its stream after ${k} of ${chunkCount} chunks`);
+      this.#options.activity?.heard(sender.peerId);
       this.#outcome.bytesReceived += frame.length;
       const chunk = this.#chunks[k] ?? { start: 0, end: 0 };
       const length = chunk.end - chunk.start;

@@ -504,6 +504,82 @@ describe("butterfly all-reduce", () => {
     expect(resultsWritten).toBe(3);
   });
 
+  it("keeps a reducer whose results come late while its own chunks keep coming (one slow link, one queue)", async () => {
+    const members: GroupMember[] = Array.from({ length: 4 }, (_, i) => ({
+      peerId: `l${i}`,
+      mode: "node",
+      weight: 1 + i,
+    }));
+    const slow = "l3";
+    const network = new MemoryRpcNetwork();
+    const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    // The slow member's link: its chunks leave one every 50 ms, and its first result waits 2.8 s
+    // behind them, longer than the result deadline (300 ms sender deadline + 2 s).
+    const paced = (stream: RpcFrameStream, delayMs: (n: number) => number): RpcFrameStream => {
+      let written = 0;
+      return {
+        read: (options) => stream.read(options),
+        write: async (frame, options) => {
+          await pause(delayMs(written++));
+          await stream.write(frame, options);
+        },
+        closeWrite: () => stream.closeWrite(),
+        abort: (reason) => {
+          stream.abort(reason);
+        },
+      };
+    };
+    const services = members.map((member) => {
+      const memory = network.add(member.peerId);
+      const rpc: Rpc =
+        member.peerId !== slow
+          ? memory
+          : {
+              peerId: memory.peerId,
+              call: async (peer, method, head, options) => {
+                const opened = await memory.call(peer, method, head, options);
+                return { ...opened, stream: paced(opened.stream, () => 50) };
+              },
+              request: (peer, method, head, options) => memory.request(peer, method, head, options),
+              handle: (method, handler) => {
+                memory.handle(method, (incoming) =>
+                  handler({
+                    ...incoming,
+                    respond: async (head) =>
+                      paced(await incoming.respond(head), (n) => (n === 0 ? 2_800 : 0)),
+                  }),
+                );
+              },
+              unhandle: (method) => {
+                memory.unhandle(method);
+              },
+            };
+      const service = new AllReduceService({ rpc });
+      service.start();
+      return service;
+    });
+    const group = makeGroup("slow-link", members);
+    const length = 4000;
+    const vectors = vectorsFor(members, length, 23);
+    const results = await Promise.all(
+      members.map((member, k) =>
+        must(services[k]).run({
+          ...base,
+          chunkSizeBytes: 64,
+          partCounts: [1000, 1000, 1000, 1000],
+          timeoutMs: 60_000,
+          senderTimeoutMs: 300,
+          group,
+          vector: must(vectors.get(member.peerId)),
+          weight: member.weight,
+        }),
+      ),
+    );
+    expectBitIdentical(results);
+    expect(maxError(must(results[0]).vector, weightedMean(members, vectors, length))).toBeLessThan(1e-6);
+    for (const result of results) expect(result.excluded).toEqual([]);
+  });
+
   it("fails the round a little after the sender deadline when a reducer froze before answering the opening request", async () => {
     const members: GroupMember[] = Array.from({ length: 4 }, (_, i) => ({
       peerId: `f${i}`,
