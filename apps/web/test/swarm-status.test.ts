@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { GET as getExperiment } from "../app/api/v1/experiments/[id]/route.ts";
 import { GET as getMyNodes } from "../app/api/v1/me/nodes/route.ts";
 import { nodeListSchema } from "../src/api/schemas/nodes.ts";
-import { listImplausibleNodes } from "../src/server/services/list-implausible-nodes.ts";
+import { FLAG_AFTER_REFUSALS, listImplausibleNodes } from "../src/server/services/list-implausible-nodes.ts";
 import { SWARM_SEEN_WITHIN_MS } from "../src/server/services/peer-status.ts";
 import { POST as postSwarmStatus } from "../app/api/v1/experiments/[id]/swarm-status/route.ts";
 import { MAX_HEARTBEAT_BODY_BYTES } from "../src/api/schemas/peer.ts";
@@ -306,7 +306,7 @@ describe.each(testDatabaseProviders())("swarm status (%s)", (provider) => {
       expect(await myNode(cookie, node.peerId)).toMatchObject({ counted: true, swarmRefusal: null });
     });
 
-    it("flags a node whose progress records the aux refused as implausible, for the organizer, with the reason", async () => {
+    it("flags a node once the aux refused several of its progress records as implausible, for the organizer, with the reason", async () => {
       const { user, node } = await volunteerNode();
       expect(await listImplausibleNodes(app.ctx, setup.organizer, setup.experimentId)).toEqual([]);
       // The aux's clock runs a minute behind the platform's: the refusal is dated by its age.
@@ -314,16 +314,20 @@ describe.each(testDatabaseProviders())("swarm status (%s)", (provider) => {
       const refused = {
         peerId: node.peerId,
         reason: "epoch 1000050 is past 54",
-        count: 3,
+        count: FLAG_AFTER_REFUSALS,
         at: auxClock - 1_000,
       };
+      // Fewer refusals than FLAG_AFTER_REFUSALS (an honest node's restart mid-round) flag nothing.
+      const once = { ...refused, count: FLAG_AFTER_REFUSALS - 1, at: auxClock - 2_000 };
+      expect((await report({ implausible: [once] }, auxClock)).status).toBe(200);
+      expect(await listImplausibleNodes(app.ctx, setup.organizer, setup.experimentId)).toEqual([]);
       expect((await report({ implausible: [refused] }, auxClock)).status).toBe(200);
       const flagged = {
         peerId: node.peerId,
         username: user.username,
         ownerStatus: "approved",
         reason: refused.reason,
-        count: 3,
+        count: FLAG_AFTER_REFUSALS,
         at: iso(clock - 1_000),
       };
       expect(await listImplausibleNodes(app.ctx, setup.organizer, setup.experimentId)).toEqual([flagged]);

@@ -12,9 +12,12 @@ import { shortPeerId } from "./validator-flag-text.ts";
 export function ImplausibleNodes({
   experimentId,
   nodes,
+  flagAfter,
 }: {
   readonly experimentId: string;
   readonly nodes: readonly ImplausibleNodeView[];
+  /** Refused claims that flag a node (`FLAG_AFTER_REFUSALS`). */
+  readonly flagAfter: number;
 }) {
   const mutation = useMutation();
 
@@ -32,12 +35,13 @@ export function ImplausibleNodes({
       <p>
         Every peer checks the progress records the others gossip against the swarm: a step far ahead of
         everyone’s, more samples than the node announced, a throughput no other trainer comes near. Such a
-        record is refused and never reaches the loss curve or the leaderboard; the nodes that sent one are
-        listed here with what they claimed.
+        record is refused and never reaches the loss curve or the leaderboard. So is a share of the credit
+        that the aux did not see go into a step. A node is listed here with what it claimed once {flagAfter}{" "}
+        of its claims were refused: one alone can be an honest node&apos;s restart mid-round.
       </p>
       {nodes.length === 0 ? (
         <p className="muted" data-testid="implausible-nodes-empty">
-          No node sent an implausible record.
+          No node was refused {flagAfter} claims.
         </p>
       ) : (
         <ul className="plain-list">

@@ -22,9 +22,17 @@ export interface ImplausibleNodeView {
 const MAX_LISTED = 200;
 
 /**
+ * A node is flagged once an aux refused this many of its claims. One refusal alone can come from an
+ * honest node: a credit check can cut a round that a restart mid-round left half seen (the 30-minute
+ * soak cut one honest node once and another twice, in 51 restarts), while a node that lies does so
+ * with every record it sends (the hostile-claims story's liar was refused about once a second).
+ */
+export const FLAG_AFTER_REFUSALS = 3;
+
+/**
  * The organizer's list of trainer nodes whose progress records the swarm refused as implausible (a
- * step far ahead, samples or throughput no trainer could have), the most recent first, with the
- * aux's reason as evidence.
+ * step far ahead, samples or throughput no trainer could have) at least FLAG_AFTER_REFUSALS times,
+ * the most recent first, with the aux's reason as evidence.
  */
 export async function listImplausibleNodes(
   ctx: AppContext,
@@ -33,7 +41,7 @@ export async function listImplausibleNodes(
 ): Promise<ImplausibleNodeView[]> {
   const experiment = await requireOrganizer(ctx, id, user);
   const rows = await ctx.db.peer.findMany({
-    where: { experimentId: id, implausibleAt: { not: null } },
+    where: { experimentId: id, implausibleAt: { not: null }, implausibleCount: { gte: FLAG_AFTER_REFUSALS } },
     select: {
       peerId: true,
       userId: true,

@@ -10,7 +10,10 @@ import { publicOrigin } from "../../../../src/server/queries/public-origin.ts";
 import { findExperiment } from "../../../../src/server/services/experiment-access.ts";
 import { listAllowlist } from "../../../../src/server/services/list-allowlist.ts";
 import { listCheckpoints } from "../../../../src/server/services/list-checkpoints.ts";
-import { listImplausibleNodes } from "../../../../src/server/services/list-implausible-nodes.ts";
+import {
+  FLAG_AFTER_REFUSALS,
+  listImplausibleNodes,
+} from "../../../../src/server/services/list-implausible-nodes.ts";
 import { listDiscardedMetricPoints } from "../../../../src/server/services/list-discarded-metric-points.ts";
 import { listPeerTokens } from "../../../../src/server/services/list-peer-tokens.ts";
 import { listValidatorFlags } from "../../../../src/server/services/list-validator-flags.ts";
@@ -137,7 +140,7 @@ export default async function ManageExperimentPage({ params }: Props) {
           {implausible.length > 0 ? <span className="badge badge-warn">{implausible.length}</span> : null}
         </h2>
         <div className="card">
-          <ImplausibleNodes experimentId={id} nodes={implausible} />
+          <ImplausibleNodes experimentId={id} nodes={implausible} flagAfter={FLAG_AFTER_REFUSALS} />
         </div>
       </section>
 
