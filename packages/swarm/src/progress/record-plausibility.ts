@@ -7,7 +7,7 @@ import type { ProgressRecord } from "./progress-messages.ts";
  */
 export const PLAUSIBLE_RATE_RATIO = 64;
 /**
- * How many epochs past the most advanced other trainer a record may be: the swarm's next epoch, and
+ * How many epochs past where the swarm is (see `swarmEpochOf`) a record may be: the swarm's next epoch, and
  * room for records that cross (a relay that has not heard the latest ones yet, delayed updates one
  * ahead). A forged lead of 4 steps harms nothing.
  */
@@ -61,17 +61,17 @@ export interface PlausibilityContext {
  * Why a trainer's record cannot be true, or undefined when nothing in it is implausible. A valid
  * pass makes a volunteer a member, not a witness: the counters a record claims are held against
  * what the other trainers report and what the sender itself reported before.
- * - its epoch and step at most MAX_EPOCH_LEAD past the most advanced other trainer's, or past the
- *   state the receiver holds if that is further (a forged future step would otherwise become the
- *   run's step on the loss curve);
+ * - its epoch and step at most MAX_EPOCH_LEAD past where the swarm is (`swarmEpochOf`: the state the
+ *   receiver holds, or where most other trainers are if further; a forged future step would
+ *   otherwise become the run's step on the loss curve);
  * - its throughput at most PLAUSIBLE_RATE_RATIO times the fastest other trainer's;
  * - its samples and minibatches of the epoch grown, since its previous record, by no more than that
  *   throughput bound allows in the time between them (a sender first seen: in 30 s);
  * - its contributed total (`samplesTotal`, the leaderboard's credit) grown by no more than the
  *   samples it announced for its latest epochs, with 25 % of slack. A total first seen is taken as
  *   it is: the session may have run long before this receiver heard of it.
- * The references are maxima over the other trainers, so that trainers far behind (restarted,
- * loading state) or keys that claim little never make an honest record look implausible, and
+ * The throughput references are maxima over the other trainers, so that trainers far behind
+ * (restarted, loading state) or keys that claim little never make an honest record look implausible, and
  * nothing is checked against fewer than MIN_REFERENCES of them: one member alone, the hostile one
  * perhaps, is never the yardstick of another (a lone honest trainer beside an attacker would
  * otherwise be refused by the aux). A trainer counts its own record among them, so two honest
@@ -81,7 +81,7 @@ export interface PlausibilityContext {
 export function implausibility(record: ProgressRecord, context: PlausibilityContext): string | undefined {
   const { others, previous, now, announcedSamples } = context;
   if (others.length < MIN_REFERENCES) return undefined;
-  const swarmEpoch = Math.max(context.knownEpoch ?? 0, ...others.map((other) => other.epoch));
+  const swarmEpoch = swarmEpochOf(others, context.knownEpoch);
   const highest = Math.max(record.epoch, record.step);
   if (highest > swarmEpoch + MAX_EPOCH_LEAD) {
     return `epoch ${highest} is past the swarm's ${swarmEpoch} (at most ${MAX_EPOCH_LEAD} ahead)`;
@@ -114,6 +114,29 @@ export function implausibility(record: ProgressRecord, context: PlausibilityCont
     return `${minibatchGain} more minibatches in ${round(windowMs / 1000)} s is over the throughput bound (${Math.floor(allowed)} at most)`;
   }
   return undefined;
+}
+
+/**
+ * Where the swarm is, for the epoch bound: a receiver that holds the swarm's state (`knownEpoch`
+ * past 0: an aux serving it, a trainer that loaded it) takes the upper median of the other trainers
+ * at or past that state, and never less than the state. A maximum would let colluding keys climb
+ * without end, taking turns: each claims the other's epoch plus the lead, and that becomes the next
+ * reference (two keys, 4 epochs a record each). The trainers behind the state are left out, as they
+ * are still loading it and say nothing of where the swarm is (after a resume most of them are at 0
+ * while the first to load are past the checkpoint). A receiver with no state yet (a fresh run's
+ * aux, a trainer that just started) knows nothing better than the others' maximum.
+ */
+function swarmEpochOf(others: readonly ProgressRecord[], knownEpoch: number | undefined): number {
+  const known = knownEpoch ?? 0;
+  if (!(known > 0)) return Math.max(0, ...others.map((other) => other.epoch));
+  const current = others.map((other) => other.epoch).filter((epoch) => epoch >= known);
+  return Math.max(known, upperMedian(current));
+}
+
+/** The upper median: a value no more than half of `values` exceed; 0 for none. */
+function upperMedian(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? 0;
 }
 
 /** The lower median: the value at least half of `values` reach (a minority above cannot raise it). */

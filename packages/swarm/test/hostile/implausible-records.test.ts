@@ -8,6 +8,7 @@ import {
 } from "../../src/progress/progress-gossip.ts";
 import type { LocalProgress } from "../../src/progress/progress-tracker.ts";
 import { ProgressTracker, type ImplausibleRecord } from "../../src/progress/progress-tracker.ts";
+import { MAX_EPOCH_LEAD } from "../../src/progress/record-plausibility.ts";
 import { eventually, startNode, TestAuthority, type TestNodeOptions } from "../support/swarm-fixtures.ts";
 
 /**
@@ -212,6 +213,54 @@ describe("implausible progress records from a member with a valid pass (real lib
     expect(heard(b, mallory)).toBe(false);
     expect(heard(a, mallory)).toBe(false);
     expect(b.tracker.snapshot().epoch).toBe(50);
+  }, 60_000);
+
+  it("from two colluding keys that take turns claiming the other's epoch plus the lead stop at the lead", async () => {
+    const authority = new TestAuthority();
+    const holdingState = { ...HONEST, stateHash: { epoch: 50, digest: "0123456789abcdef" } };
+    const a = await member(authority, { username: "alice" });
+    const b = await member(authority, { username: "bob", bootstrap: a.node.multiaddrs() });
+    const c = await member(authority, { username: "carol", bootstrap: a.node.multiaddrs() });
+    for (const honest of [a, b, c]) honest.tracker.report(holdingState);
+    await eventually(() => heard(a, b) && heard(b, a) && heard(b, c), "the honest members hear each other");
+    // Two keys of one volunteer, both beside bob.
+    const keys = [
+      await member(authority, { username: "mallory", bootstrap: b.node.multiaddrs() }),
+      await member(authority, { username: "mallory", bootstrap: b.node.multiaddrs() }),
+    ];
+    const highestHeard = () =>
+      Math.max(
+        0,
+        ...b.tracker
+          .records()
+          .filter((r) => keys.some((key) => key.node.peerId === r.peerId))
+          .map((r) => r.record.epoch),
+      );
+    // Each key in turn claims the highest epoch bob believes plus the lead.
+    const believed: number[] = [];
+    for (let turn = 0; turn < 6; turn++) {
+      const key = keys[turn % 2] as Member;
+      const claim = Math.max(50, highestHeard()) + MAX_EPOCH_LEAD;
+      key.tracker.report({ ...HONEST, epoch: claim, lossSum: 0.001, minibatches: 1 });
+      const isBelieved = () =>
+        b.tracker.records().some((r) => r.peerId === key.node.peerId && r.record.epoch === claim);
+      await eventually(
+        () =>
+          isBelieved() ||
+          b.implausible.some((r) => r.peerId === key.node.peerId && r.reason.startsWith(`epoch ${claim} `)),
+        `bob judged the claim of epoch ${claim}`,
+        20_000,
+      );
+      if (isBelieved()) believed.push(claim);
+    }
+    // A claim within the lead of the honest 50 is believed; none past it, however the keys take turns.
+    expect(believed).toContain(50 + MAX_EPOCH_LEAD);
+    expect(Math.max(...believed)).toBe(50 + MAX_EPOCH_LEAD);
+    expect(b.implausible.some((r) => r.username === "mallory")).toBe(true);
+    expect(Math.max(...a.tracker.records().map((r) => r.record.epoch))).toBeLessThanOrEqual(
+      50 + MAX_EPOCH_LEAD,
+    );
+    expect([...a.implausible, ...b.implausible].every((r) => r.username === "mallory")).toBe(true);
   }, 60_000);
 
   it("are not judged by a trainer that has not loaded the swarm's state: an honest peer far ahead is believed", async () => {
