@@ -37,7 +37,7 @@ export function ImplausibleNodes({
         everyone’s, more samples than the node announced, a throughput no other trainer comes near. Such a
         record is refused and never reaches the loss curve or the leaderboard. So is a share of the credit
         that the aux did not see go into a step. A node is listed here with what it claimed once {flagAfter}{" "}
-        of its claims were refused: one alone can be an honest node&apos;s restart mid-round.
+        of its claims were refused: a few can come from an honest node&apos;s restarts mid-round.
       </p>
       {nodes.length === 0 ? (
         <p className="muted" data-testid="implausible-nodes-empty">

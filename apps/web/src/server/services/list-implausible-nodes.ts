@@ -22,12 +22,13 @@ export interface ImplausibleNodeView {
 const MAX_LISTED = 200;
 
 /**
- * A node is flagged once an aux refused this many of its claims. One refusal alone can come from an
- * honest node: a credit check can cut a round that a restart mid-round left half seen (the 30-minute
- * soak cut one honest node once and another twice, in 51 restarts), while a node that lies does so
- * with every record it sends (the hostile-claims story's liar was refused about once a second).
+ * A node is flagged once an aux refused this many of its claims. A few refusals can come from an
+ * honest node: a credit check can cut a round that a restart mid-round left half seen (a 30-minute
+ * soak with 51 restarts cut one honest node in 3 rounds, two of them at one resume, and another in
+ * 1), while a node that lies does so with every record it sends (the hostile-claims story's liar
+ * was refused about once a second).
  */
-export const FLAG_AFTER_REFUSALS = 3;
+export const FLAG_AFTER_REFUSALS = 5;
 
 /**
  * The organizer's list of trainer nodes whose progress records the swarm refused as implausible (a
