@@ -15,6 +15,7 @@ import {
   timelineProblems,
 } from "../checks.ts";
 import type { RestartFigure } from "../restart-figures.ts";
+import { PRIVATE_STEP_HEAL_MS } from "../checks/one-model.ts";
 import { at, chaos, checkpoint, incarnation, peer, point, status, step } from "./fixtures.ts";
 
 const series = (points: ReturnType<typeof point>[]) => ({ points, total: points.length, events: [] });
@@ -137,8 +138,22 @@ describe("one model", () => {
     const dropped = { ...peer("peer-2", [step(10, 5, "c")]), stateLoads: [{ time: at(11), step: 5 }] };
     const peers = [peer("peer-1", [step(10, 5, "a")]), dropped, peer("peer-3", [step(10, 5, "a")])];
     expect(checkOneModel(input(peers, [at(12)])).pass).toBe(true);
-    // Before the load, the two models are there.
+    // Healed within PRIVATE_STEP_HEAL_MS: not compared in the moment before the load either.
+    expect(checkOneModel(input(peers, [at(10.5)])).pass).toBe(true);
+  });
+
+  it("compares a private step until its load when the load comes late or after the peer stepped again", () => {
+    const late = at(10) + PRIVATE_STEP_HEAL_MS + 1_000;
+    const slow = { ...peer("peer-2", [step(10, 5, "c")]), stateLoads: [{ time: late, step: 5 }] };
+    const peers = [peer("peer-1", [step(10, 5, "a")]), slow];
     expect(checkOneModel(input(peers, [at(10.5)])).pass).toBe(false);
+    expect(checkOneModel(input(peers, [late + 1])).pass).toBe(true);
+    // A load after the peer's next step does not excuse the step before it.
+    const onward = {
+      ...peer("peer-2", [step(10, 5, "c"), step(10.8, 6, "d")]),
+      stateLoads: [{ time: at(11), step: 6 }],
+    };
+    expect(checkOneModel(input([peer("peer-1", [step(10, 5, "a")]), onward], [at(10.5)])).pass).toBe(false);
   });
 
   it("leaves out peers with a swarm note, peers not running, and lines after the sample", () => {
