@@ -288,6 +288,8 @@ function servicesWithVictim(
   members: readonly GroupMember[],
   victim: string,
   handleAs: (incoming: RpcIncoming<unknown, unknown>, handler: RpcHandler<unknown, unknown>) => Promise<void>,
+  /** What the victim writes on the streams it opens (as a sender) goes through this. */
+  sendAs: (stream: RpcFrameStream) => RpcFrameStream = (stream) => stream,
 ): AllReduceService[] {
   const network = new MemoryRpcNetwork();
   return members.map((member) => {
@@ -297,7 +299,10 @@ function servicesWithVictim(
         ? memory
         : {
             peerId: memory.peerId,
-            call: (peer, method, head, options) => memory.call(peer, method, head, options),
+            call: async (peer, method, head, options) => {
+              const opened = await memory.call(peer, method, head, options);
+              return { ...opened, stream: sendAs(opened.stream) };
+            },
             request: (peer, method, head, options) => memory.request(peer, method, head, options),
             handle: (method, handler) => {
               memory.handle(method, (incoming) =>
@@ -511,7 +516,6 @@ describe("butterfly all-reduce", () => {
       weight: 1 + i,
     }));
     const slow = "l3";
-    const network = new MemoryRpcNetwork();
     const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
     // The slow member's link: its chunks leave one every 50 ms, and its first result waits 2.8 s
     // behind them, longer than the result deadline (300 ms sender deadline + 2 s).
@@ -529,35 +533,16 @@ describe("butterfly all-reduce", () => {
         },
       };
     };
-    const services = members.map((member) => {
-      const memory = network.add(member.peerId);
-      const rpc: Rpc =
-        member.peerId !== slow
-          ? memory
-          : {
-              peerId: memory.peerId,
-              call: async (peer, method, head, options) => {
-                const opened = await memory.call(peer, method, head, options);
-                return { ...opened, stream: paced(opened.stream, () => 50) };
-              },
-              request: (peer, method, head, options) => memory.request(peer, method, head, options),
-              handle: (method, handler) => {
-                memory.handle(method, (incoming) =>
-                  handler({
-                    ...incoming,
-                    respond: async (head) =>
-                      paced(await incoming.respond(head), (n) => (n === 0 ? 2_800 : 0)),
-                  }),
-                );
-              },
-              unhandle: (method) => {
-                memory.unhandle(method);
-              },
-            };
-      const service = new AllReduceService({ rpc });
-      service.start();
-      return service;
-    });
+    const services = servicesWithVictim(
+      members,
+      slow,
+      (incoming, handler) =>
+        handler({
+          ...incoming,
+          respond: async (head) => paced(await incoming.respond(head), (n) => (n === 0 ? 2_800 : 0)),
+        }),
+      (stream) => paced(stream, () => 50),
+    );
     const group = makeGroup("slow-link", members);
     const length = 4000;
     const vectors = vectorsFor(members, length, 23);
