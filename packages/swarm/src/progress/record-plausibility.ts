@@ -1,9 +1,10 @@
 import type { ProgressRecord } from "./progress-messages.ts";
 
 /**
- * How far above the fastest other trainer's throughput a trainer's record may claim, or its samples
- * grow per second: 64×, room for a GPU volunteer beside CPU ones (an H100 against a laptop core is
- * tens of times, not thousands), while a claim of 2^47 samples or 10^9 samples/s is refused.
+ * How far above the other trainers' throughput (`referenceRateOf`) a trainer's record may claim, or
+ * its samples grow per second: 64×, room for a GPU volunteer beside CPU ones (an H100 against a
+ * laptop core is tens of times, not thousands), while a claim of 2^47 samples or 10^9 samples/s is
+ * refused.
  */
 export const PLAUSIBLE_RATE_RATIO = 64;
 /**
@@ -64,15 +65,13 @@ export interface PlausibilityContext {
  * - its epoch and step at most MAX_EPOCH_LEAD past where the swarm is (`swarmEpochOf`: the state the
  *   receiver holds, or where most other trainers are if further; a forged future step would
  *   otherwise become the run's step on the loss curve);
- * - its throughput at most PLAUSIBLE_RATE_RATIO times the fastest other trainer's;
+ * - its throughput at most PLAUSIBLE_RATE_RATIO times the other trainers' (`referenceRateOf`);
  * - its samples and minibatches of the epoch grown, since its previous record, by no more than that
  *   throughput bound allows in the time between them (a sender first seen: in 30 s);
  * - its contributed total (`samplesTotal`, the leaderboard's credit) grown by no more than the
  *   samples it announced for its latest epochs, with 25 % of slack. A total first seen is taken as
  *   it is: the session may have run long before this receiver heard of it.
- * The throughput references are maxima over the other trainers, so that trainers far behind
- * (restarted, loading state) or keys that claim little never make an honest record look implausible, and
- * nothing is checked against fewer than MIN_REFERENCES of them: one member alone, the hostile one
+ * Nothing is checked against fewer than MIN_REFERENCES other trainers: one member alone, the hostile one
  * perhaps, is never the yardstick of another (a lone honest trainer beside an attacker would
  * otherwise be refused by the aux). A trainer counts its own record among them, so two honest
  * trainers check a third; a lie that passes still meets the reducers' weight check and the
@@ -86,11 +85,11 @@ export function implausibility(record: ProgressRecord, context: PlausibilityCont
   if (highest > swarmEpoch + MAX_EPOCH_LEAD) {
     return `epoch ${highest} is past the swarm's ${swarmEpoch} (at most ${MAX_EPOCH_LEAD} ahead)`;
   }
-  const fastest = Math.max(...others.map((other) => other.samplesPerSecond));
-  if (!(fastest > 0)) return undefined;
-  const rateBound = PLAUSIBLE_RATE_RATIO * fastest;
+  const reference = referenceRateOf(others);
+  if (!(reference > 0)) return undefined;
+  const rateBound = PLAUSIBLE_RATE_RATIO * reference;
   if (record.samplesPerSecond > rateBound) {
-    return `${round(record.samplesPerSecond)} samples/s is over ${PLAUSIBLE_RATE_RATIO}× the fastest other trainer's (${round(rateBound)} at most)`;
+    return `${round(record.samplesPerSecond)} samples/s is over ${PLAUSIBLE_RATE_RATIO}× the other trainers' (${round(rateBound)} at most)`;
   }
   const sameEpoch = previous !== undefined && previous.record.epoch === record.epoch;
   const windowMs = previous === undefined ? FIRST_RECORD_WINDOW_MS : Math.max(0, now - previous.receivedAt);
@@ -131,6 +130,18 @@ function swarmEpochOf(others: readonly ProgressRecord[], knownEpoch: number | un
   if (!(known > 0)) return Math.max(0, ...others.map((other) => other.epoch));
   const current = others.map((other) => other.epoch).filter((epoch) => epoch >= known);
   return Math.max(known, upperMedian(current));
+}
+
+/**
+ * The throughput a record is held against: the upper median of the other trainers that report one.
+ * A maximum would let colluding keys compound, taking turns: each claims 64× the other's last claim,
+ * which then becomes the next reference. Trainers that report none yet (just started, loading state)
+ * are left out, so that they never make an honest record look implausible; with two references the
+ * upper median is the larger, and a fast GPU volunteer is held against the CPU ones only through the
+ * 64× room.
+ */
+function referenceRateOf(others: readonly ProgressRecord[]): number {
+  return upperMedian(others.map((other) => other.samplesPerSecond).filter((rate) => rate > 0));
 }
 
 /** The upper median: a value no more than half of `values` exceed; 0 for none. */

@@ -1,6 +1,10 @@
 import { describe, expect, it } from "vitest";
 import type { ProgressRecord } from "../../src/progress/progress-messages.ts";
-import { implausibility, MAX_EPOCH_LEAD } from "../../src/progress/record-plausibility.ts";
+import {
+  implausibility,
+  MAX_EPOCH_LEAD,
+  PLAUSIBLE_RATE_RATIO,
+} from "../../src/progress/record-plausibility.ts";
 
 const NOW = 1_800_000_000_000;
 
@@ -50,5 +54,34 @@ describe("the epoch bound of a progress record", () => {
   it("takes the others' maximum at a receiver that holds no state yet", () => {
     expect(judge(203, [0, 0, 200])).toBeUndefined();
     expect(judge(205, [0, 0, 200])).toMatch(/^epoch 205 is past the swarm's 200/);
+  });
+});
+
+/** Why a first record claiming `rate` samples/s is refused beside trainers reporting `rates`. */
+function judgeRate(rate: number, rates: readonly number[]): string | undefined {
+  return implausibility(
+    { ...record(50), samplesPerSecond: rate },
+    {
+      previous: undefined,
+      others: rates.map((other) => ({ ...record(50), samplesPerSecond: other })),
+      now: NOW,
+      announcedSamples: 0,
+    },
+  );
+}
+
+describe("the throughput bound of a progress record", () => {
+  it("follows most of the trainers, so that keys taking turns cannot compound their claims", () => {
+    // Three honest trainers at 40 samples/s, one colluding key already believed at 64×.
+    expect(judgeRate(PLAUSIBLE_RATE_RATIO * 40, [40, 40, 40])).toBeUndefined();
+    expect(
+      judgeRate(PLAUSIBLE_RATE_RATIO * PLAUSIBLE_RATE_RATIO * 40, [40, 40, 40, PLAUSIBLE_RATE_RATIO * 40]),
+    ).toMatch(/samples\/s is over 64× the other trainers' \(2560 at most\)/);
+  });
+
+  it("believes a volunteer 10× faster than the rest, and leaves out trainers that report no throughput yet", () => {
+    expect(judgeRate(400, [40, 40, 40])).toBeUndefined();
+    expect(judgeRate(400, [0, 0, 0, 40, 40])).toBeUndefined();
+    expect(judgeRate(1e9, [0, 0, 0, 40, 40])).toMatch(/samples\/s is over 64×/);
   });
 });
