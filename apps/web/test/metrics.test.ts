@@ -4,7 +4,6 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { GET as getMetrics, POST as postMetrics } from "../app/api/v1/experiments/[id]/metrics/route.ts";
 import type { MetricSeries } from "../src/api/schemas/public.ts";
 import { findExperiment } from "../src/server/services/experiment-access.ts";
-import type { AuxCaller } from "../src/server/services/peer-auth.ts";
 import { downsampleSteps } from "../src/server/services/read-metrics.ts";
 import {
   createToken,
@@ -18,7 +17,8 @@ import {
   type JoinedNode,
 } from "./support/peer-fixtures.ts";
 import { callRoute, createTestApp, type TestApp } from "./support/test-app.ts";
-import { creditBound } from "../src/server/services/ingest-metrics.ts";
+import { creditBound } from "../src/server/metrics-ingestion.ts";
+import type { AuxCaller } from "../src/server/records.ts";
 
 interface PeerReport {
   peerId: string;

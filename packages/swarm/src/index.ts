@@ -82,6 +82,7 @@ export { stateDigest, STATE_DIGEST_PATTERN } from "./state/state-digest.ts";
 // Collaborative optimizer
 export * from "./optim/ports.ts";
 export * from "./optim/parameter-layout.ts";
+export * from "./optim/create-flat-optimizer.ts";
 export * from "./optim/flat-optimizer.ts";
 export { GradientAccumulator } from "./optim/gradient-accumulator.ts";
 export { warmupLearningRate } from "./optim/learning-rate.ts";

@@ -14,8 +14,7 @@ import {
 import type { Logger } from "pino";
 import { HttpDatasetSource } from "../data/http-dataset-source.ts";
 import { formatMbit } from "../run-peer.ts";
-import { selectPeerBackend, type BackendChoice } from "../tf/backend.ts";
-import { describeBackend } from "../tf/benchmark-backend.ts";
+import { describeBackend, selectPeerBackend, type BackendChoice } from "../tf/backend.ts";
 
 /**
  * `barnraise-peer doctor`: can this machine contribute to the run? Each check says what it found, a

@@ -375,3 +375,18 @@ function describeLoadError(error: unknown, packageName: string): string {
   if (missingCode && message.includes(`'${packageName}'`)) return "not installed";
   return `failed to load: ${message.split("\n", 1)[0] ?? ""}`;
 }
+
+/**
+ * One line for the start-up report, e.g.
+ * "backend: wasm (@tensorflow/tfjs-backend-wasm) — 27.1 GFLOP/s; skipped tensorflow-gpu: not installed, …".
+ */
+export function describeBackend(selected: SelectedBackend, bench?: BackendBenchmark): string {
+  const on = selected.device === undefined ? "" : `, ${selected.device}`;
+  let line = `backend: ${selected.name} (${selected.packageName}${on})`;
+  if (bench !== undefined) line += ` — ${formatGflops(bench.gflops)} GFLOP/s`;
+  if (selected.choice !== "auto") line += ` (chosen with --backend ${selected.choice})`;
+  if (selected.skipped.length > 0) {
+    line += `; skipped ${selected.skipped.map((s) => `${s.name}: ${s.reason}`).join(", ")}`;
+  }
+  return line;
+}

@@ -1,5 +1,4 @@
 import * as tf from "@tensorflow/tfjs-core";
-import type { SelectedBackend } from "./backend.ts";
 
 /**
  * A quick matrix-multiply benchmark of the active TF.js backend, run at start-up so the volunteer
@@ -70,21 +69,6 @@ function checkedOption(name: keyof typeof LIMITS, value: number | undefined): nu
     throw new RangeError(`benchmark ${name} must be an integer from ${min} to ${max}, got ${value}`);
   }
   return value;
-}
-
-/**
- * One line for the start-up report, e.g.
- * "backend: wasm (@tensorflow/tfjs-backend-wasm) — 27.1 GFLOP/s; skipped tensorflow-gpu: not installed, …".
- */
-export function describeBackend(selected: SelectedBackend, bench?: BackendBenchmark): string {
-  const on = selected.device === undefined ? "" : `, ${selected.device}`;
-  let line = `backend: ${selected.name} (${selected.packageName}${on})`;
-  if (bench !== undefined) line += ` — ${formatGflops(bench.gflops)} GFLOP/s`;
-  if (selected.choice !== "auto") line += ` (chosen with --backend ${selected.choice})`;
-  if (selected.skipped.length > 0) {
-    line += `; skipped ${selected.skipped.map((s) => `${s.name}: ${s.reason}`).join(", ")}`;
-  }
-  return line;
 }
 
 /** Three significant digits without exponents: 0.0123, 1.23, 27.1, 1234. */

@@ -10,11 +10,12 @@ import {
   InvalidBackendChoiceError,
   parseBackendChoice,
   resolveWasmDirectory,
+  describeBackend,
   selectBackend,
   type BackendLoader,
   type SelectedBackend,
 } from "../../src/tf/backend.ts";
-import { benchmarkBackend, describeBackend } from "../../src/tf/benchmark-backend.ts";
+import { benchmarkBackend } from "../../src/tf/benchmark-backend.ts";
 
 const notInstalled =
   (packageName: string): BackendLoader =>

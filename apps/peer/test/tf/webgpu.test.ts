@@ -2,8 +2,7 @@ import * as tf from "@tensorflow/tfjs-core";
 import { parseExperimentConfig, type ModelConfig } from "@barnraise/protocol";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createModel } from "../../src/models/create-model.ts";
-import { selectBackend, type SelectedBackend } from "../../src/tf/backend.ts";
-import { describeBackend } from "../../src/tf/benchmark-backend.ts";
+import { describeBackend, selectBackend, type SelectedBackend } from "../../src/tf/backend.ts";
 import { syntheticBatch } from "../../src/training/synthetic-batch.ts";
 
 /**

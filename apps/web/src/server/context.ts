@@ -5,7 +5,7 @@ import { loadServerEnv, type ServerEnv } from "./env.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { RateLimits } from "./http/rate-limit.ts";
 import { Lookups } from "./lookups.ts";
-import { MetricsIngestion } from "./services/ingest-metrics.ts";
+import { MetricsIngestion } from "./metrics-ingestion.ts";
 import { PeerVerifierCache } from "./peer-verifier-cache.ts";
 import type { ObjectStore } from "./storage/object-store.ts";
 import { openObjectStore } from "./storage/open-object-store.ts";

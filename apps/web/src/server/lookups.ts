@@ -1,7 +1,7 @@
 import type { Database } from "@barnraise/prisma";
 import { groupCommit, Prisma } from "@barnraise/prisma";
 import type DataLoader from "dataloader";
-import type { ExperimentRecord } from "./services/experiment-access.ts";
+import type { ExperimentRecord } from "./records.ts";
 
 /** A node's Peer row with its token, as the signed-request routes check it. */
 export interface NodeRecord {

@@ -18,7 +18,7 @@ import {
   type ReducerOutcome,
   ReducerSession,
 } from "./reducer-session.ts";
-import { stallAwareTimeout } from "../net/stall-aware-timeout.ts";
+import { stallAwareTimeout } from "../time/stall-aware-timeout.ts";
 
 export interface AllReduceServiceOptions {
   rpc: Rpc;

@@ -6,7 +6,7 @@ import { defineMethod, type PeerIdString, type Rpc } from "../rpc/rpc.ts";
 import { checkModeFitsRole } from "../p2p/hello.ts";
 import { gatheringDeadlineMs } from "./deadlines.ts";
 import type { AllReduceGroup, AveragingMode } from "./partition.ts";
-import { stallAwareTimeout, type StallAwareTimeout } from "../net/stall-aware-timeout.ts";
+import { stallAwareTimeout, type StallAwareTimeout } from "../time/stall-aware-timeout.ts";
 
 /** What a member brings to a group: its mode, weight (samples) and measured bandwidth. */
 export interface MemberOffer {

@@ -13,7 +13,7 @@
  * process whose kernel still drains what it had written is heard from until that is sent.
  */
 
-import { stallAwareTimeout, type StallAwareTimeout } from "../net/stall-aware-timeout.ts";
+import { stallAwareTimeout, type StallAwareTimeout } from "../time/stall-aware-timeout.ts";
 
 export class PeerActivity {
   readonly #lastHeard = new Map<string, number>();

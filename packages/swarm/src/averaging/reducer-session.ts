@@ -23,7 +23,7 @@ import {
 import { lowerMedian } from "../progress/record-plausibility.ts";
 import { centeredClip, medianDistance, weightedMedian } from "./centered-clip.ts";
 import { chunkRanges, type ElementRange, type RoundPlan } from "./partition.ts";
-import { stallAwareTimeout } from "../net/stall-aware-timeout.ts";
+import { stallAwareTimeout } from "../time/stall-aware-timeout.ts";
 import type { PeerActivity } from "./peer-activity.ts";
 import { Wakeup } from "./wakeup.ts";
 

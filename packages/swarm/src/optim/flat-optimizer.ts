@@ -1,8 +1,3 @@
-import type { ExperimentConfig } from "@barnraise/protocol";
-import { AdamOptimizer } from "./adam.ts";
-import { LambOptimizer } from "./lamb.ts";
-import type { ParameterLayout } from "./parameter-layout.ts";
-
 /**
  * An optimizer's state for state sharing: its name, how many steps it has taken, and its named
  * per-element slots (Adam and LAMB: "m" and "v"), each as long as the parameter vector.
@@ -29,17 +24,4 @@ export interface FlatOptimizer {
   exportState(): OptimizerState;
   /** Replaces the state with a copy of `state`, after checking it; throws MALFORMED_MESSAGE/LENGTH_MISMATCH. */
   importState(state: OptimizerState): void;
-}
-
-/** Builds the optimizer an experiment config asks for. */
-export function createFlatOptimizer(
-  config: ExperimentConfig["optimizer"],
-  layout: ParameterLayout,
-): FlatOptimizer {
-  switch (config.name) {
-    case "adam":
-      return new AdamOptimizer(config, layout);
-    case "lamb":
-      return new LambOptimizer(config, layout);
-  }
 }

@@ -1,5 +1,6 @@
 import type { ExperimentConfig } from "@barnraise/protocol";
-import { createFlatOptimizer, type FlatOptimizer, type OptimizerState } from "./flat-optimizer.ts";
+import { createFlatOptimizer } from "./create-flat-optimizer.ts";
+import type { FlatOptimizer, OptimizerState } from "./flat-optimizer.ts";
 import { checkMinibatch, GradientAccumulator } from "./gradient-accumulator.ts";
 import { warmupLearningRate } from "./learning-rate.ts";
 import type { ParameterLayout } from "./parameter-layout.ts";

@@ -30,7 +30,7 @@ import { createLibp2p } from "libp2p";
 import type { Logger } from "pino";
 import { isSwarmError, SwarmError, SwarmErrorCode } from "../errors.ts";
 import { checkReachability, DialBackServer, tcpPorts, type Reachability } from "../net/reachability.ts";
-import { stallAwareSignal } from "../net/stall-aware-timeout.ts";
+import { stallAwareSignal } from "../time/stall-aware-timeout.ts";
 import type { AuthorityKeys } from "../platform/authority-keys.ts";
 import { isCredentialRefusal, Libp2pRpc, protocolId } from "../rpc/libp2p-rpc.ts";
 import { progressTopic } from "../progress/progress-gossip.ts";

@@ -31,7 +31,7 @@ import {
   type RpcMethod,
   type RpcPeer,
 } from "./rpc.ts";
-import { stallAwareSignal } from "../net/stall-aware-timeout.ts";
+import { stallAwareSignal } from "../time/stall-aware-timeout.ts";
 
 /** The first frame each way. The signed token covers `head` byte for byte (its body digest). */
 const requestEnvelope = z.strictObject({ token: z.string().max(8192), head: z.instanceof(Uint8Array) });

@@ -5,7 +5,7 @@ import {
   CollaborativeOptimizer,
   type CollaborativeOptimizerEvent,
 } from "../../src/optim/collaborative-optimizer.ts";
-import { createFlatOptimizer } from "../../src/optim/flat-optimizer.ts";
+import { createFlatOptimizer } from "../../src/optim/create-flat-optimizer.ts";
 import { STATE_DIGEST_PATTERN, stateDigest } from "../../src/state/state-digest.ts";
 import { ParameterLayout } from "../../src/optim/parameter-layout.ts";
 import { at } from "../support/at.ts";

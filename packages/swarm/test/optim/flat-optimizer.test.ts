@@ -1,11 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { SwarmErrorCode } from "../../src/errors.ts";
 import { AdamOptimizer, integerPower } from "../../src/optim/adam.ts";
-import {
-  createFlatOptimizer,
-  type FlatOptimizer,
-  type OptimizerState,
-} from "../../src/optim/flat-optimizer.ts";
+import { createFlatOptimizer } from "../../src/optim/create-flat-optimizer.ts";
+import type { FlatOptimizer, OptimizerState } from "../../src/optim/flat-optimizer.ts";
 import { LambOptimizer } from "../../src/optim/lamb.ts";
 import { ParameterLayout } from "../../src/optim/parameter-layout.ts";
 import { seededRandom } from "../support/seeded-random.ts";

@@ -4,7 +4,7 @@ import {
   CollaborativeOptimizer,
   type CollaborativeOptimizerEvent,
 } from "../../src/optim/collaborative-optimizer.ts";
-import { createFlatOptimizer } from "../../src/optim/flat-optimizer.ts";
+import { createFlatOptimizer } from "../../src/optim/create-flat-optimizer.ts";
 import { ParameterLayout } from "../../src/optim/parameter-layout.ts";
 import type { EpochState, ProgressPort, StatePort } from "../../src/optim/ports.ts";
 import { stateDigest } from "../../src/state/state-digest.ts";

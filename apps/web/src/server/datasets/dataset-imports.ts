@@ -7,7 +7,6 @@ import type {
 } from "../../api/schemas/datasets.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { findOwnUpload, findUpload, removeUpload } from "../uploads/upload-server.ts";
 import { convertCsv, CsvImportError } from "./csv-import.ts";
 import { convertImageArchive, ImageImportError } from "./image-import.ts";
@@ -15,6 +14,7 @@ import { convertText, TextImportError } from "./text-import.ts";
 import { buildUploadedDataset, type ImportProgress } from "./uploaded-dataset.ts";
 import { datasetExists, DatasetExistsError } from "./dataset-publish.ts";
 import { DATASET_NAMES } from "./prepare-datasets.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * Imports of uploaded files into datasets. `POST /api/v1/datasets/imports` checks the request and

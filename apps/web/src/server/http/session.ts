@@ -1,11 +1,7 @@
 import { getToken } from "@auth/core/jwt";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-
-export interface SessionUser {
-  readonly id: string;
-  readonly username: string;
-}
+import type { SessionUser } from "../records.ts";
 
 /**
  * The signed-in user of a request, from the Auth.js session cookie (an encrypted JWT), or null for a

@@ -1,7 +1,7 @@
 import { cache } from "react";
 import { auth } from "../auth/auth.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * The signed-in user for a page, or null for a visitor. Like the API's `readSessionUser`, the user

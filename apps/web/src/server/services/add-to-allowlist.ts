@@ -2,9 +2,9 @@ import { usernameSchema } from "@barnraise/protocol";
 import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { AllowlistStatus, findUserByUsername, requireOrganizer } from "./experiment-access.ts";
 import { toAllowlistEntryView, type AllowlistEntryView } from "./list-allowlist.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * The organizer allowlists a user by username. An existing entry (a pending request, or a ban)

@@ -5,9 +5,9 @@ import { organizerEventSchema } from "../alerts/alert-events.ts";
 import { generateWebhookSecret, sealWebhookSecret } from "../alerts/webhook-secrets.ts";
 import { webhookUrlSchema } from "../alerts/webhook-url.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { requireOrganizer } from "./experiment-access.ts";
 import { toWebhookView, type AlertWebhookView } from "./read-alert-settings.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * The organizer adds a webhook: a URL and the events it receives. Its signing secret is made here

@@ -10,10 +10,10 @@ import { AppError, AppErrorCode } from "../app-error.ts";
 import { isUniqueViolation } from "@barnraise/prisma";
 import { newAuthorityKey } from "../authority-keys.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { checkModelFitsDataset } from "./check-model-fit.ts";
 import { ExperimentStatus } from "./experiment-access.ts";
 import { toExperimentView, type ExperimentView } from "./read-experiment.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * An organizer publishes a training run. The config is validated with the protocol's schema (the

@@ -2,10 +2,10 @@ import { PeerRole } from "@barnraise/protocol";
 import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { findExperiment, membershipOf } from "./experiment-access.ts";
 import { toPeerTokenSummary, type PeerTokenSummary } from "./list-peer-tokens.ts";
 import { generatePeerToken } from "./peer-tokens.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * A volunteer (trainer token) or the organizer (aux token) creates a peer token. The secret is in

@@ -1,7 +1,7 @@
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { requireOrganizer } from "./experiment-access.ts";
+import type { SessionUser } from "../records.ts";
 
 /** The organizer removes a webhook; its queued deliveries and their log go with it. */
 export async function deleteAlertWebhook(

@@ -1,8 +1,8 @@
 import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { requireOrganizer } from "./experiment-access.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * The organizer discards the loss-curve points of a range of steps (a hostile volunteer or a broken

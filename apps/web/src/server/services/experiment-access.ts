@@ -1,7 +1,8 @@
 import type { Database } from "@barnraise/prisma";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
+import type { SessionUser } from "../records.ts";
+import type { ExperimentRecord } from "../records.ts";
 
 /**
  * Loading an experiment and deciding who the caller is to it. Every session route goes through
@@ -16,41 +17,6 @@ export type AllowlistStatus = (typeof AllowlistStatus)[keyof typeof AllowlistSta
 
 /** What the caller is to an experiment: its organizer, an allowlist status, or nothing. */
 export type Membership = "organizer" | AllowlistStatus | "none";
-
-/** An experiment row as stored (the columns the services read). */
-export interface ExperimentRecord {
-  readonly id: string;
-  readonly name: string;
-  readonly description: string;
-  readonly organizerId: string;
-  readonly config: string;
-  readonly configVersion: number;
-  readonly status: string;
-  readonly authorityPublicKey: string;
-  readonly authoritySecretKey: string;
-  readonly authorityKeyVersion: number;
-  /** Version of the run control; grows with every change to status, rollback or revocations. */
-  readonly controlVersion: number;
-  /** How many times the run was rolled back. */
-  readonly generation: number;
-  readonly rollbackCheckpointId: string | null;
-  /** The metric curve in use. */
-  readonly timeline: number;
-  readonly swarmAlivePeers: number;
-  readonly swarmSamplesPerSecond: number;
-  readonly swarmSeenAt: Date | null;
-  readonly idleSince: Date | null;
-  /** Since when the aux has reported the swarm split, and its latest report (JSON); null while whole. */
-  readonly splitSince: Date | null;
-  readonly split: string | null;
-  /** When the swarm.split alert last went out. */
-  readonly splitAlertedAt: Date | null;
-  /** Machines (keys with a live pass) one trainer token, and one volunteer, may run at once. */
-  readonly maxNodesPerToken: number;
-  readonly maxNodesPerUser: number;
-  readonly createdAt: Date;
-  readonly updatedAt: Date;
-}
 
 /**
  * The statement that bumps the run control's version, for a transaction beside the change it

@@ -1,8 +1,8 @@
 import { RunEventKind } from "../../api/schemas/public.ts";
 import type { ForkTimelineRequest, TimelineResponse } from "../../api/schemas/peer.ts";
 import type { AppContext } from "../context.ts";
-import type { AuxCaller } from "./peer-auth.ts";
 import { lastStepOf } from "./run-timelines.ts";
+import type { AuxCaller } from "../records.ts";
 
 /**
  * An aux peer reports that the swarm restarted from the state of step `fromStep` (the last live peer

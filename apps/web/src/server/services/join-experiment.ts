@@ -11,11 +11,12 @@ import { AppError, AppErrorCode } from "../app-error.ts";
 import { isUniqueViolation } from "@barnraise/prisma";
 import { openAuthorityKeyPair } from "../authority-keys.ts";
 import type { AppContext } from "../context.ts";
-import { findExperiment, type ExperimentRecord } from "./experiment-access.ts";
+import { findExperiment } from "./experiment-access.ts";
 import { parsePeerRole, requireStanding } from "./peer-standing.ts";
 import { SWARM_SEEN_WITHIN_MS } from "./peer-status.ts";
 import { readAuthorityRotations } from "./read-authority-rotations.ts";
 import { hashPeerToken, isWellFormedPeerToken } from "./peer-tokens.ts";
+import type { ExperimentRecord } from "../records.ts";
 
 /**
  * A node joins an experiment with a peer token and its public key (DeDLOC I.5): the platform checks

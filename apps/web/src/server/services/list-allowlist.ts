@@ -1,6 +1,6 @@
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { parseAllowlistStatus, requireOrganizer, type AllowlistStatus } from "./experiment-access.ts";
+import type { SessionUser } from "../records.ts";
 
 /** The organizer's view of who may join: join requests first, then approved users, then banned ones. */
 

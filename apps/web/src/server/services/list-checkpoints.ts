@@ -1,8 +1,9 @@
 import { HELD_OUT_METRICS } from "@barnraise/protocol";
 import type { CheckpointEvaluationView, CheckpointList, CheckpointView } from "../../api/schemas/public.ts";
 import type { AppContext } from "../context.ts";
-import { findExperiment, type ExperimentRecord } from "./experiment-access.ts";
+import { findExperiment } from "./experiment-access.ts";
 import { hasTfjsExport } from "./read-checkpoint-tfjs.ts";
+import type { ExperimentRecord } from "../records.ts";
 
 /** The experiment's checkpoints for the public page and for peers, newest step first. */
 export async function listCheckpoints(ctx: AppContext, experimentId: string): Promise<CheckpointList> {

@@ -1,6 +1,6 @@
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { requireOrganizer } from "./experiment-access.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * The organizer's list of the loss-curve points they discarded, for the manage page to show and

@@ -1,8 +1,8 @@
 import type { ValidatorFlagView } from "../../api/schemas/validator-flags.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { requireOrganizer } from "./experiment-access.ts";
 import { ownerStatuses } from "./list-validator-flags.ts";
+import type { SessionUser } from "../records.ts";
 
 /** A trainer node whose progress records an aux refused as implausible, for the manage page. */
 export interface ImplausibleNodeView {

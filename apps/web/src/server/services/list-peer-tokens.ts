@@ -1,7 +1,7 @@
 import { PeerRole } from "@barnraise/protocol";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { findExperiment } from "./experiment-access.ts";
+import type { SessionUser } from "../records.ts";
 
 /** The caller's own peer tokens for an experiment, newest first; never the secret or its hash. */
 

@@ -1,7 +1,7 @@
 import type { ValidatorFlagView } from "../../api/schemas/validator-flags.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { parseAllowlistStatus, requireOrganizer } from "./experiment-access.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * The organizer's list of trainer nodes the aux's validator flagged (`GET …/validator-flags`), the

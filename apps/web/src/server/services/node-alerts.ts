@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * A volunteer's opt-in: an e-mail when one of their nodes stops counting, naming the node, the run and

@@ -1,10 +1,11 @@
-import { encodePublicKey, PeerRole, type Body, type VerifiedRequest } from "@barnraise/protocol";
+import { encodePublicKey, PeerRole, type Body } from "@barnraise/protocol";
 import type { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import { parseInput, readBytes } from "../http/json-body.ts";
-import { findExperiment, type ExperimentRecord } from "./experiment-access.ts";
+import { findExperiment } from "./experiment-access.ts";
 import { parsePeerRole, requireStanding, type NodeStanding } from "./peer-standing.ts";
+import type { AuxCaller, PeerCaller } from "../records.ts";
 
 /**
  * Authentication of the routes peer programs call with a DeDLOC I.5 signed request in
@@ -18,21 +19,6 @@ import { parsePeerRole, requireStanding, type NodeStanding } from "./peer-standi
  * standing, so revoking a token or banning its owner cuts the node off at once, even while its pass
  * is valid. A session cookie never authorizes these routes.
  */
-
-export interface PeerCaller {
-  readonly experiment: ExperimentRecord;
-  readonly verified: VerifiedRequest;
-  /** The caller's Peer row. */
-  readonly peer: {
-    readonly id: string;
-    readonly peerId: string;
-    readonly userId: string;
-    readonly role: PeerRole;
-  };
-}
-
-/** An aux peer of the experiment's organizer. */
-export type AuxCaller = PeerCaller;
 
 const AUTHORIZATION_PATTERN = /^Barnraise ([\x21-\x7e]+)$/;
 

@@ -1,7 +1,7 @@
 import { PeerRole } from "@barnraise/protocol";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import type { ExperimentRecord } from "./experiment-access.ts";
+import type { ExperimentRecord } from "../records.ts";
 
 /**
  * Whether a node's owner may still take part in an experiment, as far as the platform knows now:

@@ -1,6 +1,6 @@
 import { DEFAULT_ROTATION_GRACE_MS, MAX_ROTATION_CERTIFICATES } from "@barnraise/protocol";
 import type { Database } from "@barnraise/prisma";
-import type { ExperimentRecord } from "./experiment-access.ts";
+import type { ExperimentRecord } from "../records.ts";
 
 /**
  * The rotation certificates of an experiment's authority key (written by rotate-authority-key.ts)

@@ -2,13 +2,9 @@ import { parseExperimentConfig, type ExperimentConfig } from "@barnraise/protoco
 import { swarmSplitReportSchema } from "../../api/schemas/peer.ts";
 import { SWARM_FRESH_MS, type SwarmStatusView } from "../../api/schemas/public.ts";
 import type { AppContext } from "../context.ts";
-import {
-  findExperiment,
-  parseExperimentStatus,
-  type ExperimentRecord,
-  type ExperimentStatus,
-} from "./experiment-access.ts";
+import { findExperiment, parseExperimentStatus, type ExperimentStatus } from "./experiment-access.ts";
 import { STALE_AFTER_MS } from "./peer-status.ts";
+import type { ExperimentRecord } from "../records.ts";
 
 /** The public view of experiments: the list on the landing page and one experiment's details. */
 

@@ -1,6 +1,6 @@
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { findExperiment, membershipOf, type Membership } from "./experiment-access.ts";
+import type { SessionUser } from "../records.ts";
 
 /** What the signed-in user is to an experiment, for the join box on its page. */
 export async function readMembership(

@@ -4,7 +4,7 @@ import type { CheckpointView } from "../../api/schemas/public.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import { toCheckpointView } from "./list-checkpoints.ts";
-import type { AuxCaller } from "./peer-auth.ts";
+import type { AuxCaller } from "../records.ts";
 
 /**
  * The organizer's aux peer records its held-out evaluation of a checkpoint (`POST

@@ -4,7 +4,7 @@ import { SWARM_FRESH_MS } from "../../api/schemas/public.ts";
 import { AlertEventType } from "../alerts/alert-events.ts";
 import { enqueueAlert } from "../alerts/enqueue-alert.ts";
 import type { AppContext } from "../context.ts";
-import type { AuxCaller } from "./peer-auth.ts";
+import type { AuxCaller } from "../records.ts";
 
 /**
  * An aux peer's heartbeat (every 5 s): what the swarm is doing, as this aux sees it.

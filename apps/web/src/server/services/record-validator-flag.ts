@@ -6,7 +6,7 @@ import { enqueueAlert } from "../alerts/enqueue-alert.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import { ownerStatuses, toValidatorFlagView, validatorFlagInclude } from "./list-validator-flags.ts";
-import type { AuxCaller } from "./peer-auth.ts";
+import type { AuxCaller } from "../records.ts";
 
 /**
  * The organizer's aux peer flags a trainer whose contributions raise the held-out loss (`POST

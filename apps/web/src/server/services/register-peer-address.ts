@@ -2,7 +2,7 @@ import type { RegisterAddressRequest } from "../../api/schemas/peer.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import { formatPeerAddresses } from "./join-experiment.ts";
-import type { AuxCaller } from "./peer-auth.ts";
+import type { AuxCaller } from "../records.ts";
 
 /**
  * An aux peer registers where other peers can dial it; joins then hand these addresses out as

@@ -1,7 +1,7 @@
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { bumpControlVersion, findUserByUsername, requireOrganizer } from "./experiment-access.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * The organizer denies a join request or takes a user off the list. Removing a ban lets the user ask

@@ -4,9 +4,9 @@ import { isUniqueViolation } from "@barnraise/prisma";
 import { AlertEventType } from "../alerts/alert-events.ts";
 import { enqueueAlert } from "../alerts/enqueue-alert.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { AllowlistStatus, findExperiment, membershipOf } from "./experiment-access.ts";
 import { toAllowlistEntryView, type AllowlistEntryView } from "./list-allowlist.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * A volunteer asks to join; the organizer sees a pending entry to approve or deny, and the

@@ -1,6 +1,6 @@
 import type { AppContext } from "../context.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
-import type { SessionUser } from "../http/session.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * A volunteer retires one of their machines (a node key): the key may not join again, and its

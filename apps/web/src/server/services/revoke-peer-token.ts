@@ -1,7 +1,7 @@
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { bumpControlVersion, findExperiment } from "./experiment-access.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * Revokes a peer token: its owner or the experiment's organizer may. Revoking twice is harmless and

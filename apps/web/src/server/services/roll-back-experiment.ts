@@ -2,10 +2,10 @@ import { z } from "zod";
 import { RunEventKind } from "../../api/schemas/public.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { requireOrganizer } from "./experiment-access.ts";
 import { experimentViewOf, type ExperimentView } from "./read-experiment.ts";
 import { lastStepOf } from "./run-timelines.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * The organizer rolls the run back to one of its checkpoints: the run's generation grows (reports and

@@ -3,9 +3,9 @@ import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import { newAuthorityKey, openAuthorityKeyPair } from "../authority-keys.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { requireOrganizer } from "./experiment-access.ts";
 import { experimentViewOf, type ExperimentView } from "./read-experiment.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * The organizer replaces the experiment's authority key pair, and the old key signs a rotation

@@ -4,9 +4,9 @@ import { deliverNow } from "../alerts/alert-outbox.ts";
 import { ALERT_INSTANCE_ID } from "../alerts/alert-worker.ts";
 import { enqueueTestAlert, parseAddressList } from "../alerts/enqueue-alert.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { requireOrganizer } from "./experiment-access.ts";
 import { toDeliveryView, type AlertDeliveryView } from "./read-alert-settings.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * "Send test": a `test` event to one webhook, or to every e-mail recipient, queued in the outbox like

@@ -1,7 +1,6 @@
 import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import {
   AllowlistStatus,
   bumpControlVersion,
@@ -9,6 +8,7 @@ import {
   requireOrganizer,
 } from "./experiment-access.ts";
 import { toAllowlistEntryView, type AllowlistEntryView } from "./list-allowlist.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * The organizer approves a join request, bans a user, or lifts a ban (creating the entry if needed).

@@ -1,8 +1,8 @@
 import { z } from "zod";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { ExperimentStatus, requireOrganizer } from "./experiment-access.ts";
 import { experimentViewOf, type ExperimentView } from "./read-experiment.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * The organizer pauses or resumes the run; while paused, joins are refused and no node is counted.

@@ -1,9 +1,9 @@
 import { z } from "zod";
 import { organizerEventSchema } from "../alerts/alert-events.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import { requireOrganizer } from "./experiment-access.ts";
 import { readAlertSettings, type AlertSettingsView } from "./read-alert-settings.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * The organizer sets a run's e-mail alerts (who, for which events) and the thresholds of the

@@ -7,7 +7,6 @@ import {
 import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import type { SessionUser } from "../http/session.ts";
 import {
   canonicalConfigText,
   experimentDescriptionSchema,
@@ -16,6 +15,7 @@ import {
 import { checkModelFitsDataset } from "./check-model-fit.ts";
 import { requireOrganizer } from "./experiment-access.ts";
 import { experimentViewOf, type ExperimentView } from "./read-experiment.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * The organizer edits an experiment. A config replaces the whole config (omitted fields take their

@@ -10,9 +10,9 @@ import type { AppContext } from "../context.ts";
 import { parseInput } from "../http/json-body.ts";
 import { removeCheckpoint, stageCheckpoint } from "../storage/checkpoint-store.ts";
 import type { StagedObject } from "../storage/object-store.ts";
-import type { ExperimentRecord } from "./experiment-access.ts";
 import { toCheckpointView } from "./list-checkpoints.ts";
 import { authenticateAux } from "./peer-auth.ts";
+import type { ExperimentRecord } from "../records.ts";
 
 /**
  * An aux checkpointer uploads a checkpoint: `POST …/checkpoints?step=&loss=&sizeBytes=&generation=`

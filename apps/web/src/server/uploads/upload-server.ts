@@ -3,7 +3,8 @@ import { FileStore } from "@tus/file-store";
 import { ERRORS, Server, type Upload } from "@tus/server";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import { assertSameOrigin, readSessionUser, type SessionUser } from "../http/session.ts";
+import { assertSameOrigin, readSessionUser } from "../http/session.ts";
+import type { SessionUser } from "../records.ts";
 
 /**
  * Resumable uploads (the tus 1.0 protocol, https://tus.io/protocols/resumable-upload) at

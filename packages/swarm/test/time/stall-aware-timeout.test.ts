@@ -3,7 +3,7 @@ import { once } from "node:events";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
-import { stallAwareSignal, stallAwareTimeout } from "../../src/net/stall-aware-timeout.ts";
+import { stallAwareSignal, stallAwareTimeout } from "../../src/time/stall-aware-timeout.ts";
 
 /**
  * A peer on another thread (as if on another machine) that connects to `port` and, when told,
@@ -124,7 +124,7 @@ describe("stallAwareTimeout", () => {
   });
 
   it("does not keep the process alive while a signal is pending, as AbortSignal.timeout does not", async () => {
-    const module = new URL("../../src/net/stall-aware-timeout.ts", import.meta.url).href;
+    const module = new URL("../../src/time/stall-aware-timeout.ts", import.meta.url).href;
     // A pending signal of ten minutes: the child ends as soon as it has nothing else to do.
     const child = spawn(
       process.execPath,
