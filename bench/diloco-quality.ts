@@ -51,11 +51,15 @@ import {
   type ExperimentConfigInput,
 } from "@barnraise/protocol";
 import { CollaborativeOptimizer, type Swarm } from "@barnraise/swarm";
-import { createBatchStream } from "../apps/peer/src/data/batch-stream.ts";
-import { createModel } from "../apps/peer/src/models/create-model.ts";
-import type { TrainableModel } from "../apps/peer/src/models/trainable-model.ts";
-import { parseBackendChoice, selectBackend } from "../apps/peer/src/tf/backend.ts";
-import { evaluateModel, type Evaluation } from "../apps/peer/src/training/evaluate.ts";
+import {
+  createBatchStream,
+  createModel,
+  evaluateModel,
+  type Evaluation,
+  parseBackendChoice,
+  selectBackend,
+  type TrainableModel,
+} from "@barnraise/models";
 import { LossReportingProgress } from "../apps/peer/src/training/loss-reporting-progress.ts";
 import { Trainer } from "../apps/peer/src/training/trainer.ts";
 import { eventually, TestAuthority } from "../packages/swarm/test/support/swarm-fixtures.ts";

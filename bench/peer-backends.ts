@@ -30,10 +30,13 @@ import { parseArgs } from "node:util";
 import { parseExperimentConfig, type ModelConfig } from "@barnraise/protocol";
 import * as tf from "@tensorflow/tfjs-core";
 import { z } from "zod";
-import { createModel } from "../apps/peer/src/models/create-model.ts";
-import type { TrainableModel } from "../apps/peer/src/models/trainable-model.ts";
-import { parseBackendChoice, selectBackend } from "../apps/peer/src/tf/backend.ts";
-import { syntheticBatch } from "../apps/peer/src/training/synthetic-batch.ts";
+import {
+  createModel,
+  parseBackendChoice,
+  selectBackend,
+  syntheticBatch,
+  type TrainableModel,
+} from "@barnraise/models";
 import { onBenchExit } from "./support/peer-cleanup.ts";
 import { firstLine, formatCount, formatTable, median } from "./support/peer-table.ts";
 

@@ -41,7 +41,7 @@ import { availableParallelism, loadavg } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { PeerCliProcess, type LogRecord } from "../apps/peer/test/support/peer-cli-process.ts";
-import { parseBackendChoice } from "../apps/peer/src/tf/backend.ts";
+import { parseBackendChoice } from "@barnraise/models";
 import { onBenchExit } from "./support/peer-cleanup.ts";
 import { startBenchPlatform, type BenchPlatform } from "./support/peer-platform.ts";
 import { firstLine, formatCount, formatTable } from "./support/peer-table.ts";

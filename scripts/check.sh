@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Static checks: types, lint, formatting. Run after scripts/with-node.sh has set up Node and packages.
+# Static checks: types, dependency rules, lint, formatting. Run after scripts/with-node.sh has set up Node and packages.
 set -euo pipefail
 echo "[barnraise] database schemas in step"
 node scripts/prisma-schemas.ts --check
@@ -8,6 +8,8 @@ tsc -p tsconfig.json
 for project in apps/web e2e; do
   if [[ -f "$project/tsconfig.json" ]]; then tsc -p "$project/tsconfig.json"; fi
 done
+echo "[barnraise] dependency rules (no import cycles, no layer importing upward: .dependency-cruiser.js)"
+depcruise --config .dependency-cruiser.js --output-type err packages apps prisma/src
 echo "[barnraise] lint"
 eslint --max-warnings 0 .
 echo "[barnraise] format"

@@ -29,10 +29,13 @@ import { keyPairFromSecretKey, parseExperimentConfig } from "@barnraise/protocol
 import { AuthorityKeys, CollaborativeOptimizer, isSwarmError, Swarm } from "@barnraise/swarm";
 import { pino } from "pino";
 import { z } from "zod";
-import { createBatchStream } from "../../apps/peer/src/data/batch-stream.ts";
-import type { Batch } from "../../apps/peer/src/models/batch.ts";
-import { createModel } from "../../apps/peer/src/models/create-model.ts";
-import { parseBackendChoice, selectBackend } from "../../apps/peer/src/tf/backend.ts";
+import {
+  type Batch,
+  createBatchStream,
+  createModel,
+  parseBackendChoice,
+  selectBackend,
+} from "@barnraise/models";
 import {
   LossReportingProgress,
   type ProgressSink,

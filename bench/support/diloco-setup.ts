@@ -12,9 +12,8 @@ import {
   type ExperimentConfigInput,
   type PresetModelConfig,
 } from "@barnraise/protocol";
-import { DirectoryDatasetSource } from "../../apps/peer/test/support/directory-dataset-source.ts";
-import type { Batch } from "../../apps/peer/src/models/batch.ts";
-import type { TrainableModel } from "../../apps/peer/src/models/trainable-model.ts";
+import { DirectoryDatasetSource } from "../../packages/models/test/support/directory-dataset-source.ts";
+import type { Batch, TrainableModel } from "@barnraise/models";
 import { datasetsDir, prepareDatasets } from "../../apps/web/src/server/datasets/prepare-datasets.ts";
 import { LocalObjectStore } from "../../apps/web/src/server/storage/local-object-store.ts";
 

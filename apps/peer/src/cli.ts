@@ -17,11 +17,16 @@ import {
 } from "@barnraise/swarm";
 import * as tf from "@tensorflow/tfjs-core";
 import { pino } from "pino";
-import { isDatasetError } from "./data/dataset-error.ts";
+import {
+  type BackendChoice,
+  BackendUnavailableError,
+  isDatasetError,
+  isModelError,
+  ModelErrorCode,
+  parseBackendChoice,
+} from "@barnraise/models";
 import { DoctorExitCode, runDoctor } from "./doctor/doctor.ts";
-import { isModelError, ModelErrorCode } from "./models/model-error.ts";
 import { runPeer } from "./run-peer.ts";
-import { BackendUnavailableError, parseBackendChoice, type BackendChoice } from "./tf/backend.ts";
 import { TrainingAbortedError } from "./training/trainer.ts";
 import { createReporter, parseLogLevel } from "./ui/create-reporter.ts";
 import type { Reporter } from "./ui/peer-status.ts";

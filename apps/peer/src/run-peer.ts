@@ -25,16 +25,22 @@ import {
   type JoinedExperiment,
   type SwarmMetrics,
 } from "@barnraise/swarm";
-import { createBatchStream } from "./data/batch-stream.ts";
-import { CachedDatasetSource } from "./data/cached-dataset-source.ts";
-import { HttpDatasetSource } from "./data/http-dataset-source.ts";
-import { loadModel } from "./models/create-model.ts";
-import type { TrainableModel } from "./models/trainable-model.ts";
-import { deriveSeed, hashName } from "./seeded-random.ts";
-import { describeBackend, selectPeerBackend, type BackendChoice } from "./tf/backend.ts";
-import { resolveBatchSize } from "./training/auto-batch-size.ts";
-import { ensureBackendTrains } from "./tf/backend-kernels.ts";
-import { evaluateModel, type Evaluation } from "./training/evaluate.ts";
+import {
+  type BackendChoice,
+  CachedDatasetSource,
+  createBatchStream,
+  deriveSeed,
+  describeBackend,
+  ensureBackendTrains,
+  evaluateModel,
+  type Evaluation,
+  hashName,
+  HttpDatasetSource,
+  loadModel,
+  resolveBatchSize,
+  selectPeerBackend,
+  type TrainableModel,
+} from "@barnraise/models";
 import { waitForFinalCheckpoint } from "./training/final-checkpoint.ts";
 import { LossReportingProgress } from "./training/loss-reporting-progress.ts";
 import { followSwarmContact, type SwarmContact } from "./training/follow-swarm-contact.ts";

@@ -1,8 +1,7 @@
 import { Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { PeerExitCode, reportFailure } from "../src/cli.ts";
-import { tampered } from "../src/models/layers-artifact.ts";
-import { ModelError, ModelErrorCode } from "../src/models/model-error.ts";
+import { ModelError, ModelErrorCode, tampered } from "@barnraise/models";
 import { createReporter } from "../src/ui/create-reporter.ts";
 
 /**

@@ -14,14 +14,17 @@ import { TestAuthority, eventually } from "../../../packages/swarm/test/support/
 import { startSwarm } from "../../../packages/swarm/test/support/swarm-harness.ts";
 import { datasetsDir, prepareDatasets } from "../../web/src/server/datasets/prepare-datasets.ts";
 import { LocalObjectStore } from "../../web/src/server/storage/local-object-store.ts";
-import { createBatchStream } from "../src/data/batch-stream.ts";
-import type { Batch } from "../src/models/batch.ts";
-import { createModel } from "../src/models/create-model.ts";
-import type { GradientResult, TrainableModel } from "../src/models/trainable-model.ts";
-import { selectBackend } from "../src/tf/backend.ts";
+import {
+  type Batch,
+  createBatchStream,
+  createModel,
+  type GradientResult,
+  selectBackend,
+  type TrainableModel,
+} from "@barnraise/models";
 import { LossReportingProgress, type ProgressSink } from "../src/training/loss-reporting-progress.ts";
 import { Trainer } from "../src/training/trainer.ts";
-import { DirectoryDatasetSource } from "./support/directory-dataset-source.ts";
+import { DirectoryDatasetSource } from "../../../packages/models/test/support/directory-dataset-source.ts";
 
 /**
  * DeDLOC I.6: a collaborative run and a single-process run with the same global batch size follow

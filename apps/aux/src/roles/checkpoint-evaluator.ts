@@ -1,4 +1,4 @@
-import type { HeldOutScore } from "@barnraise/peer/held-out-evaluation";
+import type { HeldOutScore } from "@barnraise/models";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
 

@@ -17,7 +17,7 @@ export interface HeldOutScorerOptions {
  * imported here, on the first checkpoint, so an aux run with `--no-evaluate` never loads it.
  */
 export async function openHeldOutScorer(options: HeldOutScorerOptions): Promise<HeldOutScorer> {
-  const { HeldOutEvaluator } = await import("@barnraise/peer/held-out-evaluation");
+  const { HeldOutEvaluator } = await import("@barnraise/models");
   const { logger } = options;
   const evaluator = await HeldOutEvaluator.open({
     config: options.config,

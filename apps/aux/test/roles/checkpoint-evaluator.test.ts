@@ -1,4 +1,4 @@
-import type { HeldOutScore } from "@barnraise/peer/held-out-evaluation";
+import type { HeldOutScore } from "@barnraise/models";
 import { pino } from "pino";
 import { describe, expect, it, vi } from "vitest";
 import {

@@ -1,16 +1,18 @@
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { HeldOutScore } from "@barnraise/peer/held-out-evaluation";
+import {
+  createBatchStream,
+  createModel,
+  hashName,
+  type HeldOutScore,
+  selectBackend,
+} from "@barnraise/models";
 import { parseExperimentConfig, type DatasetManifest } from "@barnraise/protocol";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createBatchStream } from "../../../peer/src/data/batch-stream.ts";
-import { createModel } from "../../../peer/src/models/create-model.ts";
-import { hashName } from "../../../peer/src/seeded-random.ts";
-import { selectBackend } from "../../../peer/src/tf/backend.ts";
-import { serveDataset, type DatasetServer } from "../../../peer/test/data/dataset-fixture.ts";
-import { DirectoryDatasetSource } from "../../../peer/test/support/directory-dataset-source.ts";
+import { serveDataset, type DatasetServer } from "../../../../packages/models/test/data/dataset-fixture.ts";
+import { DirectoryDatasetSource } from "../../../../packages/models/test/support/directory-dataset-source.ts";
 import { datasetsDir, prepareDatasets } from "../../../web/src/server/datasets/prepare-datasets.ts";
 import { LocalObjectStore } from "../../../web/src/server/storage/local-object-store.ts";
 import { CheckpointEvaluator } from "../../src/roles/checkpoint-evaluator.ts";

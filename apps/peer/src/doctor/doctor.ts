@@ -12,9 +12,8 @@ import {
   type JoinedExperiment,
 } from "@barnraise/swarm";
 import type { Logger } from "pino";
-import { HttpDatasetSource } from "../data/http-dataset-source.ts";
+import { type BackendChoice, describeBackend, HttpDatasetSource, selectPeerBackend } from "@barnraise/models";
 import { formatMbit } from "../run-peer.ts";
-import { describeBackend, selectPeerBackend, type BackendChoice } from "../tf/backend.ts";
 
 /**
  * `barnraise-peer doctor`: can this machine contribute to the run? Each check says what it found, a

@@ -4,9 +4,7 @@ import type {
   Connectivity,
   GlobalProgressView,
 } from "@barnraise/swarm";
-import type { Batch } from "../models/batch.ts";
-import type { TrainableModel } from "../models/trainable-model.ts";
-import { mixSeed } from "../seeded-random.ts";
+import { type Batch, mixSeed, type TrainableModel } from "@barnraise/models";
 import type { PeerPhase, PeerStatus } from "../ui/peer-status.ts";
 import type { LossReportingProgress } from "./loss-reporting-progress.ts";
 

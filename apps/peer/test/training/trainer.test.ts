@@ -10,8 +10,7 @@ import {
   type LocalProgress,
 } from "@barnraise/swarm";
 import { describe, expect, it } from "vitest";
-import type { Batch, ImageBatch } from "../../src/models/batch.ts";
-import type { GradientResult, TrainableModel } from "../../src/models/trainable-model.ts";
+import type { Batch, GradientResult, ImageBatch, TrainableModel } from "@barnraise/models";
 import { LossReportingProgress } from "../../src/training/loss-reporting-progress.ts";
 import { Trainer, TrainingAbortedError } from "../../src/training/trainer.ts";
 import type { PeerStatus } from "../../src/ui/peer-status.ts";

@@ -1,8 +1,8 @@
 import type { ExperimentConfig, ModelConfig } from "@barnraise/protocol";
-import type { Batch } from "../models/batch.ts";
-import { IMAGE_PIXELS, DIGIT_CLASSES } from "../models/batch-checks.ts";
-import type { TrainableModel, UploadedModelShape } from "../models/trainable-model.ts";
-import { syntheticBatch } from "./synthetic-batch.ts";
+import type { Batch } from "./batch.ts";
+import { IMAGE_PIXELS, DIGIT_CLASSES } from "./batch-checks.ts";
+import type { TrainableModel, UploadedModelShape } from "./trainable-model.ts";
+import { syntheticBatch } from "../data/synthetic-batch.ts";
 
 /**
  * Picks how many samples this peer puts in one minibatch (`training.localBatchSize: "auto"`). The

@@ -4,9 +4,9 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { checkTabularBatch } from "../../src/models/batch-checks.ts";
 import { verifyModelJson, verifyWeights } from "../../src/models/layers-artifact.ts";
 import { UploadedLayersModel } from "../../src/models/layers-model.ts";
-import { resolveBatchSize, estimateBytesPerSample } from "../../src/training/auto-batch-size.ts";
-import { syntheticBatch } from "../../src/training/synthetic-batch.ts";
-import { classifierModel, layersConfig, regressionModel, storeModel } from "../models/layers-fixture.ts";
+import { resolveBatchSize, estimateBytesPerSample } from "../../src/models/auto-batch-size.ts";
+import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
+import { classifierModel, layersConfig, regressionModel, storeModel } from "./layers-fixture.ts";
 
 /** The automatic batch size for an uploaded model: synthetic rows of its shape and its activation estimate. */
 

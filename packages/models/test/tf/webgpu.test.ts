@@ -3,7 +3,7 @@ import { parseExperimentConfig, type ModelConfig } from "@barnraise/protocol";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createModel } from "../../src/models/create-model.ts";
 import { describeBackend, selectBackend, type SelectedBackend } from "../../src/tf/backend.ts";
-import { syntheticBatch } from "../../src/training/synthetic-batch.ts";
+import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
 
 /**
  * The WebGPU backend for real: Dawn's Node binding with whatever adapter it finds. On a machine

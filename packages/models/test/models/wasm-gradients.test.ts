@@ -3,7 +3,7 @@ import { parseExperimentConfig, type ModelConfig } from "@barnraise/protocol";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createModel } from "../../src/models/create-model.ts";
 import { selectBackend } from "../../src/tf/backend.ts";
-import { syntheticBatch } from "../../src/training/synthetic-batch.ts";
+import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
 
 /**
  * Every preset trains on the WebAssembly backend (the one most volunteers get) and computes the

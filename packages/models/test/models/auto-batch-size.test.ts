@@ -13,8 +13,8 @@ import {
   chooseBatchSize,
   estimateBytesPerSample,
   resolveBatchSize,
-} from "../../src/training/auto-batch-size.ts";
-import { syntheticBatch } from "../../src/training/synthetic-batch.ts";
+} from "../../src/models/auto-batch-size.ts";
+import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
 
 beforeAll(async () => {
   await tf.setBackend("cpu");

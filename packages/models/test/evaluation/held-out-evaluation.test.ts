@@ -8,7 +8,7 @@ import {
   HeldOutEvaluator,
   heldOutModelConfig,
   heldOutScore,
-} from "../../src/training/held-out-evaluation.ts";
+} from "../../src/evaluation/held-out-evaluation.ts";
 import { serveDataset, tokenDataset, type DatasetServer } from "../data/dataset-fixture.ts";
 
 /**

@@ -1,7 +1,7 @@
 import * as tf from "@tensorflow/tfjs-core";
 import type { ModelConfig } from "@barnraise/protocol";
 import type { TrainableModel } from "../models/trainable-model.ts";
-import { syntheticBatch } from "../training/synthetic-batch.ts";
+import { syntheticBatch } from "../data/synthetic-batch.ts";
 import { selectBackend } from "./backend.ts";
 
 /** TF.js's message when a backend has no kernel for an operation: "Kernel 'X' not registered for backend 'y'". */

@@ -10,7 +10,7 @@ import { loadModel } from "../../src/models/create-model.ts";
 import { SeededRandom } from "../../src/seeded-random.ts";
 import { selectBackend } from "../../src/tf/backend.ts";
 import { ensureBackendTrains } from "../../src/tf/backend-kernels.ts";
-import { evaluateModel } from "../../src/training/evaluate.ts";
+import { evaluateModel } from "../../src/evaluation/evaluate.ts";
 import { type DatasetServer, imageDataset, serveDataset, tabularDataset } from "../data/dataset-fixture.ts";
 import {
   classifierModel,

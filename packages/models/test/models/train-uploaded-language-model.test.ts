@@ -10,9 +10,9 @@ import { loadModel } from "../../src/models/create-model.ts";
 import type { TrainableModel } from "../../src/models/trainable-model.ts";
 import { selectBackend } from "../../src/tf/backend.ts";
 import { ensureBackendTrains } from "../../src/tf/backend-kernels.ts";
-import { evaluateModel } from "../../src/training/evaluate.ts";
-import { heldOutScore } from "../../src/training/held-out-evaluation.ts";
-import { syntheticBatch } from "../../src/training/synthetic-batch.ts";
+import { evaluateModel } from "../../src/evaluation/evaluate.ts";
+import { heldOutScore } from "../../src/evaluation/held-out-evaluation.ts";
+import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
 import { type DatasetServer, serveDataset, SPECIALS, textDataset } from "../data/dataset-fixture.ts";
 import { layersConfig, type ModelServer, serveModels, storeModel } from "./layers-fixture.ts";
 
