@@ -98,6 +98,14 @@ export default {
       to: { path: "^packages/swarm/src/[^/]+\\.ts$", pathNot: "/(errors|private-file)\\.ts$" },
     },
     {
+      name: "web-api-is-the-contract",
+      comment:
+        "The platform's API (apps/web/src/api: request and response schemas, error codes) is the contract the use cases implement: it imports none of them.",
+      severity: "error",
+      from: { path: "^apps/web/src/api/" },
+      to: { path: "^apps/web/src/server/" },
+    },
+    {
       name: "web-src-not-app",
       comment:
         "The platform's use cases and API schemas (apps/web/src) never import its routes and pages (apps/web/app).",

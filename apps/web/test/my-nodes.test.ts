@@ -3,7 +3,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as myNodesRoute from "../app/api/v1/me/nodes/route.ts";
 import { nodeListSchema } from "../src/api/schemas/nodes.ts";
 import {
-  PeerNotCountedReason,
   peerStatus,
   peerStatusMessage,
   STALE_AFTER_MS,
@@ -12,6 +11,7 @@ import {
 } from "../src/server/services/peer-status.ts";
 import { createCast, createWorld, uniqueName, type Cast } from "./support/actors.ts";
 import { callRoute, createTestApp, type TestApp } from "./support/test-app.ts";
+import { PeerNotCountedReason } from "../src/api/schemas/nodes.ts";
 
 const NOW = Date.UTC(2026, 10, 21, 12, 0, 0);
 

@@ -2,17 +2,14 @@
 
 import { useRouter } from "next/navigation";
 import { useState, useTransition, type SubmitEvent } from "react";
-import {
-  ORGANIZER_EVENTS,
-  organizerEventLabels,
-  type OrganizerEvent,
-} from "../../src/server/alerts/alert-events.ts";
+import { organizerEventLabels } from "../../src/server/alerts/alert-events.ts";
 import type { AlertSettingsView } from "../../src/server/services/read-alert-settings.ts";
 import { callApi, describeFailure, type ApiIssue } from "./api-client.ts";
 import { CopyBox } from "./copy-box.tsx";
 import { formatTime } from "./format.ts";
 import { formText } from "./form-text.ts";
 import { StatusLine, type MutationStatus } from "./mutation.tsx";
+import { ORGANIZER_EVENTS, type OrganizerEvent } from "../../src/api/schemas/alerts.ts";
 
 /**
  * The manage page's alerts: webhooks (add one, its secret shown once; send a test; remove), e-mail

@@ -2,10 +2,10 @@ import type { Metadata } from "next";
 import Link from "next/link";
 import { redirect } from "next/navigation";
 import { auth } from "../../src/server/auth/auth.ts";
-import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from "../../src/server/auth/passwords.ts";
 import { getAppContext } from "../../src/server/context.ts";
 import { RegisterForm } from "../_components/register-form.tsx";
 import { safeRedirectPath } from "../_components/safe-redirect.ts";
+import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from "../../src/api/schemas/accounts.ts";
 
 export const metadata: Metadata = { title: "Create an account" };
 

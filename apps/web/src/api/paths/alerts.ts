@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { ZodOpenApiPathsObject } from "zod-openapi";
-import type { AppErrorCode } from "../../server/app-error.ts";
+import type { AppErrorCode } from "../error-codes.ts";
 import {
   alertSettingsSchema,
   createAlertWebhookRequestSchema,

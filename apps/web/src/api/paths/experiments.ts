@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { ZodOpenApiOperationObject, ZodOpenApiPathsObject } from "zod-openapi";
-import type { AppErrorCode } from "../../server/app-error.ts";
+import type { AppErrorCode } from "../error-codes.ts";
 import {
   addToAllowlistRequestSchema,
   allowlistEntrySchema,

@@ -1,7 +1,20 @@
 import { z } from "zod";
-import { registerUserInputSchema } from "../../server/services/register-user.ts";
+import { usernameSchema } from "@barnraise/protocol";
 
 /** Accounts: self-service sign-up. */
+
+export const MIN_PASSWORD_LENGTH = 8;
+export const MAX_PASSWORD_LENGTH = 256;
+
+export const registerUserInputSchema = z.strictObject({
+  username: usernameSchema,
+  password: z
+    .string()
+    .min(MIN_PASSWORD_LENGTH, `must be at least ${MIN_PASSWORD_LENGTH} characters`)
+    .max(MAX_PASSWORD_LENGTH, `must be at most ${MAX_PASSWORD_LENGTH} characters`),
+});
+
+export type RegisterUserInput = z.infer<typeof registerUserInputSchema>;
 
 export const registerUserRequestSchema = registerUserInputSchema.meta({
   id: "RegisterUserRequest",

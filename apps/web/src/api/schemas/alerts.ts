@@ -1,11 +1,107 @@
 import { z } from "zod";
-import { AlertEventType, ORGANIZER_EVENTS } from "../../server/alerts/alert-events.ts";
-import { createAlertWebhookInputSchema } from "../../server/services/create-alert-webhook.ts";
-import { setNodeAlertsInputSchema } from "../../server/services/node-alerts.ts";
-import { sendTestAlertInputSchema } from "../../server/services/send-test-alert.ts";
-import { updateAlertSettingsInputSchema } from "../../server/services/update-alert-settings.ts";
 
 /** Alerts: a run's webhooks and e-mail recipients, the delivery log, and a volunteer's node e-mails. */
+
+export const AlertEventType = {
+  /** No new step for the configured minutes while peers were alive. */
+  runStalled: "run.stalled",
+  /** A volunteer's node that counted no longer does. */
+  nodeDropped: "node.dropped",
+  /** No heartbeat from the aux for the configured minutes while the run is running. */
+  auxSilent: "aux.silent",
+  checkpointUploaded: "checkpoint.uploaded",
+  joinRequested: "join.requested",
+  /** The aux's validator found a node's contributions raising the held-out loss. */
+  nodeFlagged: "node.flagged",
+  /** The aux saw the swarm train more than one model (two states at one step, or a trainer alone). */
+  swarmSplit: "swarm.split",
+  /** To a volunteer: one of their nodes stopped counting. */
+  nodeStoppedCounting: "node.stopped-counting",
+  test: "test",
+} as const;
+
+/** The events an organizer can subscribe a webhook or the e-mail recipients to. */
+export const ORGANIZER_EVENTS = [
+  AlertEventType.runStalled,
+  AlertEventType.nodeDropped,
+  AlertEventType.auxSilent,
+  AlertEventType.checkpointUploaded,
+  AlertEventType.joinRequested,
+  AlertEventType.nodeFlagged,
+  AlertEventType.swarmSplit,
+] as const;
+
+export type OrganizerEvent = (typeof ORGANIZER_EVENTS)[number];
+
+export const organizerEventSchema = z.enum(ORGANIZER_EVENTS);
+
+/**
+ * Where a webhook may point: an absolute http:// or https:// URL of at most 2,000 characters, with no
+ * user name or password in it (the signature authenticates the platform; a receiver's credentials
+ * would be shown on the manage page and kept in every delivery's log). Loopback and private addresses
+ * are allowed: a self-hosted platform often alerts a service on its own network.
+ */
+export const webhookUrlSchema = z
+  .string()
+  .trim()
+  .max(2000, "must be at most 2000 characters")
+  .pipe(z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }))
+  .refine((text) => {
+    const url = URL.parse(text);
+    return url === null || (url.username === "" && url.password === "");
+  }, "must not contain a user name or password");
+
+export const createAlertWebhookInputSchema = z.strictObject({
+  url: webhookUrlSchema,
+  events: z
+    .array(organizerEventSchema)
+    .min(1, "pick at least one event")
+    .max(16)
+    .transform((events) => [...new Set(events)]),
+});
+
+export type CreateAlertWebhookInput = z.infer<typeof createAlertWebhookInputSchema>;
+
+export const setNodeAlertsInputSchema = z.strictObject({
+  email: z.email("must be an e-mail address").max(254).nullable(),
+});
+
+export type SetNodeAlertsInput = z.infer<typeof setNodeAlertsInputSchema>;
+
+export const sendTestAlertInputSchema = z.union([
+  z.strictObject({ webhookId: z.string().min(1).max(100) }),
+  z.strictObject({ email: z.literal(true) }),
+]);
+
+export type SendTestAlertInput = z.infer<typeof sendTestAlertInputSchema>;
+
+export const MAX_EMAIL_RECIPIENTS = 20;
+
+const eventListSchema = z
+  .array(organizerEventSchema)
+  .max(16)
+  .transform((events) => [...new Set(events)]);
+
+const minutesSchema = z
+  .number()
+  .int()
+  .min(1, "must be at least 1 minute")
+  .max(1440, "must be at most 1440 minutes (a day)");
+
+export const updateAlertSettingsInputSchema = z.strictObject({
+  emailRecipients: z
+    .array(z.email("must be an e-mail address").max(254))
+    .max(MAX_EMAIL_RECIPIENTS, `at most ${MAX_EMAIL_RECIPIENTS} recipients`)
+    .transform((addresses) => [...new Set(addresses.map((address) => address.trim()))])
+    .optional(),
+  emailEvents: eventListSchema.optional(),
+  stalledAfterMinutes: minutesSchema.optional(),
+  auxSilentAfterMinutes: minutesSchema.optional(),
+});
+
+export type UpdateAlertSettingsInput = z.infer<typeof updateAlertSettingsInputSchema>;
+
+export type AlertEventType = (typeof AlertEventType)[keyof typeof AlertEventType];
 
 const organizerEvent = z.enum(ORGANIZER_EVENTS);
 

@@ -1,8 +1,21 @@
 import { z } from "zod";
-import { addToAllowlistInputSchema } from "../../server/services/add-to-allowlist.ts";
-import { setAllowlistStatusInputSchema } from "../../server/services/set-allowlist-status.ts";
+import { usernameSchema } from "@barnraise/protocol";
 
 /** Allowlists: who may join an experiment, and join requests. */
+
+export const AllowlistStatus = { pending: "pending", approved: "approved", banned: "banned" } as const;
+
+export const addToAllowlistInputSchema = z.strictObject({ username: usernameSchema });
+
+export type AddToAllowlistInput = z.infer<typeof addToAllowlistInputSchema>;
+
+export const setAllowlistStatusInputSchema = z.strictObject({
+  status: z.enum([AllowlistStatus.approved, AllowlistStatus.banned]),
+});
+
+export type SetAllowlistStatusInput = z.infer<typeof setAllowlistStatusInputSchema>;
+
+export type AllowlistStatus = (typeof AllowlistStatus)[keyof typeof AllowlistStatus];
 
 export const addToAllowlistRequestSchema = addToAllowlistInputSchema.meta({ id: "AddToAllowlistRequest" });
 

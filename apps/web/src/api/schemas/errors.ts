@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { ZodOpenApiResponsesObject } from "zod-openapi";
-import { appErrorStatus, type AppErrorCode } from "../../server/app-error.ts";
+import { appErrorStatus, type AppErrorCode } from "../error-codes.ts";
 
 /** The one error body of the API, and the error responses of an operation grouped by status. */
 

@@ -1,18 +1,84 @@
 import { experimentConfigSchema, ModelPreset } from "@barnraise/protocol";
 import { z } from "zod";
-import { createExperimentInputSchema } from "../../server/services/create-experiment.ts";
-import { discardMetricPointsInputSchema } from "../../server/services/discard-metric-points.ts";
-import { rollBackExperimentInputSchema } from "../../server/services/roll-back-experiment.ts";
-import { rotateAuthorityKeyInputSchema } from "../../server/services/rotate-authority-key.ts";
-import { setExperimentStatusInputSchema } from "../../server/services/set-experiment-status.ts";
-import { updateExperimentInputSchema } from "../../server/services/update-experiment.ts";
 import { swarmStatusSchema } from "./public.ts";
+import { experimentIdSchema } from "@barnraise/protocol";
 
 /**
  * Experiments. Request bodies are the services' own schemas; the config field is the protocol's
  * experiment config schema, documented once as ExperimentConfig (input: every field optional;
  * output: the complete config with defaults applied).
  */
+
+export const ExperimentStatus = { running: "running", paused: "paused" } as const;
+
+/** Experiment ids that the web pages use as path segments under /experiments/. */
+const RESERVED_IDS = new Set(["new"]);
+
+export const experimentNameSchema = z.string().trim().min(1, "must not be empty").max(100);
+
+export const experimentDescriptionSchema = z.string().max(5000);
+
+export const createExperimentInputSchema = z.strictObject({
+  id: experimentIdSchema.refine((id) => !RESERVED_IDS.has(id), { message: "is reserved; choose another id" }),
+  name: experimentNameSchema,
+  description: experimentDescriptionSchema.optional(),
+  /** Any subset of the config; omitted fields take their defaults. */
+  config: experimentConfigSchema.optional(),
+});
+
+export type CreateExperimentInput = z.infer<typeof createExperimentInputSchema>;
+
+/** Metric.step is a 32-bit INTEGER on PostgreSQL: a larger bound would fail there, not match more. */
+const MAX_STEP = 2_147_483_647;
+
+const step = z.int().min(0).max(MAX_STEP);
+
+export const discardMetricPointsInputSchema = z
+  .strictObject({
+    fromStep: step.meta({ description: "The first step of the range" }),
+    toStep: step.meta({ description: "The last step of the range, included; at least fromStep" }),
+    discarded: z.boolean().meta({ description: "true discards the range's points, false restores them" }),
+    timeline: z.int().min(0).max(MAX_STEP).optional().meta({
+      description: "The metric timeline of the points; the run's current one when left out",
+    }),
+  })
+  .refine((input) => input.fromStep <= input.toStep, {
+    path: ["toStep"],
+    message: "must be at least fromStep",
+  });
+
+export type DiscardMetricPointsInput = z.infer<typeof discardMetricPointsInputSchema>;
+
+export const rollBackExperimentInputSchema = z.strictObject({
+  checkpointId: z.string().min(1).max(64).meta({ description: "The checkpoint to roll back to" }),
+});
+
+export type RollBackExperimentInput = z.infer<typeof rollBackExperimentInputSchema>;
+
+export const rotateAuthorityKeyInputSchema = z.strictObject({});
+
+export const setExperimentStatusInputSchema = z.strictObject({
+  status: z.enum([ExperimentStatus.running, ExperimentStatus.paused]),
+});
+
+export type SetExperimentStatusInput = z.infer<typeof setExperimentStatusInputSchema>;
+
+/** How many machines one trainer token, and one volunteer across tokens, may run at once. */
+export const nodeLimitsSchema = z.strictObject({
+  maxNodesPerToken: z.int().min(1).max(1_000),
+  maxNodesPerUser: z.int().min(1).max(10_000),
+});
+
+export const updateExperimentInputSchema = z.strictObject({
+  name: experimentNameSchema.optional(),
+  description: experimentDescriptionSchema.optional(),
+  config: experimentConfigSchema.optional(),
+  limits: nodeLimitsSchema.optional(),
+});
+
+export type UpdateExperimentInput = z.infer<typeof updateExperimentInputSchema>;
+
+export type ExperimentStatus = (typeof ExperimentStatus)[keyof typeof ExperimentStatus];
 
 const experimentConfigDoc = experimentConfigSchema.in.meta({
   id: "ExperimentConfig",

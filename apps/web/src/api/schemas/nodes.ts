@@ -1,7 +1,23 @@
 import { z } from "zod";
-import { PeerNotCountedReason } from "../../server/services/peer-status.ts";
 
 /** "My nodes": the signed-in user's peers and whether each one counts. */
+
+/** The reasons a node is not counted, in the order they are checked. */
+export const PeerNotCountedReason = {
+  retired: "retired",
+  experimentPaused: "experiment_paused",
+  banned: "banned",
+  notAllowlisted: "not_allowlisted",
+  tokenRevoked: "token_revoked",
+  passExpired: "pass_expired",
+  stale: "stale",
+  refusedBySwarm: "refused_by_swarm",
+  notInSwarm: "not_in_swarm",
+  joining: "joining",
+  notAveraging: "not_averaging",
+} as const;
+
+export type PeerNotCountedReason = (typeof PeerNotCountedReason)[keyof typeof PeerNotCountedReason];
 
 export const nodeSchema = z
   .strictObject({

@@ -1,7 +1,14 @@
 import { z } from "zod";
-import { createPeerTokenInputSchema } from "../../server/services/create-peer-token.ts";
+import { PeerRole } from "@barnraise/protocol";
 
 /** Peer tokens: the secrets nodes join with. Only creation returns the secret. */
+
+export const createPeerTokenInputSchema = z.strictObject({
+  label: z.string().trim().max(64).optional(),
+  role: z.enum([PeerRole.trainer, PeerRole.aux]).optional(),
+});
+
+export type CreatePeerTokenInput = z.infer<typeof createPeerTokenInputSchema>;
 
 export const createPeerTokenRequestSchema = createPeerTokenInputSchema.meta({
   id: "CreatePeerTokenRequest",

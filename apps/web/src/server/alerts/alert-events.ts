@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { AlertEventType, ORGANIZER_EVENTS, type OrganizerEvent } from "../../api/schemas/alerts.ts";
 
 /**
  * What the platform alerts about, and the JSON every alert carries (a webhook's body; an e-mail says
@@ -6,39 +7,6 @@ import { z } from "zod";
  * receive; `test` is what the "Send test" buttons send, and `node.stopped-counting` goes only to a
  * volunteer who asked for it, about their own node.
  */
-
-export const AlertEventType = {
-  /** No new step for the configured minutes while peers were alive. */
-  runStalled: "run.stalled",
-  /** A volunteer's node that counted no longer does. */
-  nodeDropped: "node.dropped",
-  /** No heartbeat from the aux for the configured minutes while the run is running. */
-  auxSilent: "aux.silent",
-  checkpointUploaded: "checkpoint.uploaded",
-  joinRequested: "join.requested",
-  /** The aux's validator found a node's contributions raising the held-out loss. */
-  nodeFlagged: "node.flagged",
-  /** The aux saw the swarm train more than one model (two states at one step, or a trainer alone). */
-  swarmSplit: "swarm.split",
-  /** To a volunteer: one of their nodes stopped counting. */
-  nodeStoppedCounting: "node.stopped-counting",
-  test: "test",
-} as const;
-export type AlertEventType = (typeof AlertEventType)[keyof typeof AlertEventType];
-
-/** The events an organizer can subscribe a webhook or the e-mail recipients to. */
-export const ORGANIZER_EVENTS = [
-  AlertEventType.runStalled,
-  AlertEventType.nodeDropped,
-  AlertEventType.auxSilent,
-  AlertEventType.checkpointUploaded,
-  AlertEventType.joinRequested,
-  AlertEventType.nodeFlagged,
-  AlertEventType.swarmSplit,
-] as const;
-export type OrganizerEvent = (typeof ORGANIZER_EVENTS)[number];
-
-export const organizerEventSchema = z.enum(ORGANIZER_EVENTS);
 
 /** Each organizer event in a few words, for the manage page's checkboxes. */
 export const organizerEventLabels: Record<OrganizerEvent, string> = {

@@ -2,15 +2,10 @@ import { SWARM_FRESH_MS } from "../../api/schemas/public.ts";
 import type { AppContext } from "../context.ts";
 import { parseAllowlistStatus, parseExperimentStatus } from "../services/experiment-access.ts";
 import { parsePeerRole } from "../services/peer-standing.ts";
-import {
-  PeerNotCountedReason,
-  peerStatus,
-  peerStatusMessage,
-  swarmViewOf,
-  STALE_AFTER_MS,
-} from "../services/peer-status.ts";
-import { AlertEventType } from "./alert-events.ts";
+import { peerStatus, peerStatusMessage, swarmViewOf, STALE_AFTER_MS } from "../services/peer-status.ts";
 import { enqueueAlert, enqueueVolunteerAlert } from "./enqueue-alert.ts";
+import { AlertEventType } from "../../api/schemas/alerts.ts";
+import { PeerNotCountedReason } from "../../api/schemas/nodes.ts";
 
 /**
  * The alert monitor: a pass over the database that notices what no request announces: a run that

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { Database } from "@barnraise/prisma";
 import type { AppContext } from "../context.ts";
-import { AlertEventType, parseEventList, type AlertEvent, type AlertPayload } from "./alert-events.ts";
+import { parseEventList, type AlertEvent, type AlertPayload } from "./alert-events.ts";
+import { AlertEventType } from "../../api/schemas/alerts.ts";
 
 /**
  * Puts an event into the alerts outbox: one AlertDelivery row per target that wants it (each

@@ -4,8 +4,8 @@ import Credentials from "next-auth/providers/credentials";
 import GitHub from "next-auth/providers/github";
 import { z } from "zod";
 import { getAppContext, type AppContext } from "../context.ts";
-import { MAX_PASSWORD_LENGTH } from "./passwords.ts";
 import { authorizeCredentials, userForOidcAccount } from "./users.ts";
+import { MAX_PASSWORD_LENGTH } from "../../api/schemas/accounts.ts";
 
 declare module "next-auth" {
   interface Session {

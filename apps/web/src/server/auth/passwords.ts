@@ -6,9 +6,6 @@ const PARAMS = { N: 2 ** 15, r: 8, p: 1 } as const;
 const KEY_BYTES = 32;
 const MAX_MEMORY = 128 * 1024 * 1024;
 
-export const MIN_PASSWORD_LENGTH = 8;
-export const MAX_PASSWORD_LENGTH = 256;
-
 function derive(password: string, salt: Buffer, options: ScryptOptions): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     scrypt(password.normalize("NFKC"), salt, KEY_BYTES, { ...options, maxmem: MAX_MEMORY }, (error, key) => {

@@ -1,10 +1,7 @@
 import type { AppContext } from "../context.ts";
 import { parseInput } from "../http/json-body.ts";
-import {
-  createPasswordUser,
-  registerUserInputSchema,
-  type RegisteredUser,
-} from "../services/register-user.ts";
+import { createPasswordUser, type RegisteredUser } from "../services/register-user.ts";
+import { registerUserInputSchema } from "../../api/schemas/accounts.ts";
 
 /**
  * A user who signs in with a username and password, whatever BARNRAISE_SIGNUP says: for seeding

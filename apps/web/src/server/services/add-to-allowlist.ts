@@ -1,18 +1,15 @@
-import { usernameSchema } from "@barnraise/protocol";
-import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import { AllowlistStatus, findUserByUsername, requireOrganizer } from "./experiment-access.ts";
+import { findUserByUsername, requireOrganizer } from "./experiment-access.ts";
 import { toAllowlistEntryView, type AllowlistEntryView } from "./list-allowlist.ts";
 import type { SessionUser } from "../records.ts";
+import { AllowlistStatus } from "../../api/schemas/allowlist.ts";
+import type { AddToAllowlistInput } from "../../api/schemas/allowlist.ts";
 
 /**
  * The organizer allowlists a user by username. An existing entry (a pending request, or a ban)
  * becomes approved; `created` tells the route whether a new entry was made.
  */
-
-export const addToAllowlistInputSchema = z.strictObject({ username: usernameSchema });
-export type AddToAllowlistInput = z.infer<typeof addToAllowlistInputSchema>;
 
 export async function addToAllowlist(
   ctx: AppContext,

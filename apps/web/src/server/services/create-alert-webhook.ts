@@ -1,13 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
-import { organizerEventSchema } from "../alerts/alert-events.ts";
 import { generateWebhookSecret, sealWebhookSecret } from "../alerts/webhook-secrets.ts";
-import { webhookUrlSchema } from "../alerts/webhook-url.ts";
 import type { AppContext } from "../context.ts";
 import { requireOrganizer } from "./experiment-access.ts";
 import { toWebhookView, type AlertWebhookView } from "./read-alert-settings.ts";
 import type { SessionUser } from "../records.ts";
+import type { CreateAlertWebhookInput } from "../../api/schemas/alerts.ts";
 
 /**
  * The organizer adds a webhook: a URL and the events it receives. Its signing secret is made here
@@ -15,16 +13,6 @@ import type { SessionUser } from "../records.ts";
  */
 
 export const MAX_WEBHOOKS = 10;
-
-export const createAlertWebhookInputSchema = z.strictObject({
-  url: webhookUrlSchema,
-  events: z
-    .array(organizerEventSchema)
-    .min(1, "pick at least one event")
-    .max(16)
-    .transform((events) => [...new Set(events)]),
-});
-export type CreateAlertWebhookInput = z.infer<typeof createAlertWebhookInputSchema>;
 
 export async function createAlertWebhook(
   ctx: AppContext,

@@ -1,22 +1,16 @@
 import { PeerRole } from "@barnraise/protocol";
-import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import { findExperiment, membershipOf } from "./experiment-access.ts";
 import { toPeerTokenSummary, type PeerTokenSummary } from "./list-peer-tokens.ts";
 import { generatePeerToken } from "./peer-tokens.ts";
 import type { SessionUser } from "../records.ts";
+import type { CreatePeerTokenInput } from "../../api/schemas/tokens.ts";
 
 /**
  * A volunteer (trainer token) or the organizer (aux token) creates a peer token. The secret is in
  * this response only: the platform keeps its SHA-256 and a short prefix.
  */
-
-export const createPeerTokenInputSchema = z.strictObject({
-  label: z.string().trim().max(64).optional(),
-  role: z.enum([PeerRole.trainer, PeerRole.aux]).optional(),
-});
-export type CreatePeerTokenInput = z.infer<typeof createPeerTokenInputSchema>;
 
 export interface CreatedPeerToken extends PeerTokenSummary {
   /** The secret, shown once. */

@@ -1,8 +1,8 @@
-import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import { requireOrganizer } from "./experiment-access.ts";
 import type { SessionUser } from "../records.ts";
+import type { DiscardMetricPointsInput } from "../../api/schemas/experiments.ts";
 
 /**
  * The organizer discards the loss-curve points of a range of steps (a hostile volunteer or a broken
@@ -12,26 +12,6 @@ import type { SessionUser } from "../records.ts";
  * put the point back by sending it again. Points already in the asked state are left as they are (a
  * discarded point keeps its first discard's time).
  */
-
-/** Metric.step is a 32-bit INTEGER on PostgreSQL: a larger bound would fail there, not match more. */
-const MAX_STEP = 2_147_483_647;
-
-const step = z.int().min(0).max(MAX_STEP);
-
-export const discardMetricPointsInputSchema = z
-  .strictObject({
-    fromStep: step.meta({ description: "The first step of the range" }),
-    toStep: step.meta({ description: "The last step of the range, included; at least fromStep" }),
-    discarded: z.boolean().meta({ description: "true discards the range's points, false restores them" }),
-    timeline: z.int().min(0).max(MAX_STEP).optional().meta({
-      description: "The metric timeline of the points; the run's current one when left out",
-    }),
-  })
-  .refine((input) => input.fromStep <= input.toStep, {
-    path: ["toStep"],
-    message: "must be at least fromStep",
-  });
-export type DiscardMetricPointsInput = z.infer<typeof discardMetricPointsInputSchema>;
 
 export interface DiscardedMetricPoints {
   readonly discarded: boolean;

@@ -3,17 +3,13 @@ import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import type { SessionUser } from "../records.ts";
 import type { ExperimentRecord } from "../records.ts";
+import { AllowlistStatus } from "../../api/schemas/allowlist.ts";
+import { ExperimentStatus } from "../../api/schemas/experiments.ts";
 
 /**
  * Loading an experiment and deciding who the caller is to it. Every session route goes through
  * these, so "unknown experiment" is always 404 and "known experiment, not yours" always 403.
  */
-
-export const ExperimentStatus = { running: "running", paused: "paused" } as const;
-export type ExperimentStatus = (typeof ExperimentStatus)[keyof typeof ExperimentStatus];
-
-export const AllowlistStatus = { pending: "pending", approved: "approved", banned: "banned" } as const;
-export type AllowlistStatus = (typeof AllowlistStatus)[keyof typeof AllowlistStatus];
 
 /** What the caller is to an experiment: its organizer, an allowlist status, or nothing. */
 export type Membership = "organizer" | AllowlistStatus | "none";

@@ -1,6 +1,7 @@
 import type { AppContext } from "../context.ts";
-import { parseAllowlistStatus, requireOrganizer, type AllowlistStatus } from "./experiment-access.ts";
+import { parseAllowlistStatus, requireOrganizer } from "./experiment-access.ts";
 import type { SessionUser } from "../records.ts";
+import type { AllowlistStatus } from "../../api/schemas/allowlist.ts";
 
 /** The organizer's view of who may join: join requests first, then approved users, then banned ones. */
 

@@ -2,8 +2,9 @@ import type { PeerRole } from "@barnraise/protocol";
 import type { AppContext } from "../context.ts";
 import { parseAllowlistStatus, parseExperimentStatus } from "./experiment-access.ts";
 import { parsePeerRole } from "./list-peer-tokens.ts";
-import { peerStatus, swarmViewOf, SWARM_SEEN_WITHIN_MS, type PeerNotCountedReason } from "./peer-status.ts";
+import { peerStatus, swarmViewOf, SWARM_SEEN_WITHIN_MS } from "./peer-status.ts";
 import type { SessionUser } from "../records.ts";
+import type { PeerNotCountedReason } from "../../api/schemas/nodes.ts";
 
 /** "My nodes": every node the signed-in user runs, in every experiment, and whether it counts. */
 

@@ -1,16 +1,11 @@
-import { z } from "zod";
 import type { AppContext } from "../context.ts";
 import type { SessionUser } from "../records.ts";
+import type { SetNodeAlertsInput } from "../../api/schemas/alerts.ts";
 
 /**
  * A volunteer's opt-in: an e-mail when one of their nodes stops counting, naming the node, the run and
  * the reason (the alert monitor sends it). Null turns it off.
  */
-
-export const setNodeAlertsInputSchema = z.strictObject({
-  email: z.email("must be an e-mail address").max(254).nullable(),
-});
-export type SetNodeAlertsInput = z.infer<typeof setNodeAlertsInputSchema>;
 
 export interface NodeAlertsView {
   /** Where the e-mails go; null: none are sent. */

@@ -1,5 +1,7 @@
 import type { PeerRole } from "@barnraise/protocol";
-import type { AllowlistStatus, ExperimentStatus } from "./experiment-access.ts";
+import type { ExperimentStatus } from "../../api/schemas/experiments.ts";
+import type { AllowlistStatus } from "../../api/schemas/allowlist.ts";
+import { PeerNotCountedReason } from "../../api/schemas/nodes.ts";
 
 /**
  * Whether a node counts toward its experiment right now and, if not, why. A pure function of the
@@ -13,22 +15,6 @@ export const STALE_AFTER_MS = 2 * 60 * 1000;
  * within this long (the aux's heartbeat lists them every few seconds).
  */
 export const SWARM_SEEN_WITHIN_MS = STALE_AFTER_MS;
-
-/** The reasons a node is not counted, in the order they are checked. */
-export const PeerNotCountedReason = {
-  retired: "retired",
-  experimentPaused: "experiment_paused",
-  banned: "banned",
-  notAllowlisted: "not_allowlisted",
-  tokenRevoked: "token_revoked",
-  passExpired: "pass_expired",
-  stale: "stale",
-  refusedBySwarm: "refused_by_swarm",
-  notInSwarm: "not_in_swarm",
-  joining: "joining",
-  notAveraging: "not_averaging",
-} as const;
-export type PeerNotCountedReason = (typeof PeerNotCountedReason)[keyof typeof PeerNotCountedReason];
 
 export interface PeerStatusInput {
   readonly experimentStatus: ExperimentStatus;

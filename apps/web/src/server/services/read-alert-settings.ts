@@ -1,9 +1,10 @@
 import type { AppContext } from "../context.ts";
-import { parseEventList, type OrganizerEvent } from "../alerts/alert-events.ts";
+import { parseEventList } from "../alerts/alert-events.ts";
 import { DEFAULT_AUX_SILENT_AFTER_MINUTES, DEFAULT_STALLED_AFTER_MINUTES } from "../alerts/alert-monitor.ts";
 import { parseAddressList } from "../alerts/enqueue-alert.ts";
 import { requireOrganizer } from "./experiment-access.ts";
 import type { SessionUser } from "../records.ts";
+import type { OrganizerEvent } from "../../api/schemas/alerts.ts";
 
 /** The organizer's alert configuration of a run and its recent delivery log (the manage page's "Alerts"). */
 

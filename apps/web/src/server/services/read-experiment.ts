@@ -2,9 +2,10 @@ import { parseExperimentConfig, type ExperimentConfig } from "@barnraise/protoco
 import { swarmSplitReportSchema } from "../../api/schemas/peer.ts";
 import { SWARM_FRESH_MS, type SwarmStatusView } from "../../api/schemas/public.ts";
 import type { AppContext } from "../context.ts";
-import { findExperiment, parseExperimentStatus, type ExperimentStatus } from "./experiment-access.ts";
+import { findExperiment, parseExperimentStatus } from "./experiment-access.ts";
 import { STALE_AFTER_MS } from "./peer-status.ts";
 import type { ExperimentRecord } from "../records.ts";
+import type { ExperimentStatus } from "../../api/schemas/experiments.ts";
 
 /** The public view of experiments: the list on the landing page and one experiment's details. */
 

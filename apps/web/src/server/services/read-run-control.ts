@@ -7,9 +7,10 @@ import {
 import type { RunControlResponse } from "../../api/schemas/peer.ts";
 import { openAuthorityKeyPair } from "../authority-keys.ts";
 import type { AppContext } from "../context.ts";
-import { AllowlistStatus, parseExperimentStatus } from "./experiment-access.ts";
+import { parseExperimentStatus } from "./experiment-access.ts";
 import { readAuthorityRotations } from "./read-authority-rotations.ts";
 import type { ExperimentRecord, PeerCaller } from "../records.ts";
+import { AllowlistStatus } from "../../api/schemas/allowlist.ts";
 
 /**
  * A node (trainer or aux) reads the run control: the organizer's standing orders, signed now by the

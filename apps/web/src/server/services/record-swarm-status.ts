@@ -1,10 +1,10 @@
 import type { Database } from "@barnraise/prisma";
 import type { SwarmSplitReport, SwarmStatusReport } from "../../api/schemas/peer.ts";
 import { SWARM_FRESH_MS } from "../../api/schemas/public.ts";
-import { AlertEventType } from "../alerts/alert-events.ts";
 import { enqueueAlert } from "../alerts/enqueue-alert.ts";
 import type { AppContext } from "../context.ts";
 import type { AuxCaller } from "../records.ts";
+import { AlertEventType } from "../../api/schemas/alerts.ts";
 
 /**
  * An aux peer's heartbeat (every 5 s): what the swarm is doing, as this aux sees it.

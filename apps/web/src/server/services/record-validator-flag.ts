@@ -1,12 +1,12 @@
 import { PeerRole } from "@barnraise/protocol";
 import type { ValidatorFlagRequest } from "../../api/schemas/peer.ts";
 import type { ValidatorFlagView } from "../../api/schemas/validator-flags.ts";
-import { AlertEventType } from "../alerts/alert-events.ts";
 import { enqueueAlert } from "../alerts/enqueue-alert.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import { ownerStatuses, toValidatorFlagView, validatorFlagInclude } from "./list-validator-flags.ts";
 import type { AuxCaller } from "../records.ts";
+import { AlertEventType } from "../../api/schemas/alerts.ts";
 
 /**
  * The organizer's aux peer flags a trainer whose contributions raise the held-out loss (`POST

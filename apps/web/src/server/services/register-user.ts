@@ -1,20 +1,10 @@
-import { usernameSchema } from "@barnraise/protocol";
-import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
-import { hashPassword, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH } from "../auth/passwords.ts";
+import { hashPassword } from "../auth/passwords.ts";
 import { isUniqueViolation } from "@barnraise/prisma";
 import type { AppContext } from "../context.ts";
+import type { RegisterUserInput } from "../../api/schemas/accounts.ts";
 
 /** Self-service sign-up with a username and password (when BARNRAISE_SIGNUP is "open"). */
-
-export const registerUserInputSchema = z.strictObject({
-  username: usernameSchema,
-  password: z
-    .string()
-    .min(MIN_PASSWORD_LENGTH, `must be at least ${MIN_PASSWORD_LENGTH} characters`)
-    .max(MAX_PASSWORD_LENGTH, `must be at most ${MAX_PASSWORD_LENGTH} characters`),
-});
-export type RegisterUserInput = z.infer<typeof registerUserInputSchema>;
 
 export interface RegisteredUser {
   readonly id: string;

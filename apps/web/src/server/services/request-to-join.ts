@@ -1,12 +1,13 @@
 import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import { isUniqueViolation } from "@barnraise/prisma";
-import { AlertEventType } from "../alerts/alert-events.ts";
 import { enqueueAlert } from "../alerts/enqueue-alert.ts";
 import type { AppContext } from "../context.ts";
-import { AllowlistStatus, findExperiment, membershipOf } from "./experiment-access.ts";
+import { findExperiment, membershipOf } from "./experiment-access.ts";
 import { toAllowlistEntryView, type AllowlistEntryView } from "./list-allowlist.ts";
 import type { SessionUser } from "../records.ts";
+import { AlertEventType } from "../../api/schemas/alerts.ts";
+import { AllowlistStatus } from "../../api/schemas/allowlist.ts";
 
 /**
  * A volunteer asks to join; the organizer sees a pending entry to approve or deny, and the

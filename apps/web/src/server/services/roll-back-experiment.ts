@@ -1,4 +1,3 @@
-import { z } from "zod";
 import { RunEventKind } from "../../api/schemas/public.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
@@ -6,6 +5,7 @@ import { requireOrganizer } from "./experiment-access.ts";
 import { experimentViewOf, type ExperimentView } from "./read-experiment.ts";
 import { lastStepOf } from "./run-timelines.ts";
 import type { SessionUser } from "../records.ts";
+import type { RollBackExperimentInput } from "../../api/schemas/experiments.ts";
 
 /**
  * The organizer rolls the run back to one of its checkpoints: the run's generation grows (reports and
@@ -14,11 +14,6 @@ import type { SessionUser } from "../records.ts";
  * timeline's later steps are shown as discarded), and the run control's version grows, so the swarm
  * learns of it on its next poll.
  */
-
-export const rollBackExperimentInputSchema = z.strictObject({
-  checkpointId: z.string().min(1).max(64).meta({ description: "The checkpoint to roll back to" }),
-});
-export type RollBackExperimentInput = z.infer<typeof rollBackExperimentInputSchema>;
 
 export async function rollBackExperiment(
   ctx: AppContext,

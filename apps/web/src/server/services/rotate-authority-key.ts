@@ -1,5 +1,4 @@
 import { decodePublicKey, signAuthorityRotation } from "@barnraise/protocol";
-import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import { newAuthorityKey, openAuthorityKeyPair } from "../authority-keys.ts";
 import type { AppContext } from "../context.ts";
@@ -18,8 +17,6 @@ import type { SessionUser } from "../records.ts";
  * key counts. The run control's version is bumped, so the control signed by the new key replaces
  * the old one on every node. The new secret key is sealed with the new key version as associated data.
  */
-
-export const rotateAuthorityKeyInputSchema = z.strictObject({});
 
 export async function rotateAuthorityKey(
   ctx: AppContext,

@@ -1,4 +1,3 @@
-import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import { deliverNow } from "../alerts/alert-outbox.ts";
 import { ALERT_INSTANCE_ID } from "../alerts/alert-worker.ts";
@@ -7,18 +6,13 @@ import type { AppContext } from "../context.ts";
 import { requireOrganizer } from "./experiment-access.ts";
 import { toDeliveryView, type AlertDeliveryView } from "./read-alert-settings.ts";
 import type { SessionUser } from "../records.ts";
+import type { SendTestAlertInput } from "../../api/schemas/alerts.ts";
 
 /**
  * "Send test": a `test` event to one webhook, or to every e-mail recipient, queued in the outbox like
  * any alert and attempted at once, so the answer shows the first attempt's outcome. A failed test is
  * retried like any alert.
  */
-
-export const sendTestAlertInputSchema = z.union([
-  z.strictObject({ webhookId: z.string().min(1).max(100) }),
-  z.strictObject({ email: z.literal(true) }),
-]);
-export type SendTestAlertInput = z.infer<typeof sendTestAlertInputSchema>;
 
 export async function sendTestAlert(
   ctx: AppContext,

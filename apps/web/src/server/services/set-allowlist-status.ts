@@ -1,24 +1,14 @@
-import { z } from "zod";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import {
-  AllowlistStatus,
-  bumpControlVersion,
-  findUserByUsername,
-  requireOrganizer,
-} from "./experiment-access.ts";
+import { bumpControlVersion, findUserByUsername, requireOrganizer } from "./experiment-access.ts";
 import { toAllowlistEntryView, type AllowlistEntryView } from "./list-allowlist.ts";
 import type { SessionUser } from "../records.ts";
+import type { SetAllowlistStatusInput } from "../../api/schemas/allowlist.ts";
 
 /**
  * The organizer approves a join request, bans a user, or lifts a ban (creating the entry if needed).
  * The run control's version grows, so the swarm learns of it (a ban revokes the user's passes).
  */
-
-export const setAllowlistStatusInputSchema = z.strictObject({
-  status: z.enum([AllowlistStatus.approved, AllowlistStatus.banned]),
-});
-export type SetAllowlistStatusInput = z.infer<typeof setAllowlistStatusInputSchema>;
 
 export async function setAllowlistStatus(
   ctx: AppContext,

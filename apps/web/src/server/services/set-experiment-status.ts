@@ -1,18 +1,13 @@
-import { z } from "zod";
 import type { AppContext } from "../context.ts";
-import { ExperimentStatus, requireOrganizer } from "./experiment-access.ts";
+import { requireOrganizer } from "./experiment-access.ts";
 import { experimentViewOf, type ExperimentView } from "./read-experiment.ts";
 import type { SessionUser } from "../records.ts";
+import type { SetExperimentStatusInput } from "../../api/schemas/experiments.ts";
 
 /**
  * The organizer pauses or resumes the run; while paused, joins are refused and no node is counted.
  * The run control's version grows, so the swarm stops (or starts) training on its next poll.
  */
-
-export const setExperimentStatusInputSchema = z.strictObject({
-  status: z.enum([ExperimentStatus.running, ExperimentStatus.paused]),
-});
-export type SetExperimentStatusInput = z.infer<typeof setExperimentStatusInputSchema>;
 
 export async function setExperimentStatus(
   ctx: AppContext,

@@ -1,39 +1,13 @@
-import { z } from "zod";
-import { organizerEventSchema } from "../alerts/alert-events.ts";
 import type { AppContext } from "../context.ts";
 import { requireOrganizer } from "./experiment-access.ts";
 import { readAlertSettings, type AlertSettingsView } from "./read-alert-settings.ts";
 import type { SessionUser } from "../records.ts";
+import type { UpdateAlertSettingsInput } from "../../api/schemas/alerts.ts";
 
 /**
  * The organizer sets a run's e-mail alerts (who, for which events) and the thresholds of the
  * "run stalled" and "aux silent" alerts. Fields left out keep their values.
  */
-
-export const MAX_EMAIL_RECIPIENTS = 20;
-
-const eventListSchema = z
-  .array(organizerEventSchema)
-  .max(16)
-  .transform((events) => [...new Set(events)]);
-
-const minutesSchema = z
-  .number()
-  .int()
-  .min(1, "must be at least 1 minute")
-  .max(1440, "must be at most 1440 minutes (a day)");
-
-export const updateAlertSettingsInputSchema = z.strictObject({
-  emailRecipients: z
-    .array(z.email("must be an e-mail address").max(254))
-    .max(MAX_EMAIL_RECIPIENTS, `at most ${MAX_EMAIL_RECIPIENTS} recipients`)
-    .transform((addresses) => [...new Set(addresses.map((address) => address.trim()))])
-    .optional(),
-  emailEvents: eventListSchema.optional(),
-  stalledAfterMinutes: minutesSchema.optional(),
-  auxSilentAfterMinutes: minutesSchema.optional(),
-});
-export type UpdateAlertSettingsInput = z.infer<typeof updateAlertSettingsInputSchema>;
 
 export async function updateAlertSettings(
   ctx: AppContext,

@@ -1,21 +1,12 @@
-import {
-  experimentConfigSchema,
-  parseExperimentConfig,
-  trainedStateConflicts,
-  type ExperimentConfig,
-} from "@barnraise/protocol";
-import { z } from "zod";
+import { parseExperimentConfig, trainedStateConflicts, type ExperimentConfig } from "@barnraise/protocol";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import {
-  canonicalConfigText,
-  experimentDescriptionSchema,
-  experimentNameSchema,
-} from "./create-experiment.ts";
+import { canonicalConfigText } from "./create-experiment.ts";
 import { checkModelFitsDataset } from "./check-model-fit.ts";
 import { requireOrganizer } from "./experiment-access.ts";
 import { experimentViewOf, type ExperimentView } from "./read-experiment.ts";
 import type { SessionUser } from "../records.ts";
+import type { UpdateExperimentInput } from "../../api/schemas/experiments.ts";
 
 /**
  * The organizer edits an experiment. A config replaces the whole config (omitted fields take their
@@ -25,20 +16,6 @@ import type { SessionUser } from "../records.ts";
  * (another model architecture, strategy or shared optimizer) is refused: that is a new experiment.
  * The limits of machines per token and per volunteer apply to joins from then on.
  */
-
-/** How many machines one trainer token, and one volunteer across tokens, may run at once. */
-export const nodeLimitsSchema = z.strictObject({
-  maxNodesPerToken: z.int().min(1).max(1_000),
-  maxNodesPerUser: z.int().min(1).max(10_000),
-});
-
-export const updateExperimentInputSchema = z.strictObject({
-  name: experimentNameSchema.optional(),
-  description: experimentDescriptionSchema.optional(),
-  config: experimentConfigSchema.optional(),
-  limits: nodeLimitsSchema.optional(),
-});
-export type UpdateExperimentInput = z.infer<typeof updateExperimentInputSchema>;
 
 export async function updateExperiment(
   ctx: AppContext,

@@ -4,7 +4,6 @@ import { isUniqueViolation, type Database } from "@barnraise/prisma";
 import { checkpointUploadQuerySchema, type CheckpointUploadQuery } from "../../api/schemas/peer.ts";
 import type { CheckpointView } from "../../api/schemas/public.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
-import { AlertEventType } from "../alerts/alert-events.ts";
 import { enqueueAlert } from "../alerts/enqueue-alert.ts";
 import type { AppContext } from "../context.ts";
 import { parseInput } from "../http/json-body.ts";
@@ -13,6 +12,7 @@ import type { StagedObject } from "../storage/object-store.ts";
 import { toCheckpointView } from "./list-checkpoints.ts";
 import { authenticateAux } from "./peer-auth.ts";
 import type { ExperimentRecord } from "../records.ts";
+import { AlertEventType } from "../../api/schemas/alerts.ts";
 
 /**
  * An aux checkpointer uploads a checkpoint: `POST …/checkpoints?step=&loss=&sizeBytes=&generation=`

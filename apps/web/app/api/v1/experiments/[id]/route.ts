@@ -2,10 +2,8 @@ import { readJson } from "../../../../../src/server/http/json-body.ts";
 import { json, route } from "../../../../../src/server/http/route.ts";
 import { requireUserForMutation } from "../../../../../src/server/http/session.ts";
 import { readExperiment } from "../../../../../src/server/services/read-experiment.ts";
-import {
-  updateExperiment,
-  updateExperimentInputSchema,
-} from "../../../../../src/server/services/update-experiment.ts";
+import { updateExperiment } from "../../../../../src/server/services/update-experiment.ts";
+import { updateExperimentInputSchema } from "../../../../../src/api/schemas/experiments.ts";
 
 /** GET /api/v1/experiments/{id}: the experiment, its complete config and authority public key. */
 export const GET = route<{ id: string }>(async ({ params, ctx }) =>

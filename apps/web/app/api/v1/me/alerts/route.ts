@@ -1,11 +1,8 @@
 import { readJson } from "../../../../../src/server/http/json-body.ts";
 import { json, route } from "../../../../../src/server/http/route.ts";
 import { requireUser, requireUserForMutation } from "../../../../../src/server/http/session.ts";
-import {
-  readNodeAlerts,
-  setNodeAlerts,
-  setNodeAlertsInputSchema,
-} from "../../../../../src/server/services/node-alerts.ts";
+import { readNodeAlerts, setNodeAlerts } from "../../../../../src/server/services/node-alerts.ts";
+import { setNodeAlertsInputSchema } from "../../../../../src/api/schemas/alerts.ts";
 
 /** GET /api/v1/me/alerts: whether the signed-in user gets an e-mail when one of their nodes stops counting. */
 export const GET = route(async ({ req, ctx }) => {

@@ -1,11 +1,9 @@
 import { readJson } from "../../../../../../src/server/http/json-body.ts";
 import { json, route } from "../../../../../../src/server/http/route.ts";
 import { requireUser, requireUserForMutation } from "../../../../../../src/server/http/session.ts";
-import {
-  addToAllowlist,
-  addToAllowlistInputSchema,
-} from "../../../../../../src/server/services/add-to-allowlist.ts";
+import { addToAllowlist } from "../../../../../../src/server/services/add-to-allowlist.ts";
 import { listAllowlist } from "../../../../../../src/server/services/list-allowlist.ts";
+import { addToAllowlistInputSchema } from "../../../../../../src/api/schemas/allowlist.ts";
 
 /** GET /api/v1/experiments/{id}/allowlist: the organizer's list of requests, approvals and bans. */
 export const GET = route<{ id: string }>(async ({ req, params, ctx }) => {

@@ -1,11 +1,9 @@
 import { readJson } from "../../../../../../src/server/http/json-body.ts";
 import { json, route } from "../../../../../../src/server/http/route.ts";
 import { requireUser, requireUserForMutation } from "../../../../../../src/server/http/session.ts";
-import {
-  createPeerToken,
-  createPeerTokenInputSchema,
-} from "../../../../../../src/server/services/create-peer-token.ts";
+import { createPeerToken } from "../../../../../../src/server/services/create-peer-token.ts";
 import { listPeerTokens } from "../../../../../../src/server/services/list-peer-tokens.ts";
+import { createPeerTokenInputSchema } from "../../../../../../src/api/schemas/tokens.ts";
 
 /** GET /api/v1/experiments/{id}/tokens: the caller's own tokens, without their secrets. */
 export const GET = route<{ id: string }>(async ({ req, params, ctx }) => {

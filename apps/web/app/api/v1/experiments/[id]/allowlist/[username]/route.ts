@@ -2,10 +2,8 @@ import { readJson } from "../../../../../../../src/server/http/json-body.ts";
 import { json, route } from "../../../../../../../src/server/http/route.ts";
 import { requireUserForMutation } from "../../../../../../../src/server/http/session.ts";
 import { removeFromAllowlist } from "../../../../../../../src/server/services/remove-from-allowlist.ts";
-import {
-  setAllowlistStatus,
-  setAllowlistStatusInputSchema,
-} from "../../../../../../../src/server/services/set-allowlist-status.ts";
+import { setAllowlistStatus } from "../../../../../../../src/server/services/set-allowlist-status.ts";
+import { setAllowlistStatusInputSchema } from "../../../../../../../src/api/schemas/allowlist.ts";
 
 type Params = { id: string; username: string };
 
