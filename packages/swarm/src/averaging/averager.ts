@@ -18,6 +18,8 @@ import { SwarmError, SwarmErrorCode } from "../errors.ts";
 import { isDefaultLink } from "../net/link-meter.ts";
 import type { AveragingMode, ElementRange } from "./partition.ts";
 import type { ChunkContribution } from "./reducer-session.ts";
+import type { Aggregator } from "./aggregation/aggregator.ts";
+import { createAggregator } from "./aggregation/create-aggregator.ts";
 
 export interface AveragerOptions {
   self: string;
@@ -134,6 +136,8 @@ const PLANS_KEPT = 4;
  */
 export class Averager {
   readonly #options: AveragerOptions;
+  /** How this peer reduces its parts, from the config once: every member of a group uses the same. */
+  readonly #aggregator: Aggregator;
   #bytesAggregated = 0;
   /** Measured ÷ modelled time of the last successful rounds on measured links, newest last. */
   readonly #roundRatios: number[] = [];
@@ -144,6 +148,7 @@ export class Averager {
 
   constructor(options: AveragerOptions) {
     this.#options = options;
+    this.#aggregator = createAggregator(options.averaging);
   }
 
   /**
@@ -338,10 +343,7 @@ export class Averager {
         weight: roundWeight,
         compression: round === 0 ? firstCompression : laterCompression,
         ...(round === 0 && residual !== undefined ? { residual } : {}),
-        aggregation:
-          averaging.aggregation === "centered-clip"
-            ? { method: "centered-clip", ...averaging.centeredClip }
-            : { method: "mean" },
+        aggregator: this.#aggregator,
         ...(round === 0 && this.#contributionListeners.size > 0
           ? { onContribution: this.#reportContribution(epoch, group.groupId) }
           : {}),

@@ -12,13 +12,13 @@ import { exchangePart, RoundTripFloor, type PartExchangeOutcome } from "./part-e
 import { type AllReduceGroup, chunkElementsFor, planRound, type RoundPlan } from "./partition.ts";
 import { PeerActivity } from "./peer-activity.ts";
 import {
-  type Aggregation,
   type ChunkContribution,
   type ExclusionReason,
   type ReducerOutcome,
   ReducerSession,
 } from "./reducer-session.ts";
 import { stallAwareTimeout } from "../time/stall-aware-timeout.ts";
+import type { Aggregator } from "./aggregation/aggregator.ts";
 
 export interface AllReduceServiceOptions {
   rpc: Rpc;
@@ -56,10 +56,10 @@ export interface AllReduceRunOptions {
    */
   residual?: Float32Array;
   /**
-   * How this member reduces its part (see `Aggregation`); default the weighted mean. Each reducer
+   * How this member reduces its part (see `Aggregator`); default the weighted mean. Each reducer
    * applies its own, so every member of the group should pass the same.
    */
-  aggregation?: Aggregation;
+  aggregator?: Aggregator;
   /**
    * Told each remote sender's decoded values for each chunk of this member's part just before its
    * reducer aggregates them (see `ReducerSessionOptions.onContribution`); never called on a member
@@ -239,7 +239,7 @@ export class AllReduceService {
               ? {}
               : { localResidual: residual.subarray(ownPart.start, ownPart.end) }),
             localWeight: weight,
-            ...(options.aggregation === undefined ? {} : { aggregation: options.aggregation }),
+            ...(options.aggregator === undefined ? {} : { aggregator: options.aggregator }),
             ...(options.onContribution === undefined ? {} : { onContribution: options.onContribution }),
             ...(options.earnedWeight === undefined ? {} : { earnedWeight: options.earnedWeight }),
             ...(options.maxWeightRatio === undefined ? {} : { maxWeightRatio: options.maxWeightRatio }),
@@ -389,18 +389,6 @@ function checkLocalInput(plan: RoundPlan, options: AllReduceRunOptions): void {
   }
   if (!(options.timeoutMs > 0)) throw invalid(`timeout ${options.timeoutMs} ms`);
   if (!(options.chunkSizeBytes > 0)) throw invalid(`chunk size ${options.chunkSizeBytes} bytes`);
-  const { aggregation } = options;
-  if (
-    aggregation?.method === "centered-clip" &&
-    !(
-      Number.isFinite(aggregation.tau) &&
-      aggregation.tau >= 0 &&
-      Number.isInteger(aggregation.iterations) &&
-      aggregation.iterations >= 1
-    )
-  ) {
-    throw invalid(`centered clip with tau ${aggregation.tau}, ${aggregation.iterations} iterations`);
-  }
   if (
     options.chunksInFlight !== undefined &&
     !(Number.isInteger(options.chunksInFlight) && options.chunksInFlight >= 1)

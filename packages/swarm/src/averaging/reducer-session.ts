@@ -21,19 +21,12 @@ import {
   type RefusalReason,
 } from "./allreduce-messages.ts";
 import { lowerMedian } from "../progress/record-plausibility.ts";
-import { centeredClip, medianDistance, weightedMedian } from "./centered-clip.ts";
+import type { Aggregator } from "./aggregation/aggregator.ts";
+import { weightedMean } from "./aggregation/weighted-mean.ts";
 import { chunkRanges, type ElementRange, type RoundPlan } from "./partition.ts";
 import { stallAwareTimeout } from "../time/stall-aware-timeout.ts";
 import type { PeerActivity } from "./peer-activity.ts";
 import { Wakeup } from "./wakeup.ts";
-
-/**
- * How a reducer combines the contributions to each chunk of its part: the weighted mean, or
- * CenteredClip with a radius of `tau` times the weighted median of the contributions' distances
- * to their coordinate-wise weighted median (the start of the iterations). See the experiment
- * config's `averaging.centeredClip`.
- */
-export type Aggregation = { method: "mean" } | { method: "centered-clip"; tau: number; iterations: number };
 
 export type { ExclusionReason } from "./allreduce-messages.ts";
 
@@ -75,8 +68,8 @@ export interface ReducerSessionOptions {
    */
   localResidual?: Float32Array;
   localWeight: number;
-  /** Default the weighted mean. */
-  aggregation?: Aggregation;
+  /** How the contributions to each chunk are combined; default the weighted mean. */
+  aggregator?: Aggregator;
   /**
    * The most weight each remote sender can have earned (from its progress records, see
    * `ProgressTracker.awaitEarnedWeight`), resolved once it reaches the `declared` weight or a short
@@ -148,7 +141,7 @@ interface RemoteSender {
 /**
  * The reducer side of one round: member j averages part j (DeDLOC §3.2). Per chunk k it waits
  * until every live contributor delivered chunk k, computes Σ w_i x_i / Σ w_i over those that did
- * (in float64, in member order) or, with `centered-clip`, their CenteredClip (see `Aggregation`),
+ * (in float64, in member order) or whatever else its `aggregator` computes (CenteredClip),
  * compresses the result once and queues the same bytes for every live
  * receiver, while readers already decode chunk k+1: upload, reduction and download overlap.
  * A sender that breaks, stalls or sends anything malformed (a non-finite value included) is
@@ -368,25 +361,15 @@ export class ReducerSession {
     const { plan, localValues, localResidual, localWeight, compressor } = this.#options;
     const chunk = this.#chunks[k] ?? { start: 0, end: 0 };
     const length = chunk.end - chunk.start;
-    const sum = new Float64Array(length);
     const contributors = new Uint8Array(bitmapBytes(plan.group.members.length));
-    const clip =
-      this.#options.aggregation?.method === "centered-clip" ? this.#options.aggregation : undefined;
     const points: Float32Array[] = [];
     const weights: number[] = [];
     // The samples that went in, and the weights the aggregate used (capped, see `maxWeightRatio`).
     let totalWeight = 0;
-    let usedWeight = 0;
     const add = (index: number, values: Float32Array, weight: number) => {
-      const used = Math.min(weight, this.#weightCap);
-      if (clip === undefined) {
-        for (let i = 0; i < length; i++) sum[i] = (sum[i] ?? 0) + used * (values[i] ?? 0);
-      } else {
-        points.push(values);
-        weights.push(used);
-      }
+      points.push(values);
+      weights.push(Math.min(weight, this.#weightCap));
       totalWeight += weight;
-      usedWeight += used;
       contributors[index >> 3] = (contributors[index >> 3] ?? 0) | (1 << (index & 7));
     };
     for (let index = 0; index < plan.group.members.length; index++) {
@@ -424,14 +407,7 @@ export class ReducerSession {
         `no sender delivered chunk ${k} of part ${plan.selfIndex}`,
       );
     }
-    const mean = new Float32Array(length);
-    if (clip === undefined) {
-      for (let i = 0; i < length; i++) mean[i] = (sum[i] ?? 0) / usedWeight;
-    } else {
-      const start = weightedMedian(points, weights);
-      const radius = clip.tau * medianDistance(points, weights, start);
-      mean.set(centeredClip(points, weights, { radius, iterations: clip.iterations, start }));
-    }
+    const mean = (this.#options.aggregator ?? weightedMean).aggregate(points, weights);
     // Finite inputs can still overflow float32; such a result is never sent.
     if (!mean.every((value) => Number.isFinite(value))) {
       throw new SwarmError(

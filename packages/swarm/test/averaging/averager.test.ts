@@ -1,6 +1,8 @@
 import { parseExperimentConfig } from "@barnraise/protocol";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
+import { CenteredClip } from "../../src/averaging/aggregation/centered-clip.ts";
+import { weightedMean } from "../../src/averaging/aggregation/weighted-mean.ts";
 import { Averager } from "../../src/averaging/averager.ts";
 import type {
   AllReduceResult,
@@ -344,8 +346,18 @@ describe("Averager exclusions", () => {
     });
     const outcome = await averager.average(1, new Float32Array(8), 1);
 
-    // The config's aggregation reaches the round.
-    expect(runs[0]?.aggregation).toEqual({ method: "centered-clip", tau: 3, iterations: 10 });
+    // The config's aggregation reaches the round: CenteredClip with tau 3 and 10 iterations, which
+    // on points with an outlier gives what such a CenteredClip gives, and not what tau 1 gives.
+    const aggregator = runs[0]?.aggregator;
+    expect(aggregator).toBeInstanceOf(CenteredClip);
+    const points = [0, 1, 2, 3, 100].map((value) => Float32Array.of(value));
+    const weights = points.map(() => 1);
+    expect(aggregator?.aggregate(points, weights)).toEqual(
+      new CenteredClip(3, 10).aggregate(points, weights),
+    );
+    expect(aggregator?.aggregate(points, weights)).not.toEqual(
+      new CenteredClip(1, 10).aggregate(points, weights),
+    );
     expect(outcome.exclusions).toEqual(exclusions);
     const warnings = lines.map((line) => JSON.parse(line) as { peer?: string; reason?: string });
     expect(warnings).toEqual([expect.objectContaining({ peer: "b", reason: "non-finite" })]);
@@ -369,6 +381,6 @@ describe("Averager exclusions", () => {
       },
     );
     await averager.average(1, new Float32Array(8), 1);
-    expect(runs[0]?.aggregation).toEqual({ method: "mean" });
+    expect(runs[0]?.aggregator).toBe(weightedMean);
   });
 });

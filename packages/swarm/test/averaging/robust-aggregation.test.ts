@@ -6,7 +6,9 @@ import {
   type AllReduceRunOptions,
 } from "../../src/averaging/butterfly-allreduce.ts";
 import type { GroupMember } from "../../src/averaging/partition.ts";
-import type { Aggregation } from "../../src/averaging/reducer-session.ts";
+import type { Aggregator } from "../../src/averaging/aggregation/aggregator.ts";
+import { CenteredClip } from "../../src/averaging/aggregation/centered-clip.ts";
+import { weightedMean } from "../../src/averaging/aggregation/weighted-mean.ts";
 import { SwarmErrorCode } from "../../src/errors.ts";
 import type { Rpc, RpcFrameStream } from "../../src/rpc/rpc.ts";
 import { at } from "../support/at.ts";
@@ -25,8 +27,8 @@ const MEMBERS: GroupMember[] = Array.from({ length: 8 }, (_, i) => ({
   weight: 1 + (i % 3),
 }));
 const ATTACKER = "m3";
-const MEAN: Aggregation = { method: "mean" };
-const CLIP: Aggregation = { method: "centered-clip", tau: 2, iterations: 10 };
+const MEAN: Aggregator = weightedMean;
+const CLIP: Aggregator = new CenteredClip(2, 10);
 
 /** Honest vectors: the same direction for every member plus a little noise of its own. */
 function honestVectors(seed: number): Map<string, Float32Array> {
@@ -59,7 +61,7 @@ function sendingNaN(rpc: Rpc): Rpc {
 /** One round of all eight members; `nanSender` writes NaN into every chunk it sends. */
 async function round(
   vectors: ReadonlyMap<string, Float32Array>,
-  aggregation: Aggregation | undefined,
+  aggregator: Aggregator | undefined,
   nanSender?: string,
 ): Promise<Map<string, PromiseSettledResult<AllReduceResult>>> {
   const network = new MemoryRpcNetwork();
@@ -75,7 +77,7 @@ async function round(
     // 256 elements a chunk: every part of 500 streams in two chunks.
     chunkSizeBytes: 1024,
     timeoutMs: 20_000,
-    ...(aggregation === undefined ? {} : { aggregation }),
+    ...(aggregator === undefined ? {} : { aggregator }),
   };
   const services = MEMBERS.map((member) => {
     const rpc = network.add(member.peerId);
@@ -129,7 +131,7 @@ describe("robust aggregation in the butterfly all-reduce", () => {
   it("with mean, an explicit mean and no aggregation give the same bits", async () => {
     const vectors = honestVectors(1);
     const implicit = await round(vectors, undefined);
-    const explicit = await round(vectors, { method: "mean" });
+    const explicit = await round(vectors, MEAN);
     for (const member of MEMBERS) {
       const a = fulfilled(implicit.get(member.peerId)).vector;
       const b = fulfilled(explicit.get(member.peerId)).vector;
@@ -147,7 +149,7 @@ describe("robust aggregation in the butterfly all-reduce", () => {
     );
     const spread = distance(vectors.get("m0") ?? [], honest);
 
-    const mean = [...(await round(attacked, { method: "mean" })).values()].map(fulfilled);
+    const mean = [...(await round(attacked, MEAN)).values()].map(fulfilled);
     const clipped = [...(await round(attacked, CLIP)).values()].map(fulfilled);
     expect(bitIdentical(mean)).toBe(true);
     expect(bitIdentical(clipped)).toBe(true);
@@ -159,7 +161,7 @@ describe("robust aggregation in the butterfly all-reduce", () => {
 
     // Without an attacker, CenteredClip stays close to the mean.
     const clean = [...(await round(vectors, CLIP)).values()].map(fulfilled);
-    const cleanMean = [...(await round(vectors, { method: "mean" })).values()].map(fulfilled);
+    const cleanMean = [...(await round(vectors, MEAN)).values()].map(fulfilled);
     expect(distance(at(clean, 0).vector, at(cleanMean, 0).vector)).toBeLessThan(0.2 * spread);
   });
 
@@ -186,7 +188,7 @@ describe("robust aggregation in the butterfly all-reduce", () => {
     const others = (values: ArrayLike<number>) =>
       Array.from(values).filter((_, i) => i < attackerPart || i >= attackerPart + LENGTH / MEMBERS.length);
     expect(distance(others(result), others(expected))).toBeLessThan(
-      aggregation.method === "mean" ? 1e-4 : 0.2 * distance(vectors.get("m0") ?? [], expected),
+      aggregation === MEAN ? 1e-4 : 0.2 * distance(vectors.get("m0") ?? [], expected),
     );
   });
 });

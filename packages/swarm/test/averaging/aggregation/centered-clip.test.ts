@@ -1,7 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { centeredClip, distance, medianDistance, weightedMedian } from "../../src/averaging/centered-clip.ts";
-import { at } from "../support/at.ts";
-import { seededRandom } from "../support/seeded-random.ts";
+import {
+  centeredClip,
+  distance,
+  medianDistance,
+  weightedMedian,
+} from "../../../src/averaging/aggregation/centered-clip.ts";
+import { at } from "../../support/at.ts";
+import { seededRandom } from "../../support/seeded-random.ts";
 
 /** `count` points of `length` elements around `centre`, each coordinate within ±spread. */
 function cloud(count: number, length: number, centre: number, spread: number, seed: number): Float64Array[] {

@@ -1,3 +1,5 @@
+import type { Aggregator } from "./aggregator.ts";
+
 /**
  * CenteredClip (Karimireddy, He and Jaggi 2021), the robust aggregation BTARD (Gorbunov et al.
  * 2021) applies to each part of its all-reduce: starting from a robust centre v, repeat
@@ -133,4 +135,29 @@ export function centeredClip(
     if (moved === 0) break;
   }
   return centre;
+}
+
+/**
+ * CenteredClip as a reducer's aggregation: the radius is `tau` times the weighted median of the
+ * contributions' distances to their coordinate-wise weighted median, where the iterations start
+ * (see the experiment config's `averaging.centeredClip`).
+ */
+export class CenteredClip implements Aggregator {
+  readonly #tau: number;
+  readonly #iterations: number;
+
+  /** Throws a RangeError unless `tau` ≥ 0 is finite and `iterations` a positive integer. */
+  constructor(tau: number, iterations: number) {
+    if (!(Number.isFinite(tau) && tau >= 0 && Number.isInteger(iterations) && iterations >= 1)) {
+      throw new RangeError(`centered clip with tau ${tau}, ${iterations} iterations`);
+    }
+    this.#tau = tau;
+    this.#iterations = iterations;
+  }
+
+  aggregate(points: readonly Float32Array[], weights: readonly number[]): Float32Array {
+    const start = weightedMedian(points, weights);
+    const radius = this.#tau * medianDistance(points, weights, start);
+    return Float32Array.from(centeredClip(points, weights, { radius, iterations: this.#iterations, start }));
+  }
 }
