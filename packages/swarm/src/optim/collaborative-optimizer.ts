@@ -10,7 +10,8 @@ import type {
   StateHash,
   StatePort,
 } from "./ports.ts";
-import { createTrainingStrategy, type StrategyRound, type TrainingStrategy } from "./training-strategy.ts";
+import { createTrainingStrategy } from "./create-training-strategy.ts";
+import type { StrategyRound, TrainingStrategy } from "./training-strategy.ts";
 
 export interface CollaborativeOptimizerOptions {
   /**
