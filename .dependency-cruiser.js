@@ -21,7 +21,8 @@ const WORKSPACE_LAYERS = [
 /**
  * The engine's folders (packages/swarm/src), lowest layer first: a folder imports only folders of
  * lower layers, never one of its own layer or above. The files at the package's root other than
- * the shared errors and private files (`swarm.ts`, `index.ts`, the CLI helpers) sit on top.
+ * the shared errors and private files (`swarm.ts`, the identity file, the CLI helpers) sit on top,
+ * the node session (`session/`) above them, and `index.ts` above everything.
  */
 const SWARM_LAYERS = [
   ["errors.ts", "private-file.ts", "time"],
@@ -92,10 +93,21 @@ export default {
     ...layerRules("swarm", "packages/swarm/src", SWARM_LAYERS, { strict: true }),
     {
       name: "swarm-layers",
-      comment: "The engine's folders import none of the files on top (swarm.ts, index.ts, the CLI helpers).",
+      comment:
+        "The engine's folders import none of the files on top (swarm.ts, the identity file, the CLI helpers); only the node session (session/) is above them.",
       severity: "error",
-      from: { path: "^packages/swarm/src/([^/]+/|errors\\.ts$|private-file\\.ts$)" },
+      from: {
+        path: "^packages/swarm/src/([^/]+/|errors\\.ts$|private-file\\.ts$)",
+        pathNot: "^packages/swarm/src/session/",
+      },
       to: { path: "^packages/swarm/src/[^/]+\\.ts$", pathNot: "/(errors|private-file)\\.ts$" },
+    },
+    {
+      name: "swarm-layers",
+      comment: "The node session (session/) is the engine's top: only the package's index imports it.",
+      severity: "error",
+      from: { path: "^packages/swarm/src/", pathNot: "^packages/swarm/src/(session/|index\\.ts$)" },
+      to: { path: "^packages/swarm/src/session/" },
     },
     {
       name: "web-api-is-the-contract",

@@ -164,8 +164,9 @@ export class AuxPlatformClient {
   /** The node's client, for the calls every node makes (run control, checkpoints). */
   readonly platform: PlatformClient;
 
-  constructor(options: AuxPlatformClientOptions) {
-    this.platform = new PlatformClient(options);
+  /** `options`: the node session's client, or what to build one from. */
+  constructor(options: AuxPlatformClientOptions | PlatformClient) {
+    this.platform = options instanceof PlatformClient ? options : new PlatformClient(options);
   }
 
   /** Tells the platform where other peers can dial this node; each multiaddr ends with /p2p/<its PeerId>. */

@@ -1,20 +1,15 @@
 import { join } from "node:path";
-import { randomBytes } from "node:crypto";
 import type { RunControl } from "@barnraise/protocol";
 import {
   abortableSleep,
-  AuthorityKeys,
-  createPassRefresher,
-  joinExperiment,
-  JoinError,
-  JoinErrorCode,
   loadLatestCheckpoint,
-  loadOrCreateIdentity,
   loadRollbackCheckpoint,
-  pollRunControl,
-  startMetricsServer,
   Swarm,
   type JoinedExperiment,
+  joinAsNode,
+  logInto,
+  type NodeSession,
+  openNodeSession,
   type TrainingState,
 } from "@barnraise/swarm";
 import type { Logger } from "pino";
@@ -99,127 +94,55 @@ const VALIDATION_BATCHES = 4;
  */
 export async function runAux(options: AuxRunOptions): Promise<void> {
   const { logger, stopSignal } = options;
-  const identity = await loadOrCreateIdentity(options.identityPath);
-  logger.info(
-    { peerId: identity.peerId, path: options.identityPath },
-    `${identity.created ? "created" : "loaded"} identity`,
-  );
-  const joined = await joinExperiment({
+  const node = await joinAsNode({
     server: options.server,
     token: options.token,
-    keyPair: identity.keyPair,
     identityPath: options.identityPath,
+    role: "aux",
+    log: logInto(logger),
     signal: stopSignal,
-    onRetry: (attempt, delayMs, error) => {
-      logger.warn(
-        { attempt, code: error.code },
-        `cannot join yet: ${error.message}; retrying in ${Math.ceil(delayMs / 1000)} s`,
-      );
-    },
-    onPaused: (error, retryMs) => {
-      logger.warn(`${error.message}; asking again in ${retryMs / 1000} s`);
-    },
-    onRepinned: (previous, experimentId) => {
-      logger.warn(
-        { experimentId },
-        `this token is for another experiment than ${previous}; pinning the new one's key`,
-      );
-    },
   });
-  if (joined.pass.role !== "aux") {
-    throw new JoinError(
-      JoinErrorCode.TOKEN_INVALID,
-      "this is a volunteer's token; an aux peer needs an aux token (the organizer creates one on the experiment's manage page)",
-    );
-  }
+  const { joined } = node;
   const { config } = joined;
   logger.info(
     { experimentId: joined.experiment.id, checkpointEverySteps: config.checkpoints.everySteps },
     `joined experiment "${joined.experiment.name}" as its aux peer`,
   );
 
-  const leave = new AbortController();
-  const signal = AbortSignal.any([stopSignal, leave.signal]);
-  let refused: JoinError | undefined;
-  let pass = joined.passToken;
   const held: HeldState = { state: null };
-  // The experiment's authority, following its key rotations (pin, passes, requests, controls).
-  const authority = AuthorityKeys.fromJoin(joined, { identityPath: options.identityPath, logger });
-  const swarm = await Swarm.create({
-    experimentId: joined.experiment.id,
-    identity: identity.keyPair,
-    authority,
-    pass: joined.passToken,
-    refreshPass: async () => {
-      pass = await refresh();
-      return pass;
-    },
+  const session = await openNodeSession(node, {
     mode: "aux",
-    ...(options.listen.length > 0 ? { listen: [...options.listen] } : {}),
-    ...(options.announce.length > 0 ? { announce: [...options.announce] } : {}),
-    bootstrap: [...joined.initialPeers, ...options.peers],
+    listen: options.listen,
+    announce: options.announce,
+    peers: options.peers,
     logger,
-    config,
-    session: randomBytes(9).toString("base64url"),
-    getState: () => held.state,
+    metrics: options.metrics,
+    swarm: () => ({ getState: () => held.state }),
   });
-  const refresh = createPassRefresher({
-    server: options.server,
-    token: options.token,
-    keyPair: identity.keyPair,
-    authority,
-    onRefused: (error) => {
-      refused ??= error;
-      logger.error({ code: error.code }, `the platform refused to renew the access pass: ${error.message}`);
-      leave.abort();
-    },
-    onJoined: (refreshed) => {
-      swarm.metrics.passExpiry.set(refreshed.passExpiresAt / 1000);
-    },
-  });
-  const client = new AuxPlatformClient({
-    server: options.server,
-    experimentId: joined.experiment.id,
-    keyPair: identity.keyPair,
-    authority,
-    pass: () => pass,
-  });
-
-  swarm.metrics.passExpiry.set(joined.passExpiresAt / 1000);
-  if (options.metrics !== undefined) swarm.metrics.collectProcessMetrics();
-  const metricsServer =
-    options.metrics === undefined
-      ? undefined
-      : await startMetricsServer({ registry: swarm.metrics.registry, ...options.metrics });
-  if (metricsServer !== undefined) logger.info({ url: metricsServer.url }, `metrics at ${metricsServer.url}`);
-  await swarm.start();
+  const { swarm } = session;
+  const client = new AuxPlatformClient(session.platform);
   try {
     const addresses = registrableAddresses(options.announce, swarm.node.multiaddrs(), swarm.peerId);
     logger.info({ peerId: swarm.peerId, addresses: swarm.node.multiaddrs() }, "listening");
-    const onRefused = (error: JoinError) => {
-      refused ??= error;
-      logger.error({ code: error.code }, `the platform refused this aux peer: ${error.message}`);
-      leave.abort();
-    };
-    await runRoles({ options, joined, swarm, client, addresses, signal, held, onRefused });
+    const signal = AbortSignal.any([stopSignal, session.leaving]);
+    await runRoles({ options, joined, session, client, addresses, signal, held });
   } finally {
-    await swarm.stop();
-    await metricsServer?.close();
+    await session.close();
   }
-  if (refused !== undefined) throw refused;
+  if (session.refused !== undefined) throw session.refused;
   logger.info("stopped");
 }
 
 interface RolesContext {
   readonly options: AuxRunOptions;
   readonly joined: JoinedExperiment;
-  readonly swarm: Swarm;
+  /** The aux's node in the swarm (its swarm, the platform's run control, refusals). */
+  readonly session: NodeSession;
   readonly client: AuxPlatformClient;
   readonly addresses: readonly string[];
   readonly signal: AbortSignal;
   /** The state this aux serves as a donor: its latest checkpoint. */
   readonly held: HeldState;
-  readonly onRefused: (error: JoinError) => void;
 }
 
 interface HeldState {
@@ -235,7 +158,8 @@ interface ScoringContext extends RolesContext {
 }
 
 async function runRoles(context: RolesContext): Promise<void> {
-  const { options, joined, swarm, client, addresses, signal, held } = context;
+  const { options, joined, session, client, addresses, signal, held } = context;
+  const { swarm } = session;
   const { logger } = options;
   // A call, so that the compiler does not assume the signal unchanged across awaits.
   const stopped = () => signal.aborted;
@@ -397,21 +321,7 @@ async function runRoles(context: RolesContext): Promise<void> {
         }),
     );
   });
-  inBackground(
-    pollRunControl(
-      {
-        client: client.platform,
-        offer: (token) => {
-          swarm.control.offer(token, "platform");
-        },
-        onRefused: context.onRefused,
-        onError: (error) => {
-          logger.debug({ err: error }, "could not read the run control");
-        },
-      },
-      signal,
-    ),
-  );
+  inBackground(session.followRunControl(signal));
 
   try {
     while (!stopped()) {

@@ -1,29 +1,23 @@
-import { randomBytes } from "node:crypto";
 import { freemem } from "node:os";
 import { join } from "node:path";
 import type { ExperimentConfig, KeyPair, RunControl } from "@barnraise/protocol";
 import {
   abortableSleep,
-  AuthorityKeys,
   CollaborativeOptimizer,
-  createPassRefresher,
   fetchRunControl,
-  joinExperiment,
   joinPlatform,
   JoinError,
   JoinErrorCode,
   latestCheckpointStep,
   loadLatestCheckpoint,
-  loadOrCreateIdentity,
   loadRollbackCheckpoint,
   PlatformClient,
-  pollRunControl,
-  startMetricsServer,
   Swarm,
   type AveragerPort,
   type AveragingMode,
   type JoinedExperiment,
-  type SwarmMetrics,
+  joinAsNode,
+  openNodeSession,
 } from "@barnraise/swarm";
 import {
   type BackendChoice,
@@ -115,15 +109,20 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
   const { reporter, abortSignal } = options;
   const now = options.now ?? Date.now;
   const startedAt = options.startedAt ?? now();
-  const identity = await loadOrCreateIdentity(options.identityPath);
-  reporter.log("info", `${identity.created ? "created" : "loaded"} identity ${options.identityPath}`, {
-    peerId: identity.peerId,
-  });
-
   // Until training starts, a stop (first Ctrl-C) cancels whatever is waiting: the join's retries,
   // the model and manifest downloads, the wait for the swarm.
   const startUp = AbortSignal.any([options.stopSignal, abortSignal]);
-  const joined = await joinAsVolunteer(options, identity.keyPair, startUp);
+  const node = await joinAsNode({
+    server: options.server,
+    token: options.token,
+    identityPath: options.identityPath,
+    role: "trainer",
+    log: (level, message, fields) => {
+      reporter.log(level, message, fields);
+    },
+    signal: startUp,
+  });
+  const { identity, joined } = node;
   const { config } = joined;
   reporter.log("info", `joined experiment "${joined.experiment.name}"`, {
     experimentId: joined.experiment.id,
@@ -193,37 +192,33 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
 
     // The swarm serves the optimizer's state to new peers; the optimizer needs the swarm's ports.
     const served: { optimizer?: CollaborativeOptimizer } = {};
-    let refused: JoinError | undefined;
-    const leaving = new AbortController();
-    const leave = (error: JoinError) => {
-      // Banned, removed from the allowlist, or the token revoked: leave now, not when the pass runs out.
-      refused ??= error;
-      reporter.log("error", `the platform refused this node: ${error.message}`, { code: error.code });
-      leaving.abort();
-    };
-    let pass = joined.passToken;
-    // The experiment's authority, following its key rotations (pin, passes, requests, controls).
-    const authority = AuthorityKeys.fromJoin(joined, {
-      identityPath: options.identityPath,
+    const session = await openNodeSession(node, {
+      mode: options.mode,
+      listen: options.listen,
+      peers: options.peers,
       logger: reporter.logger,
-    });
-    const platform = new PlatformClient({
-      server: options.server,
-      experimentId: joined.experiment.id,
-      keyPair: identity.keyPair,
-      authority,
-      pass: () => pass,
-    });
-    // The swarm's metrics, once it exists: a pass refresh sets the pass's expiry there.
-    const metricsOf: { swarm?: SwarmMetrics } = {};
-    const refresh = createPassRefresher({
-      server: options.server,
-      token: options.token,
-      keyPair: identity.keyPair,
-      authority,
-      onRefused: leave,
-      onJoined: (refreshed) => {
-        metricsOf.swarm?.passExpiry.set(refreshed.passExpiresAt / 1000);
+      metrics: options.metrics,
+      swarm: (platform) => ({
+        // Peers starting together hear of each other before any of them steps alone.
+        aloneAfterMs: ALONE_AFTER_MS,
+        getState: () => served.optimizer?.exportState() ?? null,
+        // No live donor ahead of us: the run's latest checkpoint, vouched for by the platform.
+        loadCheckpoint: async (minEpoch, generation, signal) => {
+          const latest = await loadLatestCheckpoint(platform, signal);
+          if (latest === null || latest.attestation.generation !== generation) return null;
+          if (latest.state.epoch < minEpoch) return null;
+          reporter.log(
+            "info",
+            `loading the run's checkpoint of step ${latest.state.epoch} from the platform`,
+            {
+              step: latest.state.epoch,
+              sha256: latest.attestation.sha256,
+            },
+          );
+          return latest.state;
+        },
+      }),
+      onRefreshed: (refreshed) => {
         if (refreshed.configVersion !== joined.configVersion) {
           reporter.log("warn", "the organizer changed the experiment's config; restart the peer to use it", {
             configVersion: refreshed.configVersion,
@@ -231,47 +226,8 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
         }
       },
     });
-    const swarm = await Swarm.create({
-      experimentId: joined.experiment.id,
-      identity: identity.keyPair,
-      authority,
-      pass: joined.passToken,
-      refreshPass: async () => {
-        pass = await refresh();
-        return pass;
-      },
-      mode: options.mode,
-      ...(options.listen.length > 0 ? { listen: [...options.listen] } : {}),
-      bootstrap: [...joined.initialPeers, ...options.peers],
-      logger: reporter.logger,
-      config,
-      // Each run of the program is a session of its own, credited on its own on the leaderboard.
-      session: randomBytes(9).toString("base64url"),
-      // Peers starting together hear of each other before any of them steps alone.
-      aloneAfterMs: ALONE_AFTER_MS,
-      getState: () => served.optimizer?.exportState() ?? null,
-      // No live donor ahead of us: the run's latest checkpoint, vouched for by the platform.
-      loadCheckpoint: async (minEpoch, generation, signal) => {
-        const latest = await loadLatestCheckpoint(platform, signal);
-        if (latest === null || latest.attestation.generation !== generation) return null;
-        if (latest.state.epoch < minEpoch) return null;
-        reporter.log("info", `loading the run's checkpoint of step ${latest.state.epoch} from the platform`, {
-          step: latest.state.epoch,
-          sha256: latest.attestation.sha256,
-        });
-        return latest.state;
-      },
-    });
-    cleanups.push(() => swarm.stop());
-    metricsOf.swarm = swarm.metrics;
-    swarm.metrics.passExpiry.set(joined.passExpiresAt / 1000);
-    if (options.metrics !== undefined) {
-      swarm.metrics.collectProcessMetrics();
-      const server = await startMetricsServer({ registry: swarm.metrics.registry, ...options.metrics });
-      cleanups.push(() => server.close());
-      reporter.log("info", `metrics at ${server.url}`, { url: server.url });
-    }
-    await swarm.start();
+    cleanups.push(() => session.close());
+    const { swarm, platform } = session;
     if (options.mode === "node") {
       reporter.log("info", "listening", { peerId: swarm.peerId, addresses: swarm.node.multiaddrs() });
     }
@@ -383,7 +339,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       stopContact.stop();
     });
     // Ctrl-C or a refused pass refresh: finish the round in flight, then leave.
-    const stopping = AbortSignal.any([options.stopSignal, leaving.signal]);
+    const stopping = AbortSignal.any([options.stopSignal, session.leaving]);
     const stopOnSignal = () => {
       trainer.stop();
     };
@@ -395,7 +351,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
       trainer,
       reporter,
       username: joined.pass.username,
-      leave,
+      leave: session.refuse,
     });
     cleanups.push(followControl.stop);
     // A node that joins a paused run (it was in the swarm before, so the platform lets it refresh)
@@ -411,19 +367,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     } catch (error) {
       reporter.logger.debug({ err: error }, "could not read the run control before training");
     }
-    void pollRunControl(
-      {
-        client: platform,
-        offer: (token) => {
-          swarm.control.offer(token, "platform");
-        },
-        onRefused: leave,
-        onError: (error) => {
-          reporter.logger.debug({ err: error }, "could not read the run control");
-        },
-      },
-      AbortSignal.any([followControl.signal, abortSignal]),
-    );
+    void session.followRunControl(AbortSignal.any([followControl.signal, abortSignal]));
     if (stopping.aborted) trainer.stop();
     stopping.addEventListener("abort", stopOnSignal, { once: true });
     let train: TrainResult;
@@ -432,7 +376,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
     } finally {
       stopping.removeEventListener("abort", stopOnSignal);
     }
-    if (refused !== undefined) throw refused;
+    if (session.refused !== undefined) throw session.refused;
     reporter.log(
       "info",
       train.reason === "max-steps" ? "the run reached its last step" : "stopped training",
@@ -545,40 +489,6 @@ function followRunControl(options: RunControlFollowerOptions): { stop: () => voi
       unsubscribe();
     },
   };
-}
-
-/** Joins (retrying while the platform is unreachable or the experiment paused) and checks the authority pin. */
-function joinAsVolunteer(
-  options: PeerRunOptions,
-  keyPair: KeyPair,
-  signal: AbortSignal,
-): Promise<JoinedExperiment> {
-  const { reporter } = options;
-  return joinExperiment({
-    server: options.server,
-    token: options.token,
-    keyPair,
-    identityPath: options.identityPath,
-    signal,
-    onRetry: (attempt, delayMs, error) => {
-      reporter.log("warn", `cannot join yet: ${error.message}; retrying in ${Math.ceil(delayMs / 1000)} s`, {
-        attempt,
-        code: error.code,
-      });
-    },
-    onPaused: (error, retryMs) => {
-      reporter.log("warn", `${error.message}; asking again in ${retryMs / 1000} s`);
-    },
-    onRepinned: (previous, experimentId) => {
-      reporter.log(
-        "warn",
-        `this token is for another experiment than ${previous}; pinning the new one's key`,
-        {
-          experimentId,
-        },
-      );
-    },
-  });
 }
 
 async function chooseBatchSize(

@@ -102,3 +102,4 @@ export * from "./platform/platform-client.ts";
 export * from "./platform/run-state-client.ts";
 export * from "./platform/control-poller.ts";
 export { PrivateFileError } from "./private-file.ts";
+export * from "./session/node-session.ts";

@@ -1,15 +1,17 @@
 import { statfs } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { DEFAULT_MAX_SKEW_MS, type KeyPair } from "@barnraise/protocol";
+import { DEFAULT_MAX_SKEW_MS } from "@barnraise/protocol";
 import {
-  AuthorityKeys,
   JoinError,
   JoinErrorCode,
   joinExitCode,
   joinPlatform,
   loadOrCreateIdentity,
-  Swarm,
+  logInto,
+  openNodeSession,
   type JoinedExperiment,
+  type JoinedNode,
+  type Swarm,
 } from "@barnraise/swarm";
 import type { Logger } from "pino";
 import { type BackendChoice, describeBackend, HttpDatasetSource, selectPeerBackend } from "@barnraise/models";
@@ -199,10 +201,8 @@ function clockCheck(time: NonNullable<PlatformAnswer["time"]>): DoctorCheck {
 }
 
 /** A join that went through: what the platform answered and the key it was made with. */
-interface Member {
-  readonly joined: JoinedExperiment;
-  readonly keyPair: KeyPair;
-}
+/** The machine as a member of the run: what the swarm check opens its node session with. */
+type Member = JoinedNode;
 
 async function checkToken(
   options: DoctorOptions,
@@ -232,7 +232,18 @@ async function checkToken(
       verdict: "ok",
       summary: `valid: this machine joins "${joined.experiment.name}" as ${joined.pass.username} (pass until ${new Date(joined.passExpiresAt).toISOString()})`,
     });
-    return { joined, keyPair: identity.keyPair };
+    return {
+      identity,
+      joined,
+      options: {
+        server: options.server,
+        token: options.token,
+        identityPath: options.identityPath,
+        role: "trainer",
+        log: logInto(options.logger),
+        signal: options.signal ?? new AbortController().signal,
+      },
+    };
   } catch (error) {
     if (error instanceof JoinError && error.code === JoinErrorCode.EXPERIMENT_PAUSED) {
       report({
@@ -330,9 +341,10 @@ async function freeBytes(path: string): Promise<number> {
 
 async function checkSwarm(
   options: DoctorOptions,
-  { joined, keyPair }: Member,
+  member: Member,
   report: (check: DoctorCheck, code?: number) => void,
 ): Promise<void> {
+  const { joined } = member;
   if (joined.initialPeers.length === 0) {
     report({
       name: "swarm",
@@ -343,24 +355,16 @@ async function checkSwarm(
     });
     return;
   }
-  const swarm = await Swarm.create({
-    experimentId: joined.experiment.id,
-    identity: keyPair,
-    authority: AuthorityKeys.fromJoin(joined),
-    pass: joined.passToken,
-    // The checks end long before the pass does.
-    refreshPass: () => Promise.resolve(joined.passToken),
+  // The node's own session, for the minute the checks take (its pass outlives them).
+  const session = await openNodeSession(member, {
     mode: options.client ? "client" : "node",
-    ...(options.listen.length > 0 ? { listen: [...options.listen] } : {}),
-    bootstrap: [...joined.initialPeers],
+    listen: options.listen,
+    peers: [],
     logger: options.logger,
-    config: joined.config,
-    session: "doctor",
-    getState: () => null,
-    loadCheckpoint: () => Promise.resolve(null),
+    swarm: () => ({ getState: () => null, loadCheckpoint: () => Promise.resolve(null) }),
   });
+  const { swarm } = session;
   try {
-    await swarm.start();
     const aux = await waitForAux(swarm, options.signal);
     if (aux === undefined) {
       report(
@@ -415,7 +419,7 @@ async function checkSwarm(
       });
     }
   } finally {
-    await swarm.stop();
+    await session.close();
   }
 }
 

@@ -1,0 +1,245 @@
+import { randomBytes } from "node:crypto";
+import type { PeerRole } from "@barnraise/protocol";
+import type { Logger } from "pino";
+import type { AveragingMode } from "../p2p/hello.ts";
+import { AuthorityKeys } from "../platform/authority-keys.ts";
+import { JoinError, JoinErrorCode } from "../platform/join-error.ts";
+import { joinExperiment } from "../platform/join-experiment.ts";
+import type { JoinedExperiment } from "../platform/join-response.ts";
+import { createPassRefresher } from "../platform/pass-refresher.ts";
+import { PlatformClient } from "../platform/platform-client.ts";
+import { pollRunControl } from "../platform/control-poller.ts";
+import { loadOrCreateIdentity, type Identity } from "../identity-file.ts";
+import { startMetricsServer, type MetricsServer } from "../metrics/swarm-metrics.ts";
+import { Swarm, type SwarmOptions } from "../swarm.ts";
+
+/**
+ * The life of a node that every program runs the same way (DESIGN §5): its identity, its join
+ * (retried while the platform is unreachable or the run paused, the authority pinned), then its
+ * session in the swarm: the experiment's authority following key rotations, the pass refreshed
+ * before it runs out, the platform client, the swarm itself, its metrics and the run control. A
+ * refusal by the platform, wherever it comes from (a pass refresh, the run control), goes through
+ * `NodeSession.refuse`: logged once, and the node leaves (`leaving`).
+ */
+
+/** One line of the node's log, as the program shows it (the volunteer's display, the aux's logger). */
+export type NodeLog = (
+  level: "info" | "warn" | "error",
+  message: string,
+  fields?: Record<string, unknown>,
+) => void;
+
+/** A node's log lines into a pino logger (the aux's, the doctor's). */
+export function logInto(logger: Logger): NodeLog {
+  return (level, message, fields) => {
+    logger[level](fields ?? {}, message);
+  };
+}
+
+export interface NodeJoinOptions {
+  readonly server: URL;
+  readonly token: string;
+  readonly identityPath: string;
+  /** The pass role this program runs as: a volunteer's token for a trainer, an aux token for an aux. */
+  readonly role: PeerRole;
+  readonly log: NodeLog;
+  /** Cancels the waits of the join (a stop before the node is in). */
+  readonly signal: AbortSignal;
+}
+
+/** A node that joined: its identity and the verified join. */
+export interface JoinedNode {
+  readonly options: NodeJoinOptions;
+  readonly identity: Identity;
+  readonly joined: JoinedExperiment;
+}
+
+/**
+ * Loads (or creates) the node's identity and joins the experiment its token names. Throws
+ * JoinError when the platform refuses the token for good or the token is of another role,
+ * IdentityFileError for an unusable identity file.
+ */
+export async function joinAsNode(options: NodeJoinOptions): Promise<JoinedNode> {
+  const { log } = options;
+  const identity = await loadOrCreateIdentity(options.identityPath);
+  log("info", `${identity.created ? "created" : "loaded"} identity ${options.identityPath}`, {
+    peerId: identity.peerId,
+  });
+  const joined = await joinExperiment({
+    server: options.server,
+    token: options.token,
+    keyPair: identity.keyPair,
+    identityPath: options.identityPath,
+    signal: options.signal,
+    onRetry: (attempt, delayMs, error) => {
+      log("warn", `cannot join yet: ${error.message}; retrying in ${Math.ceil(delayMs / 1000)} s`, {
+        attempt,
+        code: error.code,
+      });
+    },
+    onPaused: (error, retryMs) => {
+      log("warn", `${error.message}; asking again in ${retryMs / 1000} s`);
+    },
+    onRepinned: (previous, experimentId) => {
+      log("warn", `this token is for another experiment than ${previous}; pinning the new one's key`, {
+        experimentId,
+      });
+    },
+  });
+  if (options.role === "aux" && joined.pass.role !== "aux") {
+    throw new JoinError(
+      JoinErrorCode.TOKEN_INVALID,
+      "this is a volunteer's token; an aux peer needs an aux token (the organizer creates one on the experiment's manage page)",
+    );
+  }
+  return { options, identity, joined };
+}
+
+/** What the node's role gives the swarm: the state it serves, and the rest of `SwarmOptions` it sets. */
+export type RoleSwarmOptions = Pick<SwarmOptions, "getState" | "loadCheckpoint" | "aloneAfterMs">;
+
+export interface NodeSessionOptions {
+  readonly mode: AveragingMode;
+  /** Listen multiaddrs; the swarm's default when empty. */
+  readonly listen: readonly string[];
+  /** Addresses to announce instead of the listen addresses (an aux's public name). */
+  readonly announce?: readonly string[];
+  /** Peers to join through besides the platform's initial peers. */
+  readonly peers: readonly string[];
+  /** The swarm's logger. */
+  readonly logger: Logger;
+  /** Serve Prometheus metrics at http://host:port/metrics. */
+  readonly metrics?: { readonly port: number; readonly host: string } | undefined;
+  /** The role's part of the swarm's options, given the platform client (a checkpoint loader needs it). */
+  readonly swarm: (platform: PlatformClient) => RoleSwarmOptions;
+  /** Told of every pass refresh (for example to notice a new config version). */
+  readonly onRefreshed?: (refreshed: JoinedExperiment) => void;
+}
+
+/** A node in the swarm; `close` leaves it. */
+export interface NodeSession {
+  readonly identity: Identity;
+  readonly joined: JoinedExperiment;
+  /** The experiment's authority, following its key rotations (pin, passes, requests, controls). */
+  readonly authority: AuthorityKeys;
+  /** Signed requests to the platform with the node's current pass. */
+  readonly platform: PlatformClient;
+  readonly swarm: Swarm;
+  /** Where the metrics are served, when they are. */
+  readonly metricsUrl: string | undefined;
+  /** Aborted once the platform refused the node: it should finish what it is doing and leave. */
+  readonly leaving: AbortSignal;
+  /** The platform's refusal, once there is one. */
+  readonly refused: JoinError | undefined;
+  /** The platform refused the node (a pass refresh, the run control, a revocation): logs it once and leaves. */
+  readonly refuse: (error: JoinError) => void;
+  /** Follows the run control from the platform (every node also hears it from the swarm) until `signal`. */
+  followRunControl(signal: AbortSignal): Promise<void>;
+  /** Stops the swarm and the metrics server. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the node's session in the swarm: authority, pass refresher, platform client, swarm (started),
+ * metrics server. The node stays until `close`; a refusal by the platform aborts `leaving`.
+ */
+export async function openNodeSession(node: JoinedNode, options: NodeSessionOptions): Promise<NodeSession> {
+  const { identity, joined } = node;
+  const { log, server, token, identityPath } = node.options;
+  const leaving = new AbortController();
+  let refused: JoinError | undefined;
+  const refuse = (error: JoinError) => {
+    if (refused !== undefined) return;
+    refused = error;
+    log("error", `the platform refused this node: ${error.message}`, { code: error.code });
+    leaving.abort();
+  };
+  let pass = joined.passToken;
+  const authority = AuthorityKeys.fromJoin(joined, { identityPath, logger: options.logger });
+  const platform = new PlatformClient({
+    server,
+    experimentId: joined.experiment.id,
+    keyPair: identity.keyPair,
+    authority,
+    pass: () => pass,
+  });
+  const metricsOf: { swarm?: Swarm } = {};
+  const refresh = createPassRefresher({
+    server,
+    token,
+    keyPair: identity.keyPair,
+    authority,
+    onRefused: refuse,
+    onJoined: (refreshed) => {
+      metricsOf.swarm?.metrics.passExpiry.set(refreshed.passExpiresAt / 1000);
+      options.onRefreshed?.(refreshed);
+    },
+  });
+  const swarm = await Swarm.create({
+    experimentId: joined.experiment.id,
+    identity: identity.keyPair,
+    authority,
+    pass: joined.passToken,
+    refreshPass: async () => {
+      pass = await refresh();
+      return pass;
+    },
+    mode: options.mode,
+    ...(options.listen.length > 0 ? { listen: [...options.listen] } : {}),
+    ...(options.announce !== undefined && options.announce.length > 0
+      ? { announce: [...options.announce] }
+      : {}),
+    bootstrap: [...joined.initialPeers, ...options.peers],
+    logger: options.logger,
+    config: joined.config,
+    // Each run of the program is a session of its own, credited on its own on the leaderboard.
+    session: randomBytes(9).toString("base64url"),
+    ...options.swarm(platform),
+  });
+  metricsOf.swarm = swarm;
+  swarm.metrics.passExpiry.set(joined.passExpiresAt / 1000);
+  let metricsServer: MetricsServer | undefined;
+  try {
+    if (options.metrics !== undefined) {
+      swarm.metrics.collectProcessMetrics();
+      metricsServer = await startMetricsServer({ registry: swarm.metrics.registry, ...options.metrics });
+      log("info", `metrics at ${metricsServer.url}`, { url: metricsServer.url });
+    }
+    await swarm.start();
+  } catch (error) {
+    await swarm.stop();
+    await metricsServer?.close();
+    throw error;
+  }
+  return {
+    identity,
+    joined,
+    authority,
+    platform,
+    swarm,
+    metricsUrl: metricsServer?.url,
+    leaving: leaving.signal,
+    get refused() {
+      return refused;
+    },
+    refuse,
+    followRunControl: (signal) =>
+      pollRunControl(
+        {
+          client: platform,
+          offer: (control) => {
+            swarm.control.offer(control, "platform");
+          },
+          onRefused: refuse,
+          onError: (error) => {
+            options.logger.debug({ err: error }, "could not read the run control");
+          },
+        },
+        signal,
+      ),
+    close: async () => {
+      await swarm.stop();
+      await metricsServer?.close();
+    },
+  };
+}
