@@ -15,7 +15,7 @@ import {
 } from "@barnraise/swarm";
 import type { Logger } from "pino";
 import { type BackendChoice, describeBackend, HttpDatasetSource, selectPeerBackend } from "@barnraise/models";
-import { formatMbit } from "../run-peer.ts";
+import { formatMbit } from "../ui/units.ts";
 
 /**
  * `barnraise-peer doctor`: can this machine contribute to the run? Each check says what it found, a
