@@ -1,25 +1,28 @@
 import { join } from "node:path";
-import type { RunControl } from "@barnraise/protocol";
+import { BackgroundTasks } from "./background-tasks.ts";
+import { LivenessReporter } from "./monitor/liveness-reporter.ts";
+import { MetricsPoster } from "./monitor/metrics-poster.ts";
+import { ResumeReporter } from "./monitor/resume-reporter.ts";
+import { AddressRegistrar } from "./roles/address-registrar.ts";
+import { downloadState } from "./roles/download-state.ts";
+import { ModelSizeLearner } from "./roles/model-size-learner.ts";
+import { followRollbacks } from "./roles/rollback-follower.ts";
+import { StateHolder } from "./roles/state-holder.ts";
 import {
   abortableSleep,
-  loadLatestCheckpoint,
-  loadRollbackCheckpoint,
-  Swarm,
   type JoinedExperiment,
   joinAsNode,
   logInto,
   type NodeSession,
   openNodeSession,
-  type TrainingState,
 } from "@barnraise/swarm";
 import type { Logger } from "pino";
-import { swarmHeartbeat } from "./monitor/heartbeat.ts";
 import { ResumeWatch } from "./monitor/resume-watch.ts";
 import { CreditLog } from "./monitor/credit-log.ts";
 import { ImplausibleRecords } from "./monitor/implausible-records.ts";
 import { RoundWitness } from "./monitor/round-witness.ts";
 import { SplitWatch } from "./monitor/split-watch.ts";
-import { StepAggregator, type AggregatedStep } from "./monitor/step-aggregator.ts";
+import { StepAggregator } from "./monitor/step-aggregator.ts";
 import { AuxPlatformClient, PlatformRequestError } from "./platform-client.ts";
 import { AveragingHelper } from "./roles/averaging-helper.ts";
 import { CheckpointEvaluator } from "./roles/checkpoint-evaluator.ts";
@@ -59,16 +62,6 @@ export interface AuxRunOptions {
 
 /** How often the roles look at the swarm. */
 const TICK_MS = 250;
-/** Re-register the address this often: join responses list aux peers seen in the last 10 minutes. */
-const REGISTER_EVERY_MS = 4 * 60_000;
-/** Aggregated steps waiting for the platform; the oldest are dropped beyond this. */
-const MAX_QUEUED_STEPS = 200;
-/** Wait after the platform failed to take metrics. */
-const METRICS_RETRY_MS = 5_000;
-/** How often the swarm's liveness goes to the platform (the page says "0 alive" within 30 s). */
-const LIVENESS_EVERY_MS = 5_000;
-/** Wait before asking the platform again for the checkpoint to serve. */
-const CHECKPOINT_RETRY_MS = 15_000;
 /**
  * Test-split batches the validator measures each loss on: 512 rows of a classifier (128 a batch),
  * 4,096 tokens of a language model. A round of n sampled senders costs n + 1 such passes.
@@ -109,7 +102,8 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
     `joined experiment "${joined.experiment.name}" as its aux peer`,
   );
 
-  const held: HeldState = { state: null };
+  // The state this aux serves as a donor, once its roles exist.
+  const served: { holder?: StateHolder } = {};
   const session = await openNodeSession(node, {
     mode: "aux",
     listen: options.listen,
@@ -117,7 +111,7 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
     peers: options.peers,
     logger,
     metrics: options.metrics,
-    swarm: () => ({ getState: () => held.state }),
+    swarm: () => ({ getState: () => served.holder?.state ?? null }),
   });
   const { swarm } = session;
   const client = new AuxPlatformClient(session.platform);
@@ -125,7 +119,7 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
     const addresses = registrableAddresses(options.announce, swarm.node.multiaddrs(), swarm.peerId);
     logger.info({ peerId: swarm.peerId, addresses: swarm.node.multiaddrs() }, "listening");
     const signal = AbortSignal.any([stopSignal, session.leaving]);
-    await runRoles({ options, joined, session, client, addresses, signal, held });
+    await runRoles({ options, joined, session, client, addresses, signal, served });
   } finally {
     await session.close();
   }
@@ -141,12 +135,8 @@ interface RolesContext {
   readonly client: AuxPlatformClient;
   readonly addresses: readonly string[];
   readonly signal: AbortSignal;
-  /** The state this aux serves as a donor: its latest checkpoint. */
-  readonly held: HeldState;
-}
-
-interface HeldState {
-  state: TrainingState | null;
+  /** Where the swarm finds the state this aux serves. */
+  readonly served: { holder?: StateHolder };
 }
 
 /** What the roles that score parameters (checkpoint evaluator, contribution validator) share. */
@@ -155,33 +145,148 @@ interface ScoringContext extends RolesContext {
   readonly scorer: SharedScorer;
   /** The run generation the aux follows now. */
   readonly generation: () => number;
+  readonly holder: StateHolder;
 }
 
+/** The aux's roles, each a small service the loop ticks. */
+interface Roles {
+  readonly aggregator: StepAggregator;
+  readonly implausible: ImplausibleRecords;
+  readonly helper: AveragingHelper;
+  readonly holder: StateHolder;
+  readonly checkpointer: Checkpointer;
+  readonly registrar: AddressRegistrar;
+  readonly liveness: LivenessReporter;
+  readonly resume: ResumeReporter;
+  readonly poster: MetricsPoster;
+  readonly creditLog: CreditLog;
+  readonly sizeLearner: ModelSizeLearner | undefined;
+  /** Unsubscribes the roles from the swarm. */
+  readonly unsubscribe: () => void;
+  /** Closes the scorers. */
+  readonly close: () => Promise<void>;
+}
+
+/** The roles, wired together, and one loop that ticks them every TICK_MS until the aux stops. */
 async function runRoles(context: RolesContext): Promise<void> {
-  const { options, joined, session, client, addresses, signal, held } = context;
+  const { options, session, signal } = context;
   const { swarm } = session;
-  const { logger } = options;
+  const background = new BackgroundTasks(options.logger, signal);
+  const roles = createRoles(context, background);
+  const startedAt = Date.now();
   // A call, so that the compiler does not assume the signal unchanged across awaits.
   const stopped = () => signal.aborted;
-  // The weights this aux accepts in the rounds it helps: the trainers' credit is held against them.
+  try {
+    while (!stopped()) {
+      const now = Date.now();
+      await roles.registrar.tick(now, signal);
+      if (stopped()) break;
+      roles.holder.tick(now, roles.helper.busy, signal, background);
+      roles.liveness.tick(now, signal, background);
+      await roles.resume.tick(now, signal);
+      if (stopped()) break;
+      roles.aggregator.setOwnContribution({
+        peerId: swarm.peerId,
+        samples: 0,
+        computeSeconds: 0,
+        bytesAggregated: swarm.averager.bytesAggregated,
+        sessionSeconds: (now - startedAt) / 1000,
+      });
+      roles.poster.add(roles.aggregator.collect());
+      roles.creditLog.report(roles.aggregator, roles.implausible, now);
+      await roles.poster.post(now, signal);
+      if (stopped()) break;
+      const step = roles.aggregator.currentStep();
+      if (roles.checkpointer.due(step)) {
+        background.run(roles.checkpointer.maybeCheckpoint(step, roles.aggregator.latestLoss(), signal));
+      }
+      roles.sizeLearner?.tick(step, roles.aggregator.generation, signal, background);
+      if (options.helpAveraging) background.run(roles.helper.maybeHelp(signal));
+      // Woken early by a stop; the loop condition then ends it.
+      await abortableSleep(TICK_MS, signal).catch(() => undefined);
+    }
+  } finally {
+    roles.unsubscribe();
+    await background.settle();
+    await roles.close();
+  }
+}
+
+/** What the aux monitors of the swarm, and what it posts of it. */
+interface Monitor {
+  readonly aggregator: StepAggregator;
+  /** The weights this aux accepts in the rounds it helps: the trainers' credit is held against them. */
+  readonly witness: RoundWitness | undefined;
+  /** One run, one model: the trainers' state digests at one step must agree. */
+  readonly splits: SplitWatch;
+  /** Trainers whose records claim what none could: the manage page flags them with the reason. */
+  readonly implausible: ImplausibleRecords;
+  readonly watch: ResumeWatch;
+  readonly poster: MetricsPoster;
+  /** The run generation the aux follows now. */
+  readonly generation: () => number;
+}
+
+function createMonitor(context: RolesContext): Monitor {
+  const { options, client } = context;
   const witness = options.helpAveraging ? new RoundWitness() : undefined;
   const aggregator = new StepAggregator({ ttlMs: 5_000, graceMs: 2_500, ...(witness && { witness }) });
-  // One run, one model: the trainers' state digests at one step must agree.
-  const splits = new SplitWatch({ ttlMs: 5_000 });
-  // Trainers whose records claim what none could: the manage page flags them with the reason.
-  const implausible = new ImplausibleRecords();
-  const unwatchImplausible = swarm.progress.onImplausible((refused) => {
-    implausible.record(refused);
-  });
-  const unsubscribe = swarm.progress.on("update", (update) => {
-    aggregator.observe(update);
-    splits.observe(update);
-  });
-  const startedAt = Date.now();
   const generation = () => aggregator.generation;
+  const watch = new ResumeWatch();
+  return {
+    aggregator,
+    witness,
+    splits: new SplitWatch({ ttlMs: 5_000 }),
+    implausible: new ImplausibleRecords(),
+    watch,
+    poster: new MetricsPoster({ client, logger: options.logger, generation, resume: watch }),
+    generation,
+  };
+}
+
+/** The roles that keep the run's state: served, checkpointed, scored, and helped to average. */
+interface Keeping {
+  readonly holder: StateHolder;
+  readonly checkpointer: Checkpointer;
+  readonly helper: AveragingHelper;
+  readonly validator: ContributionValidator | undefined;
+  readonly evaluator: CheckpointEvaluator | undefined;
+}
+
+function createKeeping(context: RolesContext, monitor: Monitor): Keeping {
+  const { options, joined, session, client } = context;
+  const { swarm } = session;
+  const { logger } = options;
+  const { generation, poster, watch } = monitor;
+  const learnSize = (length: number) => {
+    if (options.helpAveraging) helper.setVectorLength(length);
+  };
+  const holder = new StateHolder({
+    swarm,
+    platform: client.platform,
+    logger,
+    generation,
+    onHeld: (state) => {
+      learnSize(state.parameters.length);
+    },
+    onLoaded: (latest) => {
+      if (poster.lastPostedStep === undefined) watch.startedFrom(latest.state.epoch);
+      checkpointer.resetTo(Math.max(checkpointer.lastStep, latest.state.epoch));
+      // An aux that stopped before scoring its last checkpoint (or ran with --no-evaluate) left it unscored.
+      if (!latest.evaluated) {
+        evaluator?.offer({
+          checkpointId: latest.attestation.checkpointId,
+          step: latest.state.epoch,
+          parameters: latest.state.parameters,
+        });
+      }
+    },
+  });
+  context.served.holder = holder;
   const scoring: ScoringContext = {
     ...context,
     generation,
+    holder,
     scorer: new SharedScorer((openSignal) =>
       openHeldOutScorer({
         config: joined.config,
@@ -193,20 +298,159 @@ async function runRoles(context: RolesContext): Promise<void> {
     ),
   };
   const validator = options.validate && options.helpAveraging ? createValidator(scoring) : undefined;
-  const stopObserving =
-    validator === undefined
-      ? undefined
-      : swarm.averager.observeContributions((contribution) => {
-          validator.observe(contribution);
-        });
-  const stopWitnessing =
-    witness === undefined
-      ? undefined
-      : swarm.averager.observeContributions((contribution) => {
-          witness.observe(contribution);
-        });
-  const helper = new AveragingHelper({
+  const evaluator = options.evaluate ? createEvaluator(scoring) : undefined;
+  const helper = createHelper(context, { generation, holder, validator, witness: monitor.witness });
+  const checkpointer = new Checkpointer({
+    everySteps: joined.config.checkpoints.everySteps,
+    finalStep: joined.config.training.maxSteps,
+    directory: join(options.dataDir, "checkpoints"),
     logger,
+    downloadState: async (minEpoch, downloadSignal) => {
+      const state = await downloadState(swarm, minEpoch, generation(), downloadSignal);
+      learnSize(state.parameters.length);
+      return state;
+    },
+    upload: (file, meta, uploadSignal) => client.uploadCheckpoint(file, meta, uploadSignal),
+    onUploaded: (state, uploaded) => {
+      if ((state.generation ?? 0) === generation()) holder.hold(state, "the checkpoint it uploaded");
+      evaluator?.offer({ checkpointId: uploaded.id, step: state.epoch, parameters: state.parameters });
+    },
+  });
+  return { holder, checkpointer, helper, validator, evaluator };
+}
+
+/** Builds the roles and wires them: what one learns or resets, the others hear of. */
+function createRoles(context: RolesContext, background: BackgroundTasks): Roles {
+  const { options, session, client, addresses, signal } = context;
+  const { swarm } = session;
+  const { logger } = options;
+  const monitor = createMonitor(context);
+  const { aggregator, witness, splits, implausible, watch, poster, generation } = monitor;
+  const keeping = createKeeping(context, monitor);
+  const { holder, checkpointer, helper, validator, evaluator } = keeping;
+  const resume = new ResumeReporter({
+    client,
+    logger,
+    watch,
+    aggregator,
+    lastPostedStep: () => poster.lastPostedStep,
+    heldStep: () => holder.state?.epoch,
+    // Counted again from there: the steps, the witnessed rounds, the helper's rounds, the checkpoints.
+    onResumed: (fromStep) => {
+      aggregator.reset();
+      witness?.forgetFrom(fromStep);
+      helper.forgetFrom(fromStep);
+      poster.resumeFrom(fromStep);
+      checkpointer.resetTo(fromStep);
+    },
+  });
+  const unsubscribes = [
+    ...subscribeToSwarm(context, background, monitor, keeping),
+    // The organizer's run control: kept by the swarm's board, which spreads it to every node.
+    followRollbacks({
+      swarm,
+      platform: client.platform,
+      logger,
+      generation,
+      signal,
+      background,
+      onRolledBack: (state, step, rolledTo) => {
+        aggregator.reset(rolledTo);
+        witness?.forgetFrom(step);
+        helper.forgetFrom(step);
+        splits.reset(rolledTo);
+        holder.clear();
+        holder.hold(state, `the rollback checkpoint of step ${step}`);
+        checkpointer.resetTo(step);
+        poster.forgetPosted();
+        watch.clear();
+      },
+    }),
+  ];
+  background.run(session.followRunControl(signal));
+  return {
+    aggregator,
+    implausible,
+    helper,
+    holder,
+    checkpointer,
+    registrar: new AddressRegistrar(client, addresses, logger),
+    liveness: new LivenessReporter({ swarm, client, aggregator, splits, implausible, logger }),
+    resume,
+    poster,
+    creditLog: new CreditLog(logger),
+    sizeLearner: options.helpAveraging
+      ? new ModelSizeLearner(swarm, logger, (length) => {
+          helper.setVectorLength(length);
+        })
+      : undefined,
+    unsubscribe: () => {
+      for (const unsubscribe of unsubscribes) unsubscribe();
+    },
+    close: async () => {
+      await evaluator?.close();
+      await validator?.close();
+    },
+  };
+}
+
+/** What the roles hear from the swarm: progress records (refused ones too) and the rounds' contributions. */
+function subscribeToSwarm(
+  context: RolesContext,
+  background: BackgroundTasks,
+  { aggregator, splits, implausible, witness }: Monitor,
+  { helper, validator }: Keeping,
+): (() => void)[] {
+  const { swarm } = context.session;
+  return [
+    swarm.progress.onImplausible((refused) => {
+      implausible.record(refused);
+    }),
+    swarm.progress.on("update", (update) => {
+      aggregator.observe(update);
+      splits.observe(update);
+    }),
+    ...(validator === undefined
+      ? []
+      : [
+          swarm.averager.observeContributions((contribution) => {
+            validator.observe(contribution);
+          }),
+        ]),
+    ...(witness === undefined
+      ? []
+      : [
+          swarm.averager.observeContributions((contribution) => {
+            witness.observe(contribution);
+          }),
+        ]),
+    // A round starts as soon as the swarm has its target batch: the helper looks on every progress
+    // record, not only at the next tick, or a fast swarm's rounds close before this aux asks to join
+    // (and the validator sees none of them).
+    ...(context.options.helpAveraging
+      ? [
+          swarm.progress.on("update", () => {
+            background.run(helper.maybeHelp(context.signal));
+          }),
+        ]
+      : []),
+  ];
+}
+
+/** The aux's part in averaging rounds: a reducer with weight 0, whose rounds the validator and witness see. */
+function createHelper(
+  context: RolesContext,
+  parts: {
+    readonly generation: () => number;
+    readonly holder: StateHolder;
+    readonly validator: ContributionValidator | undefined;
+    readonly witness: RoundWitness | undefined;
+  },
+): AveragingHelper {
+  const { swarm } = context.session;
+  const { generation, holder, validator, witness } = parts;
+  return new AveragingHelper({
+    logger: context.options.logger,
     global: () => swarm.progress.global(),
     report: (epoch) => {
       // The round's leader counts an aux in only while its record names the round it helps.
@@ -217,7 +461,7 @@ async function runRoles(context: RolesContext): Promise<void> {
         samplesPerSecond: 0,
         bytesAggregated: swarm.averager.bytesAggregated,
         generation: generation(),
-        ...(held.state === null ? {} : { stateEpoch: held.state.epoch }),
+        ...(holder.state === null ? {} : { stateEpoch: holder.state.epoch }),
       });
     },
     average: async (epoch, vector, roundSignal) => {
@@ -234,288 +478,6 @@ async function runRoles(context: RolesContext): Promise<void> {
       }
     },
   });
-  const evaluator = options.evaluate ? createEvaluator(scoring) : undefined;
-  const checkpointer = new Checkpointer({
-    everySteps: joined.config.checkpoints.everySteps,
-    finalStep: joined.config.training.maxSteps,
-    directory: join(options.dataDir, "checkpoints"),
-    logger,
-    downloadState: async (minEpoch, downloadSignal) => {
-      const state = await downloadState(swarm, minEpoch, generation(), downloadSignal);
-      if (options.helpAveraging) helper.setVectorLength(state.parameters.length);
-      return state;
-    },
-    upload: (file, meta, uploadSignal) => client.uploadCheckpoint(file, meta, uploadSignal),
-    onUploaded: (state, uploaded) => {
-      if ((state.generation ?? 0) === generation()) hold(state, "the checkpoint it uploaded");
-      evaluator?.offer({ checkpointId: uploaded.id, step: state.epoch, parameters: state.parameters });
-    },
-  });
-  const hold = (state: TrainingState, from: string) => {
-    if (held.state !== null && (held.state.generation ?? 0) === (state.generation ?? 0)) {
-      if (state.epoch <= held.state.epoch) return;
-    }
-    held.state = state;
-    if (options.helpAveraging) helper.setVectorLength(state.parameters.length);
-    logger.info(
-      { step: state.epoch, generation: state.generation ?? 0 },
-      `serving ${from} as the run's state`,
-    );
-  };
-  const resume = new ResumeWatch();
-  const creditLog = new CreditLog(logger);
-  let lastPostedStep: number | undefined;
-  let livenessAt = 0;
-  let splitSince: number | undefined;
-  let checkpointRetryAt = 0;
-  let loadingCheckpoint = false;
-  let rollingBack = false;
-
-  const queue: AggregatedStep[] = [];
-  /** Steps the platform had recorded already: posted again if the swarm turns out to have resumed. */
-  const unstored: AggregatedStep[] = [];
-  let metricsRetryAt = 0;
-  let registeredAt = -Infinity;
-  let learnedLength = !options.helpAveraging;
-  const background = new Set<Promise<void>>();
-  const inBackground = (work: Promise<void>) => {
-    const tracked = work.catch((error: unknown) => {
-      if (!signal.aborted) logger.warn({ err: error }, "an aux task failed");
-    });
-    background.add(tracked);
-    void tracked.finally(() => background.delete(tracked));
-  };
-  // A round starts as soon as the swarm has its target batch: the helper looks on every progress
-  // record, not only at the next tick, or a fast swarm's rounds close before this aux asks to join
-  // (and the validator sees none of them).
-  const unsubscribeHelper = options.helpAveraging
-    ? swarm.progress.on("update", () => {
-        inBackground(helper.maybeHelp(signal));
-      })
-    : undefined;
-
-  // The organizer's run control: kept by the swarm's board, which spreads it to every node.
-  const unsubscribeControl = swarm.control.on("change", (control: RunControl) => {
-    if (control.generation === generation() || control.rollback === null || rollingBack) return;
-    rollingBack = true;
-    const target = control.rollback;
-    inBackground(
-      loadRollbackCheckpoint(client.platform, target, control.generation, signal)
-        .then((state) => {
-          aggregator.reset(control.generation);
-          witness?.forgetFrom(target.step);
-          helper.forgetFrom(target.step);
-          splits.reset(control.generation);
-          held.state = null;
-          hold(state, `the rollback checkpoint of step ${target.step}`);
-          checkpointer.resetTo(target.step);
-          lastPostedStep = undefined;
-          resume.clear();
-          logger.warn(
-            { step: target.step, generation: control.generation },
-            `the organizer rolled the run back to step ${target.step}`,
-          );
-        })
-        .finally(() => {
-          rollingBack = false;
-        }),
-    );
-  });
-  inBackground(session.followRunControl(signal));
-
-  try {
-    while (!stopped()) {
-      const now = Date.now();
-      if (now - registeredAt >= REGISTER_EVERY_MS && addresses.length > 0) {
-        registeredAt = now;
-        try {
-          await client.registerAddress(addresses, signal);
-          logger.info({ multiaddrs: addresses }, "registered address");
-        } catch (error) {
-          if (stopped()) break;
-          registeredAt = now - REGISTER_EVERY_MS + METRICS_RETRY_MS; // try again soon
-          logger.warn({ err: error }, `could not register the address: ${describe(error)}`);
-        }
-      }
-
-      if (held.state === null && !loadingCheckpoint && now >= checkpointRetryAt) {
-        // The run's latest checkpoint, so the run survives its trainers leaving (and this aux restarting).
-        loadingCheckpoint = true;
-        inBackground(
-          loadLatestCheckpoint(client.platform, signal)
-            .then((latest) => {
-              if (latest === null) {
-                checkpointRetryAt = Date.now() + CHECKPOINT_RETRY_MS;
-              } else if (latest.attestation.generation === generation()) {
-                hold(latest.state, `the platform's checkpoint of step ${latest.state.epoch}`);
-                if (lastPostedStep === undefined) resume.startedFrom(latest.state.epoch);
-                checkpointer.resetTo(Math.max(checkpointer.lastStep, latest.state.epoch));
-                // An aux that stopped before scoring its last checkpoint (or ran with --no-evaluate) left it unscored.
-                if (!latest.evaluated) {
-                  evaluator?.offer({
-                    checkpointId: latest.attestation.checkpointId,
-                    step: latest.state.epoch,
-                    parameters: latest.state.parameters,
-                  });
-                }
-              }
-            })
-            .catch((error: unknown) => {
-              checkpointRetryAt = Date.now() + CHECKPOINT_RETRY_MS;
-              throw error;
-            })
-            .finally(() => {
-              loadingCheckpoint = false;
-            }),
-        );
-      }
-      if (!helper.busy && held.state !== null) {
-        swarm.progress.report({
-          epoch: held.state.epoch,
-          samplesAccumulated: 0,
-          samplesPerSecond: 0,
-          bytesAggregated: swarm.averager.bytesAggregated,
-          generation: generation(),
-          stateEpoch: held.state.epoch,
-        });
-      }
-      const liveness = aggregator.liveness();
-      swarm.metrics.step.set(aggregator.currentStep());
-      swarm.metrics.samplesPerSecond.set(liveness.samplesPerSecond);
-      swarm.metrics.peersOnline.set(liveness.alivePeers);
-      if (now - livenessAt >= LIVENESS_EVERY_MS) {
-        livenessAt = now;
-        const heartbeat = swarmHeartbeat({
-          aggregator,
-          splits,
-          refusals: swarm.node.refusedPeers,
-          implausible,
-          now,
-        });
-        if ((heartbeat.split === null) !== (splitSince === undefined)) {
-          splitSince = heartbeat.split?.since;
-          if (heartbeat.split === null) logger.info("the swarm trains one model again");
-          else logger.warn({ split: heartbeat.split }, `the swarm has split: ${heartbeat.split.summary}`);
-        }
-        inBackground(client.postSwarmStatus(heartbeat, signal));
-      }
-      const fromStep = resume.check(
-        now,
-        aggregator.liveness().alivePeers,
-        aggregator.currentStep(),
-        lastPostedStep,
-        held.state?.epoch,
-      );
-      if (fromStep !== undefined) {
-        // Every live trainer is behind the recorded steps: the swarm resumed from an older state.
-        try {
-          const answer = await client.reportResume(fromStep, signal);
-          if (answer.forked) {
-            logger.warn(
-              { fromStep, lastStep: answer.lastStep, timeline: answer.timeline },
-              `the swarm resumed from step ${fromStep}, behind the recorded steps; the curve goes on from there`,
-            );
-          }
-          aggregator.reset();
-          witness?.forgetFrom(fromStep);
-          helper.forgetFrom(fromStep);
-          queue.unshift(...unstored.splice(0).filter((kept) => kept.step > fromStep));
-          lastPostedStep = undefined;
-          checkpointer.resetTo(fromStep);
-        } catch (error) {
-          if (stopped()) break;
-          logger.warn({ err: error }, `could not report the resume: ${describe(error)}`);
-        }
-      }
-
-      aggregator.setOwnContribution({
-        peerId: swarm.peerId,
-        samples: 0,
-        computeSeconds: 0,
-        bytesAggregated: swarm.averager.bytesAggregated,
-        sessionSeconds: (now - startedAt) / 1000,
-      });
-      queue.push(...aggregator.collect());
-      creditLog.report(aggregator, implausible, now);
-      if (queue.length > MAX_QUEUED_STEPS) queue.splice(0, queue.length - MAX_QUEUED_STEPS);
-      while (queue.length > 0 && now >= metricsRetryAt && !stopped()) {
-        const step = queue[0];
-        if (step === undefined) break;
-        try {
-          const ingested = await client.postMetrics({ ...step, generation: generation() }, signal);
-          queue.shift();
-          if (ingested.stored) {
-            lastPostedStep = step.step;
-            unstored.length = 0;
-            resume.stored();
-          } else {
-            // Recorded before: this aux restarted, or the swarm resumed behind the recorded steps.
-            lastPostedStep = Math.max(lastPostedStep ?? 0, ingested.lastStep ?? 0);
-            resume.refused(step.step);
-            unstored.push(step);
-            if (unstored.length > MAX_QUEUED_STEPS) unstored.shift();
-            continue;
-          }
-          logger.info(
-            {
-              step: step.step,
-              loss: step.loss,
-              alivePeers: step.alivePeers,
-              samplesPerSecond: step.samplesPerSecond,
-              ...(step.bytesPerPeer === undefined ? {} : { bytesPerPeer: Math.round(step.bytesPerPeer) }),
-              ...(step.utilization === undefined ? {} : { utilization: step.utilization }),
-              ...(step.samples === undefined ? {} : { samples: step.samples }),
-            },
-            "metrics posted",
-          );
-        } catch (error) {
-          if (stopped()) break;
-          if (error instanceof PlatformRequestError && !error.retryable) {
-            queue.shift();
-            logger.warn(
-              { step: step.step, code: error.code },
-              `the platform refused step ${step.step}: ${error.message}`,
-            );
-          } else {
-            metricsRetryAt = Date.now() + METRICS_RETRY_MS;
-            logger.warn({ step: step.step }, `could not post metrics: ${describe(error)}; retrying`);
-          }
-        }
-      }
-
-      const step = aggregator.currentStep();
-      if (checkpointer.due(step))
-        inBackground(checkpointer.maybeCheckpoint(step, aggregator.latestLoss(), signal));
-      if (!learnedLength && step > 0) {
-        // The helper needs the parameter count: learn it from the first state a trainer serves.
-        learnedLength = true;
-        inBackground(
-          downloadState(swarm, 0, generation(), signal).then(
-            (state) => {
-              helper.setVectorLength(state.parameters.length);
-            },
-            (error: unknown) => {
-              learnedLength = false;
-              logger.debug({ err: error }, "could not learn the model's size yet");
-            },
-          ),
-        );
-      }
-      if (options.helpAveraging) inBackground(helper.maybeHelp(signal));
-      // Woken early by a stop; the loop condition then ends it.
-      await abortableSleep(TICK_MS, signal).catch(() => undefined);
-    }
-  } finally {
-    unsubscribe();
-    unwatchImplausible();
-    unsubscribeControl();
-    unsubscribeHelper?.();
-    stopObserving?.();
-    stopWitnessing?.();
-    await Promise.all(background);
-    await evaluator?.close();
-    await validator?.close();
-  }
 }
 
 /** The held-out evaluation of each checkpoint, scored with the peer's code and posted to the platform. */
@@ -536,38 +498,22 @@ function createEvaluator(context: ScoringContext): CheckpointEvaluator {
  * peer whose steps raise it with the platform.
  */
 function createValidator(context: ScoringContext): ContributionValidator {
-  const { options, joined, client, signal, scorer, held, generation } = context;
+  const { options, joined, client, signal, scorer, holder, generation } = context;
   return new ContributionValidator({
     logger: options.logger,
     signal,
     stepScale: validationStepScale(joined.config),
     batches: VALIDATION_BATCHES,
-    parameters: () =>
-      held.state === null
+    parameters: () => {
+      const held = holder.state;
+      return held === null
         ? null
-        : {
-            step: held.state.epoch,
-            generation: held.state.generation ?? 0,
-            parameters: held.state.parameters,
-          },
+        : { step: held.epoch, generation: held.generation ?? 0, parameters: held.parameters };
+    },
     generation,
     openScorer: (openSignal) => scorer.open(openSignal),
     report: (flag, reportSignal) => client.postValidatorFlag(flag, reportSignal),
   });
-}
-
-/** The newest state at or after `minEpoch` from the trainers that accept connections. */
-async function downloadState(
-  swarm: Swarm,
-  minEpoch: number,
-  generation: number,
-  signal: AbortSignal,
-): Promise<TrainingState> {
-  const donors = swarm.stateDonors(minEpoch, generation);
-  if (donors.length === 0) {
-    throw new Error(`no trainer connected to this aux peer has reached step ${minEpoch} yet`);
-  }
-  return swarm.state.download({ donors, minEpoch, generation, signal });
 }
 
 /**
@@ -587,8 +533,4 @@ export function registrableAddresses(
   const routable = candidates.filter((address) => !/^\/ip[46]\/(127\.|::1\/)/.test(address));
   const chosen = routable.length > 0 ? routable : candidates;
   return [...new Set(chosen.map(withId))].slice(0, 8);
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
