@@ -19,6 +19,7 @@ export const AlertEventType = {
   nodeStoppedCounting: "node.stopped-counting",
   test: "test",
 } as const;
+export type AlertEventType = (typeof AlertEventType)[keyof typeof AlertEventType];
 
 /** The events an organizer can subscribe a webhook or the e-mail recipients to. */
 export const ORGANIZER_EVENTS = [
@@ -101,10 +102,6 @@ export const updateAlertSettingsInputSchema = z.strictObject({
 
 export type UpdateAlertSettingsInput = z.infer<typeof updateAlertSettingsInputSchema>;
 
-export type AlertEventType = (typeof AlertEventType)[keyof typeof AlertEventType];
-
-const organizerEvent = z.enum(ORGANIZER_EVENTS);
-
 export const updateAlertSettingsRequestSchema = updateAlertSettingsInputSchema.meta({
   id: "UpdateAlertSettingsRequest",
 });
@@ -118,7 +115,7 @@ export const alertWebhookSchema = z
   .strictObject({
     id: z.string(),
     url: z.string(),
-    events: z.array(organizerEvent),
+    events: z.array(organizerEventSchema),
     createdAt: z.iso.datetime(),
   })
   .meta({ id: "AlertWebhook" });
@@ -152,7 +149,7 @@ export const alertSettingsSchema = z
         .boolean()
         .meta({ description: "Whether the platform has an SMTP server (BARNRAISE_SMTP_URL)" }),
       recipients: z.array(z.string()),
-      events: z.array(organizerEvent),
+      events: z.array(organizerEventSchema),
     }),
     stalledAfterMinutes: z.number().int(),
     auxSilentAfterMinutes: z.number().int(),

@@ -4,6 +4,7 @@ import { usernameSchema } from "@barnraise/protocol";
 /** Allowlists: who may join an experiment, and join requests. */
 
 export const AllowlistStatus = { pending: "pending", approved: "approved", banned: "banned" } as const;
+export type AllowlistStatus = (typeof AllowlistStatus)[keyof typeof AllowlistStatus];
 
 export const addToAllowlistInputSchema = z.strictObject({ username: usernameSchema });
 
@@ -14,8 +15,6 @@ export const setAllowlistStatusInputSchema = z.strictObject({
 });
 
 export type SetAllowlistStatusInput = z.infer<typeof setAllowlistStatusInputSchema>;
-
-export type AllowlistStatus = (typeof AllowlistStatus)[keyof typeof AllowlistStatus];
 
 export const addToAllowlistRequestSchema = addToAllowlistInputSchema.meta({ id: "AddToAllowlistRequest" });
 

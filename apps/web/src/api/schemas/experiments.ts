@@ -10,6 +10,7 @@ import { experimentIdSchema } from "@barnraise/protocol";
  */
 
 export const ExperimentStatus = { running: "running", paused: "paused" } as const;
+export type ExperimentStatus = (typeof ExperimentStatus)[keyof typeof ExperimentStatus];
 
 /** Experiment ids that the web pages use as path segments under /experiments/. */
 const RESERVED_IDS = new Set(["new"]);
@@ -77,8 +78,6 @@ export const updateExperimentInputSchema = z.strictObject({
 });
 
 export type UpdateExperimentInput = z.infer<typeof updateExperimentInputSchema>;
-
-export type ExperimentStatus = (typeof ExperimentStatus)[keyof typeof ExperimentStatus];
 
 const experimentConfigDoc = experimentConfigSchema.in.meta({
   id: "ExperimentConfig",

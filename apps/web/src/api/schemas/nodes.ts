@@ -16,7 +16,6 @@ export const PeerNotCountedReason = {
   joining: "joining",
   notAveraging: "not_averaging",
 } as const;
-
 export type PeerNotCountedReason = (typeof PeerNotCountedReason)[keyof typeof PeerNotCountedReason];
 
 export const nodeSchema = z
