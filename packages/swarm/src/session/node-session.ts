@@ -1,5 +1,4 @@
-import { randomBytes } from "node:crypto";
-import type { PeerRole } from "@barnraise/protocol";
+import { toBase64Url, type PeerRole } from "@barnraise/protocol";
 import type { Logger } from "pino";
 import type { AveragingMode } from "../p2p/hello.ts";
 import { AuthorityKeys } from "../platform/authority-keys.ts";
@@ -193,7 +192,7 @@ export async function openNodeSession(node: JoinedNode, options: NodeSessionOpti
     logger: options.logger,
     config: joined.config,
     // Each run of the program is a session of its own, credited on its own on the leaderboard.
-    session: randomBytes(9).toString("base64url"),
+    session: toBase64Url(crypto.getRandomValues(new Uint8Array(9))),
     ...options.swarm(platform),
   });
   metricsOf.swarm = swarm;
