@@ -92,6 +92,8 @@ export async function runRoles(context: RolesContext): Promise<void> {
       if (stopped()) break;
       roles.aggregator.setOwnContribution({
         peerId: swarm.peerId,
+        // Its own session, so that what each run of the aux reduced is credited, not the largest.
+        session: session.id,
         samples: 0,
         computeSeconds: 0,
         bytesAggregated: swarm.averager.bytesAggregated,

@@ -117,6 +117,8 @@ export interface NodeSessionOptions {
 
 /** A node in the swarm; `close` leaves it. */
 export interface NodeSession {
+  /** This run of the program, in its progress records: the leaderboard credits each session on its own. */
+  readonly id: string;
   readonly identity: Identity;
   readonly joined: JoinedExperiment;
   /** The experiment's authority, following its key rotations (pin, passes, requests, controls). */
@@ -163,6 +165,8 @@ export async function openNodeSession(node: JoinedNode, options: NodeSessionOpti
     pass: () => pass,
   });
   const metricsOf: { swarm?: Swarm } = {};
+  // Each run of the program is a session of its own, credited on its own on the leaderboard.
+  const id = toBase64Url(crypto.getRandomValues(new Uint8Array(9)));
   const refresh = createPassRefresher({
     server,
     token,
@@ -191,8 +195,7 @@ export async function openNodeSession(node: JoinedNode, options: NodeSessionOpti
     bootstrap: [...joined.initialPeers, ...options.peers],
     logger: options.logger,
     config: joined.config,
-    // Each run of the program is a session of its own, credited on its own on the leaderboard.
-    session: toBase64Url(crypto.getRandomValues(new Uint8Array(9))),
+    session: id,
     ...options.swarm(platform),
   });
   metricsOf.swarm = swarm;
@@ -211,6 +214,7 @@ export async function openNodeSession(node: JoinedNode, options: NodeSessionOpti
     throw error;
   }
   return {
+    id,
     identity,
     joined,
     authority,
