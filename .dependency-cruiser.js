@@ -21,11 +21,12 @@ const WORKSPACE_LAYERS = [
 /**
  * The engine's folders (packages/swarm/src), lowest layer first: a folder imports only folders of
  * lower layers, never one of its own layer or above. The files at the package's root other than
- * the shared errors and private files (`swarm.ts`, the identity file, the CLI helpers) sit on top,
- * the node session (`session/`) above them, and `index.ts` above everything.
+ * the shared errors (`swarm.ts`, `identity.ts`) sit on top, the node session (`session/`) above
+ * them, and `index.ts` above everything the engine is. What a node needs of Node.js (`node/`: files,
+ * Prometheus over HTTP, the CLI helpers) sits beside it, outside: only `node.ts` imports it.
  */
 const SWARM_LAYERS = [
-  ["errors.ts", "private-file.ts", "time"],
+  ["errors.ts", "time"],
   ["compression", "rpc", "metrics"],
   ["net"],
   ["state"],
@@ -94,20 +95,40 @@ export default {
     {
       name: "swarm-layers",
       comment:
-        "The engine's folders import none of the files on top (swarm.ts, the identity file, the CLI helpers); only the node session (session/) is above them.",
+        "The engine's folders import none of the files on top (swarm.ts, identity.ts); only the node session (session/) and the Node.js adapters (node/) are above them.",
       severity: "error",
       from: {
-        path: "^packages/swarm/src/([^/]+/|errors\\.ts$|private-file\\.ts$)",
-        pathNot: "^packages/swarm/src/session/",
+        path: "^packages/swarm/src/([^/]+/|errors\\.ts$)",
+        pathNot: "^packages/swarm/src/(session|node)/",
       },
-      to: { path: "^packages/swarm/src/[^/]+\\.ts$", pathNot: "/(errors|private-file)\\.ts$" },
+      to: { path: "^packages/swarm/src/[^/]+\\.ts$", pathNot: "/errors\\.ts$" },
     },
     {
       name: "swarm-layers",
-      comment: "The node session (session/) is the engine's top: only the package's index imports it.",
+      comment:
+        "The node session (session/) is the engine's top: only the package's entry points and the Node.js adapters (node/) import it.",
       severity: "error",
-      from: { path: "^packages/swarm/src/", pathNot: "^packages/swarm/src/(session/|index\\.ts$)" },
+      from: {
+        path: "^packages/swarm/src/",
+        pathNot: "^packages/swarm/src/(session/|node/|index\\.ts$|node\\.ts$)",
+      },
       to: { path: "^packages/swarm/src/session/" },
+    },
+    {
+      name: "swarm-core-not-node",
+      comment:
+        "The engine runs in a browser too: nothing in it imports the Node.js adapters (node/); only the Node.js entry point (node.ts) does, and the programs get them from @barnraise/swarm/node.",
+      severity: "error",
+      from: { path: "^packages/swarm/src/", pathNot: "^packages/swarm/src/(node/|node\\.ts$)" },
+      to: { path: "^packages/swarm/src/node/" },
+    },
+    {
+      name: "models-core-not-node",
+      comment:
+        "The models run in a browser too: nothing in them imports their Node.js adapters (node/); only the Node.js entry point (node.ts) does.",
+      severity: "error",
+      from: { path: "^packages/models/src/", pathNot: "^packages/models/src/(node/|node\\.ts$)" },
+      to: { path: "^packages/models/src/node/" },
     },
     {
       name: "web-api-is-the-contract",

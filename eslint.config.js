@@ -40,5 +40,25 @@ export default tseslint.config(
     files: ["bench/**", "scripts/**"],
     rules: { "no-console": "off" },
   },
+  {
+    // The core a training node needs runs in a browser too (scripts/check-browser-core.ts bundles it
+    // and refuses Node.js imports); these are the Node.js globals a bundler cannot see.
+    files: ["packages/protocol/src/**", "packages/swarm/src/**", "packages/models/src/**"],
+    ignores: [
+      "packages/protocol/src/node.ts",
+      "packages/protocol/src/*.node.ts",
+      "packages/swarm/src/node/**",
+      "packages/models/src/node/**",
+    ],
+    rules: {
+      "no-restricted-globals": [
+        "error",
+        ...["Buffer", "process", "setImmediate", "__dirname", "__filename", "require"].map((name) => ({
+          name,
+          message: `${name} is Node.js only: use a web standard, or put it behind a port with its Node implementation in the package's ./node entry`,
+        })),
+      ],
+    },
+  },
   prettier,
 );

@@ -57,9 +57,9 @@ import {
   evaluateModel,
   type Evaluation,
   parseBackendChoice,
-  selectBackend,
+  selectNodeBackend,
   type TrainableModel,
-} from "@barnraise/models";
+} from "@barnraise/models/node";
 import { LossReportingProgress } from "../apps/peer/src/training/loss-reporting-progress.ts";
 import { Trainer } from "../apps/peer/src/training/trainer.ts";
 import { eventually, TestAuthority } from "../packages/swarm/test/support/swarm-fixtures.ts";
@@ -469,7 +469,7 @@ function printReport(report: ModelReport): void {
 }
 
 const started = performance.now();
-const selected = await selectBackend(backend);
+const selected = await selectNodeBackend(backend);
 log(
   `DiLoCo quality and traffic: backend ${selected.name}, ${availableParallelism()} cores, models ${models.join(", ")}`,
 );

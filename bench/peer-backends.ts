@@ -33,10 +33,10 @@ import { z } from "zod";
 import {
   createModel,
   parseBackendChoice,
-  selectBackend,
+  selectNodeBackend,
   syntheticBatch,
   type TrainableModel,
-} from "@barnraise/models";
+} from "@barnraise/models/node";
 import { onBenchExit } from "./support/peer-cleanup.ts";
 import { firstLine, formatCount, formatTable, median } from "./support/peer-table.ts";
 
@@ -170,7 +170,7 @@ async function runChild(choice: string): Promise<void> {
   tf.enableProdMode();
   let selected;
   try {
-    selected = await selectBackend(parseBackendChoice(choice));
+    selected = await selectNodeBackend(parseBackendChoice(choice));
   } catch (error) {
     const failure: ChildLine = { type: "backend-failed", message: firstLine(error) };
     process.stdout.write(`${JSON.stringify(failure)}\n`);

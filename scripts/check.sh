@@ -10,6 +10,8 @@ for project in apps/web e2e; do
 done
 echo "[barnraise] dependency rules (no import cycles, no layer importing upward: .dependency-cruiser.js)"
 depcruise --config .dependency-cruiser.js --output-type err packages apps prisma/src
+echo "[barnraise] the core runs in a browser (no Node.js built-in on a training node's path: scripts/check-browser-core.ts)"
+node scripts/check-browser-core.ts
 echo "[barnraise] lint"
 eslint --max-warnings 0 .
 echo "[barnraise] format"

@@ -34,8 +34,8 @@ import {
   createBatchStream,
   createModel,
   parseBackendChoice,
-  selectBackend,
-} from "@barnraise/models";
+  selectNodeBackend,
+} from "@barnraise/models/node";
 import {
   LossReportingProgress,
   type ProgressSink,
@@ -254,7 +254,7 @@ function timedBatches(batches: AsyncIterator<Batch>, clock: ComputeClock): Async
 }
 
 async function runPeer(spec: DilocoPeerSpec): Promise<void> {
-  await selectBackend(parseBackendChoice(spec.backend));
+  await selectNodeBackend(parseBackendChoice(spec.backend));
   const config = parseExperimentConfig(spec.config);
   const served: Served = {};
   const swarm = await Swarm.create({

@@ -14,7 +14,7 @@ import {
   PrivateFileError,
   processIo,
   type CommandIo,
-} from "@barnraise/swarm";
+} from "@barnraise/swarm/node";
 import { pino, type Logger } from "pino";
 import { runAux } from "./run-aux.ts";
 

@@ -4,8 +4,8 @@ import {
   PlatformClientErrorCode,
   PlatformRequestError,
   type PlatformClientOptions,
-  type UploadFile,
 } from "@barnraise/swarm";
+import { uploadFileAt } from "@barnraise/swarm/node";
 import type { HeldOutMetric } from "@barnraise/protocol";
 import { z } from "zod";
 import type { SplitReport } from "./monitor/split-watch.ts";
@@ -73,7 +73,12 @@ export interface UploadedCheckpoint {
   readonly downloadUrl: string;
 }
 
-export type CheckpointFile = UploadFile;
+/** A checkpoint file to upload: where it is, its size and its SHA-256 (32 bytes). */
+export interface CheckpointFile {
+  readonly path: string;
+  readonly sizeBytes: number;
+  readonly sha256: Uint8Array;
+}
 
 export interface CheckpointMeta {
   readonly step: number;
@@ -271,7 +276,7 @@ export class AuxPlatformClient {
     if (meta.generation !== undefined) query.set("generation", String(meta.generation));
     const stored = await this.platform.signed("POST", "checkpoints", {
       query,
-      body: { kind: "file", file },
+      body: { kind: "file", file: uploadFileAt(file.path, file.sizeBytes, file.sha256) },
       schema: checkpointSchema,
       signal,
     });

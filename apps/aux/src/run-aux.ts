@@ -1,5 +1,6 @@
 import { StateHolder } from "./roles/state-holder.ts";
 import { joinAsNode, logInto, openNodeSession } from "@barnraise/swarm";
+import { fileNodeStore, prometheusNodeMetrics } from "@barnraise/swarm/node";
 import { AuxPlatformClient } from "./platform-client.ts";
 import type { AuxRunOptions } from "./aux-run-options.ts";
 import { runRoles } from "./aux-roles.ts";
@@ -28,7 +29,7 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
   const node = await joinAsNode({
     server: options.server,
     token: options.token,
-    identityPath: options.identityPath,
+    store: fileNodeStore(options.identityPath),
     role: "aux",
     log: logInto(logger),
     signal: stopSignal,
@@ -48,7 +49,7 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
     announce: options.announce,
     peers: options.peers,
     logger,
-    metrics: options.metrics,
+    metrics: prometheusNodeMetrics(options.metrics),
     swarm: () => ({ getState: () => served.holder?.state ?? null }),
   });
   const { swarm } = session;

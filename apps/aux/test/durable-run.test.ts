@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rename, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadOrCreateIdentity } from "@barnraise/swarm";
+import { loadOrCreateIdentity } from "@barnraise/swarm/node";
 import { PeerCliProcess, writeEvents, type LogRecord } from "../../peer/test/support/peer-cli-process.ts";
 import { startPlatformServer, type PlatformServer } from "../../web/test/support/platform-server.ts";
 

@@ -14,7 +14,7 @@ import {
   parseMetricsPort,
   processIo,
   type CommandIo,
-} from "@barnraise/swarm";
+} from "@barnraise/swarm/node";
 import * as tf from "@tensorflow/tfjs-core";
 import { pino } from "pino";
 import {

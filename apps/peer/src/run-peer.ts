@@ -1,4 +1,5 @@
 import { joinAsNode } from "@barnraise/swarm";
+import { fileNodeStore } from "@barnraise/swarm/node";
 import { Cleanups } from "./run/cleanups.ts";
 import { openData } from "./run/data-phase.ts";
 import { findSwarm } from "./run/find-swarm.ts";
@@ -28,7 +29,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
   const node = await joinAsNode({
     server: options.server,
     token: options.token,
-    identityPath: options.identityPath,
+    store: fileNodeStore(options.identityPath),
     role: "trainer",
     log: (level, message, fields) => {
       reporter.log(level, message, fields);

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import { promisify } from "node:util";
 import { canonicalJson, generateKeyPair, toBase64Url } from "@barnraise/protocol";
-import { authorityPinPath, saveAuthorityPin } from "@barnraise/swarm";
+import { authorityPinPath, saveAuthorityPin } from "@barnraise/swarm/node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generatePeerToken } from "../../web/src/server/services/peer-tokens.ts";
 import { createToken, createUser, setAllowlistStatus } from "../../web/test/support/peer-fixtures.ts";

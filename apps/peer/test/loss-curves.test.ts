@@ -19,9 +19,9 @@ import {
   createBatchStream,
   createModel,
   type GradientResult,
-  selectBackend,
+  selectNodeBackend,
   type TrainableModel,
-} from "@barnraise/models";
+} from "@barnraise/models/node";
 import { LossReportingProgress, type ProgressSink } from "../src/training/loss-reporting-progress.ts";
 import { Trainer } from "../src/training/trainer.ts";
 import { DirectoryDatasetSource } from "../../../packages/models/test/support/directory-dataset-source.ts";
@@ -50,7 +50,7 @@ let manifest: DatasetManifest;
 const swarms: Swarm[] = [];
 
 beforeAll(async () => {
-  await selectBackend("wasm");
+  await selectNodeBackend("wasm");
   root = await mkdtemp(join(tmpdir(), "loss-curves-"));
   await prepareDatasets({
     storage: new LocalObjectStore(root),

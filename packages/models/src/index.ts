@@ -2,9 +2,11 @@
  * The models a node trains and scores, and what feeds them: the presets and uploaded Layers models
  * (`models/`), the datasets, their batches and the synthetic batches (`data/`), the held-out
  * evaluation (`evaluation/`) and the choice of a TF.js backend (`tf/`). The volunteer peer trains
- * with them, the aux scores checkpoints with them.
+ * with them, the aux scores checkpoints with them. What they need of Node.js (caches in directories,
+ * the Node.js backends, Dawn's WebGPU binding) is in `./node` (`@barnraise/models/node`).
  */
 export * from "./seeded-random.ts";
+export * from "./storage/blob-store.ts";
 export * from "./data/batch-stream.ts";
 export * from "./data/cached-dataset-source.ts";
 export * from "./data/dataset-error.ts";
@@ -47,4 +49,3 @@ export * from "./models/variable-set.ts";
 export * from "./tf/backend-kernels.ts";
 export * from "./tf/backend.ts";
 export * from "./tf/benchmark-backend.ts";
-export * from "./tf/webgpu.ts";

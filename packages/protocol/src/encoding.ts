@@ -1,4 +1,4 @@
-import { base64urlnopad } from "@scure/base";
+import { base64urlnopad, hex } from "@scure/base";
 import canonicalize from "canonicalize";
 import type { z } from "zod";
 import { ProtocolError, ProtocolErrorCode } from "./errors.ts";
@@ -6,6 +6,11 @@ import { ProtocolError, ProtocolErrorCode } from "./errors.ts";
 const utf8Encoder = new TextEncoder();
 // ignoreBOM keeps a leading byte-order mark in the text, so JSON.parse refuses it: one byte form per payload.
 const utf8Decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/** Lower-case hexadecimal. */
+export function toHex(bytes: Uint8Array): string {
+  return hex.encode(bytes);
+}
 
 export function toBase64Url(bytes: Uint8Array): string {
   return base64urlnopad.encode(bytes);

@@ -4,7 +4,7 @@ export * from "./body-digest.ts";
 export * from "./checkpoint-attestation.ts";
 export * from "./crypto-provider.ts";
 export * from "./dataset-manifest.ts";
-export { canonicalJson, equalBytes, fromBase64Url, toBase64Url } from "./encoding.ts";
+export { canonicalJson, equalBytes, fromBase64Url, toBase64Url, toHex } from "./encoding.ts";
 export * from "./errors.ts";
 export * from "./experiment-config.ts";
 export * from "./held-out-metric.ts";

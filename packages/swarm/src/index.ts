@@ -1,7 +1,5 @@
-// Identity on disk
-export * from "./identity-file.ts";
-export * from "./identity-command.ts";
-export * from "./cli-support.ts";
+// A node's identity and where it keeps it
+export * from "./identity.ts";
 // Errors
 export * from "./errors.ts";
 // The whole engine
@@ -96,10 +94,9 @@ export * from "./platform/join-retry.ts";
 export * from "./platform/join-experiment.ts";
 export { readBoundedBytes, readBoundedText } from "./platform/bounded-body.ts";
 export * from "./platform/pass-refresher.ts";
-export * from "./platform/authority-pin.ts";
+export type { AuthorityPin, AuthorityPinStore } from "./platform/authority-pin.ts";
 export * from "./platform/authority-keys.ts";
 export * from "./platform/platform-client.ts";
 export * from "./platform/run-state-client.ts";
 export * from "./platform/control-poller.ts";
-export { PrivateFileError } from "./private-file.ts";
 export * from "./session/node-session.ts";

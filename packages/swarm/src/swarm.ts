@@ -10,7 +10,7 @@ import type { AveragerPort, EpochState, ProgressPort, StatePort } from "./optim/
 import { LinkMeter, type LinkEstimate } from "./net/link-meter.ts";
 import { DEFAULT_PROBE_BYTES, LinkProbe } from "./net/link-probe.ts";
 import { SwarmNode, type SwarmNodeOptions } from "./p2p/swarm-node.ts";
-import { SwarmMetrics } from "./metrics/swarm-metrics.ts";
+import { silentMetrics, type SwarmMetrics } from "./metrics/swarm-metrics.ts";
 import type { ProgressRecord } from "./progress/progress-messages.ts";
 import { GossipProgressTransport, progressTopic } from "./progress/progress-gossip.ts";
 import { ProgressTracker } from "./progress/progress-tracker.ts";
@@ -29,6 +29,8 @@ export interface SwarmOptions extends SwarmNodeOptions {
   bandwidth?: { uploadBytesPerSecond: number; downloadBytesPerSecond: number };
   /** Progress push period; default 1 s. */
   progressIntervalMs?: number;
+  /** Where the node records what it measures (the Node programs: Prometheus); default: nowhere. */
+  metrics?: SwarmMetrics;
   /** This process's session id (≤ 32 of [A-Za-z0-9_-]), put into every progress record. */
   session?: string;
   /**
@@ -71,7 +73,7 @@ export class Swarm {
   /** Speed tests with other members; every node serves them. */
   readonly linkProbe: LinkProbe;
   readonly config: ExperimentConfig;
-  /** This node's Prometheus metrics; the programs serve them with --metrics-port. */
+  /** What this node measures; the Node programs serve it with --metrics-port. */
   readonly metrics: SwarmMetrics;
   readonly #options: SwarmOptions;
   /** The last time `loadCheckpoint` had nothing newer: for which generation and epoch, and when. */
@@ -87,7 +89,7 @@ export class Swarm {
     this.config = config;
     this.#options = options;
     this.#noShows = new NoShows(options.now === undefined ? {} : { now: options.now });
-    this.metrics = new SwarmMetrics();
+    this.metrics = options.metrics ?? silentMetrics();
     this.link = new LinkMeter(options.bandwidth === undefined ? {} : { configured: options.bandwidth });
     this.linkProbe = new LinkProbe({ rpc: node.rpc });
     this.progress = new ProgressTracker({

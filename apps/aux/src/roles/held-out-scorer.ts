@@ -17,12 +17,13 @@ export interface HeldOutScorerOptions {
  * imported here, on the first checkpoint, so an aux run with `--no-evaluate` never loads it.
  */
 export async function openHeldOutScorer(options: HeldOutScorerOptions): Promise<HeldOutScorer> {
-  const { HeldOutEvaluator } = await import("@barnraise/models");
+  const { HeldOutEvaluator, directoryStore, nodeBackendLoaders } = await import("@barnraise/models/node");
   const { logger } = options;
   const evaluator = await HeldOutEvaluator.open({
     config: options.config,
     server: options.server,
-    dataDir: options.dataDir,
+    cache: directoryStore(options.dataDir),
+    backends: nodeBackendLoaders,
     signal: options.signal,
     log: (line) => {
       logger.info(line);

@@ -6,8 +6,8 @@ import {
   createModel,
   hashName,
   type HeldOutScore,
-  selectBackend,
-} from "@barnraise/models";
+  selectNodeBackend,
+} from "@barnraise/models/node";
 import { parseExperimentConfig, type DatasetManifest } from "@barnraise/protocol";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -54,7 +54,7 @@ beforeAll(async () => {
   const files = new Map<string, Uint8Array>();
   for (const shard of manifest.shards) files.set(shard.file, await readFile(join(directory, shard.file)));
   server = await serveDataset({ manifest, files });
-  await selectBackend("wasm");
+  await selectNodeBackend("wasm");
 }, 120_000);
 
 afterAll(async () => {

@@ -6,15 +6,17 @@ import {
   JoinErrorCode,
   joinExitCode,
   joinPlatform,
+  fileNodeStore,
   loadOrCreateIdentity,
   logInto,
   openNodeSession,
   type JoinedExperiment,
   type JoinedNode,
   type Swarm,
-} from "@barnraise/swarm";
+} from "@barnraise/swarm/node";
 import type { Logger } from "pino";
-import { type BackendChoice, describeBackend, HttpDatasetSource, selectPeerBackend } from "@barnraise/models";
+import { type BackendChoice, describeBackend, HttpDatasetSource } from "@barnraise/models";
+import { selectPeerBackend } from "@barnraise/models/node";
 import { formatMbit } from "../ui/units.ts";
 
 /**
@@ -238,7 +240,7 @@ async function checkToken(
       options: {
         server: options.server,
         token: options.token,
-        identityPath: options.identityPath,
+        store: fileNodeStore(options.identityPath),
         role: "trainer",
         log: logInto(options.logger),
         signal: options.signal ?? new AbortController().signal,

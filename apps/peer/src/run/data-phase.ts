@@ -8,6 +8,7 @@ import {
   type Batch,
   type TrainableModel,
 } from "@barnraise/models";
+import { directoryStore } from "@barnraise/models/node";
 import type { PeerRunOptions } from "./peer-run-options.ts";
 
 /** The run's dataset as this peer reads it. */
@@ -35,7 +36,7 @@ export async function openData(
   const { reporter, abortSignal } = options;
   const source = new CachedDatasetSource(
     new HttpDatasetSource({ serverUrl: options.server.href, dataset: config.dataset.name }),
-    join(options.dataDir, config.dataset.name),
+    directoryStore(join(options.dataDir, config.dataset.name)),
     (message, error) => {
       reporter.log("warn", message, error === undefined ? {} : { err: error });
     },

@@ -6,9 +6,9 @@ import {
   ensureBackendTrains,
   loadModel,
   resolveBatchSize,
-  selectPeerBackend,
   type TrainableModel,
 } from "@barnraise/models";
+import { directoryStore, selectPeerBackend } from "@barnraise/models/node";
 import type { PeerRunOptions } from "./peer-run-options.ts";
 
 /** Share of free memory the automatic batch size may fill with activations. */
@@ -44,7 +44,7 @@ export async function prepareModel(
   reporter.log("info", describeBackend(selected, benchmark));
   const model = await loadModel(config.model, {
     server: options.server,
-    dataDir: options.dataDir,
+    cache: directoryStore(join(options.dataDir, "models")),
     signal,
     log: (line) => {
       reporter.log("info", line);

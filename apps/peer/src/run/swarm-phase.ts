@@ -5,6 +5,7 @@ import {
   type JoinedNode,
   type NodeSession,
 } from "@barnraise/swarm";
+import { prometheusNodeMetrics } from "@barnraise/swarm/node";
 import type { TrainableModel } from "@barnraise/models";
 import { hashName } from "@barnraise/models";
 import { LossReportingProgress } from "../training/loss-reporting-progress.ts";
@@ -39,7 +40,7 @@ export async function joinSwarm(
     listen: options.listen,
     peers: options.peers,
     logger: reporter.logger,
-    metrics: options.metrics,
+    metrics: prometheusNodeMetrics(options.metrics),
     swarm: (platform) => ({
       // Peers starting together hear of each other before any of them steps alone.
       aloneAfterMs: ALONE_AFTER_MS,

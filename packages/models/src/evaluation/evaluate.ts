@@ -1,6 +1,7 @@
 import type { MetricName } from "@barnraise/protocol";
 import type { Batch } from "../models/batch.ts";
 import type { TrainableModel } from "../models/trainable-model.ts";
+import { yieldToEvents } from "../yield-to-events.ts";
 
 export interface Evaluation {
   /** Mean loss over all predictions scored. */
@@ -40,7 +41,7 @@ export async function evaluateModel(
         metricSums[name] = (metricSums[name] ?? 0) + value * result.predictions;
       }
     }
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await yieldToEvents();
   }
   if (predictions === 0) throw new Error("the evaluation split has no predictions to score");
   const evaluation = { loss: lossSum / predictions, accuracy: correct / predictions, predictions };

@@ -1,4 +1,3 @@
-import { join } from "node:path";
 import {
   heldOutMetricOf,
   HeldOutMetric,
@@ -17,7 +16,13 @@ import { HttpDatasetSource } from "../data/http-dataset-source.ts";
 import { loadModel } from "../models/create-model.ts";
 import type { TrainableModel, UploadedModelShape } from "../models/trainable-model.ts";
 import { hashName } from "../seeded-random.ts";
-import { BackendUnavailableError, selectBackend, type SelectedBackend } from "../tf/backend.ts";
+import type { BlobStore } from "../storage/blob-store.ts";
+import {
+  BackendUnavailableError,
+  selectBackend,
+  type BackendLoaders,
+  type SelectedBackend,
+} from "../tf/backend.ts";
 import { evaluateModel, type Evaluation } from "./evaluate.ts";
 
 /**
@@ -108,8 +113,13 @@ export interface HeldOutEvaluatorOptions {
   readonly config: ExperimentConfig;
   /** The platform: it serves the dataset's shards and an uploaded model's files. */
   readonly server: URL;
-  /** Verified shards are cached under `<dataDir>/datasets/<name>/`, an uploaded model under `<dataDir>/models/`. */
-  readonly dataDir: string;
+  /**
+   * Where verified files are kept: the dataset's shards in `datasets/<name>`, an uploaded model in
+   * `models` (for the aux, its data directory). Nothing is kept without it.
+   */
+  readonly cache?: BlobStore;
+  /** How this runtime loads the wasm and cpu backends (`nodeBackendLoaders` in Node.js). */
+  readonly backends: Pick<Partial<BackendLoaders>, "wasm" | "cpu">;
   /** Where the test split comes from; the platform's shards, cached, by default. */
   readonly source?: DatasetSource;
   /** Rows per batch; `heldOutBatchSize(config.model)` by default. */
@@ -151,22 +161,26 @@ export class HeldOutEvaluator {
 
   static async open(options: HeldOutEvaluatorOptions): Promise<HeldOutEvaluator> {
     const { config } = options;
-    const backend = await selectCpuBackend(options.warn);
+    const backend = await selectCpuBackend(options.backends, options.warn);
+    const { cache } = options;
     const model = await loadModel(heldOutModelConfig(config.model), {
       server: options.server,
-      dataDir: options.dataDir,
+      ...(cache === undefined ? {} : { cache: cache.within("models") }),
       ...(options.signal === undefined ? {} : { signal: options.signal }),
       ...(options.log === undefined ? {} : { log: options.log }),
       ...(options.warn === undefined ? {} : { warn: options.warn }),
     });
     try {
+      const shards = new HttpDatasetSource({ serverUrl: options.server.href, dataset: config.dataset.name });
       const source =
         options.source ??
-        new CachedDatasetSource(
-          new HttpDatasetSource({ serverUrl: options.server.href, dataset: config.dataset.name }),
-          join(options.dataDir, "datasets", config.dataset.name),
-          options.warn,
-        );
+        (cache === undefined
+          ? shards
+          : new CachedDatasetSource(
+              shards,
+              cache.within("datasets").within(config.dataset.name),
+              options.warn,
+            ));
       const manifest = await source.manifest(options.signal);
       return new HeldOutEvaluator(options, backend, model, source, manifest);
     } catch (error) {
@@ -258,13 +272,14 @@ async function* firstItems<T>(items: AsyncIterable<T>, count: number): AsyncGene
  * them; a missing wasm binary is reported through `warn`, not fatal.
  */
 async function selectCpuBackend(
+  loaders: Partial<BackendLoaders>,
   warn: ((message: string, error: unknown) => void) | undefined,
 ): Promise<SelectedBackend> {
   try {
-    return await selectBackend("wasm");
+    return await selectBackend("wasm", { loaders });
   } catch (error) {
     if (!(error instanceof BackendUnavailableError)) throw error;
     warn?.(`${error.message}; evaluating on the plain JavaScript backend`, error);
-    return selectBackend("cpu");
+    return selectBackend("cpu", { loaders });
   }
 }

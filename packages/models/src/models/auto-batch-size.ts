@@ -3,6 +3,7 @@ import type { Batch } from "./batch.ts";
 import { IMAGE_PIXELS, DIGIT_CLASSES } from "./batch-checks.ts";
 import type { TrainableModel, UploadedModelShape } from "./trainable-model.ts";
 import { syntheticBatch } from "../data/synthetic-batch.ts";
+import { yieldToEvents } from "../yield-to-events.ts";
 
 /**
  * Picks how many samples this peer puts in one minibatch (`training.localBatchSize: "auto"`). The
@@ -247,7 +248,7 @@ async function medianStepMs(
 ): Promise<number> {
   const durations: number[] = [];
   for (let step = 0; step <= TIMED_STEPS; step++) {
-    await yieldToEventLoop();
+    await yieldToEvents();
     signal?.throwIfAborted();
     const started = now();
     await model.computeGradients(batch, step);
@@ -269,8 +270,4 @@ function fastestWithinBudget(trials: readonly BatchSizeTrial[], budgetMs: number
   if (best !== undefined) return best;
   if (first === undefined) throw new RangeError("no batch size was tried");
   return first;
-}
-
-function yieldToEventLoop(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
 }

@@ -1,10 +1,10 @@
-import { join } from "node:path";
 import type { ModelConfig } from "@barnraise/protocol";
 import { AlbertMlm } from "./albert-mlm.ts";
 import { fetchLayersArtifact } from "./fetch-layers-artifact.ts";
 import { UploadedLayersModel } from "./layers-model.ts";
 import { MnistMlp } from "./mnist-mlp.ts";
 import { ModelError, ModelErrorCode } from "./model-error.ts";
+import type { BlobStore } from "../storage/blob-store.ts";
 import type { TrainableModel } from "./trainable-model.ts";
 
 /**
@@ -30,8 +30,8 @@ export function createModel(config: ModelConfig): TrainableModel {
 export interface LoadModelOptions {
   /** The platform, which serves uploaded models at `/api/v1/models/{sha256}/…`. */
   readonly server: URL;
-  /** Verified model files are cached under `<dataDir>/models/<sha256>/`. */
-  readonly dataDir: string;
+  /** Where verified model files are kept (one store per model within it); not kept without it. */
+  readonly cache?: BlobStore;
   /** Cancels a download (the start-up's stop). */
   readonly signal?: AbortSignal;
   /** Progress lines for the volunteer. */
@@ -53,7 +53,7 @@ export async function loadModel(config: ModelConfig, options: LoadModelOptions):
   const artifact = await fetchLayersArtifact({
     serverUrl: options.server.href,
     sha256: config.sha256,
-    cacheDirectory: join(options.dataDir, "models"),
+    ...(options.cache === undefined ? {} : { cache: options.cache }),
     ...(options.signal === undefined ? {} : { signal: options.signal }),
     ...(options.log === undefined ? {} : { log: options.log }),
     ...(options.warn === undefined ? {} : { warn: options.warn }),

@@ -1,6 +1,3 @@
-import { randomBytes } from "node:crypto";
-import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
-import { join } from "node:path";
 import { LAYERS_MODEL_LIMITS } from "@barnraise/protocol";
 import { isTransientStatus, readBody, TransientStatus } from "../data/read-body.ts";
 import {
@@ -19,6 +16,7 @@ import {
   verifyWeights,
 } from "./layers-artifact.ts";
 import { isModelError, ModelError, ModelErrorCode } from "./model-error.ts";
+import type { BlobStore } from "../storage/blob-store.ts";
 
 /** Options of `fetchLayersArtifact`. */
 export interface FetchLayersArtifactOptions {
@@ -26,8 +24,8 @@ export interface FetchLayersArtifactOptions {
   readonly serverUrl: string;
   /** The model's id: the signed config's `model.sha256`. */
   readonly sha256: string;
-  /** Verified files are kept under `<cacheDirectory>/<sha256>/`; nothing is cached without it. */
-  readonly cacheDirectory?: string;
+  /** Verified files are kept in `cache.within(sha256)`; nothing is cached without it. */
+  readonly cache?: BlobStore;
   readonly signal?: AbortSignal;
   /** Progress lines for the volunteer (downloads can take a while). */
   readonly log?: (line: string) => void;
@@ -56,9 +54,7 @@ export async function fetchLayersArtifact(options: FetchLayersArtifactOptions): 
   }
   const log = options.log ?? (() => undefined);
   const cache =
-    options.cacheDirectory === undefined
-      ? undefined
-      : new ArtifactCache(join(options.cacheDirectory, sha256), options.warn);
+    options.cache === undefined ? undefined : new ArtifactCache(options.cache.within(sha256), options.warn);
   const base = `${options.serverUrl.replace(/\/+$/, "")}/api/v1/models/${sha256}`;
   const download = (file: string, limit: number, tooLong: () => Error) =>
     downloadFile(`${base}/${file}`, sha256, limit, tooLong, options);
@@ -77,7 +73,7 @@ export async function fetchLayersArtifact(options: FetchLayersArtifactOptions): 
   }
   const cached = await cache?.weights(json);
   if (cached !== undefined) {
-    log(`model ${short(sha256)}: using the verified copy in ${options.cacheDirectory ?? ""}`);
+    log(`model ${short(sha256)}: using the verified copy in ${options.cache?.location ?? ""}`);
     return cached;
   }
   const { weightBytes } = json.model;
@@ -138,16 +134,16 @@ async function downloadFile(
 }
 
 /**
- * A model's verified files on disk (`<data dir>/models/<sha256>/`), so a restarted peer does not
- * download them again. Every read is verified like a download: a damaged or edited file is
+ * A model's verified files in a store (for the CLI peer, `<data dir>/models/<sha256>/`), so a
+ * restarted peer does not download them again. Every read is verified like a download: a damaged or edited file is
  * reported and downloaded anew.
  */
 class ArtifactCache {
-  readonly #directory: string;
+  readonly #store: BlobStore;
   readonly #warn: (message: string, error: unknown) => void;
 
-  constructor(directory: string, warn: ((message: string, error: unknown) => void) | undefined) {
-    this.#directory = directory;
+  constructor(store: BlobStore, warn: ((message: string, error: unknown) => void) | undefined) {
+    this.#store = store;
     this.#warn = warn ?? (() => undefined);
   }
 
@@ -159,7 +155,7 @@ class ArtifactCache {
     } catch (error) {
       if (!isModelError(error)) throw error;
       this.#warn(
-        `the cached ${join(this.#directory, "model.json")} does not verify; downloading it again`,
+        `the cached ${this.#store.describe("model.json")} does not verify; downloading it again`,
         error,
       );
       return undefined;
@@ -174,33 +170,27 @@ class ArtifactCache {
     } catch (error) {
       if (!isModelError(error)) throw error;
       this.#warn(
-        `the cached ${join(this.#directory, json.weightsFile)} does not verify; downloading it again`,
+        `the cached ${this.#store.describe(json.weightsFile)} does not verify; downloading it again`,
         error,
       );
       return undefined;
     }
   }
 
-  /** Writes through a temporary file and a rename, so a crash never leaves half a file. */
+  /** Keeps `bytes` as `file`; a failure is only told (the model was downloaded). */
   async write(file: string, bytes: Uint8Array): Promise<void> {
-    const path = join(this.#directory, file);
-    const temporary = `${path}.${randomBytes(6).toString("hex")}.tmp`;
     try {
-      await mkdir(this.#directory, { recursive: true });
-      await writeFile(temporary, bytes);
-      await rename(temporary, path);
+      await this.#store.put(file, bytes);
     } catch (error) {
-      this.#warn(`cannot cache the model in ${this.#directory}`, error);
-      await rm(temporary, { force: true }).catch(() => undefined);
+      this.#warn(`cannot cache the model in ${this.#store.location}`, error);
     }
   }
 
   async #read(file: string): Promise<Uint8Array<ArrayBuffer> | undefined> {
-    const path = join(this.#directory, file);
     try {
-      return new Uint8Array(await readFile(path));
+      return await this.#store.get(file);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "ENOENT") this.#warn(`cannot read ${path}`, error);
+      this.#warn(`cannot read ${this.#store.describe(file)}`, error);
       return undefined;
     }
   }

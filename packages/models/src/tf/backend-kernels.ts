@@ -2,7 +2,7 @@ import * as tf from "@tensorflow/tfjs-core";
 import type { ModelConfig } from "@barnraise/protocol";
 import type { TrainableModel } from "../models/trainable-model.ts";
 import { syntheticBatch } from "../data/synthetic-batch.ts";
-import { selectBackend } from "./backend.ts";
+import { cpuBackendLoader, selectBackend } from "./backend.ts";
 
 /** TF.js's message when a backend has no kernel for an operation: "Kernel 'X' not registered for backend 'y'". */
 const MISSING_KERNEL = /Kernel '([^']+)' not registered for backend '([^']+)'/;
@@ -34,7 +34,7 @@ export async function ensureBackendTrains(
       `the ${missing[2]} backend has no ${missing[1]} kernel, which training this model needs; ` +
         "training on the cpu backend instead (slower)",
     );
-    await selectBackend("cpu");
+    await selectBackend("cpu", { loaders: { cpu: cpuBackendLoader } });
     await probe();
     return tf.getBackend();
   }

@@ -1,18 +1,14 @@
-import { existsSync } from "node:fs";
-import { createRequire } from "node:module";
-import { dirname, join, sep } from "node:path";
-import { fileURLToPath } from "node:url";
 import * as tf from "@tensorflow/tfjs-core";
 import { benchmarkBackend, formatGflops, type BackendBenchmark } from "./benchmark-backend.ts";
-import { createWebGpuLoader, type DawnAddonSource, type WebGpuAdapter } from "./webgpu.ts";
 
 /**
  * Picks the TF.js backend a volunteer's machine trains on (DESIGN §5). "auto" takes the first of
  * tfjs-node-gpu, tfjs-node, WebAssembly and pure JS that works, then tries WebGPU (Dawn) and keeps
  * whichever of the two multiplies matrices faster, measured here: a real GPU beats the CPU by far,
- * while WebGPU on a software rasterizer is slower than wasm. Each package is loaded with a dynamic
- * `import()`, so a missing optional package is skipped (and the reason kept) instead of crashing
- * the peer.
+ * while WebGPU on a software rasterizer is slower than wasm. How each package is loaded depends on
+ * the runtime: the caller gives the loaders (`nodeBackendLoaders` in `@barnraise/models/node` import
+ * each package dynamically, so a missing optional package is skipped, with the reason kept, instead
+ * of crashing the peer). A backend without a loader is unavailable.
  *
  * TF.js has one global engine: selection switches the active backend for the whole process, so do
  * not run two selections at the same time.
@@ -27,14 +23,24 @@ export type BackendName = "tensorflow-gpu" | "webgpu" | "tensorflow" | "wasm" | 
 /** Every accepted `--backend` value. */
 export const BACKEND_CHOICES: readonly BackendChoice[] = ["auto", "gpu", "webgpu", "node", "wasm", "cpu"];
 
-/** Loads one backend package (registering its TF.js backend as a side effect). Injectable for tests. */
+/** Loads one backend package (registering its TF.js backend as a side effect). */
 export type BackendLoader = () => Promise<unknown>;
 
 export type BackendLoaders = Record<Exclude<BackendChoice, "auto">, BackendLoader>;
 
+/** What the WebGPU loader resolves to: the adapter it found. */
+export interface WebGpuAdapter {
+  /** The native API under WebGPU (Dawn's backend: "vulkan", "metal", "d3d12" or "opengles"). */
+  readonly api: string;
+  readonly description: string;
+}
+
+/** The plain JavaScript backend, which loads in every runtime. */
+export const cpuBackendLoader: BackendLoader = () => import("@tensorflow/tfjs-backend-cpu");
+
 export interface SelectBackendOptions {
-  /** Replaces some of the real dynamic imports (tests simulate missing or broken packages). */
-  readonly loaders?: Partial<BackendLoaders>;
+  /** How this runtime loads each backend; one without a loader is unavailable here. */
+  readonly loaders: Partial<BackendLoaders>;
   /** Times the active backend, for "auto" to compare WebGPU with the other backend it found. */
   readonly measure?: () => Promise<BackendBenchmark>;
 }
@@ -138,47 +144,6 @@ const CANDIDATES: readonly Candidate[] = [
 ];
 
 /**
- * Directory (with a trailing separator) holding the wasm backend's `.wasm` binaries.
- *
- * In Node the package's `main` is the CommonJS bundle `dist/tf-backend-wasm.node.js`, whose
- * Emscripten glue reads `tfjs-backend-wasm{,-simd}.wasm` from its own `__dirname` with `fs`. That
- * breaks as soon as the peer is bundled, so the directory is passed explicitly to `setWasmPaths`:
- * beside this module when the binaries are there (the bundled program the platform serves ships
- * them next to its `cli.js`), else the installed package's `dist/` (a clone). Node has no
- * worker-based threads here, so the threaded binary is never used.
- */
-export function resolveWasmDirectory(): string {
-  const beside = fileURLToPath(new URL(".", import.meta.url));
-  if (existsSync(join(beside, "tfjs-backend-wasm.wasm"))) return beside.endsWith(sep) ? beside : beside + sep;
-  const entry = createRequire(import.meta.url).resolve("@tensorflow/tfjs-backend-wasm");
-  const directory = dirname(entry);
-  if (!existsSync(join(directory, "tfjs-backend-wasm.wasm"))) {
-    throw new Error(
-      `tfjs-backend-wasm.wasm is missing from ${directory}; reinstall @tensorflow/tfjs-backend-wasm`,
-    );
-  }
-  return directory + sep;
-}
-
-/** Imports a package that may legitimately be absent; the specifier is a variable so tsc allows it. */
-async function importOptional(packageName: string): Promise<unknown> {
-  return (await import(/* @vite-ignore */ packageName)) as unknown;
-}
-
-/** The real loaders: dynamic imports of the backend packages. */
-export const defaultBackendLoaders: BackendLoaders = {
-  gpu: () => importOptional("@tensorflow/tfjs-node-gpu"),
-  webgpu: createWebGpuLoader(),
-  node: () => importOptional("@tensorflow/tfjs-node"),
-  wasm: async () => {
-    const wasm = await import("@tensorflow/tfjs-backend-wasm");
-    wasm.setWasmPaths(resolveWasmDirectory());
-    return wasm;
-  },
-  cpu: () => import("@tensorflow/tfjs-backend-cpu"),
-};
-
-/**
  * Loads and activates a backend. "auto" takes the first of gpu → node → wasm → cpu that works
  * (recording why each earlier one was skipped), then tries WebGPU and, when it works too, measures
  * both and keeps the faster. An explicit choice tries only that one and throws
@@ -187,9 +152,9 @@ export const defaultBackendLoaders: BackendLoaders = {
  */
 export async function selectBackend(
   choice: BackendChoice,
-  options: SelectBackendOptions = {},
+  options: SelectBackendOptions,
 ): Promise<SelectedBackend> {
-  const loaders: BackendLoaders = { ...defaultBackendLoaders, ...options.loaders };
+  const { loaders } = options;
   if (choice !== "auto") {
     const candidate = candidateFor(choice);
     try {
@@ -262,19 +227,6 @@ export async function selectBackend(
   return { choice, ...selection(winner.candidate, winner.outcome), skipped, benchmark: winner.speed };
 }
 
-/**
- * Selects `choice` as a peer joined to a platform does (the peer and its doctor): where the WebGPU
- * binding is not installed it comes from the platform's catalog (`addon`). Returns the selection
- * and its speed: the one "auto" measured, else a fresh benchmark.
- */
-export async function selectPeerBackend(
-  choice: BackendChoice,
-  addon: DawnAddonSource,
-): Promise<{ selected: SelectedBackend; benchmark: BackendBenchmark }> {
-  const selected = await selectBackend(choice, { loaders: { webgpu: createWebGpuLoader({ addon }) } });
-  return { selected, benchmark: selected.benchmark ?? (await benchmarkBackend()) };
-}
-
 function candidateFor(choice: Exclude<BackendChoice, "auto">): Candidate {
   const candidate = CANDIDATES.find((c) => c.choice === choice);
   if (candidate === undefined) throw new Error(`no backend candidate for ${choice}`);
@@ -304,7 +256,12 @@ interface Activation {
 }
 
 /** Loads one candidate's package, makes it the active backend and checks that it computes. */
-async function activate(candidate: Candidate, load: BackendLoader, auto: boolean): Promise<Activation> {
+async function activate(
+  candidate: Candidate,
+  load: BackendLoader | undefined,
+  auto: boolean,
+): Promise<Activation> {
+  if (load === undefined) throw new LoadFailure("is not available in this runtime");
   let loaded: unknown;
   try {
     loaded = await load();

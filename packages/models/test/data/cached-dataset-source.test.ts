@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { CachedDatasetSource } from "../../src/data/cached-dataset-source.ts";
 import type { DatasetSource } from "../../src/data/dataset-source.ts";
 import { mnistDataset } from "./dataset-fixture.ts";
+import { directoryStore } from "../../src/node/directory-store.ts";
 
 /** A source over the in-memory fixture that counts its shard downloads. */
 function countingSource(): { source: DatasetSource; downloads: string[]; manifest: DatasetManifest } {
@@ -35,8 +36,8 @@ describe("CachedDatasetSource", () => {
     const { source, downloads, manifest } = countingSource();
     const shard = manifest.shards[0];
     if (shard === undefined) throw new Error("fixture has no shard");
-    const first = await new CachedDatasetSource(source, dir).shard(shard);
-    const again = await new CachedDatasetSource(source, dir).shard(shard);
+    const first = await new CachedDatasetSource(source, directoryStore(dir)).shard(shard);
+    const again = await new CachedDatasetSource(source, directoryStore(dir)).shard(shard);
     expect(again).toEqual(first);
     expect(downloads).toEqual([shard.file]);
     expect(await readdir(dir)).toEqual([`${shard.sha256}.shard`]);
@@ -47,7 +48,7 @@ describe("CachedDatasetSource", () => {
     const shard = manifest.shards[0];
     if (shard === undefined) throw new Error("fixture has no shard");
     const warnings: string[] = [];
-    const cache = new CachedDatasetSource(source, dir, (message) => warnings.push(message));
+    const cache = new CachedDatasetSource(source, directoryStore(dir), (message) => warnings.push(message));
     const good = await cache.shard(shard);
     const damaged = good.slice();
     damaged[10] = (damaged[10] ?? 0) ^ 0xff;
@@ -64,7 +65,7 @@ describe("CachedDatasetSource", () => {
     const blocker = join(dir, "file");
     await writeFile(blocker, "not a directory");
     const warnings: string[] = [];
-    const cache = new CachedDatasetSource(source, join(blocker, "cache"), (message) =>
+    const cache = new CachedDatasetSource(source, directoryStore(join(blocker, "cache")), (message) =>
       warnings.push(message),
     );
     expect((await cache.shard(shard)).byteLength).toBe(shard.bytes);

@@ -10,6 +10,8 @@ import {
   heldOutScore,
 } from "../../src/evaluation/held-out-evaluation.ts";
 import { serveDataset, tokenDataset, type DatasetServer } from "../data/dataset-fixture.ts";
+import { directoryStore } from "../../src/node/directory-store.ts";
+import { nodeBackendLoaders } from "../../src/node/node-backends.ts";
 
 /**
  * The held-out score the aux records for each checkpoint: the metric each task is judged by, and
@@ -121,7 +123,13 @@ describe("HeldOutEvaluator on the masked LM", () => {
   beforeAll(async () => {
     server = await serveDataset(dataset);
     dataDir = await mkdtemp(join(tmpdir(), "held-out-"));
-    evaluator = await HeldOutEvaluator.open({ config, server: new URL(server.url), dataDir, batchSize: 32 });
+    evaluator = await HeldOutEvaluator.open({
+      config,
+      server: new URL(server.url),
+      cache: directoryStore(dataDir),
+      backends: nodeBackendLoaders,
+      batchSize: 32,
+    });
   }, 60_000);
 
   afterAll(async () => {

@@ -12,7 +12,7 @@ import { DatasetErrorCode, isDatasetError } from "../../src/data/dataset-error.t
 import { decodeTokenShard } from "../../src/data/token-decoder.ts";
 import { AlbertMlm } from "../../src/models/albert-mlm.ts";
 import type { MaskedTokenBatch } from "../../src/models/batch.ts";
-import { selectBackend } from "../../src/tf/backend.ts";
+import { selectNodeBackend } from "../../src/node/node-backends.ts";
 import { DirectoryDatasetSource } from "../support/directory-dataset-source.ts";
 
 /**
@@ -53,7 +53,7 @@ let source: DirectoryDatasetSource;
 let manifest: DatasetManifest;
 
 beforeAll(async () => {
-  await selectBackend("wasm");
+  await selectNodeBackend("wasm");
   root = await mkdtemp(join(tmpdir(), "albert-brown-"));
   const [prepared] = await prepareDatasets({
     storage: new LocalObjectStore(root),

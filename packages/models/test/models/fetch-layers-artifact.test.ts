@@ -15,6 +15,7 @@ import {
   type ModelServer,
   type StoredModel,
 } from "./layers-fixture.ts";
+import { directoryStore } from "../../src/node/directory-store.ts";
 
 /**
  * Downloading an uploaded model: both files are checked against the signed SHA-256 before anything
@@ -51,8 +52,18 @@ async function cacheDir(): Promise<string> {
   return dir;
 }
 
-function fetchFrom(server: ModelServer, extra: Partial<Parameters<typeof fetchLayersArtifact>[0]> = {}) {
-  return fetchLayersArtifact({ serverUrl: server.url, sha256: stored.sha256, retry: FAST_RETRY, ...extra });
+function fetchFrom(
+  server: ModelServer,
+  extra: Partial<Parameters<typeof fetchLayersArtifact>[0]> & { readonly cacheDirectory?: string } = {},
+) {
+  const { cacheDirectory, ...rest } = extra;
+  return fetchLayersArtifact({
+    serverUrl: server.url,
+    sha256: stored.sha256,
+    retry: FAST_RETRY,
+    ...(cacheDirectory === undefined ? {} : { cache: directoryStore(cacheDirectory) }),
+    ...rest,
+  });
 }
 
 async function refusal(promise: Promise<unknown>): Promise<ModelError> {

@@ -11,7 +11,7 @@ import { verifyModelJson, verifyWeights, type LayersArtifact } from "../../src/m
 import { UploadedLayersModel } from "../../src/models/layers-model.ts";
 import { isModelError, ModelErrorCode } from "../../src/models/model-error.ts";
 import { SeededRandom } from "../../src/seeded-random.ts";
-import { selectBackend } from "../../src/tf/backend.ts";
+import { selectNodeBackend } from "../../src/node/node-backends.ts";
 import {
   classifierModel,
   layersConfig,
@@ -20,6 +20,7 @@ import {
   storeModel,
   type StoredModel,
 } from "./layers-fixture.ts";
+import { directoryStore } from "../../src/node/directory-store.ts";
 
 /**
  * The uploaded-model TrainableModel: the organizer's weights come back bit for bit, the gradient of
@@ -29,8 +30,8 @@ import {
  */
 
 beforeAll(async () => {
-  await selectBackend("cpu");
-  await selectBackend("wasm");
+  await selectNodeBackend("cpu");
+  await selectNodeBackend("wasm");
 });
 
 async function artifactOf(stored: StoredModel): Promise<LayersArtifact> {
@@ -268,7 +269,7 @@ describe("loading an uploaded model", () => {
       const lines: string[] = [];
       const model = await loadModel(modelConfig(stored), {
         server: new URL(server.url),
-        dataDir,
+        cache: directoryStore(join(dataDir, "models")),
         log: (line) => lines.push(line),
       });
       expect(model).toBeInstanceOf(UploadedLayersModel);
@@ -287,7 +288,10 @@ describe("loading an uploaded model", () => {
       const server = await serveModels([stored], { reply: (file) => (file === target ? "tamper" : "ok") });
       const before = tf.memory().numTensors;
       try {
-        const error = await loadModel(modelConfig(stored), { server: new URL(server.url), dataDir }).then(
+        const error = await loadModel(modelConfig(stored), {
+          server: new URL(server.url),
+          cache: directoryStore(join(dataDir, "models")),
+        }).then(
           () => undefined,
           (reason: unknown) => reason,
         );

@@ -8,13 +8,14 @@ import { createBatchStream } from "../../src/data/batch-stream.ts";
 import { HttpDatasetSource } from "../../src/data/http-dataset-source.ts";
 import { loadModel } from "../../src/models/create-model.ts";
 import type { TrainableModel } from "../../src/models/trainable-model.ts";
-import { selectBackend } from "../../src/tf/backend.ts";
+import { selectNodeBackend } from "../../src/node/node-backends.ts";
 import { ensureBackendTrains } from "../../src/tf/backend-kernels.ts";
 import { evaluateModel } from "../../src/evaluation/evaluate.ts";
 import { heldOutScore } from "../../src/evaluation/held-out-evaluation.ts";
 import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
 import { type DatasetServer, serveDataset, SPECIALS, textDataset } from "../data/dataset-fixture.ts";
 import { layersConfig, type ModelServer, serveModels, storeModel } from "./layers-fixture.ts";
+import { directoryStore } from "../../src/node/directory-store.ts";
 
 /**
  * Uploaded language models (`next-token`, `masked-tokens`) on one peer over real HTTP: a Keras-style
@@ -90,8 +91,8 @@ let dataDir: string;
 let data: DatasetServer;
 
 beforeAll(async () => {
-  await selectBackend("cpu");
-  await selectBackend("wasm");
+  await selectNodeBackend("cpu");
+  await selectNodeBackend("wasm");
   dataDir = await mkdtemp(join(tmpdir(), "barnraise-train-lm-"));
   data = await serveDataset(text);
 });
@@ -110,7 +111,10 @@ async function withModel(
   const stored = await storeModel(model);
   const models: ModelServer = await serveModels([stored]);
   const config = layersConfig(stored.sha256, { task }, "counting");
-  const loaded = await loadModel(config.model, { server: new URL(models.url), dataDir });
+  const loaded = await loadModel(config.model, {
+    server: new URL(models.url),
+    cache: directoryStore(join(dataDir, "models")),
+  });
   try {
     await body(loaded, config);
   } finally {
@@ -231,9 +235,12 @@ describe("refusals", () => {
     const models = await serveModels([stored]);
     try {
       const config = layersConfig(stored.sha256, { task: "next-token" }, "counting");
-      await expect(loadModel(config.model, { server: new URL(models.url), dataDir })).rejects.toThrow(
-        /a language model's must be \[batch, 8, vocabulary\]/,
-      );
+      await expect(
+        loadModel(config.model, {
+          server: new URL(models.url),
+          cache: directoryStore(join(dataDir, "models")),
+        }),
+      ).rejects.toThrow(/a language model's must be \[batch, 8, vocabulary\]/);
     } finally {
       await models.close();
     }
@@ -272,16 +279,21 @@ describe("refusals", () => {
     try {
       const server = new URL(models.url);
       const nextToken = (sha: string) => layersConfig(sha, { task: "next-token" }, "counting").model;
-      await expect(loadModel(nextToken(convolution.sha256), { server, dataDir })).rejects.toThrow(
-        /its prediction at position 0 changes with the token at position 1, a later one/,
-      );
-      await expect(loadModel(nextToken(backwards.sha256), { server, dataDir })).rejects.toThrow(
-        /changes with the token at position \d+, a later one/,
-      );
-      (await loadModel(nextToken(forwards.sha256), { server, dataDir })).dispose();
+      await expect(
+        loadModel(nextToken(convolution.sha256), { server, cache: directoryStore(join(dataDir, "models")) }),
+      ).rejects.toThrow(/its prediction at position 0 changes with the token at position 1, a later one/);
+      await expect(
+        loadModel(nextToken(backwards.sha256), { server, cache: directoryStore(join(dataDir, "models")) }),
+      ).rejects.toThrow(/changes with the token at position \d+, a later one/);
+      (
+        await loadModel(nextToken(forwards.sha256), {
+          server,
+          cache: directoryStore(join(dataDir, "models")),
+        })
+      ).dispose();
       // Seeing both sides is what a masked model is for.
       const masked = layersConfig(convolution.sha256, { task: "masked-tokens" }, "counting").model;
-      (await loadModel(masked, { server, dataDir })).dispose();
+      (await loadModel(masked, { server, cache: directoryStore(join(dataDir, "models")) })).dispose();
     } finally {
       await models.close();
     }

@@ -8,7 +8,7 @@ import { createBatchStream } from "../../src/data/batch-stream.ts";
 import { HttpDatasetSource } from "../../src/data/http-dataset-source.ts";
 import { loadModel } from "../../src/models/create-model.ts";
 import { SeededRandom } from "../../src/seeded-random.ts";
-import { selectBackend } from "../../src/tf/backend.ts";
+import { selectNodeBackend } from "../../src/node/node-backends.ts";
 import { ensureBackendTrains } from "../../src/tf/backend-kernels.ts";
 import { evaluateModel } from "../../src/evaluation/evaluate.ts";
 import { type DatasetServer, imageDataset, serveDataset, tabularDataset } from "../data/dataset-fixture.ts";
@@ -19,6 +19,7 @@ import {
   serveModels,
   storeModel,
 } from "./layers-fixture.ts";
+import { directoryStore } from "../../src/node/directory-store.ts";
 
 /**
  * The whole path of an uploaded model on one peer, over real HTTP: download and verify the model,
@@ -39,8 +40,8 @@ let models: ModelServer | undefined;
 let data: DatasetServer | undefined;
 
 beforeAll(async () => {
-  await selectBackend("cpu");
-  await selectBackend("wasm");
+  await selectNodeBackend("cpu");
+  await selectNodeBackend("wasm");
   dataDir = await mkdtemp(join(tmpdir(), "barnraise-train-layers-"));
 });
 
@@ -65,7 +66,10 @@ describe.each(["cpu", "wasm"] as const)("training an uploaded model on %s", (bac
     });
     data = await serveDataset(dataset);
     const config = layersConfig(stored.sha256);
-    const model = await loadModel(config.model, { server: new URL(models.url), dataDir });
+    const model = await loadModel(config.model, {
+      server: new URL(models.url),
+      cache: directoryStore(join(dataDir, "models")),
+    });
     const source = new HttpDatasetSource({ serverUrl: data.url, dataset: dataset.manifest.name });
     const options = { source, seed: 5, config, uploaded: model.uploaded } as const;
     const test = () => createBatchStream({ ...options, split: "test", batchSize: 25 });
@@ -143,7 +147,10 @@ describe("training an uploaded convolutional model on images", () => {
     });
     const images = await serveDataset(dataset);
     const config = layersConfig(stored.sha256, {}, "image-test");
-    const model = await loadModel(config.model, { server: new URL(imageModels.url), dataDir });
+    const model = await loadModel(config.model, {
+      server: new URL(imageModels.url),
+      cache: directoryStore(join(dataDir, "models")),
+    });
     try {
       expect(model.uploaded?.inputShape).toEqual([6, 6, 1]);
       const warnings: string[] = [];

@@ -2,7 +2,7 @@ import * as tf from "@tensorflow/tfjs-core";
 import { parseExperimentConfig, type ModelConfig } from "@barnraise/protocol";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createModel } from "../../src/models/create-model.ts";
-import { selectBackend } from "../../src/tf/backend.ts";
+import { selectNodeBackend } from "../../src/node/node-backends.ts";
 import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
 
 /**
@@ -47,8 +47,8 @@ async function gradientOn(
 }
 
 beforeAll(async () => {
-  await selectBackend("cpu");
-  await selectBackend("wasm");
+  await selectNodeBackend("cpu");
+  await selectNodeBackend("wasm");
 });
 
 describe.each(Object.keys(configs))("%s on wasm", (preset) => {

@@ -1,6 +1,6 @@
 import type { ExperimentConfig } from "@barnraise/protocol";
 import type { Logger } from "pino";
-import type { SwarmMetrics } from "../metrics/swarm-metrics.ts";
+import { countAveragingFailure, type SwarmMetrics } from "../metrics/swarm-metrics.ts";
 import { compressorFor, resultCompressorFor } from "../compression/index.ts";
 import type { AllReduceResult, AllReduceService } from "./butterfly-allreduce.ts";
 import { optimalGroupSize } from "./group-size.ts";
@@ -260,7 +260,7 @@ export class Averager {
         return outcome;
       },
       (error: unknown) => {
-        metrics.averagingFailed(error);
+        countAveragingFailure(metrics, error);
         throw error;
       },
     );

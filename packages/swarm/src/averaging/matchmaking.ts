@@ -1,4 +1,5 @@
-import { createHash, randomBytes } from "node:crypto";
+import { toBase64Url } from "@barnraise/protocol";
+import { runtimeCrypto } from "@barnraise/protocol/runtime-crypto";
 import type { Logger } from "pino";
 import { z } from "zod";
 import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
@@ -350,13 +351,13 @@ export class Matchmaking {
     const members = [...gathering.members.values()].sort((a, b) =>
       a.peerId < b.peerId ? -1 : a.peerId > b.peerId ? 1 : 0,
     );
-    const digest = createHash("sha256")
-      .update(members.map((member) => member.peerId).join(","))
-      .digest("base64url");
+    const digest = toBase64Url(
+      runtimeCrypto.sha256(new TextEncoder().encode(members.map((member) => member.peerId).join(","))),
+    );
     // The nonce makes every gathering's group distinct, even one of the same members under the same
     // key (a retry), so an all-reduce never mistakes it for the round that failed.
     const group: FormedGroup = {
-      groupId: `${gathering.key}/${digest.slice(0, 16)}/${randomBytes(6).toString("base64url")}`,
+      groupId: `${gathering.key}/${digest.slice(0, 16)}/${toBase64Url(crypto.getRandomValues(new Uint8Array(6)))}`,
       members,
       leader: this.#options.rpc.peerId,
       fractions: [],

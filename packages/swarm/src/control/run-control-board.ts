@@ -1,5 +1,5 @@
 import { isProtocolError, verifyRunControl, type RunControl } from "@barnraise/protocol";
-import { nodeCrypto } from "@barnraise/protocol/node";
+import { runtimeCrypto } from "@barnraise/protocol/runtime-crypto";
 import type { Logger } from "pino";
 import { isSwarmError, SwarmError, SwarmErrorCode } from "../errors.ts";
 import type { RevocationList } from "../p2p/swarm-node.ts";
@@ -147,7 +147,7 @@ export class RunControlBoard {
    * keep the run paused, rolled back or unrevoked on every node for good.
    */
   #verify(token: string): RunControl {
-    return verifyRunControl(nodeCrypto, token, {
+    return verifyRunControl(runtimeCrypto, token, {
       authorityPublicKey: this.#options.authority.publicKey,
       experimentId: this.#options.experimentId,
     });

@@ -1,6 +1,7 @@
 import type { AccessPass, AccessPassVerifier } from "@barnraise/protocol";
 import type { Logger } from "pino";
 import { SwarmError, SwarmErrorCode } from "../errors.ts";
+import { unrefTimer } from "../time/unref-timer.ts";
 
 export interface PassHolderOptions {
   /** The pass from the join response. */
@@ -126,7 +127,7 @@ export class PassHolder {
     const due = issuedAt + (expiresAt - issuedAt) * (this.#options.refreshAt ?? 0.75);
     const wait = delayMs ?? Math.max(0, due - this.#now());
     this.#timer = setTimeout(() => void this.#run(), Math.min(wait, 2 ** 31 - 1));
-    this.#timer.unref();
+    unrefTimer(this.#timer);
   }
 
   async #run(): Promise<void> {

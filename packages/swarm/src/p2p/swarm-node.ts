@@ -23,9 +23,10 @@ import {
   ReplayGuard,
   RequestVerifier,
   type KeyPair,
+  toBase64Url,
   type RevocationList,
 } from "@barnraise/protocol";
-import { nodeCrypto } from "@barnraise/protocol/node";
+import { runtimeCrypto } from "@barnraise/protocol/runtime-crypto";
 import { createLibp2p } from "libp2p";
 import type { Logger } from "pino";
 import { isSwarmError, SwarmError, SwarmErrorCode } from "../errors.ts";
@@ -39,6 +40,7 @@ import { PassHolder } from "./pass-holder.ts";
 import { PeerAuthorizer } from "./peer-authorizer.ts";
 import { passGate, type PassGateService } from "./pass-gate-service.ts";
 import { RefusalLog } from "./refusal-log.ts";
+import { unrefTimer } from "../time/unref-timer.ts";
 
 export type { RevocationList } from "@barnraise/protocol";
 
@@ -368,10 +370,10 @@ export class SwarmNode {
       node: libp2p,
       experimentId: options.experimentId,
       identity: options.identity,
-      crypto: nodeCrypto,
+      crypto: runtimeCrypto,
       passes,
       requests: new RequestVerifier({
-        crypto: nodeCrypto,
+        crypto: runtimeCrypto,
         passes,
         recipientPublicKey: options.identity.publicKey,
         replayGuard: new ReplayGuard({ store: new MemoryNonceStore(), maxSkewMs }),
@@ -503,7 +505,7 @@ export class SwarmNode {
       }
     }
     this.#maintenance = setInterval(() => void this.#maintain(), 2_000);
-    this.#maintenance.unref();
+    unrefTimer(this.#maintenance);
   }
 
   async stop(): Promise<void> {
@@ -1035,7 +1037,7 @@ function isKeyRefusal(code: string): boolean {
 
 /** The origin's peer id and the message's sequence number (StrictSign messages carry both). */
 function fastMessageId(message: { from?: Uint8Array; seqno?: Uint8Array }): string {
-  const from = message.from === undefined ? "" : Buffer.from(message.from).toString("base64");
-  const seqno = message.seqno === undefined ? "" : Buffer.from(message.seqno).toString("base64");
+  const from = message.from === undefined ? "" : toBase64Url(message.from);
+  const seqno = message.seqno === undefined ? "" : toBase64Url(message.seqno);
   return `${from}/${seqno}`;
 }

@@ -8,9 +8,9 @@ import {
   MAX_ROTATION_CERTIFICATES,
   type AuthorityRotation,
 } from "@barnraise/protocol";
-import { nodeCrypto } from "@barnraise/protocol/node";
+import { runtimeCrypto } from "@barnraise/protocol/runtime-crypto";
 import type { Logger } from "pino";
-import { authorityPinPath, saveAuthorityPin } from "./authority-pin.ts";
+import type { AuthorityPinStore } from "./authority-pin.ts";
 import type { JoinedExperiment } from "./join-response.ts";
 
 /**
@@ -35,8 +35,8 @@ export interface AuthorityKeysOptions {
   readonly rotations?: readonly AuthorityRotation[];
   /** How long a replaced key's passes (issued before the rotation) still count; default DEFAULT_ROTATION_GRACE_MS. */
   readonly graceMs?: number;
-  /** The node's authority pin (`authority-pin.json`): rewritten, atomically, on every rotation followed. */
-  readonly pinPath?: string;
+  /** The node's authority pin (`authority-pin.json`): rewritten on every rotation followed. */
+  readonly pins?: AuthorityPinStore;
   readonly logger?: Pick<Logger, "info" | "warn">;
   readonly now?: () => number;
 }
@@ -68,22 +68,18 @@ export class AuthorityKeys {
 
   /**
    * The holder for a node that just joined: the key the join returned, and the rotations that led
-   * to it (so passes of the key before keep their grace here too). With `identityPath`, the pin
-   * beside the identity follows every rotation.
+   * to it (so passes of the key before keep their grace here too). With `pins`, the node's pin
+   * follows every rotation.
    */
   static fromJoin(
     joined: Pick<JoinedExperiment, "experiment" | "authorityPublicKey" | "authorityRotations">,
-    options: Omit<AuthorityKeysOptions, "experimentId" | "publicKey" | "rotations" | "pinPath"> & {
-      readonly identityPath?: string;
-    } = {},
+    options: Omit<AuthorityKeysOptions, "experimentId" | "publicKey" | "rotations"> = {},
   ): AuthorityKeys {
-    const { identityPath, ...rest } = options;
     return new AuthorityKeys({
-      ...rest,
+      ...options,
       experimentId: joined.experiment.id,
       publicKey: joined.authorityPublicKey,
       rotations: joined.authorityRotations,
-      ...(identityPath === undefined ? {} : { pinPath: authorityPinPath(identityPath) }),
     });
   }
 
@@ -123,7 +119,7 @@ export class AuthorityKeys {
    */
   passVerifier(options: { maxSkewMs?: number; cacheSize?: number } = {}): AccessPassVerifier {
     const verifier = new AccessPassVerifier({
-      crypto: nodeCrypto,
+      crypto: runtimeCrypto,
       authorityPublicKey: this.#publicKey,
       experimentId: this.experimentId,
       ...options,
@@ -151,7 +147,7 @@ export class AuthorityKeys {
     this.#lastList = list;
     let followed: ReturnType<typeof followAuthorityRotations>;
     try {
-      followed = followAuthorityRotations(nodeCrypto, {
+      followed = followAuthorityRotations(runtimeCrypto, {
         from: this.#publicKey,
         experimentId: this.experimentId,
         certificates,
@@ -201,14 +197,14 @@ export class AuthorityKeys {
   }
 
   #repin(): void {
-    const path = this.#options.pinPath;
-    if (path === undefined) return;
+    const pins = this.#options.pins;
+    if (pins === undefined) return;
     const pin = { experimentId: this.experimentId, authorityPublicKey: this.#publicKey };
     this.#pinning = this.#pinning
-      .then(() => saveAuthorityPin(path, pin, this.#now()))
+      .then(() => pins.save(pin))
       .catch((error: unknown) => {
         this.#options.logger?.warn(
-          { err: error, path },
+          { err: error, pin: pins.location },
           "could not record the new authority key in the pin file; the next start follows the rotation again",
         );
       });

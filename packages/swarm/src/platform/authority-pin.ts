@@ -1,68 +1,21 @@
-import { dirname, join } from "node:path";
-import { decodePublicKey, encodePublicKey } from "@barnraise/protocol";
-import { z } from "zod";
-import { PrivateFileError, readPrivateFile, writePrivateFileAtomic } from "../private-file.ts";
-
 /**
  * Trust on first use for the experiment's authority key, the way SSH pins host keys: the first
- * verified join records the experiment id and authority key next to the node's identity, and every
+ * verified join records the experiment id and authority key beside the node's identity, and every
  * later join (restart or pass refresh) must name the same experiment and key, so a server or network
  * path that starts handing out another key cannot take over a running node. One pin per identity:
  * a node (one key, one PeerId) belongs to one experiment.
- *
- * File format (JSON, mode 0600): { "version": 1, "experimentId": "…", "authorityPublicKey":
- * base64url(32 bytes), "pinnedAt": ISO time }.
  */
-
-export const AUTHORITY_PIN_FILE = "authority-pin.json";
-
-const pinFileSchema = z.strictObject({
-  version: z.literal(1),
-  experimentId: z.string().min(1).max(256),
-  authorityPublicKey: z.string(),
-  pinnedAt: z.string(),
-});
-
 export interface AuthorityPin {
   readonly experimentId: string;
   readonly authorityPublicKey: Uint8Array;
 }
 
-/** Where the pin of the identity at `identityPath` lives: `authority-pin.json` in the same directory. */
-export function authorityPinPath(identityPath: string): string {
-  return join(dirname(identityPath), AUTHORITY_PIN_FILE);
-}
-
-/** The pin at `path`; undefined when there is none (first join). Throws PrivateFileError on a bad file. */
-export async function loadAuthorityPin(path: string): Promise<AuthorityPin | undefined> {
-  const text = await readPrivateFile(path);
-  if (text === undefined) return undefined;
-  try {
-    const parsed = pinFileSchema.parse(JSON.parse(text));
-    return {
-      experimentId: parsed.experimentId,
-      authorityPublicKey: decodePublicKey(parsed.authorityPublicKey),
-    };
-  } catch (cause) {
-    throw new PrivateFileError(
-      path,
-      "is not a Barnraise authority pin; delete it to pin the key of the next join",
-      { cause },
-    );
-  }
-}
-
-/** Records `pin` at `path` (atomically, mode 0600), replacing any earlier pin. */
-export async function saveAuthorityPin(
-  path: string,
-  pin: AuthorityPin,
-  now: number = Date.now(),
-): Promise<void> {
-  const body = {
-    version: 1,
-    experimentId: pin.experimentId,
-    authorityPublicKey: encodePublicKey(pin.authorityPublicKey),
-    pinnedAt: new Date(now).toISOString(),
-  };
-  await writePrivateFileAtomic(path, `${JSON.stringify(body, null, 2)}\n`);
+/** Where a node keeps its pin (a file beside its identity file, for the Node programs). */
+export interface AuthorityPinStore {
+  /** Where the pin is, as messages name it. */
+  readonly location: string;
+  /** The pin; undefined when there is none (first join). Throws on a pin it cannot read. */
+  load(): Promise<AuthorityPin | undefined>;
+  /** Records `pin`, replacing any earlier one. */
+  save(pin: AuthorityPin): Promise<void>;
 }

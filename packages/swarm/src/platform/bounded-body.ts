@@ -1,3 +1,5 @@
+import { Uint8ArrayList } from "uint8arraylist";
+
 /**
  * A response body's bytes, or undefined when it is longer than `maxBytes`: a declared length over
  * the limit is refused before reading, and a body that runs past it is cancelled without buffering
@@ -14,7 +16,7 @@ export async function readBoundedBytes(
   }
   if (response.body === null) return new Uint8Array(0);
   const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
+  const chunks = new Uint8ArrayList();
   let total = 0;
   for (;;) {
     const { done, value } = await reader.read();
@@ -24,15 +26,13 @@ export async function readBoundedBytes(
       await reader.cancel();
       return undefined;
     }
-    chunks.push(value);
+    chunks.append(value);
   }
-  return new Uint8Array(Buffer.concat(chunks, total));
+  return chunks.subarray();
 }
 
 /** The body as UTF-8, bounded as `readBoundedBytes`. */
 export async function readBoundedText(response: Response, maxBytes: number): Promise<string | undefined> {
   const bytes = await readBoundedBytes(response, maxBytes);
-  return bytes === undefined
-    ? undefined
-    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
+  return bytes === undefined ? undefined : new TextDecoder("utf-8").decode(bytes);
 }

@@ -1,5 +1,5 @@
 import { equalBytes, type KeyPair } from "@barnraise/protocol";
-import { authorityPinPath, loadAuthorityPin, saveAuthorityPin } from "./authority-pin.ts";
+import type { AuthorityPinStore } from "./authority-pin.ts";
 import { JoinError, JoinErrorCode } from "./join-error.ts";
 import type { JoinedExperiment } from "./join-response.ts";
 import { abortableSleep, joinWithRetry, type JoinRetryOptions } from "./join-retry.ts";
@@ -11,8 +11,8 @@ export interface JoinExperimentOptions {
   readonly server: URL;
   readonly token: string;
   readonly keyPair: KeyPair;
-  /** The identity file; the authority pin lives beside it. */
-  readonly identityPath: string;
+  /** Where the node keeps its authority pin (a file beside its identity file). */
+  readonly pins: AuthorityPinStore;
   readonly signal?: AbortSignal;
   /** Told before each wait while the platform is unreachable or busy. */
   readonly onRetry?: JoinRetryOptions["onRetry"];
@@ -60,8 +60,8 @@ export async function joinExperiment(options: JoinExperimentOptions): Promise<Jo
       }
     }
   }
-  const pinPath = authorityPinPath(options.identityPath);
-  const pin = await loadAuthorityPin(pinPath);
+  const { pins } = options;
+  const pin = await pins.load();
   if (pin?.experimentId === joined.experiment.id) {
     if (!equalBytes(pin.authorityPublicKey, joined.authorityPublicKey)) {
       // Rotated while this node was away: the certificates lead from the pinned key to the new one.
@@ -71,19 +71,19 @@ export async function joinExperiment(options: JoinExperimentOptions): Promise<Jo
       if (!followed) {
         throw new JoinError(
           JoinErrorCode.AUTHORITY_CHANGED,
-          `the experiment's authority key differs from the one pinned in ${pinPath}, and no rotation ` +
+          `the experiment's authority key differs from the one pinned in ${pins.location}, and no rotation ` +
             "certificate signed by the pinned key leads to it; if the organizer announced a new key, " +
-            "delete that file to trust it",
+            "delete that pin to trust it",
         );
       }
-      await saveAuthorityPin(pinPath, {
+      await pins.save({
         experimentId: joined.experiment.id,
         authorityPublicKey: joined.authorityPublicKey,
       });
     }
   } else {
     if (pin !== undefined) options.onRepinned?.(pin.experimentId, joined.experiment.id);
-    await saveAuthorityPin(pinPath, {
+    await pins.save({
       experimentId: joined.experiment.id,
       authorityPublicKey: joined.authorityPublicKey,
     });

@@ -14,7 +14,7 @@ import {
   type ExperimentConfig,
   type SignedConfig,
 } from "@barnraise/protocol";
-import { nodeCrypto } from "@barnraise/protocol/node";
+import { runtimeCrypto } from "@barnraise/protocol/runtime-crypto";
 import { z } from "zod";
 import { JoinError, JoinErrorCode } from "./join-error.ts";
 
@@ -147,7 +147,7 @@ function checkAuthorityFollows(
   if (equalBytes(trusted, returned.authorityPublicKey)) return;
   let reached: Uint8Array;
   try {
-    reached = followAuthorityRotations(nodeCrypto, {
+    reached = followAuthorityRotations(runtimeCrypto, {
       from: trusted,
       experimentId: returned.experimentId,
       certificates: returned.certificates,
@@ -179,7 +179,7 @@ function rotationsInto(
 ): AuthorityRotation[] {
   let rotations: AuthorityRotation[];
   try {
-    rotations = certificates.map((token) => verifyAuthorityRotation(nodeCrypto, token, { experimentId }));
+    rotations = certificates.map((token) => verifyAuthorityRotation(runtimeCrypto, token, { experimentId }));
   } catch (cause) {
     const code = isProtocolError(cause) ? cause.code : "MALFORMED";
     throw new JoinError(
@@ -213,7 +213,7 @@ function verifyPass(
   let pass: AccessPass;
   try {
     pass = new AccessPassVerifier({
-      crypto: nodeCrypto,
+      crypto: runtimeCrypto,
       authorityPublicKey,
       experimentId,
       cacheSize: 1,
@@ -248,7 +248,7 @@ function passAdvice(cause: unknown): string {
 
 function verifyConfig(token: string, authorityPublicKey: Uint8Array, experimentId: string): SignedConfig {
   try {
-    return verifyExperimentConfig(nodeCrypto, token, { authorityPublicKey, experimentId });
+    return verifyExperimentConfig(runtimeCrypto, token, { authorityPublicKey, experimentId });
   } catch (cause) {
     if (isProtocolError(cause, ProtocolErrorCode.CONFIG_INVALID)) {
       throw new JoinError(

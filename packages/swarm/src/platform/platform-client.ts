@@ -1,8 +1,5 @@
-import { createReadStream } from "node:fs";
-import { open } from "node:fs/promises";
-import { Readable } from "node:stream";
 import { signRequest, type KeyPair } from "@barnraise/protocol";
-import { nodeCrypto } from "@barnraise/protocol/node";
+import { runtimeCrypto } from "@barnraise/protocol/runtime-crypto";
 import { z } from "zod";
 import type { AuthorityKeys } from "./authority-keys.ts";
 import { readBoundedBytes, readBoundedText } from "./bounded-body.ts";
@@ -77,11 +74,16 @@ export function isPlatformRequestError(error: unknown, code?: string): error is 
 }
 
 /** A file to stream as a request body, described by its size and SHA-256 (the signed digest). */
+/** A file to send (a checkpoint): its size and digest, and how to read it. */
 export interface UploadFile {
-  readonly path: string;
   readonly sizeBytes: number;
   /** The file's SHA-256 (32 bytes): the signed body digest. */
   readonly sha256: Uint8Array;
+  /**
+   * Opens the file: its bytes as a stream, and how to let go of it (called whether or not the stream
+   * was read to its end). Throws when the file cannot be read or is not `sizeBytes` long.
+   */
+  open(): Promise<{ readonly stream: ReadableStream<Uint8Array>; close(): void }>;
 }
 
 export type RequestBody =
@@ -130,7 +132,7 @@ export class PlatformClient {
     const url = this.url(route);
     if (options.query !== undefined) url.search = options.query.toString();
     const body = options.body ?? { kind: "none" };
-    const authorization = signRequest(nodeCrypto, this.#options.keyPair, {
+    const authorization = signRequest(runtimeCrypto, this.#options.keyPair, {
       pass: this.#options.pass(),
       recipientPublicKey: this.authority.publicKey,
       scope: `${method} ${url.pathname}${url.search}`,
@@ -191,15 +193,16 @@ export class PlatformClient {
     if (authorization !== undefined) headers["authorization"] = authorization;
     // `duplex` is what Node's fetch needs to send a stream; not every RequestInit typing has it.
     let init: RequestInit & { duplex?: "half" } = {};
-    let file: Readable | undefined;
+    let file: { close(): void } | undefined;
     if (body.kind === "json") {
       headers["content-type"] = "application/json";
       init = { body: body.bytes };
     } else if (body.kind === "file") {
       headers["content-type"] = "application/octet-stream";
       headers["content-length"] = String(body.file.sizeBytes);
-      file = await openFile(body.file);
-      init = { body: Readable.toWeb(file) as ReadableStream<Uint8Array>, duplex: "half" };
+      const opened = await body.file.open();
+      file = opened;
+      init = { body: opened.stream, duplex: "half" };
     }
     const factor = body.kind === "file" ? TRANSFER_TIMEOUT_FACTOR : 1;
     try {
@@ -224,7 +227,7 @@ export class PlatformClient {
       });
     } finally {
       // Closes the file when the platform answered before reading all of it, or was never reached.
-      file?.destroy();
+      file?.close();
     }
   }
 
@@ -272,24 +275,6 @@ function baseUrl(server: URL): URL {
   base.hash = "";
   if (!base.pathname.endsWith("/")) base.pathname += "/";
   return base;
-}
-
-/**
- * The file as a stream, opened first so a missing file fails here (with its fs error) and not as a
- * network failure; its size must be `sizeBytes`, the Content-Length sent.
- */
-async function openFile(file: UploadFile): Promise<Readable> {
-  const handle = await open(file.path, "r");
-  try {
-    const { size } = await handle.stat();
-    if (size !== file.sizeBytes) {
-      throw new RangeError(`${file.path} is ${size} bytes, not sizeBytes (${file.sizeBytes})`);
-    }
-  } catch (error) {
-    await handle.close();
-    throw error;
-  }
-  return createReadStream("", { fd: handle });
 }
 
 /** A 2xx answer parsed with `schema`, or the error it reports. */

@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import {
   checkAttestedBytes,
   isProtocolError,
@@ -6,11 +5,12 @@ import {
   MAX_ROTATION_CERTIFICATES,
   MAX_ROTATION_TOKEN_LENGTH,
   ProtocolErrorCode,
+  toHex,
   verifyCheckpointAttestation,
   type CheckpointAttestation,
   type RollbackTarget,
 } from "@barnraise/protocol";
-import { nodeCrypto } from "@barnraise/protocol/node";
+import { runtimeCrypto } from "@barnraise/protocol/runtime-crypto";
 import { z } from "zod";
 import { deserializeTrainingState } from "../state/state-snapshot.ts";
 import type { TrainingState } from "../state/training-state.ts";
@@ -131,12 +131,12 @@ function verifyAttestation(client: PlatformClient, token: string): CheckpointAtt
     experimentId: client.experimentId,
   });
   try {
-    return verifyCheckpointAttestation(nodeCrypto, token, expected(current));
+    return verifyCheckpointAttestation(runtimeCrypto, token, expected(current));
   } catch (error) {
     if (!isProtocolError(error, ProtocolErrorCode.CHECKPOINT_BAD_SIGNATURE)) throw error;
     for (const key of replaced) {
       try {
-        return verifyCheckpointAttestation(nodeCrypto, token, expected(key));
+        return verifyCheckpointAttestation(runtimeCrypto, token, expected(key));
       } catch {
         // the current key's refusal is the one reported
       }
@@ -165,7 +165,7 @@ function attestedState(
   vouched: Pick<CheckpointAttestation, "sha256" | "sizeBytes" | "step">,
   generation: number,
 ): TrainingState {
-  const sha256Hex = createHash("sha256").update(bytes).digest("hex");
+  const sha256Hex = toHex(runtimeCrypto.sha256(bytes));
   checkAttestedBytes(vouched, { sha256Hex, sizeBytes: bytes.byteLength });
   const state = deserializeTrainingState(bytes);
   if (state.epoch !== vouched.step) {

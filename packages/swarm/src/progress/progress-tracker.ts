@@ -22,6 +22,7 @@ import {
   type ReceivedProgress,
   type SwarmEstimate,
 } from "./swarm-estimate.ts";
+import { unrefTimer } from "../time/unref-timer.ts";
 
 export type { ProgressLogger } from "./progress-transport.ts";
 
@@ -279,7 +280,7 @@ export class ProgressTracker {
     this.#timer = setInterval(() => {
       if (this.#now() - this.#lastPublishAt >= this.periodMs() - this.#intervalMs / 2) void this.pushNow();
     }, this.#intervalMs);
-    this.#timer.unref();
+    unrefTimer(this.#timer);
   }
 
   /** Stops receiving and publishing; in-flight sends are aborted. Records stay readable. */
@@ -521,7 +522,7 @@ export class ProgressTracker {
       this.#deferred = undefined;
       void this.pushNow();
     }, waitMs);
-    this.#deferred.unref();
+    unrefTimer(this.#deferred);
   }
 
   /**

@@ -8,8 +8,8 @@ import type { JoinedExperiment } from "../platform/join-response.ts";
 import { createPassRefresher } from "../platform/pass-refresher.ts";
 import { PlatformClient } from "../platform/platform-client.ts";
 import { pollRunControl } from "../platform/control-poller.ts";
-import { loadOrCreateIdentity, type Identity } from "../identity-file.ts";
-import { startMetricsServer, type MetricsServer } from "../metrics/swarm-metrics.ts";
+import type { Identity, NodeStore } from "../identity.ts";
+import type { MetricsServer, SwarmMetrics } from "../metrics/swarm-metrics.ts";
 import { Swarm, type SwarmOptions } from "../swarm.ts";
 
 /**
@@ -38,7 +38,8 @@ export function logInto(logger: Logger): NodeLog {
 export interface NodeJoinOptions {
   readonly server: URL;
   readonly token: string;
-  readonly identityPath: string;
+  /** Where the node keeps its identity and authority pin. */
+  readonly store: NodeStore;
   /** The pass role this program runs as: a volunteer's token for a trainer, an aux token for an aux. */
   readonly role: PeerRole;
   readonly log: NodeLog;
@@ -55,20 +56,21 @@ export interface JoinedNode {
 
 /**
  * Loads (or creates) the node's identity and joins the experiment its token names. Throws
- * JoinError when the platform refuses the token for good or the token is of another role,
- * IdentityFileError for an unusable identity file.
+ * JoinError when the platform refuses the token for good or the token is of another role, and
+ * what the store throws for an identity it cannot use.
  */
 export async function joinAsNode(options: NodeJoinOptions): Promise<JoinedNode> {
   const { log } = options;
-  const identity = await loadOrCreateIdentity(options.identityPath);
-  log("info", `${identity.created ? "created" : "loaded"} identity ${options.identityPath}`, {
+  const { store } = options;
+  const identity = await store.loadOrCreateIdentity();
+  log("info", `${identity.created ? "created" : "loaded"} identity ${store.location}`, {
     peerId: identity.peerId,
   });
   const joined = await joinExperiment({
     server: options.server,
     token: options.token,
     keyPair: identity.keyPair,
-    identityPath: options.identityPath,
+    pins: store.pins,
     signal: options.signal,
     onRetry: (attempt, delayMs, error) => {
       log("warn", `cannot join yet: ${error.message}; retrying in ${Math.ceil(delayMs / 1000)} s`, {
@@ -107,12 +109,18 @@ export interface NodeSessionOptions {
   readonly peers: readonly string[];
   /** The swarm's logger. */
   readonly logger: Logger;
-  /** Serve Prometheus metrics at http://host:port/metrics. */
-  readonly metrics?: { readonly port: number; readonly host: string } | undefined;
+  /** Where the node records what it measures, and how it serves that (default: nowhere, not served). */
+  readonly metrics?: NodeMetrics;
   /** The role's part of the swarm's options, given the platform client (a checkpoint loader needs it). */
   readonly swarm: (platform: PlatformClient) => RoleSwarmOptions;
   /** Told of every pass refresh (for example to notice a new config version). */
   readonly onRefreshed?: (refreshed: JoinedExperiment) => void;
+}
+
+/** A node's metrics: where it records them, and, for a program that serves them, how. */
+export interface NodeMetrics {
+  readonly meters: SwarmMetrics;
+  readonly serve?: () => Promise<MetricsServer>;
 }
 
 /** A node in the swarm; `close` leaves it. */
@@ -146,7 +154,7 @@ export interface NodeSession {
  */
 export async function openNodeSession(node: JoinedNode, options: NodeSessionOptions): Promise<NodeSession> {
   const { identity, joined } = node;
-  const { log, server, token, identityPath } = node.options;
+  const { log, server, token, store } = node.options;
   const leaving = new AbortController();
   let refused: JoinError | undefined;
   const refuse = (error: JoinError) => {
@@ -156,7 +164,7 @@ export async function openNodeSession(node: JoinedNode, options: NodeSessionOpti
     leaving.abort();
   };
   let pass = joined.passToken;
-  const authority = AuthorityKeys.fromJoin(joined, { identityPath, logger: options.logger });
+  const authority = AuthorityKeys.fromJoin(joined, { pins: store.pins, logger: options.logger });
   const platform = new PlatformClient({
     server,
     experimentId: joined.experiment.id,
@@ -196,15 +204,15 @@ export async function openNodeSession(node: JoinedNode, options: NodeSessionOpti
     logger: options.logger,
     config: joined.config,
     session: id,
+    ...(options.metrics === undefined ? {} : { metrics: options.metrics.meters }),
     ...options.swarm(platform),
   });
   metricsOf.swarm = swarm;
   swarm.metrics.passExpiry.set(joined.passExpiresAt / 1000);
   let metricsServer: MetricsServer | undefined;
   try {
-    if (options.metrics !== undefined) {
-      swarm.metrics.collectProcessMetrics();
-      metricsServer = await startMetricsServer({ registry: swarm.metrics.registry, ...options.metrics });
+    if (options.metrics?.serve !== undefined) {
+      metricsServer = await options.metrics.serve();
       log("info", `metrics at ${metricsServer.url}`, { url: metricsServer.url });
     }
     await swarm.start();

@@ -1,4 +1,5 @@
-import { createHash } from "node:crypto";
+import { toHex } from "@barnraise/protocol";
+import { runtimeCrypto } from "@barnraise/protocol/runtime-crypto";
 
 /**
  * A short fingerprint of the swarm's shared parameters (DESIGN §9, "one run = one model"): the first
@@ -12,5 +13,5 @@ export const STATE_DIGEST_PATTERN = /^[0-9a-f]{16}$/;
 
 export function stateDigest(parameters: Float32Array): string {
   const bytes = new Uint8Array(parameters.buffer, parameters.byteOffset, parameters.byteLength);
-  return createHash("sha256").update(bytes).digest("hex").slice(0, 16);
+  return toHex(runtimeCrypto.sha256(bytes)).slice(0, 16);
 }

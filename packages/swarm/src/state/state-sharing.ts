@@ -22,6 +22,7 @@ import {
   type StateSnapshot,
 } from "./state-snapshot.ts";
 import type { TrainingState } from "./training-state.ts";
+import { toHex } from "@barnraise/protocol";
 
 /**
  * State sharing (DESIGN §4): every peer serves its current training state to others, and a new
@@ -272,7 +273,7 @@ export class StateSharing {
     if (snapshot === undefined) {
       throw new SwarmError(
         SwarmErrorCode.STATE_UNAVAILABLE,
-        `no longer holds state ${hex(root)} of epoch ${epoch}`,
+        `no longer holds state ${toHex(root)} of epoch ${epoch}`,
       );
     }
     if (toChunk > snapshot.chunkHashes.length) {
@@ -319,7 +320,7 @@ export class StateSharing {
           if (!sameBytes(chunkRoot(manifest.chunkHashes), manifest.root)) {
             throw new Error("manifest root does not match its chunk hashes");
           }
-          const key = `${manifest.epoch}/${manifest.totalBytes}/${manifest.chunkBytes}/${hex(manifest.root)}`;
+          const key = `${manifest.epoch}/${manifest.totalBytes}/${manifest.chunkBytes}/${toHex(manifest.root)}`;
           const offer = offers.get(key) ?? { manifest, donors: [] };
           offer.donors.push(donor);
           offers.set(key, offer);
@@ -488,10 +489,6 @@ function describe(error: unknown): string {
 
 function toError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error));
-}
-
-function hex(bytes: Uint8Array): string {
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("hex");
 }
 
 /** The bytes a downloaded state holds: its parameters and optimizer slots, float32 each. */

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { runtimeCrypto } from "@barnraise/protocol/runtime-crypto";
 import { z } from "zod";
 import { SwarmError, SwarmErrorCode } from "../errors.ts";
 import { MAX_HEAD_BYTES, decodeMessage, encodeMessage } from "../rpc/codec.ts";
@@ -196,14 +196,18 @@ export function chunkLength(totalBytes: number, chunkBytes: number, index: numbe
 
 /** SHA-256 of `bytes`, as a plain Uint8Array. */
 export function sha256(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
-  return Uint8Array.from(createHash("sha256").update(bytes).digest());
+  return Uint8Array.from(runtimeCrypto.sha256(bytes));
 }
 
 /** The manifest root: SHA-256 over the concatenated chunk hashes. */
 export function chunkRoot(chunkHashes: readonly Uint8Array[]): Uint8Array<ArrayBuffer> {
-  const hash = createHash("sha256");
-  for (const chunkHash of chunkHashes) hash.update(chunkHash);
-  return Uint8Array.from(hash.digest());
+  const all = new Uint8Array(chunkHashes.reduce((total, chunkHash) => total + chunkHash.length, 0));
+  let offset = 0;
+  for (const chunkHash of chunkHashes) {
+    all.set(chunkHash, offset);
+    offset += chunkHash.length;
+  }
+  return sha256(all);
 }
 
 /** Byte-wise equality (for hashes). */

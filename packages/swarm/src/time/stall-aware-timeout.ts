@@ -1,3 +1,5 @@
+import { unrefTimer } from "./unref-timer.ts";
+
 /**
  * Deadlines that do not count the time this process could not run.
  *
@@ -37,7 +39,7 @@ function hold(): void {
   if (pending++ > 0) return;
   lastTick = performance.now();
   ticker = setInterval(tick, TICK_MS);
-  ticker.unref();
+  unrefTimer(ticker);
 }
 
 function release(): void {
@@ -85,7 +87,7 @@ export function stallAwareTimeout(
   };
   const arm = (delayMs: number): void => {
     timer = setTimeout(check, delayMs);
-    if (options.unref === true) timer.unref();
+    if (options.unref === true) unrefTimer(timer);
   };
   hold();
   arm(ms);

@@ -12,7 +12,7 @@ import type {
 import type { FormedGroup, FormedMember, Matchmaking, MemberOffer } from "../../src/averaging/matchmaking.ts";
 import { roundDeadlineMs, senderDeadlineMs } from "../../src/averaging/deadlines.ts";
 import { predictedAllReduceSeconds, uniformPartFractions } from "../../src/averaging/load-balancing.ts";
-import { SwarmMetrics } from "../../src/metrics/swarm-metrics.ts";
+import { PrometheusMetrics } from "../../src/node/prometheus-metrics.ts";
 import { DEFAULT_LINK_BYTES_PER_SECOND } from "../../src/net/link-meter.ts";
 import { silentLogger } from "../support/swarm-fixtures.ts";
 
@@ -291,7 +291,7 @@ describe("Averager exclusions", () => {
     const config = parseExperimentConfig({
       averaging: { loadBalancing: false, aggregation: "centered-clip", centeredClip: { tau: 3 } },
     });
-    const metrics = new SwarmMetrics();
+    const metrics = new PrometheusMetrics();
     const lines: string[] = [];
     const logger = pino({ level: "warn" }, { write: (line: string) => lines.push(line) });
     const runs: AllReduceRunOptions[] = [];

@@ -10,7 +10,12 @@ import {
 } from "@barnraise/protocol";
 import { nodeCrypto } from "@barnraise/protocol/node";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { AUTHORITY_PIN_FILE, loadAuthorityPin, saveAuthorityPin } from "../../src/platform/authority-pin.ts";
+import {
+  AUTHORITY_PIN_FILE,
+  authorityPinFile,
+  loadAuthorityPin,
+  saveAuthorityPin,
+} from "../../src/node/authority-pin-file.ts";
 import { AuthorityKeys } from "../../src/platform/authority-keys.ts";
 import { silentLogger, TestAuthority } from "../support/swarm-fixtures.ts";
 
@@ -34,7 +39,12 @@ async function world() {
     experimentId: authority.experimentId,
     authorityPublicKey: authority.keyPair.publicKey,
   });
-  const keys = authority.keys({ pinPath, graceMs: GRACE, now: () => clock.now, logger: silentLogger });
+  const keys = authority.keys({
+    pins: authorityPinFile(pinPath),
+    graceMs: GRACE,
+    now: () => clock.now,
+    logger: silentLogger,
+  });
   const first = authority.keyPair;
   return { authority, clock, pinPath, keys, first };
 }

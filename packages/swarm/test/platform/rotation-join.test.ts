@@ -4,7 +4,12 @@ import { join } from "node:path";
 import { keyPairFromSeed } from "@barnraise/protocol";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PassHolder } from "../../src/p2p/pass-holder.ts";
-import { authorityPinPath, loadAuthorityPin, saveAuthorityPin } from "../../src/platform/authority-pin.ts";
+import {
+  authorityPinFile,
+  authorityPinPath,
+  loadAuthorityPin,
+  saveAuthorityPin,
+} from "../../src/node/authority-pin-file.ts";
 import { AuthorityKeys } from "../../src/platform/authority-keys.ts";
 import { joinPlatform, type JoinOptions } from "../../src/platform/join-client.ts";
 import { JoinError, JoinErrorCode } from "../../src/platform/join-error.ts";
@@ -99,7 +104,7 @@ describe("joining across a key rotation", () => {
     const authority = new AuthorityKeys({
       experimentId: first.experiment.id,
       publicKey: first.authorityPublicKey,
-      pinPath,
+      pins: authorityPinFile(pinPath),
       now: () => platform.now,
       logger: silentLogger,
     });
@@ -127,7 +132,8 @@ describe("joining across a key rotation", () => {
     platform.now = Date.now();
     const identityPath = join(dir, "identity.json");
     const pinPath = authorityPinPath(identityPath);
-    const start = () => joinExperiment({ server: platform.url, token: TOKEN, keyPair, identityPath });
+    const start = () =>
+      joinExperiment({ server: platform.url, token: TOKEN, keyPair, pins: authorityPinFile(pinPath) });
     await start();
     const pinned = (await loadAuthorityPin(pinPath))?.authorityPublicKey;
     expect(pinned).toEqual(platform.authority.keyPair.publicKey);

@@ -8,8 +8,8 @@ import {
   authorityPinPath,
   loadAuthorityPin,
   saveAuthorityPin,
-} from "../../src/platform/authority-pin.ts";
-import { PrivateFileError } from "../../src/private-file.ts";
+} from "../../src/node/authority-pin-file.ts";
+import { PrivateFileError } from "../../src/node/private-file.ts";
 
 const authority = keyPairFromSeed(new Uint8Array(32).fill(1)).publicKey;
 const rotated = keyPairFromSeed(new Uint8Array(32).fill(2)).publicKey;

@@ -2,25 +2,26 @@ import { readFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { describe, expect, it } from "vitest";
 import { Scrape } from "../../../../apps/web/test/support/prometheus.ts";
-import { parseMetricsPort } from "../../src/cli-support.ts";
+import { parseMetricsPort } from "../../src/node/cli-support.ts";
 import { SwarmError, SwarmErrorCode } from "../../src/errors.ts";
-import { startMetricsServer, SwarmMetrics } from "../../src/metrics/swarm-metrics.ts";
+import { countAveragingFailure } from "../../src/metrics/swarm-metrics.ts";
+import { PrometheusMetrics, startMetricsServer } from "../../src/node/prometheus-metrics.ts";
 
 /**
  * A node's metrics endpoint (`--metrics-port`): the registry served at GET /metrics on loopback,
  * read back by the reference Prometheus parser; every metric documented in docs/metrics.md.
  */
 
-describe("SwarmMetrics and its server", () => {
+describe("PrometheusMetrics and its server", () => {
   it("serves the registry at /metrics on loopback, and nothing else", async () => {
-    const metrics = new SwarmMetrics();
+    const metrics = new PrometheusMetrics();
     metrics.collectProcessMetrics();
     metrics.collectProcessMetrics();
     metrics.step.set(12);
     metrics.allreduceSeconds.observe(0.25);
     metrics.allreduceBytes.inc({ direction: "sent" }, 1000);
-    metrics.averagingFailed(new SwarmError(SwarmErrorCode.NO_GROUP, "no group"));
-    metrics.averagingFailed(new Error("something else"));
+    countAveragingFailure(metrics, new SwarmError(SwarmErrorCode.NO_GROUP, "no group"));
+    countAveragingFailure(metrics, new Error("something else"));
     const server = await startMetricsServer({ registry: metrics.registry, port: 0 });
     try {
       expect(server.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
@@ -48,7 +49,7 @@ describe("SwarmMetrics and its server", () => {
     await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
     const port = (taken.address() as { port: number }).port;
     try {
-      await expect(startMetricsServer({ registry: new SwarmMetrics().registry, port })).rejects.toThrow(
+      await expect(startMetricsServer({ registry: new PrometheusMetrics().registry, port })).rejects.toThrow(
         `cannot serve metrics on 127.0.0.1:${port}: EADDRINUSE`,
       );
     } finally {
@@ -58,7 +59,7 @@ describe("SwarmMetrics and its server", () => {
 
   it("documents every metric it registers in docs/metrics.md", async () => {
     const docs = await readFile(new URL("../../../../docs/metrics.md", import.meta.url), "utf8");
-    const names = (await new SwarmMetrics().registry.getMetricsAsJSON())
+    const names = (await new PrometheusMetrics().registry.getMetricsAsJSON())
       .map((metric) => metric.name)
       .filter((name) => !name.startsWith("barnraise_node_"));
     expect(names.length).toBeGreaterThan(5);

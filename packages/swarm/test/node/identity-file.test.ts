@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ed25519PublicKeyFromPeerId, generateKeyPair, toBase64Url } from "@barnraise/protocol";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { IdentityFileError, loadIdentity, loadOrCreateIdentity } from "../src/index.ts";
+import { IdentityFileError, loadIdentity, loadOrCreateIdentity } from "../../src/node.ts";
 
 let dir: string;
 beforeEach(async () => {

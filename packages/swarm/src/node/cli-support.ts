@@ -1,5 +1,5 @@
 import { ExitCode } from "./identity-command.ts";
-import { JoinErrorCode } from "./platform/join-error.ts";
+import { JoinErrorCode } from "../platform/join-error.ts";
 
 /** Exit codes of the node programs for a platform's refusal, on top of ExitCode. */
 export const JoinExitCode = {

@@ -7,11 +7,12 @@ import {
   type KeyPair,
 } from "@barnraise/protocol";
 import { z } from "zod";
+import type { Identity, NodeStore } from "../identity.ts";
+import { authorityPinFile, authorityPinPath } from "./authority-pin-file.ts";
 import { PrivateFileError, readPrivateFile, writePrivateFileAtomic } from "./private-file.ts";
 
 /**
- * A node's Ed25519 identity on disk. The same key signs the node's access-pass requests and is its
- * libp2p identity, so a node keeps its PeerId across restarts.
+ * A node's identity (see `Identity`) on disk, and the authority pin beside it.
  *
  * File format (JSON, mode 0600): { "version": 1, "type": "Ed25519", "peerId": "12D3…",
  * "secretKey": base64url(seed ‖ public key) }. The PeerId is stored for people to read and is
@@ -35,11 +36,13 @@ export class IdentityFileError extends Error {
   }
 }
 
-export interface Identity {
-  readonly keyPair: KeyPair;
-  readonly peerId: string;
-  /** True when the file did not exist and a new identity was written. */
-  readonly created: boolean;
+/** The node's identity in the file at `identityPath`, its authority pin beside it. */
+export function fileNodeStore(identityPath: string): NodeStore {
+  return {
+    location: identityPath,
+    loadOrCreateIdentity: () => loadOrCreateIdentity(identityPath),
+    pins: authorityPinFile(authorityPinPath(identityPath)),
+  };
 }
 
 /** Loads the identity at `path`, or creates one there (atomically, mode 0600) if there is none. */

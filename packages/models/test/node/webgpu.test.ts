@@ -2,7 +2,8 @@ import * as tf from "@tensorflow/tfjs-core";
 import { parseExperimentConfig, type ModelConfig } from "@barnraise/protocol";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createModel } from "../../src/models/create-model.ts";
-import { describeBackend, selectBackend, type SelectedBackend } from "../../src/tf/backend.ts";
+import { describeBackend, type SelectedBackend } from "../../src/tf/backend.ts";
+import { selectNodeBackend } from "../../src/node/node-backends.ts";
 import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
 
 /**
@@ -37,8 +38,8 @@ async function gradientOn(backend: "wasm" | "webgpu"): Promise<{ loss: number; g
 let webgpu: SelectedBackend;
 
 beforeAll(async () => {
-  await selectBackend("wasm");
-  webgpu = await selectBackend("webgpu");
+  await selectNodeBackend("wasm");
+  webgpu = await selectNodeBackend("webgpu");
 }, 60_000);
 
 describe("the WebGPU backend", () => {
@@ -103,7 +104,7 @@ describe("the WebGPU backend", () => {
   });
 
   it("is measured against the other backend by auto, which keeps the faster and says so", async () => {
-    const selected = await selectBackend("auto");
+    const selected = await selectNodeBackend("auto");
     const compared = selected.skipped.find((s) => s.reason.startsWith("measured "));
     expect(compared, describeBackend(selected)).toBeDefined();
     // "measured X GFLOP/s against <winner>'s Y": the loser's rate is below the winner's.

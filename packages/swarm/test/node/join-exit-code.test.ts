@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { JoinExitCode, joinExitCode } from "../../src/cli-support.ts";
+import { JoinExitCode, joinExitCode } from "../../src/node/cli-support.ts";
 import { isPermanentRefusal } from "../../src/platform/join-experiment.ts";
 import { JoinError, JoinErrorCode } from "../../src/platform/join-error.ts";
 

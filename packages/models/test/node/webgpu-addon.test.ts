@@ -6,7 +6,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { dawnPlatform, fetchDawnAddon } from "../../src/tf/webgpu.ts";
+import { dawnPlatform, fetchDawnAddon } from "../../src/node/webgpu.ts";
 
 /**
  * The served program leaves Dawn's binding out and fetches its platform's files from the platform's

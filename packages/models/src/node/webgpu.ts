@@ -5,6 +5,7 @@ import { createRequire } from "node:module";
 import { join } from "node:path";
 import { readBoundedBytes } from "@barnraise/swarm";
 import { z } from "zod";
+import type { WebGpuAdapter } from "../tf/backend.ts";
 
 /**
  * WebGPU for TF.js in Node (DESIGN §5): `@tensorflow/tfjs-backend-webgpu` on Dawn's Node binding
@@ -53,12 +54,6 @@ export interface WebGpuLoaderOptions {
 }
 
 /** The adapter the backend runs on, for the start-up line. */
-export interface WebGpuAdapter {
-  /** Dawn's backend: "vulkan", "metal", "d3d12" or "opengles". */
-  readonly api: string;
-  readonly description: string;
-}
-
 /** A TF.js backend loader for WebGPU; resolves to the adapter it found. */
 export function createWebGpuLoader(options: WebGpuLoaderOptions = {}): () => Promise<WebGpuAdapter> {
   let loaded: Promise<WebGpuAdapter> | undefined;
