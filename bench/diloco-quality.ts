@@ -78,6 +78,7 @@ import {
   type VariantName,
 } from "./support/diloco-setup.ts";
 import { firstLine, formatCount, formatTable } from "./support/peer-table.ts";
+import { modelKindOf } from "@barnraise/models";
 
 const { values: flags } = parseArgs({
   options: {
@@ -240,6 +241,7 @@ async function runVariant(
           batchSize: config.training.localBatchSize === "auto" ? 32 : config.training.localBatchSize,
           seed: DATA_SEED + k,
           config,
+          kind: modelKindOf(config.model),
         }),
         swarm: { global: () => swarm.progress.global(), peersOnline: () => peerCount },
         seed: DATA_SEED + k,
@@ -318,6 +320,7 @@ async function evaluate(
     batchSize: EVAL_BATCH,
     seed: DATA_SEED,
     config,
+    kind: modelKindOf(config.model),
   });
   return evaluateModel(model, parameters, batches);
 }

@@ -39,6 +39,7 @@ import {
 } from "@barnraise/models/node";
 import { onBenchExit } from "./support/peer-cleanup.ts";
 import { firstLine, formatCount, formatTable, median } from "./support/peer-table.ts";
+import { modelKindOf } from "@barnraise/models";
 
 interface Workload {
   readonly name: string;
@@ -132,7 +133,7 @@ async function measureWorkload(workload: Workload): Promise<WorkloadResult> {
   try {
     model = createModel(workload.model);
     model.setParameters(model.initialParameters(1));
-    const batch = syntheticBatch(workload.model, workload.batchSize, 1);
+    const batch = syntheticBatch(modelKindOf(workload.model), workload.batchSize, 1);
     let seed = 1;
     const warmupMs: number[] = [];
     for (let i = 0; i < warmup; i++) {

@@ -50,6 +50,7 @@ import {
   type ComputeClock,
 } from "./diloco-setup.ts";
 import { bandwidthSchema, peerIdentityFields } from "./peer-spec.ts";
+import { modelKindOf } from "@barnraise/models";
 
 const specSchema = z.strictObject({
   ...peerIdentityFields,
@@ -206,6 +207,7 @@ async function train(
         batchSize,
         seed: spec.dataSeed + spec.index,
         config,
+        kind: modelKindOf(config.model),
       }),
       dataClock,
     ),

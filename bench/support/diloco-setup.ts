@@ -179,6 +179,7 @@ export function timedModel(
   };
   return {
     config: model.config,
+    kind: model.kind,
     layout: model.layout,
     initialParameters: (seed) => model.initialParameters(seed),
     setParameters: loadClock === undefined ? setParameters : timed(loadClock, setParameters),

@@ -25,6 +25,7 @@ import {
 import { LossReportingProgress, type ProgressSink } from "../src/training/loss-reporting-progress.ts";
 import { Trainer } from "../src/training/trainer.ts";
 import { DirectoryDatasetSource } from "../../../packages/models/test/support/directory-dataset-source.ts";
+import { modelKindOf } from "@barnraise/models";
 
 /**
  * DeDLOC I.6: a collaborative run and a single-process run with the same global batch size follow
@@ -92,6 +93,7 @@ class StepLosses {
 function recording(model: TrainableModel, losses: StepLosses, step: () => number): TrainableModel {
   return {
     config: model.config,
+    kind: model.kind,
     layout: model.layout,
     initialParameters: (seed) => model.initialParameters(seed),
     setParameters: (parameters) => {
@@ -122,7 +124,15 @@ function trainer(
     model,
     optimizer,
     progress,
-    batches: createBatchStream({ source, split: "train", batchSize: 32, seed: peerSeed, config, manifest }),
+    batches: createBatchStream({
+      source,
+      split: "train",
+      batchSize: 32,
+      seed: peerSeed,
+      config,
+      kind: modelKindOf(config.model),
+      manifest,
+    }),
     swarm,
     seed: peerSeed,
     maxSteps: STEPS,

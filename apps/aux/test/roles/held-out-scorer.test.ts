@@ -23,6 +23,7 @@ import {
 } from "../../src/roles/contribution-validator.ts";
 import { openHeldOutScorer } from "../../src/roles/held-out-scorer.ts";
 import { SharedScorer } from "../../src/roles/shared-scorer.ts";
+import { modelKindOf } from "@barnraise/models";
 
 /**
  * The aux's held-out evaluation with the real scorer: the peer's mnist-mlp on the WebAssembly
@@ -69,7 +70,15 @@ async function initialAndTrained(): Promise<{ initial: Float32Array; trained: Fl
     const initial = model.initialParameters(hashName("held-out test"));
     const trained = initial.slice();
     const source = new DirectoryDatasetSource({ dir: join(datasetsDir(root), "mnist"), dataset: "mnist" });
-    const batches = createBatchStream({ source, split: "train", batchSize: 32, seed: 7, config, manifest });
+    const batches = createBatchStream({
+      source,
+      split: "train",
+      batchSize: 32,
+      seed: 7,
+      config,
+      kind: modelKindOf(config.model),
+      manifest,
+    });
     let steps = 0;
     for await (const batch of batches) {
       model.setParameters(trained);
@@ -137,7 +146,15 @@ async function gradientsAt(parameters: Float32Array, seed: number, count: number
   try {
     model.setParameters(parameters);
     const source = new DirectoryDatasetSource({ dir: join(datasetsDir(root), "mnist"), dataset: "mnist" });
-    const batches = createBatchStream({ source, split: "train", batchSize: 64, seed, config, manifest });
+    const batches = createBatchStream({
+      source,
+      split: "train",
+      batchSize: 64,
+      seed,
+      config,
+      kind: modelKindOf(config.model),
+      manifest,
+    });
     const gradients: Float32Array[] = [];
     for await (const batch of batches) {
       gradients.push((await model.computeGradients(batch, 0)).gradient.slice());

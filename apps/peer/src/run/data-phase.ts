@@ -51,7 +51,7 @@ export async function openData(
       seed,
       config,
       manifest,
-      uploaded: model.uploaded,
+      kind: model.kind,
       signal: abortSignal,
     });
   return { batches: split("train", batchSize), testBatches: () => split("test", 1000), seed };

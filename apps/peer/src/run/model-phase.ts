@@ -54,9 +54,8 @@ export async function prepareModel(
     },
   });
   try {
-    // An uploaded model may need a gradient kernel the chosen backend lacks (presets never do).
-    if (model.uploaded !== undefined) {
-      await ensureBackendTrains(model, config.model, (message) => {
+    if (model.kind.mayLackGradientKernels) {
+      await ensureBackendTrains(model, (message) => {
         reporter.log("warn", message);
       });
     }

@@ -14,6 +14,7 @@ import type { Batch, GradientResult, ImageBatch, TrainableModel } from "@barnrai
 import { LossReportingProgress } from "../../src/training/loss-reporting-progress.ts";
 import { Trainer, TrainingAbortedError } from "../../src/training/trainer.ts";
 import type { PeerStatus } from "../../src/ui/peer-status.ts";
+import { modelKindOf } from "@barnraise/models";
 
 /**
  * The training loop against a one-peer "swarm" of fakes: the model is a quadratic bowl in plain
@@ -28,6 +29,7 @@ const layout = ParameterLayout.fromShapes([{ name: "w", shape: [SIZE] }]);
 /** loss = ‖w − TARGET‖², gradient 2(w − TARGET); records the parameters it computed with. */
 class BowlModel implements TrainableModel {
   readonly config = { preset: "mnist-mlp", hiddenUnits: [1], activation: "relu" } as ModelConfig;
+  readonly kind = modelKindOf(this.config);
   readonly layout = layout;
   readonly computedWith: number[][] = [];
   readonly setCalls: number[][] = [];

@@ -9,7 +9,9 @@ import {
   type TabularManifest,
   type TokenManifest,
 } from "@barnraise/protocol";
-import type { Batch, TabularBatch } from "../models/batch.ts";
+import type { AlbertMlmConfig } from "../models/albert-parameters.ts";
+import type { Batch, ImageBatch, TabularBatch } from "../models/batch.ts";
+import type { DatasetRecords, ModelKind } from "../models/model-kind.ts";
 import type { UploadedModelShape } from "../models/trainable-model.ts";
 import { DatasetError, DatasetErrorCode } from "./dataset-error.ts";
 import type { DatasetSource } from "./dataset-source.ts";
@@ -18,7 +20,7 @@ import { decodeImageShard } from "./image-decoder.ts";
 import { MaskedTokenBatcher } from "./masked-token-batcher.ts";
 import { nextTokenBatch } from "./next-token-batcher.ts";
 import { decodeMnistShard } from "./mnist-decoder.ts";
-import { ShardStream, type ShardStreamOptions } from "./shard-stream.ts";
+import { ShardStream } from "./shard-stream.ts";
 import { ShuffleBuffer, shuffled } from "./shuffle-buffer.ts";
 import { deriveSeed, SeededRandom } from "../seeded-random.ts";
 import { imagesToTabularBatch, toTabularBatch } from "./tabular-batcher.ts";
@@ -36,22 +38,23 @@ export interface BatchStreamOptions {
   readonly batchSize: number;
   /** This peer's seed (e.g. `hashName(peerId)`): shard order, shuffle buffer and masking. */
   readonly seed: number;
+  /** The experiment: its dataset and shuffle buffer. */
   readonly config: ExperimentConfig;
+  /** The kind of the model the batches are for (`TrainableModel.kind`): it reads the records into batches. */
+  readonly kind: ModelKind;
   /** Shards downloaded ahead; defaults to DEFAULT_PREFETCH. */
   readonly prefetch?: number;
   /** Stops the stream and cancels pending downloads (as does `return()`). */
   readonly signal?: AbortSignal;
   /** A manifest already fetched from `source`; fetched on the first `next()` otherwise. */
   readonly manifest?: DatasetManifest;
-  /** The loaded model's `uploaded` shape; needed (and checked against the dataset) for an uploaded model. */
-  readonly uploaded?: UploadedModelShape | undefined;
 }
 
 /** Seed streams, so shard order, shuffling and masking draw independent numbers from one seed. */
 const Stream = { shardOrder: 1, shuffle: 2, masking: 3 } as const;
 
 /**
- * The batches a model preset trains on, read from the platform's shards: "train" is endless (shards
+ * The batches a model trains on, read from the platform's shards by its kind (`options.kind`): "train" is endless (shards
  * in this peer's order, mixed through a shuffle buffer of `config.dataset.shuffleBufferSize`),
  * "test" is one ordered pass. Shards download in the background while batches are consumed;
  * `return()` or aborting `signal` releases the pending downloads. Fails with a DatasetError when
@@ -81,36 +84,55 @@ async function* batches(options: BatchStreamOptions): AsyncGenerator<Batch, void
     prefetch: options.prefetch ?? DEFAULT_PREFETCH,
     ...(signal === undefined ? {} : { signal }),
   };
-  const model = config.model;
-  if (model.preset === "mnist-mlp") {
-    if (manifest.format !== "mnist-u8")
-      throw incompatible(`mnist-mlp needs mnist-u8 records, not ${manifest.format}`);
-    const stream = new ShardStream({
-      ...common,
-      decode: (bytes, shard) => decodeMnistShard(bytes, shard.file, shard.records),
-    });
-    for await (const rows of inBatches(mix(stream, options), options)) yield toImageBatch(rows);
-    return;
-  }
-  if (model.preset === "layers") {
-    if (isLanguageModelTask(model.task)) yield* languageModelBatches(model, manifest, common, options);
-    else yield* tabularBatches(model, manifest, common, options);
-    return;
-  }
-  const { tokens, vocabulary } = tokenRecords(
+  yield* options.kind.batches({
     manifest,
+    read: (decode) => new ShardStream({ ...common, decode }),
+    rows: (records) => inBatches(mix(records, options), options),
+    maskingSeed: deriveSeed(seed, Stream.masking),
+  });
+}
+
+/** The digit classifier's batches: 28×28 images and their digits (`mnist-u8` records). */
+export async function* digitBatches(records: DatasetRecords): AsyncGenerator<ImageBatch> {
+  const { manifest } = records;
+  if (manifest.format !== "mnist-u8")
+    throw incompatible(`mnist-mlp needs mnist-u8 records, not ${manifest.format}`);
+  const images = records.read((bytes, shard) => decodeMnistShard(bytes, shard.file, shard.records));
+  for await (const rows of records.rows(images)) yield toImageBatch(rows);
+}
+
+/** The masked LM preset's batches: sentences with the config's share of tokens masked. */
+export async function* maskedSentenceBatches(
+  records: DatasetRecords,
+  model: AlbertMlmConfig,
+): AsyncGenerator<Batch> {
+  const { tokens, vocabulary } = tokenRecords(
+    records,
     model.vocabSize,
     `raise model.vocabSize or prepare the dataset with --vocab-size ${model.vocabSize}`,
-    common,
   );
   const batcher = new MaskedTokenBatcher({
     sequenceLength: model.maxSequenceLength,
     maskProbability: model.maskProbability,
     vocabSize: vocabulary.size,
     specialTokens: vocabulary.specialTokens,
-    random: new SeededRandom(deriveSeed(seed, Stream.masking)),
+    random: new SeededRandom(records.maskingSeed),
   });
-  for await (const rows of inBatches(mix(tokens, options), options)) yield batcher.batch(rows);
+  for await (const rows of records.rows(tokens)) yield batcher.batch(rows);
+}
+
+/**
+ * An uploaded model's batches, once the dataset is known to fit its shape: sentences for a
+ * language model, rows of features (from a table or images) for the other tasks.
+ */
+export function uploadedModelBatches(
+  records: DatasetRecords,
+  model: LayersModelConfig,
+  shape: UploadedModelShape,
+): AsyncGenerator<Batch> {
+  return isLanguageModelTask(model.task)
+    ? languageModelBatches(records, model, shape)
+    : tabularBatches(records, model, shape);
 }
 
 /**
@@ -118,11 +140,11 @@ async function* batches(options: BatchStreamOptions): AsyncGenerator<Batch, void
  * tokens embeds and predicts; `fix` tells the organizer what to change when it does not.
  */
 function tokenRecords(
-  manifest: DatasetManifest,
+  records: DatasetRecords,
   modelVocabulary: number,
   fix: string,
-  common: Omit<ShardStreamOptions<never>, "decode">,
 ): { tokens: ShardStream<Uint16Array>; vocabulary: TokenManifest["vocabulary"] } {
+  const { manifest } = records;
   if (manifest.format !== "tokens-u16le")
     throw incompatible(`a language model needs tokens-u16le records (a text), not ${manifest.format}`);
   const { vocabulary } = manifest;
@@ -132,11 +154,9 @@ function tokenRecords(
       `the dataset's vocabulary has ${vocabSize} tokens but the model embeds only ${modelVocabulary}; ${fix}`,
     );
   }
-  const tokens = new ShardStream({
-    ...common,
-    decode: (bytes, shard) =>
-      decodeTokenShard(bytes, shard.file, { vocabSize, specialTokens, expectedRecords: shard.records }),
-  });
+  const tokens = records.read((bytes, shard) =>
+    decodeTokenShard(bytes, shard.file, { vocabSize, specialTokens, expectedRecords: shard.records }),
+  );
   return { tokens, vocabulary };
 }
 
@@ -146,24 +166,21 @@ function tokenRecords(
  * behind [MASK] and predicted, as the masked LM preset's).
  */
 async function* languageModelBatches(
+  records: DatasetRecords,
   model: LayersModelConfig,
-  manifest: DatasetManifest,
-  common: Omit<ShardStreamOptions<never>, "decode">,
-  options: BatchStreamOptions,
+  shape: UploadedModelShape,
 ): AsyncGenerator<Batch> {
-  const shape = uploadedShape(options);
   // Every id must fit the Embedding that reads it and the output that predicts it.
   const limit = Math.min(shape.outputUnits, shape.tokenIds ?? Infinity);
   const { tokens, vocabulary } = tokenRecords(
-    manifest,
+    records,
     limit,
     `import the text with a vocabulary size of at most ${limit} (${
       limit === shape.outputUnits ? "the model's output units" : "the ids its Embedding reads"
     })`,
-    common,
   );
   const sequenceLength = shape.features;
-  const rows = inBatches(mix(tokens, options), options);
+  const rows = records.rows(tokens);
   if (model.task === "next-token") {
     for await (const sentences of rows)
       yield nextTokenBatch(sentences, sequenceLength, vocabulary.specialTokens);
@@ -179,16 +196,9 @@ async function* languageModelBatches(
     maskProbability: model.maskProbability ?? DEFAULT_MASK_PROBABILITY,
     vocabSize: vocabulary.size,
     specialTokens: vocabulary.specialTokens,
-    random: new SeededRandom(deriveSeed(options.seed, Stream.masking)),
+    random: new SeededRandom(records.maskingSeed),
   });
   for await (const sentences of rows) yield batcher.batch(sentences);
-}
-
-function uploadedShape(options: BatchStreamOptions): UploadedModelShape {
-  if (options.uploaded === undefined) {
-    throw new RangeError("an uploaded model's batches need its shape: pass the loaded model's `uploaded`");
-  }
-  return options.uploaded;
 }
 
 /**
@@ -196,22 +206,18 @@ function uploadedShape(options: BatchStreamOptions): UploadedModelShape {
  * takes, and labels of its task (as many classes as its output has units).
  */
 async function* tabularBatches(
+  records: DatasetRecords,
   model: LayersModelConfig,
-  manifest: DatasetManifest,
-  common: Omit<ShardStreamOptions<never>, "decode">,
-  options: BatchStreamOptions,
+  shape: UploadedModelShape,
 ): AsyncGenerator<TabularBatch> {
-  const shape = uploadedShape(options);
+  const { manifest } = records;
   const { features } = shape;
   if (manifest.format === "image-u8") {
     const classes = imageClasses(model, manifest, shape);
-    const stream = new ShardStream({
-      ...common,
-      decode: (bytes, shard) =>
-        decodeImageShard(bytes, shard.file, { pixels: features, classes, expectedRecords: shard.records }),
-    });
-    for await (const rows of inBatches(mix(stream, options), options))
-      yield imagesToTabularBatch(rows, features);
+    const images = records.read((bytes, shard) =>
+      decodeImageShard(bytes, shard.file, { pixels: features, classes, expectedRecords: shard.records }),
+    );
+    for await (const rows of records.rows(images)) yield imagesToTabularBatch(rows, features);
     return;
   }
   if (manifest.format !== "tabular-f32") {
@@ -223,12 +229,10 @@ async function* tabularBatches(
     );
   }
   const classes = tabularClasses(model, manifest, shape);
-  const stream = new ShardStream({
-    ...common,
-    decode: (bytes, shard) =>
-      decodeTabularShard(bytes, shard.file, { features, classes, expectedRecords: shard.records }),
-  });
-  for await (const rows of inBatches(mix(stream, options), options)) yield toTabularBatch(rows, features);
+  const rows = records.read((bytes, shard) =>
+    decodeTabularShard(bytes, shard.file, { features, classes, expectedRecords: shard.records }),
+  );
+  for await (const batch of records.rows(rows)) yield toTabularBatch(batch, features);
 }
 
 /** The classes of a classifier's labels (undefined for a regression), once they fit the model. */
@@ -288,7 +292,7 @@ function imageClasses(model: LayersModelConfig, manifest: ImageManifest, shape: 
 }
 
 /** Train records go through the shuffle buffer; test records keep their order. */
-function mix<T>(stream: ShardStream<T>, options: BatchStreamOptions): AsyncIterable<T> {
+function mix<T>(stream: AsyncIterable<T>, options: BatchStreamOptions): AsyncIterable<T> {
   if (options.split === "test") return stream;
   const random = new SeededRandom(deriveSeed(options.seed, Stream.shuffle));
   return shuffled(stream, new ShuffleBuffer<T>(options.config.dataset.shuffleBufferSize, random));

@@ -1,7 +1,7 @@
-import { DEFAULT_MASK_PROBABILITY, type ModelConfig, SPECIAL_TOKENS } from "@barnraise/protocol";
+import { SPECIAL_TOKENS } from "@barnraise/protocol";
 import type { Batch, ImageBatch, MaskedTokenBatch, NextTokenBatch, TabularBatch } from "../models/batch.ts";
 import { DIGIT_CLASSES, IMAGE_PIXELS } from "../models/batch-checks.ts";
-import type { UploadedModelShape } from "../models/trainable-model.ts";
+import type { ModelKind } from "../models/model-kind.ts";
 import { SeededRandom } from "../seeded-random.ts";
 
 /**
@@ -20,65 +20,19 @@ const FIRST_ORDINARY = SPECIAL_TOKENS.length;
 const SYNTHETIC_STREAM = 0x5b7a7c4;
 
 /**
- * `size` samples shaped for the model `model` names: images of uniform random pixels with random
- * digit labels; full-length sentences `[CLS] tokens… [SEP]` (no padding: the most expensive row)
- * in which each token becomes [MASK] with the model's `maskProbability`, at least one per
- * sentence, as the real batcher chooses them, so the MLM head scores about as many cells as in
- * training; or, for an uploaded model (whose shape `uploaded` must then give), rows of uniform
- * random features with random class ids or values, or full rows of random tokens for a language
- * model (masked as above, or each labelled with the next). Throws RangeError unless `size` is a positive
- * integer and `seed` a safe integer.
+ * `size` samples shaped for the model whose kind is `kind` (`TrainableModel.kind`), drawn from
+ * `seed` (see `ModelKind.syntheticBatch`). Throws RangeError unless `size` is a positive integer and
+ * `seed` a safe integer.
  */
-export function syntheticBatch(
-  model: ModelConfig,
-  size: number,
-  seed: number,
-  uploaded?: UploadedModelShape,
-): Batch {
+export function syntheticBatch(kind: Pick<ModelKind, "syntheticBatch">, size: number, seed: number): Batch {
   if (!Number.isSafeInteger(size) || size < 1) {
     throw new RangeError(`synthetic batch size must be a positive integer, got ${size}`);
   }
-  const random = new SeededRandom(seed, SYNTHETIC_STREAM);
-  switch (model.preset) {
-    case "mnist-mlp":
-      return syntheticImages(size, random);
-    case "albert-mlm":
-      return syntheticSentences(
-        size,
-        model.maxSequenceLength,
-        model.vocabSize,
-        model.maskProbability,
-        random,
-      );
-    case "layers":
-      if (uploaded === undefined) {
-        throw new RangeError(
-          "a synthetic batch of an uploaded model needs its shape: pass the loaded model's `uploaded`",
-        );
-      }
-      if (model.task === "next-token") {
-        return syntheticNextTokens(size, uploaded.features, uploaded.outputUnits, random);
-      }
-      if (model.task === "masked-tokens") {
-        return syntheticSentences(
-          size,
-          uploaded.features,
-          uploaded.outputUnits,
-          model.maskProbability ?? DEFAULT_MASK_PROBABILITY,
-          random,
-        );
-      }
-      return syntheticRows(
-        size,
-        uploaded.features,
-        model.task === "classification" ? uploaded.outputUnits : undefined,
-        random,
-      );
-  }
+  return kind.syntheticBatch(size, new SeededRandom(seed, SYNTHETIC_STREAM));
 }
 
 /** Full rows of random ordinary tokens, each position labelled with the next (a next-token model's batch). */
-function syntheticNextTokens(
+export function syntheticNextTokens(
   size: number,
   sequenceLength: number,
   vocabSize: number,
@@ -104,7 +58,7 @@ function syntheticNextTokens(
 }
 
 /** Rows of uniform features; class ids below `classes`, or values in [-1, 1) for a regression. */
-function syntheticRows(
+export function syntheticRows(
   size: number,
   features: number,
   classes: number | undefined,
@@ -118,7 +72,8 @@ function syntheticRows(
   return { kind: "tabular", size, features: values, labels };
 }
 
-function syntheticImages(size: number, random: SeededRandom): ImageBatch {
+/** Images of uniform random pixels with random digit labels. */
+export function syntheticImages(size: number, random: SeededRandom): ImageBatch {
   const pixels = new Float32Array(size * IMAGE_PIXELS);
   for (let i = 0; i < pixels.length; i++) pixels[i] = random.nextFloat();
   const labels = new Int32Array(size);
@@ -126,7 +81,12 @@ function syntheticImages(size: number, random: SeededRandom): ImageBatch {
   return { kind: "image", size, pixels, labels };
 }
 
-function syntheticSentences(
+/**
+ * Full-length sentences `[CLS] tokens… [SEP]` (no padding: the most expensive row) in which each
+ * token becomes [MASK] with `maskProbability`, at least one per sentence, as the real batcher
+ * chooses them, so the MLM head scores about as many cells as in training.
+ */
+export function syntheticSentences(
   size: number,
   sequenceLength: number,
   vocabSize: number,

@@ -1,7 +1,6 @@
 import {
   heldOutMetricOf,
   HeldOutMetric,
-  isLanguageModelTask,
   LAYERS_MODEL,
   MetricName,
   taskChoices,
@@ -14,7 +13,7 @@ import { CachedDatasetSource } from "../data/cached-dataset-source.ts";
 import type { DatasetSource } from "../data/dataset-source.ts";
 import { HttpDatasetSource } from "../data/http-dataset-source.ts";
 import { loadModel } from "../models/create-model.ts";
-import type { TrainableModel, UploadedModelShape } from "../models/trainable-model.ts";
+import type { TrainableModel } from "../models/trainable-model.ts";
 import { hashName } from "../seeded-random.ts";
 import type { BlobStore } from "../storage/blob-store.ts";
 import {
@@ -47,37 +46,11 @@ export interface HeldOutScore {
  */
 export const HELD_OUT_SEED = hashName("barnraise held-out evaluation");
 
-/** Rows per held-out batch of the digit classifier and uploaded models: milliseconds of work each. */
-export const HELD_OUT_BATCH_SIZE = 128;
-/**
- * Tokens per held-out batch of the masked LM. A batch is computed in one go, without a turn of the
- * event loop in between, so it must be short: on wasm the default ALBERT takes about 150 ms for
- * 1024 tokens on one core (and 1.2 s for 128 sentences of 64), time the swarm would wait.
- */
-export const HELD_OUT_TOKENS_PER_BATCH = 1024;
-
-/**
- * Activation floats per held-out batch of an uploaded model (4 MiB): whatever its size, a batch
- * stays a short stretch of work on the aux's one event loop.
- */
-export const HELD_OUT_ACTIVATIONS_PER_BATCH = 1 << 20;
-
-/**
- * Rows per held-out batch of `model`: HELD_OUT_BATCH_SIZE, or HELD_OUT_TOKENS_PER_BATCH tokens'
- * worth of sentences for a language model; an uploaded model (its shape `uploaded`) also keeps its
- * activations within HELD_OUT_ACTIVATIONS_PER_BATCH.
- */
-export function heldOutBatchSize(model: ModelConfig, uploaded?: UploadedModelShape): number {
-  if (model.preset === "albert-mlm") {
-    return Math.max(1, Math.floor(HELD_OUT_TOKENS_PER_BATCH / model.maxSequenceLength));
-  }
-  if (model.preset !== LAYERS_MODEL || uploaded === undefined) return HELD_OUT_BATCH_SIZE;
-  const rows = isLanguageModelTask(model.task)
-    ? Math.floor(HELD_OUT_TOKENS_PER_BATCH / uploaded.features)
-    : HELD_OUT_BATCH_SIZE;
-  const byActivations = Math.floor(HELD_OUT_ACTIVATIONS_PER_BATCH / Math.max(1, uploaded.activationFloats));
-  return Math.max(1, Math.min(rows, byActivations));
-}
+export {
+  HELD_OUT_ACTIVATIONS_PER_BATCH,
+  HELD_OUT_BATCH_SIZE,
+  HELD_OUT_TOKENS_PER_BATCH,
+} from "./held-out-sizes.ts";
 
 /**
  * The score of `evaluation` (of a model of config `model`) in its held-out metric: the accuracy,
@@ -122,7 +95,7 @@ export interface HeldOutEvaluatorOptions {
   readonly backends: Pick<Partial<BackendLoaders>, "wasm" | "cpu">;
   /** Where the test split comes from; the platform's shards, cached, by default. */
   readonly source?: DatasetSource;
-  /** Rows per batch; `heldOutBatchSize(config.model)` by default. */
+  /** Rows per batch; the model kind's `heldOutBatchSize` by default. */
   readonly batchSize?: number;
   /** Cancels the downloads of opening. */
   readonly signal?: AbortSignal;
@@ -236,11 +209,11 @@ export class HeldOutEvaluator {
     const batches = createBatchStream({
       source: this.#source,
       split: "test",
-      batchSize: this.#options.batchSize ?? heldOutBatchSize(config.model, this.#model.uploaded),
+      batchSize: this.#options.batchSize ?? this.#model.kind.heldOutBatchSize,
       seed: HELD_OUT_SEED,
       config,
       manifest: this.#manifest,
-      uploaded: this.#model.uploaded,
+      kind: this.#model.kind,
       ...(signal === undefined ? {} : { signal }),
     });
     try {

@@ -8,6 +8,8 @@ import { lossAndAccuracy, softmaxCrossEntropy } from "./layer-ops.ts";
 import { checkSeed } from "./model-error.ts";
 import type { EvaluationResult, GradientResult, TrainableModel } from "./trainable-model.ts";
 import { VariableSet } from "./variable-set.ts";
+import type { ModelKind } from "./model-kind.ts";
+import { albertMlmKind } from "./albert-mlm-kind.ts";
 
 /**
  * The "albert-mlm" preset: an ALBERT-style masked language model (Lan et al. 2019) — factorized
@@ -19,12 +21,14 @@ import { VariableSet } from "./variable-set.ts";
  */
 export class AlbertMlm implements TrainableModel {
   readonly config: AlbertMlmConfig;
+  readonly kind: ModelKind;
   readonly layout: ParameterLayout;
   readonly #parameters: VariableSet;
 
   /** Throws INVALID_CONFIG when hiddenSize is not divisible by numHeads. */
   constructor(config: AlbertMlmConfig) {
     this.config = config;
+    this.kind = albertMlmKind(config);
     this.#parameters = new VariableSet(albertParameterSpecs(config));
     this.layout = this.#parameters.layout;
   }

@@ -1,7 +1,6 @@
-import type { ExperimentConfig, ModelConfig } from "@barnraise/protocol";
+import type { ExperimentConfig } from "@barnraise/protocol";
 import type { Batch } from "./batch.ts";
-import { IMAGE_PIXELS, DIGIT_CLASSES } from "./batch-checks.ts";
-import type { TrainableModel, UploadedModelShape } from "./trainable-model.ts";
+import type { TrainableModel } from "./trainable-model.ts";
 import { syntheticBatch } from "../data/synthetic-batch.ts";
 import { yieldToEvents } from "../yield-to-events.ts";
 
@@ -12,61 +11,6 @@ import { yieldToEvents } from "../yield-to-events.ts";
  * trade-off: large enough that the device runs near its best samples per second, small enough that
  * a step fits in memory, keeps the process responsive, and does not overshoot the global batch.
  */
-
-/** Float32 bytes. */
-const FLOAT_BYTES = 4;
-
-/**
- * Activation memory per sample, in bytes: what one forward plus backward pass holds at its peak
- * beyond the parameters and their gradient (which do not grow with the batch).
- *
- * TF.js keeps every tensor a gradient rule saved in the forward pass until the backward pass has
- * used it, and the backward pass allocates a gradient of the same shape for each, plus the
- * temporaries of composite ops (layer norm and GELU are several elementwise ops, one tensor each).
- * So the estimate sums the activation shapes of one sample, each times the number of float32
- * copies of it alive at once. Those copy counts were counted against `tf.profile` peaks on the cpu
- * backend and rounded up; the tests keep the estimate above a measured peak and below twice it.
- *
- * - mnist-mlp: the 784 pixels 3 times (2 measured, plus one as slack, since they dominate narrow
- *   networks), each hidden unit 8 times (32 with GELU, whose tanh approximation is six ops), the 10
- *   logits 12 times (softmax cross-entropy and its one-hot targets).
- * - albert-mlm, per sentence of T tokens (full length: the batcher pads to it): the embeddings
- *   48·T·E; per layer (the shared layer runs numLayers times, and each run keeps its own
- *   activations) 96·T·H for the projections, residuals and two layer norms, 32·T·I for the GELU
- *   feed-forward and 16·heads·T² for the attention scores, softmax and dropout; and 16·V for each
- *   masked cell the head scores (logits, log-softmax, one-hot targets), about maskProbability·T + 1.
- * - an uploaded model (`uploaded`, its shape, is required): mnist-mlp's counts applied to what the
- *   built model says: its input 3 times, every layer's output 8 times (a layer with a composite
- *   activation keeps more, which the 25 % memory share leaves room for), its output 12 times.
- */
-export function estimateBytesPerSample(model: ModelConfig, uploaded?: UploadedModelShape): number {
-  switch (model.preset) {
-    case "mnist-mlp": {
-      const perHiddenUnit = model.activation === "gelu" ? 32 : 8;
-      const hiddenUnits = model.hiddenUnits.reduce((sum, units) => sum + units, 0);
-      return FLOAT_BYTES * (3 * IMAGE_PIXELS + perHiddenUnit * hiddenUnits + 12 * DIGIT_CLASSES);
-    }
-    case "albert-mlm": {
-      const T = model.maxSequenceLength;
-      const perLayer =
-        96 * T * model.hiddenSize + 32 * T * model.intermediateSize + 16 * model.numHeads * T * T;
-      const maskedCells = model.maskProbability * T + 1;
-      const floats =
-        48 * T * model.embeddingSize + model.numLayers * perLayer + 16 * maskedCells * model.vocabSize;
-      return FLOAT_BYTES * floats;
-    }
-    case "layers": {
-      if (uploaded === undefined) {
-        throw new RangeError(
-          "an uploaded model's activation memory needs its shape: pass the loaded model's `uploaded`",
-        );
-      }
-      return (
-        FLOAT_BYTES * (3 * uploaded.features + 8 * uploaded.activationFloats + 12 * uploaded.outputUnits)
-      );
-    }
-  }
-}
 
 /** Why the search stopped where it did. */
 export type BatchSizeLimit =
@@ -148,8 +92,7 @@ export async function chooseBatchSize(options: ChooseBatchSizeOptions): Promise<
   const cap = batchSizeCap(options);
   const { model, signal } = options;
   const now = options.now ?? (() => performance.now());
-  const makeBatch =
-    options.makeBatch ?? ((size: number) => syntheticBatch(model.config, size, size, model.uploaded));
+  const makeBatch = options.makeBatch ?? ((size: number) => syntheticBatch(model.kind, size, size));
 
   const trials: BatchSizeTrial[] = [];
   let size = Math.min(FIRST_TRIAL_SIZE, cap.size);
@@ -228,7 +171,7 @@ function batchSizeCap(options: ChooseBatchSizeOptions): { size: number; limitedB
   }
   const limits: { size: number; limitedBy: BatchSizeLimit }[] = [
     {
-      size: Math.floor(memoryBytes / estimateBytesPerSample(options.model.config, options.model.uploaded)),
+      size: Math.floor(memoryBytes / options.model.kind.bytesPerSample),
       limitedBy: "memory",
     },
     { size: Math.floor(targetBatchSize / 4), limitedBy: "target" },

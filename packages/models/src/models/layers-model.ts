@@ -22,6 +22,8 @@ import type {
   UploadedModelShape,
 } from "./trainable-model.ts";
 import { assignFlat, flatLossAndGradient } from "./variable-set.ts";
+import type { ModelKind } from "./model-kind.ts";
+import { uploadedModelKind } from "./uploaded-model-kind.ts";
 
 /**
  * An organizer's uploaded TF.js Layers model (`model.preset: "layers"`), built by tfjs-layers from
@@ -37,6 +39,7 @@ import { assignFlat, flatLossAndGradient } from "./variable-set.ts";
  */
 export class UploadedLayersModel implements TrainableModel {
   readonly config: LayersModelConfig;
+  readonly kind: ModelKind;
   readonly layout: ParameterLayout;
   readonly uploaded: UploadedModelShape;
   readonly #model: LayersModel;
@@ -61,6 +64,7 @@ export class UploadedLayersModel implements TrainableModel {
     this.#initial = initial;
     this.layout = ParameterLayout.fromShapes(tensors);
     this.uploaded = uploaded;
+    this.kind = uploadedModelKind(config, uploaded);
   }
 
   /**

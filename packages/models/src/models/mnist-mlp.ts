@@ -7,6 +7,8 @@ import { activate, dense, lossAndAccuracy, softmaxCrossEntropy } from "./layer-o
 import { checkSeed } from "./model-error.ts";
 import type { EvaluationResult, GradientResult, TrainableModel } from "./trainable-model.ts";
 import { type ParameterSpec, VariableSet } from "./variable-set.ts";
+import type { ModelKind } from "./model-kind.ts";
+import { mnistMlpKind } from "./mnist-mlp-kind.ts";
 
 /** The `model` part of a config with preset "mnist-mlp". */
 export type MnistMlpConfig = Extract<ModelConfig, { preset: "mnist-mlp" }>;
@@ -39,12 +41,14 @@ export function mnistMlpParameterSpecs(config: MnistMlpConfig): ParameterSpec[] 
  */
 export class MnistMlp implements TrainableModel {
   readonly config: MnistMlpConfig;
+  readonly kind: ModelKind;
   readonly layout: ParameterLayout;
   readonly #parameters: VariableSet;
   readonly #layers: { kernel: tf.Variable; bias: tf.Variable }[];
 
   constructor(config: MnistMlpConfig) {
     this.config = config;
+    this.kind = mnistMlpKind(config);
     this.#parameters = new VariableSet(mnistMlpParameterSpecs(config));
     this.layout = this.#parameters.layout;
     const prefixes = config.hiddenUnits.map((_, i) => `hidden${i}`).concat("output");

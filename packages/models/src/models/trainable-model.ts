@@ -1,6 +1,7 @@
 import type { MetricName, ModelConfig } from "@barnraise/protocol";
 import type { ParameterLayout } from "@barnraise/swarm";
 import type { Batch } from "./batch.ts";
+import type { ModelKind } from "./model-kind.ts";
 
 /** One minibatch's forward and backward pass. */
 export interface GradientResult {
@@ -62,6 +63,8 @@ export interface TrainableModel {
   readonly layout: ParameterLayout;
   /** An uploaded model's input and output widths; absent for the presets. */
   readonly uploaded?: UploadedModelShape;
+  /** What differs for this kind of model: its batches, their memory, stand-in and held-out batches. */
+  readonly kind: ModelKind;
   /**
    * Deterministic initial parameters: the same bits for the same config and seed on every machine
    * and backend (drawn in JavaScript from a seeded generator, not by TF.js; an uploaded model's own

@@ -1,5 +1,4 @@
 import * as tf from "@tensorflow/tfjs-core";
-import type { ModelConfig } from "@barnraise/protocol";
 import type { TrainableModel } from "../models/trainable-model.ts";
 import { syntheticBatch } from "../data/synthetic-batch.ts";
 import { cpuBackendLoader, selectBackend } from "./backend.ts";
@@ -16,11 +15,10 @@ const MISSING_KERNEL = /Kernel '([^']+)' not registered for backend '([^']+)'/;
  */
 export async function ensureBackendTrains(
   model: TrainableModel,
-  modelConfig: ModelConfig,
   warn: (message: string) => void,
 ): Promise<string> {
   const probe = async () => {
-    const batch = syntheticBatch(modelConfig, 1, 0, model.uploaded);
+    const batch = syntheticBatch(model.kind, 1, 0);
     model.setParameters(model.initialParameters(0));
     await model.computeGradients(batch, 0);
   };

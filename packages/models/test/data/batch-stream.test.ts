@@ -15,6 +15,7 @@ import {
   sha256,
   tokenDataset,
 } from "./dataset-fixture.ts";
+import { modelKindOf } from "../../src/models/model-kind-of.ts";
 
 const mnistConfig = parseExperimentConfig({ dataset: { shuffleBufferSize: 16 } });
 const albertConfig = parseExperimentConfig({
@@ -77,6 +78,7 @@ describe("createBatchStream", () => {
       batchSize: 8,
       seed: 11,
       config: mnistConfig,
+      kind: modelKindOf(mnistConfig.model),
       prefetch: 2,
     } as const;
     const batches = images(await take(createBatchStream(options), 24)); // two passes and more
@@ -103,7 +105,14 @@ describe("createBatchStream", () => {
     const source = await sourceFor(mnist);
     const batches = images(
       await take(
-        createBatchStream({ source, split: "test", batchSize: 10, seed: 1, config: mnistConfig }),
+        createBatchStream({
+          source,
+          split: "test",
+          batchSize: 10,
+          seed: 1,
+          config: mnistConfig,
+          kind: modelKindOf(mnistConfig.model),
+        }),
         100,
       ),
     );
@@ -114,7 +123,14 @@ describe("createBatchStream", () => {
   it("builds masked-token batches from the token shards", async () => {
     const source = await sourceFor(tokens);
     const batches = await take(
-      createBatchStream({ source, split: "train", batchSize: 16, seed: 3, config: albertConfig }),
+      createBatchStream({
+        source,
+        split: "train",
+        batchSize: 16,
+        seed: 3,
+        config: albertConfig,
+        kind: modelKindOf(albertConfig.model),
+      }),
       20,
     );
     expect(batches).toHaveLength(20);
@@ -137,6 +153,7 @@ describe("createBatchStream", () => {
       batchSize: 4,
       seed: 0,
       config: parseExperimentConfig({}),
+      kind: modelKindOf(parseExperimentConfig({}).model),
       manifest: { ...tokens.manifest, name: "mnist" },
     });
     await expect(wrongFormat.next()).rejects.toThrow(/mnist-mlp needs mnist-u8 records, not tokens-u16le/);
@@ -150,13 +167,21 @@ describe("createBatchStream", () => {
       batchSize: 4,
       seed: 0,
       config: smallVocab,
+      kind: modelKindOf(smallVocab.model),
     })
       .next()
       .catch((e: unknown) => e);
     expect(isDatasetError(error, DatasetErrorCode.INCOMPATIBLE)).toBe(true);
     expect(String(error)).toMatch(/vocabulary has 1000 tokens but the model embeds only 64/);
     expect(() =>
-      createBatchStream({ source, split: "train", batchSize: 0, seed: 0, config: albertConfig }),
+      createBatchStream({
+        source,
+        split: "train",
+        batchSize: 0,
+        seed: 0,
+        config: albertConfig,
+        kind: modelKindOf(albertConfig.model),
+      }),
     ).toThrow(/batchSize/);
   });
 
@@ -174,7 +199,14 @@ describe("createBatchStream", () => {
     };
     const source = await sourceFor({ manifest, files });
     const error: unknown = await take(
-      createBatchStream({ source, split: "test", batchSize: 4, seed: 0, config: albertConfig }),
+      createBatchStream({
+        source,
+        split: "test",
+        batchSize: 4,
+        seed: 0,
+        config: albertConfig,
+        kind: modelKindOf(albertConfig.model),
+      }),
       100,
     ).catch((e: unknown) => e);
     expect(isDatasetError(error, DatasetErrorCode.SHARD_MALFORMED)).toBe(true);
@@ -199,6 +231,7 @@ describe("createBatchStream", () => {
       batchSize: 5,
       seed: 0,
       config: mnistConfig,
+      kind: modelKindOf(mnistConfig.model),
       prefetch: 2,
     });
     expect((await stream.next()).done).toBe(false);
@@ -214,6 +247,7 @@ describe("createBatchStream", () => {
       batchSize: 500,
       seed: 0,
       config: mnistConfig,
+      kind: modelKindOf(mnistConfig.model),
       signal: controller.signal,
     });
     const pending = aborted.next();

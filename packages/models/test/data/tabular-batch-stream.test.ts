@@ -12,6 +12,7 @@ import {
   serveDataset,
   tabularDataset,
 } from "./dataset-fixture.ts";
+import { modelKindOf } from "../../src/models/model-kind-of.ts";
 
 /** Batches for an uploaded model: tabular rows, once the dataset is known to fit the model. */
 
@@ -60,7 +61,7 @@ async function stream(
     batchSize: 4,
     seed: 3,
     config: options.config ?? classifier,
-    uploaded: "uploaded" in options ? options.uploaded : shape,
+    kind: modelKindOf((options.config ?? classifier).model, "uploaded" in options ? options.uploaded : shape),
   });
 }
 
@@ -154,7 +155,7 @@ describe("createBatchStream for an uploaded model", () => {
       batchSize: 4,
       seed: 1,
       config,
-      uploaded: shape,
+      kind: modelKindOf(config.model, shape),
     });
     expect((await refusal(batches)).message).toMatch(
       /trains on tabular-f32 or image-u8 records, not mnist-u8/,
@@ -180,8 +181,8 @@ describe("createBatchStream for an uploaded model", () => {
   });
 
   it("needs the loaded model's shape", async () => {
-    await expect((await stream(rows(), { uploaded: undefined })).next()).rejects.toThrow(
-      /pass the loaded model's/,
+    await expect(stream(rows(), { uploaded: undefined })).rejects.toThrow(
+      /needs its shape: use the built model's/,
     );
   });
 });

@@ -4,7 +4,6 @@ import { join } from "node:path";
 import { parseExperimentConfig } from "@barnraise/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
-  heldOutBatchSize,
   HeldOutEvaluator,
   heldOutModelConfig,
   heldOutScore,
@@ -12,6 +11,7 @@ import {
 import { serveDataset, tokenDataset, type DatasetServer } from "../data/dataset-fixture.ts";
 import { directoryStore } from "../../src/node/directory-store.ts";
 import { nodeBackendLoaders } from "../../src/node/node-backends.ts";
+import { modelKindOf } from "../../src/models/model-kind-of.ts";
 
 /**
  * The held-out score the aux records for each checkpoint: the metric each task is judged by, and
@@ -72,14 +72,14 @@ describe("heldOutScore", () => {
 
 describe("heldOutBatchSize", () => {
   it("takes 128 rows, or as many sentences as make 1024 tokens for the masked LM", () => {
-    expect(heldOutBatchSize(parseExperimentConfig({}).model)).toBe(128);
+    expect(modelKindOf(parseExperimentConfig({}).model).heldOutBatchSize).toBe(128);
     const albert = (maxSequenceLength: number) =>
       parseExperimentConfig({
         model: { preset: "albert-mlm", maxSequenceLength },
         optimizer: { name: "lamb" },
       }).model;
-    expect(heldOutBatchSize(albert(64))).toBe(16);
-    expect(heldOutBatchSize(albert(2048))).toBe(1);
+    expect(modelKindOf(albert(64)).heldOutBatchSize).toBe(16);
+    expect(modelKindOf(albert(2048)).heldOutBatchSize).toBe(1);
   });
 
   it("keeps an uploaded model's batch within 1024 tokens and 4 MiB of activations", () => {
@@ -91,13 +91,13 @@ describe("heldOutBatchSize", () => {
       outputUnits: 10,
       activationFloats,
     });
-    expect(heldOutBatchSize(uploaded("classification"), shape(4, 100))).toBe(128);
+    expect(modelKindOf(uploaded("classification"), shape(4, 100)).heldOutBatchSize).toBe(128);
     // A large image model: 1 M activation floats a row, one row a batch.
-    expect(heldOutBatchSize(uploaded("classification"), shape(3072, 1 << 20))).toBe(1);
-    expect(heldOutBatchSize(uploaded("classification"), shape(3072, 1 << 15))).toBe(32);
+    expect(modelKindOf(uploaded("classification"), shape(3072, 1 << 20)).heldOutBatchSize).toBe(1);
+    expect(modelKindOf(uploaded("classification"), shape(3072, 1 << 15)).heldOutBatchSize).toBe(32);
     // A language model over 64 positions: 16 sentences, fewer when its vocabulary is large.
-    expect(heldOutBatchSize(uploaded("next-token"), shape(64, 64 * 100))).toBe(16);
-    expect(heldOutBatchSize(uploaded("next-token"), shape(64, 64 * 32_000))).toBe(1);
+    expect(modelKindOf(uploaded("next-token"), shape(64, 64 * 100)).heldOutBatchSize).toBe(16);
+    expect(modelKindOf(uploaded("next-token"), shape(64, 64 * 32_000)).heldOutBatchSize).toBe(1);
   });
 });
 

@@ -14,6 +14,7 @@ import { AlbertMlm } from "../../src/models/albert-mlm.ts";
 import type { MaskedTokenBatch } from "../../src/models/batch.ts";
 import { selectNodeBackend } from "../../src/node/node-backends.ts";
 import { DirectoryDatasetSource } from "../support/directory-dataset-source.ts";
+import { modelKindOf } from "../../src/models/model-kind-of.ts";
 
 /**
  * The albert-mlm preset trained for real: the Brown corpus prepared by the platform's own
@@ -78,7 +79,14 @@ afterAll(async () => {
 /** Every batch of the "test" split, masked once with a fixed seed: the same cells for every model. */
 async function heldOutBatches(): Promise<MaskedTokenBatch[]> {
   const batches: MaskedTokenBatch[] = [];
-  for await (const batch of createBatchStream({ source, split: "test", batchSize: 64, seed: 7, config })) {
+  for await (const batch of createBatchStream({
+    source,
+    split: "test",
+    batchSize: 64,
+    seed: 7,
+    config,
+    kind: modelKindOf(config.model),
+  })) {
     if (batch.kind !== "masked-tokens") throw new Error(`expected masked-token batches, got ${batch.kind}`);
     batches.push(batch);
   }
@@ -143,7 +151,14 @@ describe("albert-mlm on the Brown corpus", () => {
     const initial = await heldOutLoss(albert, held);
 
     const optimizer = createFlatOptimizer(config.optimizer, albert.layout);
-    const train = createBatchStream({ source, split: "train", batchSize: BATCH_SIZE, seed: 3, config });
+    const train = createBatchStream({
+      source,
+      split: "train",
+      batchSize: BATCH_SIZE,
+      seed: 3,
+      config,
+      kind: modelKindOf(config.model),
+    });
     let step = 0;
     for await (const batch of train) {
       const { gradient } = await albert.computeGradients(batch, step);

@@ -11,10 +11,10 @@ import type { GradientResult, TrainableModel } from "../../src/models/trainable-
 import {
   type ChooseBatchSizeOptions,
   chooseBatchSize,
-  estimateBytesPerSample,
   resolveBatchSize,
 } from "../../src/models/auto-batch-size.ts";
 import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
+import { modelKindOf } from "../../src/models/model-kind-of.ts";
 
 beforeAll(async () => {
   await tf.setBackend("cpu");
@@ -42,6 +42,7 @@ const tinyAlbert: AlbertMlmConfig = {
  */
 class FakeModel implements TrainableModel {
   readonly config = mlpConfig;
+  readonly kind = modelKindOf(mlpConfig);
   readonly layout = new ParameterLayout([{ name: "w", offset: 0, length: 1 }]);
   readonly calls: { size: number; immediateRan: boolean }[] = [];
   time = 0;
@@ -132,7 +133,7 @@ describe("chooseBatchSize", () => {
 
   it("stops at the memory cap and tries the cap itself when it is not a power of two", async () => {
     const model = new FakeModel(linear(100, 1));
-    const memoryBytes = 40 * estimateBytesPerSample(mlpConfig) + 1;
+    const memoryBytes = 40 * modelKindOf(mlpConfig).bytesPerSample + 1;
     const choice = await choose(model, { memoryBytes });
     expect(choice.trials.map((trial) => trial.batchSize)).toEqual([8, 16, 32, 40]);
     expect(choice).toMatchObject({ batchSize: 40, limitedBy: "memory" });
@@ -206,7 +207,7 @@ describe("chooseBatchSize", () => {
   it("leaks no tensors and leaves the parameters of a real model unchanged", async () => {
     const model = createModel({ preset: "mnist-mlp", hiddenUnits: [16], activation: "relu" });
     model.setParameters(model.initialParameters(11));
-    const probe = syntheticBatch(model.config, 16, 99);
+    const probe = syntheticBatch(model.kind, 16, 99);
     const before = (await model.evaluate(probe)).loss;
     const tensors = tf.memory().numTensors;
     const choice = await chooseBatchSize({
@@ -262,7 +263,7 @@ describe("estimateBytesPerSample", () => {
   async function measuredBytesPerSample(config: ModelConfig, small: number, large: number): Promise<number> {
     const model = createModel(config);
     const peak = async (size: number): Promise<number> => {
-      const batch = syntheticBatch(config, size, 5);
+      const batch = syntheticBatch(modelKindOf(config), size, 5);
       const base = tf.memory().numBytes;
       const profile = await tf.profile(async () => {
         await model.computeGradients(batch, 1);
@@ -282,14 +283,14 @@ describe("estimateBytesPerSample", () => {
     ];
     for (const [config, small, large] of configs) {
       const measured = await measuredBytesPerSample(config, small, large);
-      const estimate = estimateBytesPerSample(config);
+      const estimate = modelKindOf(config).bytesPerSample;
       expect(estimate, config.preset).toBeGreaterThanOrEqual(measured);
       expect(estimate, config.preset).toBeLessThanOrEqual(2 * measured);
     }
   });
 
   it("grows with the activation shapes", () => {
-    const base = estimateBytesPerSample(tinyAlbert);
+    const base = modelKindOf(tinyAlbert).bytesPerSample;
     for (const change of [
       { maxSequenceLength: 16 },
       { hiddenSize: 16 },
@@ -299,9 +300,10 @@ describe("estimateBytesPerSample", () => {
       { vocabSize: 128 },
       { embeddingSize: 16 },
     ]) {
-      expect(estimateBytesPerSample({ ...tinyAlbert, ...change }), JSON.stringify(change)).toBeGreaterThan(
-        base,
-      );
+      expect(
+        modelKindOf({ ...tinyAlbert, ...change }).bytesPerSample,
+        JSON.stringify(change),
+      ).toBeGreaterThan(base);
     }
   });
 });
@@ -310,15 +312,15 @@ describe("syntheticBatch", () => {
   it("builds image batches the mnist-mlp model accepts, the same for the same seed", async () => {
     const model = createModel({ preset: "mnist-mlp", hiddenUnits: [8], activation: "relu" });
     model.setParameters(model.initialParameters(1));
-    const batch = syntheticBatch(model.config, 5, 7);
+    const batch = syntheticBatch(model.kind, 5, 7);
     const images = checkImageBatch(batch);
     expect(images.size).toBe(5);
     expect(images.pixels.every((pixel) => pixel >= 0 && pixel < 1)).toBe(true);
     expect(new Set(images.pixels).size).toBeGreaterThan(100);
-    const labels = checkImageBatch(syntheticBatch(model.config, 100, 7)).labels;
+    const labels = checkImageBatch(syntheticBatch(model.kind, 100, 7)).labels;
     expect(new Set(labels).size).toBeGreaterThan(5);
-    expect(syntheticBatch(model.config, 5, 7)).toEqual(batch);
-    expect(syntheticBatch(model.config, 5, 8)).not.toEqual(batch);
+    expect(syntheticBatch(model.kind, 5, 7)).toEqual(batch);
+    expect(syntheticBatch(model.kind, 5, 8)).not.toEqual(batch);
     const result = await model.computeGradients(batch, 0);
     expect(result.samples).toBe(5);
     expect(Number.isFinite(result.loss)).toBe(true);
@@ -330,7 +332,7 @@ describe("syntheticBatch", () => {
     model.setParameters(model.initialParameters(1));
     const size = 40;
     const T = tinyAlbert.maxSequenceLength;
-    const batch = syntheticBatch(model.config, size, 7);
+    const batch = syntheticBatch(model.kind, size, 7);
     const tokens = checkMaskedTokenBatch(batch, tinyAlbert.vocabSize, T);
     expect(tokens.sequenceLength).toBe(T);
     expect(tokens.attentionMask.every((value) => value === 1)).toBe(true);
@@ -359,7 +361,7 @@ describe("syntheticBatch", () => {
   });
 
   it("rejects a size that is not a positive integer", () => {
-    expect(() => syntheticBatch(mlpConfig, 0, 1)).toThrow(RangeError);
-    expect(() => syntheticBatch(mlpConfig, 1.5, 1)).toThrow(/positive integer/);
+    expect(() => syntheticBatch(modelKindOf(mlpConfig), 0, 1)).toThrow(RangeError);
+    expect(() => syntheticBatch(modelKindOf(mlpConfig), 1.5, 1)).toThrow(/positive integer/);
   });
 });

@@ -16,6 +16,7 @@ import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
 import { type DatasetServer, serveDataset, SPECIALS, textDataset } from "../data/dataset-fixture.ts";
 import { layersConfig, type ModelServer, serveModels, storeModel } from "./layers-fixture.ts";
 import { directoryStore } from "../../src/node/directory-store.ts";
+import { modelKindOf } from "../../src/models/model-kind-of.ts";
 
 /**
  * Uploaded language models (`next-token`, `masked-tokens`) on one peer over real HTTP: a Keras-style
@@ -132,7 +133,7 @@ function countingBatches(
   seed: number,
 ) {
   const source = new HttpDatasetSource({ serverUrl: data.url, dataset: "counting" });
-  return createBatchStream({ source, split, batchSize, seed, config, uploaded: model.uploaded });
+  return createBatchStream({ source, split, batchSize, seed, config, kind: model.kind });
 }
 
 /** 150 steps of plain SGD at rate 0.5 on batches of 16; the held-out evaluation before and after. */
@@ -181,14 +182,14 @@ describe("an uploaded next-token model", () => {
     await tf.setBackend("wasm");
     await withModel(bigramModel(), "next-token", async (model, config) => {
       const warnings: string[] = [];
-      const backend = await ensureBackendTrains(model, config.model, (message) => warnings.push(message));
+      const backend = await ensureBackendTrains(model, (message) => warnings.push(message));
       // TF.js differentiates a gather (the Embedding's lookup) with UnsortedSegmentSum, which wasm lacks.
       expect(backend).toBe("cpu");
       expect(warnings).toEqual([
         "the wasm backend has no UnsortedSegmentSum kernel, which training this model needs; " +
           "training on the cpu backend instead (slower)",
       ]);
-      const batch = syntheticBatch(config.model, 3, 1, model.uploaded);
+      const batch = syntheticBatch(modelKindOf(config.model, model.uploaded), 3, 1);
       expect(batch.kind).toBe("next-tokens");
       const { loss } = await model.computeGradients(batch, 0);
       expect(Number.isFinite(loss)).toBe(true);
@@ -313,7 +314,11 @@ describe("refusals", () => {
     await withModel(bigramModel(), "masked-tokens", (model, config) => {
       if (config.model.preset !== "layers") throw new Error("not an uploaded model");
       // A batch of the other language-model kind is refused before it reaches TF.js.
-      const wrong = syntheticBatch({ ...config.model, task: "next-token" }, 2, 0, model.uploaded);
+      const wrong = syntheticBatch(
+        modelKindOf({ ...config.model, task: "next-token" }, model.uploaded),
+        2,
+        0,
+      );
       expect(() => model.computeGradients(wrong, 0)).toThrow(
         /trains on "masked-tokens" batches, got a "next-tokens" batch/,
       );

@@ -71,7 +71,7 @@ describe.each(["cpu", "wasm"] as const)("training an uploaded model on %s", (bac
       cache: directoryStore(join(dataDir, "models")),
     });
     const source = new HttpDatasetSource({ serverUrl: data.url, dataset: dataset.manifest.name });
-    const options = { source, seed: 5, config, uploaded: model.uploaded } as const;
+    const options = { source, seed: 5, config, kind: model.kind } as const;
     const test = () => createBatchStream({ ...options, split: "test", batchSize: 25 });
     try {
       let theta = model.initialParameters(0);
@@ -154,13 +154,13 @@ describe("training an uploaded convolutional model on images", () => {
     try {
       expect(model.uploaded?.inputShape).toEqual([6, 6, 1]);
       const warnings: string[] = [];
-      expect(await ensureBackendTrains(model, config.model, (message) => warnings.push(message))).toBe("cpu");
+      expect(await ensureBackendTrains(model, (message) => warnings.push(message))).toBe("cpu");
       expect(warnings).toEqual([
         "the wasm backend has no Conv2DBackpropFilter kernel, which training this model needs; " +
           "training on the cpu backend instead (slower)",
       ]);
       const source = new HttpDatasetSource({ serverUrl: images.url, dataset: "image-test" });
-      const options = { source, seed: 9, config, uploaded: model.uploaded } as const;
+      const options = { source, seed: 9, config, kind: model.kind } as const;
       const test = () => createBatchStream({ ...options, split: "test", batchSize: 20 });
       let theta = model.initialParameters(0);
       const before = await evaluateModel(model, theta, test());

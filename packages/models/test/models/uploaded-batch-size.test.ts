@@ -4,9 +4,10 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { checkTabularBatch } from "../../src/models/batch-checks.ts";
 import { verifyModelJson, verifyWeights } from "../../src/models/layers-artifact.ts";
 import { UploadedLayersModel } from "../../src/models/layers-model.ts";
-import { resolveBatchSize, estimateBytesPerSample } from "../../src/models/auto-batch-size.ts";
+import { resolveBatchSize } from "../../src/models/auto-batch-size.ts";
 import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
 import { classifierModel, layersConfig, regressionModel, storeModel } from "./layers-fixture.ts";
+import { modelKindOf } from "../../src/models/model-kind-of.ts";
 
 /** The automatic batch size for an uploaded model: synthetic rows of its shape and its activation estimate. */
 
@@ -37,17 +38,17 @@ describe("an uploaded model's batch size", () => {
     const classifier = await load(classifierModel());
     const regressor = await load(regressionModel(), "regression");
     try {
-      const rows = checkTabularBatch(syntheticBatch(classifier.config, 50, 3, classifier.uploaded), 4, 3);
+      const rows = checkTabularBatch(syntheticBatch(classifier.kind, 50, 3), 4, 3);
       expect(rows.size).toBe(50);
       expect(new Set(rows.labels).size).toBe(3);
-      expect(syntheticBatch(classifier.config, 50, 3, classifier.uploaded)).toEqual(rows);
-      const values = syntheticBatch(regressor.config, 20, 3, regressor.uploaded);
+      expect(syntheticBatch(classifier.kind, 50, 3)).toEqual(rows);
+      const values = syntheticBatch(regressor.kind, 20, 3);
       expect(checkTabularBatch(values, 3, undefined).labels.some((label) => !Number.isInteger(label))).toBe(
         true,
       );
       expect((await regressor.computeGradients(values, 0)).samples).toBe(20);
-      expect(() => syntheticBatch(classifier.config, 5, 3)).toThrow(/needs its shape/);
-      expect(() => estimateBytesPerSample(classifier.config)).toThrow(/needs its shape/);
+      expect(() => syntheticBatch(modelKindOf(classifier.config), 5, 3)).toThrow(/needs its shape/);
+      expect(() => modelKindOf(classifier.config).bytesPerSample).toThrow(/needs its shape/);
     } finally {
       classifier.dispose();
       regressor.dispose();
@@ -59,7 +60,7 @@ describe("an uploaded model's batch size", () => {
     try {
       model.setParameters(model.initialParameters(0));
       const peak = async (size: number): Promise<number> => {
-        const batch = syntheticBatch(model.config, size, 5, model.uploaded);
+        const batch = syntheticBatch(model.kind, size, 5);
         const base = tf.memory().numBytes;
         const profile = await tf.profile(async () => {
           await model.computeGradients(batch, 1);
@@ -67,7 +68,7 @@ describe("an uploaded model's batch size", () => {
         return profile.peakBytes - base;
       };
       const measured = ((await peak(256)) - (await peak(64))) / (256 - 64);
-      const estimate = estimateBytesPerSample(model.config, model.uploaded);
+      const estimate = model.kind.bytesPerSample;
       expect(estimate).toBeGreaterThanOrEqual(measured);
       expect(estimate).toBeLessThanOrEqual(3 * measured);
     } finally {

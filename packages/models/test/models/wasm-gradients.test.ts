@@ -4,6 +4,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { createModel } from "../../src/models/create-model.ts";
 import { selectNodeBackend } from "../../src/node/node-backends.ts";
 import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
+import { modelKindOf } from "../../src/models/model-kind-of.ts";
 
 /**
  * Every preset trains on the WebAssembly backend (the one most volunteers get) and computes the
@@ -37,7 +38,7 @@ async function gradientOn(
   try {
     const before = tf.memory().numTensors;
     model.setParameters(model.initialParameters(11));
-    const batch = syntheticBatch(config, 6, 5);
+    const batch = syntheticBatch(modelKindOf(config), 6, 5);
     const { loss, gradient } = await model.computeGradients(batch, 3);
     expect(tf.memory().numTensors).toBe(before);
     return { loss, gradient };

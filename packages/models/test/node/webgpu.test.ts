@@ -5,6 +5,7 @@ import { createModel } from "../../src/models/create-model.ts";
 import { describeBackend, type SelectedBackend } from "../../src/tf/backend.ts";
 import { selectNodeBackend } from "../../src/node/node-backends.ts";
 import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
+import { modelKindOf } from "../../src/models/model-kind-of.ts";
 
 /**
  * The WebGPU backend for real: Dawn's Node binding with whatever adapter it finds. On a machine
@@ -27,7 +28,7 @@ async function gradientOn(backend: "wasm" | "webgpu"): Promise<{ loss: number; g
   try {
     const before = tf.memory().numTensors;
     model.setParameters(model.initialParameters(11));
-    const { loss, gradient } = await model.computeGradients(syntheticBatch(config, 64, 5), 3);
+    const { loss, gradient } = await model.computeGradients(syntheticBatch(modelKindOf(config), 64, 5), 3);
     expect(tf.memory().numTensors).toBe(before);
     return { loss, gradient };
   } finally {
@@ -84,7 +85,7 @@ describe("the WebGPU backend", () => {
     await use("webgpu");
     const model = createModel(config);
     try {
-      const batch = syntheticBatch(config, 64, 9);
+      const batch = syntheticBatch(modelKindOf(config), 64, 9);
       const parameters = model.initialParameters(4);
       const losses: number[] = [];
       for (let step = 0; step < 40; step++) {
