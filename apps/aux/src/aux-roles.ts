@@ -8,7 +8,12 @@ import { downloadState } from "./roles/download-state.ts";
 import { ModelSizeLearner } from "./roles/model-size-learner.ts";
 import { followRollbacks } from "./roles/rollback-follower.ts";
 import { StateHolder } from "./roles/state-holder.ts";
-import { abortableSleep, type JoinedExperiment, type NodeSession } from "@barnraise/swarm";
+import {
+  abortableSleep,
+  contributionStepScale,
+  type JoinedExperiment,
+  type NodeSession,
+} from "@barnraise/swarm";
 import { ResumeWatch } from "./monitor/resume-watch.ts";
 import { CreditLog } from "./monitor/credit-log.ts";
 import { ImplausibleRecords } from "./monitor/implausible-records.ts";
@@ -19,7 +24,7 @@ import { AuxPlatformClient, PlatformRequestError } from "./platform-client.ts";
 import { AveragingHelper } from "./roles/averaging-helper.ts";
 import { CheckpointEvaluator } from "./roles/checkpoint-evaluator.ts";
 import { Checkpointer } from "./roles/checkpointer.ts";
-import { ContributionValidator, validationStepScale } from "./roles/contribution-validator.ts";
+import { ContributionValidator } from "./roles/contribution-validator.ts";
 import { openHeldOutScorer } from "./roles/held-out-scorer.ts";
 import { SharedScorer } from "./roles/shared-scorer.ts";
 import type { AuxRunOptions } from "./aux-run-options.ts";
@@ -409,7 +414,7 @@ function createValidator(context: ScoringContext): ContributionValidator {
   return new ContributionValidator({
     logger: options.logger,
     signal,
-    stepScale: validationStepScale(joined.config),
+    stepScale: contributionStepScale(joined.config),
     batches: VALIDATION_BATCHES,
     parameters: () => {
       const held = holder.state;

@@ -85,6 +85,9 @@ export * from "./optim/flat-optimizer.ts";
 export { GradientAccumulator } from "./optim/gradient-accumulator.ts";
 export { warmupLearningRate } from "./optim/learning-rate.ts";
 export * from "./optim/collaborative-optimizer.ts";
+export { contributionStepScale } from "./optim/create-training-strategy.ts";
+export { DEDLOC_STEP_SHARE } from "./optim/dedloc-strategy.ts";
+export type { ContributionStepScale } from "./optim/training-strategy.ts";
 
 // Joining an experiment on the platform
 export * from "./platform/join-client.ts";

@@ -1,5 +1,4 @@
-import { AveragingStrategy, type ExperimentConfig } from "@barnraise/protocol";
-import type { ObservedContribution } from "@barnraise/swarm";
+import type { ContributionStepScale, ObservedContribution } from "@barnraise/swarm";
 import type { Logger } from "pino";
 import type { HeldOutScorer } from "./checkpoint-evaluator.ts";
 
@@ -52,9 +51,11 @@ export interface ContributionValidatorOptions extends ContributionValidatorPorts
   readonly signal: AbortSignal;
   /**
    * The scale s of each sender's step θ − s·g_i, from the part's length and the median ℓ2 norm of
-   * the round's sampled contributions (see `validationStepScale`).
+   * the round's sampled contributions: `contributionStepScale` of the run's strategy, which knows
+   * how far its averaged vectors move θ. The step is shortened while the median one does not
+   * descend (MAX_STEP_SHRINKS).
    */
-  readonly stepScale: (partLength: number, medianNorm: number) => number;
+  readonly stepScale: ContributionStepScale;
   /** Batches of the test split each loss is measured on (a fixed subset, the same every time). */
   readonly batches: number;
   /** Senders scored per round at most (a random sample of them); default 8. */
@@ -104,33 +105,6 @@ export const RECENT_SAMPLES = 3;
 export const HURT_TO_FLAG = 2;
 /** Peers whose history is kept at most (the least recently scored are forgotten first). */
 const MAX_TRACKED_PEERS = 1024;
-
-/**
- * The step each sender's contribution g is scaled to, for the optimizer the run uses.
- *
- * `dedloc` averages gradients that Adam or LAMB turn into a step of about the learning rate per
- * coordinate, which has an ℓ2 norm of about lr·√length on the part. The median sender's step gets a
- * tenth of that (STEP_SHARE): a raw gradient concentrates on few coordinates, and along it a whole
- * Adam-sized step already leaves the region where the loss is near-linear (honest steps then raised
- * mnist-mlp's held-out loss by up to 40 %). A gradient 1,000 times the others' steps 1,000 times as
- * far, and a sign-flipped one climbs the loss. `diloco` averages pseudo-gradients that are steps
- * already: the outer SGD moves θ by its learning rate times them (before momentum), so each is
- * scaled by that rate. Either way the step is shortened while the median one does not descend
- * (MAX_STEP_SHRINKS).
- */
-export function validationStepScale(
-  config: ExperimentConfig,
-): (partLength: number, medianNorm: number) => number {
-  if (config.averaging.strategy === AveragingStrategy.diloco) {
-    const rate = config.averaging.outerOptimizer.learningRate;
-    return () => rate;
-  }
-  const rate = config.optimizer.learningRate;
-  return (partLength, medianNorm) => (STEP_SHARE * rate * Math.sqrt(partLength)) / medianNorm;
-}
-
-/** The median sender's step with `dedloc`, as a share of the ℓ2 norm of an Adam step on the part. */
-export const STEP_SHARE = 0.1;
 
 /** What became of a round the validator was given. */
 export type RoundOutcome =

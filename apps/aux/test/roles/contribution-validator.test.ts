@@ -1,5 +1,4 @@
 import type { ObservedContribution } from "@barnraise/swarm";
-import { parseExperimentConfig } from "@barnraise/protocol";
 import { pino } from "pino";
 import { describe, expect, it, vi } from "vitest";
 import {
@@ -7,7 +6,6 @@ import {
   RELATIVE_TOLERANCE,
   TYPICAL_CHANGE_TOLERANCE,
   median,
-  validationStepScale,
   type ContributionFlag,
   type ContributionValidatorOptions,
   type LossScorer,
@@ -502,19 +500,6 @@ describe("ContributionValidator", () => {
     );
     await round(validator, 2, honestRound(2));
     expect(validator.roundsScored).toBe(1);
-  });
-});
-
-describe("validationStepScale", () => {
-  it("gives the median sender a tenth of an Adam step's norm with dedloc, and the outer rate with diloco", () => {
-    const dedloc = validationStepScale(
-      parseExperimentConfig({ optimizer: { name: "adam", learningRate: 0.002 } }),
-    );
-    expect(dedloc(10_000, 4)).toBeCloseTo((0.1 * 0.002 * 100) / 4, 12);
-    const diloco = validationStepScale(
-      parseExperimentConfig({ averaging: { strategy: "diloco", outerOptimizer: { learningRate: 0.5 } } }),
-    );
-    expect(diloco(10_000, 4)).toBe(0.5);
   });
 });
 

@@ -16,11 +16,8 @@ import { DirectoryDatasetSource } from "../../../../packages/models/test/support
 import { datasetsDir, prepareDatasets } from "../../../web/src/server/datasets/prepare-datasets.ts";
 import { LocalObjectStore } from "../../../web/src/server/storage/local-object-store.ts";
 import { CheckpointEvaluator } from "../../src/roles/checkpoint-evaluator.ts";
-import {
-  ContributionValidator,
-  validationStepScale,
-  type ContributionFlag,
-} from "../../src/roles/contribution-validator.ts";
+import { ContributionValidator, type ContributionFlag } from "../../src/roles/contribution-validator.ts";
+import { contributionStepScale } from "@barnraise/swarm";
 import { openHeldOutScorer } from "../../src/roles/held-out-scorer.ts";
 import { SharedScorer } from "../../src/roles/shared-scorer.ts";
 import { modelKindOf } from "@barnraise/models";
@@ -202,7 +199,7 @@ describe("the aux's contribution validator on mnist-mlp", () => {
         flags.push(flag);
         return Promise.resolve();
       },
-      stepScale: validationStepScale(
+      stepScale: contributionStepScale(
         parseExperimentConfig({ optimizer: { name: "adam", learningRate: 0.01 } }),
       ),
       batches: 4,

@@ -4,8 +4,23 @@ import { checkMinibatch } from "./gradient-accumulator.ts";
 import { warmupLearningRate } from "./learning-rate.ts";
 import type { ParameterLayout } from "./parameter-layout.ts";
 import { SgdOptimizer } from "./sgd.ts";
-import type { StrategyConfig, StrategyRound, TrainingStrategy } from "./training-strategy.ts";
+import type {
+  ContributionStepScale,
+  StrategyConfig,
+  StrategyRound,
+  TrainingStrategy,
+} from "./training-strategy.ts";
 import { l2Norm, scale } from "./vector-norm.ts";
+
+/**
+ * The contribution step of `diloco` (see ContributionStepScale): it averages pseudo-gradients that
+ * are steps already, which the outer SGD moves θ by its learning rate times (before momentum), so
+ * each is scaled by that rate.
+ */
+export function dilocoContributionStep(config: StrategyConfig): ContributionStepScale {
+  const rate = config.averaging.outerOptimizer.learningRate;
+  return () => rate;
+}
 
 /**
  * DiLoCo (Douillard et al., 2023): every minibatch takes an inner optimizer step (the config's

@@ -54,3 +54,10 @@ export interface StrategyStep {
 }
 
 export type StrategyConfig = Pick<ExperimentConfig, "optimizer" | "training" | "averaging">;
+
+/**
+ * How far one sender's contribution (a vector of `partLength` values, the group's median sender's of
+ * norm `medianNorm`) moves the shared parameters, as a factor on the contribution: what a validator
+ * steps θ by to see whether the contribution lowers the held-out loss (see `contributionStepScale`).
+ */
+export type ContributionStepScale = (partLength: number, medianNorm: number) => number;
