@@ -1,70 +1,34 @@
-import { noise } from "@chainsafe/libp2p-noise";
-import { yamux } from "@chainsafe/libp2p-yamux";
-import { autoNAT } from "@libp2p/autonat";
-import { circuitRelayServer, circuitRelayTransport } from "@libp2p/circuit-relay-v2";
-import { dcutr } from "@libp2p/dcutr";
-import { identify } from "@libp2p/identify";
 import type { Connection, Libp2p, PeerId } from "@libp2p/interface";
 import type { TransportManager } from "@libp2p/interface-internal";
-import { gossipsub, StrictSign, type GossipSub } from "@libp2p/gossipsub";
-import type { MetricsRegister } from "@libp2p/gossipsub/metrics";
-import { createTopicScoreParams } from "@libp2p/gossipsub/score";
+import { type GossipSub } from "@libp2p/gossipsub";
 import { peerIdFromString } from "@libp2p/peer-id";
-import { ping } from "@libp2p/ping";
-import { tcp } from "@libp2p/tcp";
-import { webSockets } from "@libp2p/websockets";
 import { multiaddr } from "@multiformats/multiaddr";
 import {
   type AccessPassVerifier,
   isProtocolError,
-  libp2pPrivateKey,
-  MemoryNonceStore,
   ProtocolErrorCode,
-  ReplayGuard,
-  RequestVerifier,
-  type KeyPair,
-  toBase64Url,
   type RevocationList,
 } from "@barnraise/protocol";
-import { runtimeCrypto } from "@barnraise/protocol/runtime-crypto";
-import { createLibp2p } from "libp2p";
 import type { Logger } from "pino";
 import { isSwarmError, SwarmError, SwarmErrorCode } from "../errors.ts";
-import { checkReachability, DialBackServer, tcpPorts, type Reachability } from "../net/reachability.ts";
+import { DialBackServer, type Reachability } from "../net/reachability.ts";
 import { stallAwareSignal } from "../time/stall-aware-timeout.ts";
 import type { AuthorityKeys } from "../platform/authority-keys.ts";
 import { isCredentialRefusal, Libp2pRpc, protocolId } from "../rpc/libp2p-rpc.ts";
-import { progressTopic } from "../progress/progress-gossip.ts";
 import { checkModeFitsRole, HELLO_MAX_PEERS, helloMethod, type AveragingMode } from "./hello.ts";
 import { PassHolder } from "./pass-holder.ts";
 import { PeerAuthorizer } from "./peer-authorizer.ts";
-import { passGate, type PassGateService } from "./pass-gate-service.ts";
+import { type PassGateService } from "./pass-gate-service.ts";
 import { RefusalLog } from "./refusal-log.ts";
 import { unrefTimer } from "../time/unref-timer.ts";
+import { createSwarmLibp2p } from "./swarm-libp2p.ts";
+import { ReachabilityKeeper } from "./reachability-keeper.ts";
+import type { Connectivity, ReachabilityState, SwarmNodeOptions } from "./swarm-node-options.ts";
+import { createSwarmRpc, REFUSED_DENY_MS, UNTRUSTED_KEY_DENY_MS } from "./swarm-rpc.ts";
 
 export type { RevocationList } from "@barnraise/protocol";
+export type { Connectivity, ReachabilityState, SwarmNodeOptions } from "./swarm-node-options.ts";
 
-/**
- * A peer whose pass was refused (revoked, expired, signed by a key this node does not trust yet) is
- * gated this briefly: that pass is refused at every hello anyway, and the same machine may come
- * back at once with a good one (a new token's, a refreshed one, one of a rotated key).
- */
-const REFUSED_DENY_MS = 5_000;
-/**
- * A pass signed by a key this node does not trust is gated this long, or until the node follows a
- * rotation of the authority key (then at once, see PeerAuthorizer.forgiveKeyDenials).
- */
-const UNTRUSTED_KEY_DENY_MS = 60_000;
-/** Refusals of a pass the authority did sign, for the key it names (see onRefusedPeer). */
-const OWN_PASS_REFUSALS: ReadonlySet<string> = new Set([
-  ProtocolErrorCode.PASS_REVOKED,
-  ProtocolErrorCode.PASS_EXPIRED,
-  ProtocolErrorCode.PASS_NOT_YET_VALID,
-  ProtocolErrorCode.PASS_WRONG_ROLE,
-  ProtocolErrorCode.PASS_KEY_ROTATED,
-]);
-/** A node whose pass peers call outdated (PASS_KEY_ROTATED) fetches a new one at most this often. */
-const STALE_PASS_REFRESH_MS = 30_000;
 /** How often a node asks a random member for the member list. */
 const MEMBER_REFRESH_MS = 5_000;
 /**
@@ -78,71 +42,6 @@ const PEER_STORE_SCAN_MS = 30_000;
 /** After a failed dial of a member, wait this long, doubling per failure up to the maximum. */
 const FIRST_DIAL_BACKOFF_MS = 5_000;
 const MAX_DIAL_BACKOFF_MS = 5 * 60_000;
-/** While no aux peer could say whether this node is reachable, ask again this often. */
-const REACHABILITY_RETRY_MS = 30_000;
-/** After a failed relay reservation, wait this long, doubling up to a minute. */
-const FIRST_RESERVE_BACKOFF_MS = 5_000;
-const MAX_RESERVE_BACKOFF_MS = 60_000;
-
-/**
- * How other members reach this node. `unknown`: not checked yet (no aux peer to ask), it announces
- * every address it has. `direct`: an aux peer dialed it back, it announces its direct addresses.
- * `relayed`: it cannot be dialed (behind NAT, or `--client`), so it holds a slot on an aux peer's
- * circuit relay and announces only that address; it sends and receives in rounds but does not
- * reduce a part or lead matchmaking, so all-reduce traffic never goes through the relay.
- */
-export type ReachabilityState = "unknown" | "direct" | "relayed";
-
-/** How a node is connected to its members, for the volunteer's status line and logs. */
-export interface Connectivity {
-  /** This node's averaging mode now (a node found unreachable runs on as a client). */
-  readonly mode: AveragingMode;
-  readonly reachability: ReachabilityState;
-  /** Connected members by path: a direct connection from the start, one through an aux peer's
-   * relay, and one that began relayed and was upgraded to a direct one (DCUtR hole punching). */
-  readonly direct: number;
-  readonly relayed: number;
-  readonly upgraded: number;
-}
-
-export interface SwarmNodeOptions {
-  experimentId: string;
-  identity: KeyPair;
-  /** The experiment's authority: passes are checked against the keys it trusts, following its rotations. */
-  authority: AuthorityKeys;
-  /** The pass from the join response, and how to get a new one before it expires. */
-  pass: string;
-  refreshPass: () => Promise<string>;
-  /**
-   * node: accepts connections, reduces a part of each all-reduce. client: behind NAT, dials out
-   * only (reachable through relays). aux: a public helper — relay server, reducer with weight 0.
-   */
-  mode: AveragingMode;
-  /** Listen multiaddrs; default TCP on all interfaces with a free port (none in client mode). */
-  listen?: string[];
-  /** Addresses to announce instead of the listen addresses (e.g. a public IP behind port forwarding). */
-  announce?: string[];
-  /** Multiaddrs (with /p2p/<id>) of peers to join through: the join response's initial peers. */
-  bootstrap?: string[];
-  /**
-   * Hold relay slots on the bootstrap peers even when reachable directly: for private networks
-   * where the aux peers reach every node but the nodes cannot reach each other. The bootstrap peers
-   * must be relays (aux peers). Nodes that are not reachable hold one anyway.
-   */
-  listenViaRelays?: boolean;
-  /** Whether to ask an aux peer to dial back at start (default true; aux peers never ask). */
-  checkReachability?: boolean;
-  logger: Logger;
-  now?: () => number;
-  /** How long a new connection has to show a valid pass; default 10 s. */
-  helloTimeoutMs?: number;
-  /** Allowed |time − now| of signed requests; default 30 s. */
-  maxSkewMs?: number;
-  /** Stop dialing members beyond this many connections; default 64. */
-  maxPeers?: number;
-  /** Where gossipsub counts its traffic (messages, bytes, control), for benches and monitoring. */
-  pubsubMetrics?: MetricsRegister;
-}
 
 /**
  * One member of an experiment's private swarm: a libp2p 3 node (TCP + WebSockets, Noise, Yamux,
@@ -169,18 +68,8 @@ export class SwarmNode {
   /** Peers that refused this node's pass lately, with why (the volunteer's status line says so). */
   readonly refusedBy: RefusalLog;
   readonly #passes: AccessPassVerifier;
-  readonly #transports: { manager?: TransportManager };
   readonly #dialBack: DialBackServer;
-  #mode: AveragingMode;
-  #reachability: ReachabilityState = "unknown";
-  /** The address an aux peer reached this node at (direct), or why none could (relayed). */
-  #reachedAt: string | undefined;
-  #reachabilityCheckedAt = -Infinity;
-  /** Until the first check at start is done, a node announces no address that may be unusable. */
-  #firstCheckPending: boolean;
-  #reachabilityInFlight: Promise<Reachability | undefined> | undefined;
-  #reserving = false;
-  #reserveBackoff = { nextAt: 0, delayMs: FIRST_RESERVE_BACKOFF_MS / 2 };
+  readonly #reach: ReachabilityKeeper;
   readonly #options: SwarmNodeOptions;
   readonly #logger: Logger;
   readonly #helloInFlight = new Map<string, Promise<boolean>>();
@@ -227,10 +116,8 @@ export class SwarmNode {
     this.refusedPeers = refusals.refusedPeers;
     this.refusedBy = refusals.refusedBy;
     this.#passes = passes;
-    this.#mode = options.mode;
     this.#options = options;
     this.#logger = options.logger;
-    this.#transports = transports;
     this.#dialBack = new DialBackServer({
       rpc,
       dialFresh: async (address, signal) => {
@@ -238,8 +125,21 @@ export class SwarmNode {
         await connection.close().catch(() => undefined);
       },
     });
-    if (options.mode === "client") this.#reachability = "relayed";
-    this.#firstCheckPending = options.mode === "node" && options.checkReachability !== false;
+    this.#reach = new ReachabilityKeeper(
+      {
+        rpc,
+        logger: options.logger,
+        running: () => this.#running,
+        members: () => this.members(),
+        modeOf: (peer) => this.modeOf(peer),
+        multiaddrs: () => this.multiaddrs(),
+        connections: (peer) => libp2p.getConnections(peerIdFromString(peer)),
+        announced: (peer) => this.#announced.get(peer),
+        transportManager: () => transports.manager,
+        announce: () => this.#announce(),
+      },
+      options,
+    );
     this.#unfollow = options.authority.onRotation(() => {
       this.#followedRotation();
     });
@@ -250,12 +150,12 @@ export class SwarmNode {
    * or an aux peer could not dial it back), so it only sends and receives; aux: a public helper.
    */
   get mode(): AveragingMode {
-    return this.#mode;
+    return this.#reach.mode;
   }
 
   /** How other members reach this node (see ReachabilityState). */
   get reachability(): ReachabilityState {
-    return this.#reachability;
+    return this.#reach.state;
   }
 
   static async create(options: SwarmNodeOptions): Promise<SwarmNode> {
@@ -271,156 +171,19 @@ export class SwarmNode {
       now,
     });
     const authorizer = new PeerAuthorizer({ now });
-    const staleRefresh = { at: -Infinity };
-    const isAux = options.mode === "aux";
-    const topic = progressTopic(options.experimentId);
     const rpcRef: { current?: Libp2pRpc } = {};
     const transports: { manager?: TransportManager } = {};
-    const listen = options.listen ?? (options.mode === "client" ? [] : ["/ip4/0.0.0.0/tcp/0"]);
-    const libp2p = await createLibp2p({
-      privateKey: libp2pPrivateKey(options.identity),
-      start: false,
-      addresses: {
-        // Relay reservations are made later, on a connected aux peer, when they are needed (see
-        // #reserveRelay). A bare "/p2p-circuit" would start libp2p 3.3's relay discovery, whose
-        // random walk spins without yielding in a swarm of a few peers.
-        listen,
-        ...(options.announce === undefined ? {} : { announce: options.announce }),
-      },
-      transports: [tcp(), webSockets(), circuitRelayTransport()],
-      connectionEncrypters: [noise()],
-      streamMuxers: [yamux()],
-      connectionGater: authorizer.gater(helloTimeoutMs),
-      // A link saturated by an all-reduce delays pings for seconds; that must not tear down the
-      // connection carrying the round. Dead peers still show up as failed streams and timeouts.
-      connectionMonitor: { abortConnectionOnPingFailure: false },
-      connectionManager: {
-        maxConnections: Math.max(64, (options.maxPeers ?? 64) * 2),
-        // Peers behind one NAT (or a test swarm on loopback) share an address; libp2p's default of
-        // 5 inbound connections per second per address would refuse a burst of joiners.
-        inboundConnectionThreshold: 100,
-        maxIncomingPendingConnections: 64,
-      },
-      services: {
-        identify: identify({ protocolPrefix: `/barnraise/${options.experimentId}` }),
-        ping: ping(),
-        // Progress records (see GossipProgressTransport): every message signed by its origin, one
-        // topic, no fallback to floodsub, and messages refused by the topic validator count
-        // against the peer that sent them.
-        pubsub: gossipsub({
-          globalSignaturePolicy: StrictSign,
-          allowedTopics: [topic],
-          fallbackToFloodsub: false,
-          // A peer sends its own record to its mesh only, not to every member.
-          floodPublish: false,
-          allowPublishToZeroTopicPeers: true,
-          emitSelf: false,
-          doPX: false,
-          // Each record reaches a peer along several mesh paths. Without a fast id, gossipsub
-          // checks every copy's signature before it finds the copy is a duplicate; with one, only
-          // the first copy (origin and sequence number, which StrictSign's message id is made of
-          // too) is verified. Ids enter this cache only after their signature checked out.
-          fastMsgIdFn: fastMessageId,
-          ...(options.pubsubMetrics === undefined
-            ? {}
-            : {
-                metricsRegister: options.pubsubMetrics,
-                metricsTopicStrToLabel: new Map([[topic, "progress"]]),
-              }),
-          scoreParams: {
-            // Members are admitted by pass, and peers behind one NAT (or on one host) share an
-            // address: that alone must not cost them their score.
-            IPColocationFactorWeight: 0,
-            topics: {
-              [topic]: createTopicScoreParams({
-                topicWeight: 1,
-                invalidMessageDeliveriesWeight: -100,
-                invalidMessageDeliveriesDecay: 0.5,
-                // A record every few seconds per peer is far below any delivery quota a mesh
-                // peer could be held to.
-                meshMessageDeliveriesWeight: 0,
-                meshFailurePenaltyWeight: 0,
-              }),
-            },
-          },
-        }),
-        dcutr: dcutr(),
-        autoNAT: autoNAT({ protocolPrefix: `/barnraise/${options.experimentId}` }),
-        ...(isAux
-          ? {
-              relay: circuitRelayServer({
-                reservations: { applyDefaultLimit: false, maxReservations: 1024 },
-              }),
-            }
-          : {}),
-        // Not a protocol: keeps the transport manager, to make relay reservations when they are needed.
-        transports: (components: { transportManager: TransportManager }) => {
-          transports.manager = components.transportManager;
-          return {};
-        },
-        passGate: passGate({
-          authorizer,
-          isSelfAuthenticated: (protocol) => rpcRef.current?.serves(protocol) ?? false,
-          waitMs: helloTimeoutMs,
-          logger: options.logger,
-        }),
+    const libp2p = await createSwarmLibp2p(options, {
+      authorizer,
+      helloTimeoutMs,
+      isSelfAuthenticated: (protocol) => rpcRef.current?.serves(protocol) ?? false,
+      onTransportManager: (manager) => {
+        transports.manager = manager;
       },
     });
-    const rpc = new Libp2pRpc({
-      node: libp2p,
-      experimentId: options.experimentId,
-      identity: options.identity,
-      crypto: runtimeCrypto,
-      passes,
-      requests: new RequestVerifier({
-        crypto: runtimeCrypto,
-        passes,
-        recipientPublicKey: options.identity.publicKey,
-        replayGuard: new ReplayGuard({ store: new MemoryNonceStore(), maxSkewMs }),
-      }),
-      currentPass: () => passHolder.token(),
-      onVerifiedPeer: (peer, pass) => {
-        authorizer.admit(peer, pass);
-        refusals.refusedPeers.forget(peer);
-        refusals.refusedBy.forget(peer);
-      },
-      onRefusedPeer: (peer, code, reason, ownPass) => {
-        // A pass signed by a key this node does not trust: a forgery, or a key the authority rotated
-        // to that this node has not heard of yet (it asks every 5 s); gated, and let in at once when
-        // it follows that rotation. Nothing to report: it says nothing of a node's standing.
-        if (code === ProtocolErrorCode.PASS_BAD_SIGNATURE) {
-          authorizer.denyForKey(peer, reason, UNTRUSTED_KEY_DENY_MS);
-          return;
-        }
-        // A genuine pass of the peer's own that no longer holds (revoked, expired, of a replaced
-        // key …): remembered with why (an aux reports it), and gated briefly, since the same
-        // machine may come back at once with a good one. Anything else (another's pass, a request
-        // not signed by the pass's key) is an attempt, gated for the usual while.
-        if (!ownPass || !OWN_PASS_REFUSALS.has(code)) {
-          authorizer.deny(peer, reason);
-          return;
-        }
-        refusals.refusedPeers.record(peer, code, reason);
-        authorizer.deny(peer, reason, REFUSED_DENY_MS);
-      },
-      onRefusedBy: (peer, code, reason) => {
-        refusals.refusedBy.record(peer, code, reason);
-        // The peer knows our pass's key was replaced: a refresh (a join) brings the rotation and a new pass.
-        if (code === ProtocolErrorCode.PASS_KEY_ROTATED && now() - staleRefresh.at >= STALE_PASS_REFRESH_MS) {
-          staleRefresh.at = now();
-          passHolder.refreshNow().catch((error: unknown) => {
-            options.logger.warn(
-              { err: error },
-              "could not fetch a pass of the experiment's new authority key",
-            );
-          });
-        }
-      },
-      logger: options.logger,
-      now,
-    });
-    rpcRef.current = rpc;
     const refusals = { refusedPeers: new RefusalLog({ now }), refusedBy: new RefusalLog({ now }) };
+    const rpc = createSwarmRpc({ libp2p, options, passes, passHolder, authorizer, refusals, now, maxSkewMs });
+    rpcRef.current = rpc;
     return new SwarmNode(libp2p, rpc, authorizer, passHolder, passes, options, transports, refusals);
   }
 
@@ -450,7 +213,7 @@ export class SwarmNode {
   }
 
   async start(): Promise<void> {
-    if (this.#mode === "aux") this.#dialBack.start();
+    if (this.mode === "aux") this.#dialBack.start();
     this.rpc.handle(helloMethod, async (incoming) => {
       try {
         checkModeFitsRole(incoming.head.mode, incoming.from.pass.role, "a hello");
@@ -462,8 +225,8 @@ export class SwarmNode {
       this.#modes.set(incoming.from.peerId, incoming.head.mode);
       this.#announced.set(incoming.from.peerId, incoming.head.addrs);
       await incoming.respond({
-        mode: this.#mode,
-        addrs: this.#ownAddrs(),
+        mode: this.mode,
+        addrs: this.#reach.ownAddrs(),
         peers: this.#knownPeers(incoming.from.peerId),
       });
       await this.#learnAddrs(incoming.from.peerId, incoming.head.addrs);
@@ -491,19 +254,7 @@ export class SwarmNode {
     await this.libp2p.services.passGate.wrapAll();
     this.passHolder.start();
     await this.#bootstrap();
-    if (this.#mode !== "aux") {
-      if (this.#reachability === "relayed" || this.#options.listenViaRelays === true)
-        await this.#reserveRelay();
-      if (this.#mode === "node" && this.#options.checkReachability !== false) {
-        await this.checkReachability().catch((error: unknown) => {
-          this.#logger.warn({ err: error }, "could not check whether this node is reachable; will try again");
-        });
-        if (this.#firstCheckPending) {
-          this.#firstCheckPending = false;
-          if (this.#reachability === "unknown") await this.#announce();
-        }
-      }
-    }
+    await this.#reach.start();
     this.#maintenance = setInterval(() => void this.#maintain(), 2_000);
     unrefTimer(this.#maintenance);
   }
@@ -606,7 +357,7 @@ export class SwarmNode {
       if (path === "relayed") counts.relayed += 1;
       else if (path === "direct") counts[this.#upgraded.has(peer) ? "upgraded" : "direct"] += 1;
     }
-    return { mode: this.#mode, reachability: this.#reachability, ...counts };
+    return { mode: this.mode, reachability: this.reachability, ...counts };
   }
 
   /**
@@ -616,96 +367,7 @@ export class SwarmNode {
    * ask it changes nothing (undefined), and maintenance asks again later.
    */
   checkReachability(): Promise<Reachability | undefined> {
-    if (this.#mode === "aux") return Promise.resolve(undefined);
-    this.#reachabilityInFlight ??= this.#checkReachability().finally(() => {
-      this.#reachabilityInFlight = undefined;
-    });
-    return this.#reachabilityInFlight;
-  }
-
-  async #checkReachability(): Promise<Reachability | undefined> {
-    const auxPeers = this.members().filter((peer) => this.modeOf(peer) === "aux");
-    if (auxPeers.length === 0) return undefined;
-    this.#reachabilityCheckedAt = Date.now();
-    const direct = this.multiaddrs().filter((address) => !address.includes("/p2p-circuit"));
-    const result = await checkReachability(this.rpc, auxPeers, tcpPorts(direct));
-    if (!this.#running) return result;
-    this.#firstCheckPending = false;
-    if (result.reachable) {
-      this.#reachability = "direct";
-      this.#reachedAt = result.address;
-      this.#logger.info(
-        { address: result.address, checkedBy: result.checkedBy },
-        `reachable at ${result.address} (an aux peer dialed back): taking part as a full node`,
-      );
-    } else {
-      this.#reachability = "relayed";
-      this.#reachedAt = undefined;
-      if (this.#mode === "node") this.#mode = "client";
-      this.#logger.warn(
-        { reason: result.reason, observed: result.observed },
-        `not reachable from outside (${result.reason}): taking part through an aux peer's relay, sending and receiving gradients without reducing a part. Forwarding a TCP port to this machine and passing --listen makes it a full node`,
-      );
-      await this.#reserveRelay();
-    }
-    await this.#announce();
-    return result;
-  }
-
-  /**
-   * Holds a slot on a connected aux peer's circuit relay, so members that cannot dial this node
-   * directly reach it there. Tried again with a growing pause when it fails, and again whenever the
-   * slot is lost (the aux restarted or the connection dropped).
-   */
-  async #reserveRelay(): Promise<void> {
-    const manager = this.#transports.manager;
-    if (manager === undefined || this.#reserving || !this.#running) return;
-    if (Date.now() < this.#reserveBackoff.nextAt || this.#hasRelayAddress()) return;
-    const relay = this.#relayAddress();
-    if (relay === undefined) return;
-    this.#reserving = true;
-    try {
-      await manager.listen([multiaddr(`${relay.address}/p2p-circuit`)]);
-      this.#reserveBackoff = { nextAt: 0, delayMs: FIRST_RESERVE_BACKOFF_MS / 2 };
-      const relayed = this.multiaddrs().filter((address) => address.includes("/p2p-circuit"));
-      this.#logger.info(
-        { relay: relay.peer, addresses: relayed },
-        `holding a relay slot on aux peer ${relay.peer}: members that cannot dial this node reach it there`,
-      );
-      await this.#announce();
-    } catch (error) {
-      const delayMs = Math.min(this.#reserveBackoff.delayMs * 2, MAX_RESERVE_BACKOFF_MS);
-      this.#reserveBackoff = { nextAt: Date.now() + delayMs, delayMs };
-      this.#logger.warn(
-        { relay: relay.peer, err: error, retryInSeconds: delayMs / 1000 },
-        `could not get a relay slot on aux peer ${relay.peer}; trying again in ${Math.round(delayMs / 1000)} s`,
-      );
-    } finally {
-      this.#reserving = false;
-    }
-  }
-
-  #hasRelayAddress(): boolean {
-    return this.multiaddrs().some((address) => address.includes("/p2p-circuit"));
-  }
-
-  /** A connected aux peer and an address of it (with /p2p/) to reserve a relay slot through. */
-  #relayAddress(): { peer: string; address: string } | undefined {
-    for (const peer of this.members()) {
-      if (this.modeOf(peer) !== "aux") continue;
-      const connection = this.libp2p
-        .getConnections(peerIdFromString(peer))
-        .find(
-          (candidate) =>
-            candidate.direction === "outbound" && !candidate.remoteAddr.toString().includes("/p2p-circuit"),
-        );
-      const address =
-        connection?.remoteAddr.toString() ??
-        this.#announced.get(peer)?.find((addr) => !addr.includes("/p2p-circuit"));
-      if (address === undefined) continue;
-      return { peer, address: address.includes("/p2p/") ? address : `${address}/p2p/${peer}` };
-    }
-    return undefined;
+    return this.#reach.check();
   }
 
   /** Tells every connected member this node's mode and addresses again (after they changed). */
@@ -739,14 +401,7 @@ export class SwarmNode {
         `connected to member ${peer} (${this.modeOf(peer) ?? "unknown mode"}) ${how}`,
       );
     }
-    if (
-      this.#reachability === "unknown" &&
-      this.modeOf(peer) === "aux" &&
-      this.#mode === "node" &&
-      this.#options.checkReachability !== false
-    ) {
-      void this.checkReachability().catch(() => undefined);
-    }
+    this.#reach.greeted(peer);
     for (const listener of this.#greetedListeners) {
       try {
         listener(peer);
@@ -800,7 +455,10 @@ export class SwarmNode {
 
   /** Tells `peer` this node's mode and addresses, and learns its own and the members it knows. */
   async #exchangeHello(peer: string): Promise<void> {
-    const answer = await this.rpc.request(peer, helloMethod, { mode: this.#mode, addrs: this.#ownAddrs() });
+    const answer = await this.rpc.request(peer, helloMethod, {
+      mode: this.mode,
+      addrs: this.#reach.ownAddrs(),
+    });
     const role = this.authorizer.passOf(peer)?.role;
     if (role === undefined) {
       throw new SwarmError(
@@ -857,26 +515,6 @@ export class SwarmNode {
     return attempt;
   }
 
-  /** The addresses this node tells members, by how it can be reached (see ReachabilityState). */
-  #ownAddrs(): string[] {
-    const all = this.multiaddrs();
-    const relayed = all.filter((address) => address.includes("/p2p-circuit"));
-    const direct = all.filter((address) => !address.includes("/p2p-circuit"));
-    switch (this.#reachability) {
-      case "relayed":
-        // Its private and loopback addresses would only cost every member failed dials.
-        return relayed.slice(0, 16);
-      case "direct": {
-        const first = this.#reachedAt === undefined ? [] : [this.#reachedAt];
-        const rest = this.#options.listenViaRelays === true ? all : direct;
-        return [...new Set([...first, ...rest])].slice(0, 16);
-      }
-      case "unknown":
-        // Members reach it over the connections it opens meanwhile.
-        return this.#firstCheckPending ? [] : all.slice(0, 16);
-    }
-  }
-
   /** Other members and how to reach them: what they announced, else where we reached them. */
   #knownPeers(except: string): Array<{ peerId: string; addrs: string[] }> {
     const result: Array<{ peerId: string; addrs: string[] }> = [];
@@ -915,7 +553,10 @@ export class SwarmNode {
     // Back off while refreshes bring nothing new; #learnMembers resets this when one does.
     this.#refreshWaitMs = Math.min(MAX_MEMBER_REFRESH_MS, this.#refreshWaitMs * 2);
     try {
-      const answer = await this.rpc.request(peer, helloMethod, { mode: this.#mode, addrs: this.#ownAddrs() });
+      const answer = await this.rpc.request(peer, helloMethod, {
+        mode: this.mode,
+        addrs: this.#reach.ownAddrs(),
+      });
       await this.#learnMembers(answer.peers);
     } catch (error) {
       this.#logger.debug({ peer, err: error }, "member list refresh failed");
@@ -955,18 +596,7 @@ export class SwarmNode {
   /** Keeps the swarm meshed: reconnects to bootstrap peers and dials known members it is not connected to. */
   async #maintain(): Promise<void> {
     if (!this.#running) return;
-    if (this.#mode !== "aux") {
-      if (this.#reachability === "relayed" || this.#options.listenViaRelays === true)
-        void this.#reserveRelay();
-      else if (
-        this.#reachability === "unknown" &&
-        this.#mode === "node" &&
-        this.#options.checkReachability !== false &&
-        Date.now() - this.#reachabilityCheckedAt >= REACHABILITY_RETRY_MS
-      ) {
-        void this.checkReachability().catch(() => undefined);
-      }
-    }
+    this.#reach.upkeep();
     const connected = new Set(this.libp2p.getPeers().map((peer) => peer.toString()));
     if (connected.size === 0) await this.#bootstrap();
     else if (Date.now() - this.#lastRefresh >= this.#refreshWaitMs) {
@@ -1033,11 +663,4 @@ export class SwarmNode {
 /** A pass refused for its signing key: maybe one the authority rotated to and this node has not followed yet. */
 function isKeyRefusal(code: string): boolean {
   return code === ProtocolErrorCode.PASS_BAD_SIGNATURE || code === ProtocolErrorCode.PASS_KEY_ROTATED;
-}
-
-/** The origin's peer id and the message's sequence number (StrictSign messages carry both). */
-function fastMessageId(message: { from?: Uint8Array; seqno?: Uint8Array }): string {
-  const from = message.from === undefined ? "" : toBase64Url(message.from);
-  const seqno = message.seqno === undefined ? "" : toBase64Url(message.seqno);
-  return `${from}/${seqno}`;
 }
