@@ -9,7 +9,7 @@ import { createPassRefresher } from "../platform/pass-refresher.ts";
 import { PlatformClient } from "../platform/platform-client.ts";
 import { pollRunControl } from "../platform/control-poller.ts";
 import type { Identity, NodeStore } from "../identity.ts";
-import type { MetricsServer, SwarmMetrics } from "../metrics/swarm-metrics.ts";
+import { silentMetrics, type MetricsServer, type SwarmMetrics } from "../metrics/swarm-metrics.ts";
 import { Swarm, type SwarmOptions } from "../swarm.ts";
 
 /**
@@ -155,14 +155,9 @@ export interface NodeSession {
 export async function openNodeSession(node: JoinedNode, options: NodeSessionOptions): Promise<NodeSession> {
   const { identity, joined } = node;
   const { log, server, token, store } = node.options;
-  const leaving = new AbortController();
-  let refused: JoinError | undefined;
-  const refuse = (error: JoinError) => {
-    if (refused !== undefined) return;
-    refused = error;
-    log("error", `the platform refused this node: ${error.message}`, { code: error.code });
-    leaving.abort();
-  };
+  const refusal = refusalLatch(log);
+  const { refuse } = refusal;
+  const meters = options.metrics?.meters ?? silentMetrics();
   let pass = joined.passToken;
   const authority = AuthorityKeys.fromJoin(joined, { pins: store.pins, logger: options.logger });
   const platform = new PlatformClient({
@@ -172,7 +167,6 @@ export async function openNodeSession(node: JoinedNode, options: NodeSessionOpti
     authority,
     pass: () => pass,
   });
-  const metricsOf: { swarm?: Swarm } = {};
   // Each run of the program is a session of its own, credited on its own on the leaderboard.
   const id = toBase64Url(crypto.getRandomValues(new Uint8Array(9)));
   const refresh = createPassRefresher({
@@ -182,7 +176,7 @@ export async function openNodeSession(node: JoinedNode, options: NodeSessionOpti
     authority,
     onRefused: refuse,
     onJoined: (refreshed) => {
-      metricsOf.swarm?.metrics.passExpiry.set(refreshed.passExpiresAt / 1000);
+      meters.passExpiry.set(refreshed.passExpiresAt / 1000);
       options.onRefreshed?.(refreshed);
     },
   });
@@ -204,11 +198,10 @@ export async function openNodeSession(node: JoinedNode, options: NodeSessionOpti
     logger: options.logger,
     config: joined.config,
     session: id,
-    ...(options.metrics === undefined ? {} : { metrics: options.metrics.meters }),
+    metrics: meters,
     ...options.swarm(platform),
   });
-  metricsOf.swarm = swarm;
-  swarm.metrics.passExpiry.set(joined.passExpiresAt / 1000);
+  meters.passExpiry.set(joined.passExpiresAt / 1000);
   let metricsServer: MetricsServer | undefined;
   try {
     if (options.metrics?.serve !== undefined) {
@@ -229,28 +222,58 @@ export async function openNodeSession(node: JoinedNode, options: NodeSessionOpti
     platform,
     swarm,
     metricsUrl: metricsServer?.url,
-    leaving: leaving.signal,
+    leaving: refusal.signal,
     get refused() {
-      return refused;
+      return refusal.error();
     },
     refuse,
-    followRunControl: (signal) =>
-      pollRunControl(
-        {
-          client: platform,
-          offer: (control) => {
-            swarm.control.offer(control, "platform");
-          },
-          onRefused: refuse,
-          onError: (error) => {
-            options.logger.debug({ err: error }, "could not read the run control");
-          },
-        },
-        signal,
-      ),
+    followRunControl: (signal) => followPlatformRunControl(platform, swarm, refuse, options.logger, signal),
     close: async () => {
       await swarm.stop();
       await metricsServer?.close();
     },
   };
+}
+
+/** The platform's first refusal of the node: logged once, and `signal` aborted so the node leaves. */
+function refusalLatch(log: NodeLog): {
+  refuse: (error: JoinError) => void;
+  signal: AbortSignal;
+  error: () => JoinError | undefined;
+} {
+  const leaving = new AbortController();
+  let refused: JoinError | undefined;
+  return {
+    refuse: (error) => {
+      if (refused !== undefined) return;
+      refused = error;
+      log("error", `the platform refused this node: ${error.message}`, { code: error.code });
+      leaving.abort();
+    },
+    signal: leaving.signal,
+    error: () => refused,
+  };
+}
+
+/** Polls the platform's run control into the swarm's board until `signal`; a refusal goes to `refuse`. */
+function followPlatformRunControl(
+  platform: PlatformClient,
+  swarm: Swarm,
+  refuse: (error: JoinError) => void,
+  logger: Logger,
+  signal: AbortSignal,
+): Promise<void> {
+  return pollRunControl(
+    {
+      client: platform,
+      offer: (control) => {
+        swarm.control.offer(control, "platform");
+      },
+      onRefused: refuse,
+      onError: (error) => {
+        logger.debug({ err: error }, "could not read the run control");
+      },
+    },
+    signal,
+  );
 }
