@@ -1,4 +1,4 @@
-import type { Connection, Libp2p, PeerId } from "@libp2p/interface";
+import type { Connection, Libp2p } from "@libp2p/interface";
 import type { TransportManager } from "@libp2p/interface-internal";
 import { type GossipSub } from "@libp2p/gossipsub";
 import { peerIdFromString } from "@libp2p/peer-id";
@@ -12,7 +12,6 @@ import {
 import type { Logger } from "pino";
 import { isSwarmError, SwarmError, SwarmErrorCode } from "../errors.ts";
 import { DialBackServer, type Reachability } from "../net/reachability.ts";
-import { stallAwareSignal } from "../time/stall-aware-timeout.ts";
 import type { AuthorityKeys } from "../platform/authority-keys.ts";
 import { isCredentialRefusal, Libp2pRpc, protocolId } from "../rpc/libp2p-rpc.ts";
 import { checkModeFitsRole, HELLO_MAX_PEERS, helloMethod, type AveragingMode } from "./hello.ts";
@@ -22,6 +21,7 @@ import { type PassGateService } from "./pass-gate-service.ts";
 import { RefusalLog } from "./refusal-log.ts";
 import { unrefTimer } from "../time/unref-timer.ts";
 import { createSwarmLibp2p } from "./swarm-libp2p.ts";
+import { MemberDialer } from "./member-dialer.ts";
 import { ReachabilityKeeper } from "./reachability-keeper.ts";
 import type { Connectivity, ReachabilityState, SwarmNodeOptions } from "./swarm-node-options.ts";
 import { createSwarmRpc, REFUSED_DENY_MS, UNTRUSTED_KEY_DENY_MS } from "./swarm-rpc.ts";
@@ -37,11 +37,6 @@ const MEMBER_REFRESH_MS = 5_000;
  * refresh only repairs what those dials missed, and at 64 members each answer is a few KB.
  */
 const MAX_MEMBER_REFRESH_MS = 60_000;
-/** Even with nothing new, maintenance walks the peer store for members to redial this often. */
-const PEER_STORE_SCAN_MS = 30_000;
-/** After a failed dial of a member, wait this long, doubling per failure up to the maximum. */
-const FIRST_DIAL_BACKOFF_MS = 5_000;
-const MAX_DIAL_BACKOFF_MS = 5 * 60_000;
 
 /**
  * One member of an experiment's private swarm: a libp2p 3 node (TCP + WebSockets, Noise, Yamux,
@@ -83,18 +78,10 @@ export class SwarmNode {
   readonly #paths = new Map<string, "direct" | "relayed">();
   /** Members whose relayed connection became a direct one (hole punched). */
   readonly #upgraded = new Set<string>();
-  /** Members whose last dial failed: when to try again, and how long the wait was. */
-  readonly #dialBackoff = new Map<string, { nextAt: number; delayMs: number; failures: number }>();
+  readonly #dialer: MemberDialer;
   #maintenance: NodeJS.Timeout | undefined;
   #lastRefresh = 0;
   #refreshWaitMs = MEMBER_REFRESH_MS;
-  /** The addresses last merged into the peer store per member, so unchanged ones are not merged again. */
-  readonly #merged = new Map<string, string>();
-  /** Whether a connection closed or addresses were learned since maintenance last walked the peer store. */
-  #peerStoreChanged = true;
-  #lastPeerStoreScan = 0;
-  /** When the earliest member waiting out a dial backoff may be dialed again. */
-  #redialAt = Infinity;
   #running = false;
   /** Stops following the authority's rotations (see #followedRotation). */
   readonly #unfollow: () => void;
@@ -124,6 +111,16 @@ export class SwarmNode {
         const connection = await libp2p.dial(multiaddr(address), { force: true, signal });
         await connection.close().catch(() => undefined);
       },
+    });
+    this.#dialer = new MemberDialer({
+      libp2p,
+      logger: options.logger,
+      self: libp2p.peerId.toString(),
+      maxPeers: options.maxPeers ?? 64,
+      helloProtocol: protocolId(options.experimentId, helloMethod.name),
+      running: () => this.#running,
+      isDenied: (peer) => authorizer.isDenied(peer),
+      introduced: (peer) => this.#introduced.has(peer),
     });
     this.#reach = new ReachabilityKeeper(
       {
@@ -229,14 +226,14 @@ export class SwarmNode {
         addrs: this.#reach.ownAddrs(),
         peers: this.#knownPeers(incoming.from.peerId),
       });
-      await this.#learnAddrs(incoming.from.peerId, incoming.head.addrs);
+      await this.#dialer.learn(incoming.from.peerId, incoming.head.addrs);
       this.#greeted(incoming.from.peerId);
     });
     this.libp2p.addEventListener("connection:open", (event) => {
       this.#onConnection(event.detail);
     });
     this.libp2p.addEventListener("peer:disconnect", (event) => {
-      this.#peerStoreChanged = true;
+      this.#dialer.changed();
       // Whoever connects next under that PeerId may be another process (an aux restarted with its
       // identity): it knows nothing of this node, so the next connection says hello again.
       this.#modes.delete(event.detail.toString());
@@ -314,7 +311,7 @@ export class SwarmNode {
    */
   #followedRotation(): void {
     const forgiven = this.authorizer.forgiveKeyDenials();
-    for (const peer of forgiven) this.#dialBackoff.delete(peer);
+    for (const peer of forgiven) this.#dialer.reached(peer);
     this.#logger.info(
       { forgiven: forgiven.length },
       "following the experiment's new authority key: peers with passes of it are let in",
@@ -325,7 +322,7 @@ export class SwarmNode {
       const peer = id.toString();
       if (!this.authorizer.isAdmitted(peer)) void this.#hello(peer);
     }
-    this.#peerStoreChanged = true;
+    this.#dialer.changed();
     this.#refreshWaitMs = MEMBER_REFRESH_MS;
     this.#lastRefresh = 0;
     void this.#maintain();
@@ -419,7 +416,7 @@ export class SwarmNode {
   #onConnection(connection: Connection): void {
     const peer = connection.remotePeer.toString();
     if (!this.#running) return;
-    this.#dialBackoff.delete(peer);
+    this.#dialer.reached(peer);
     if (connection.direction === "outbound") {
       void this.#hello(peer);
       return;
@@ -474,7 +471,7 @@ export class SwarmNode {
     }
     this.#modes.set(peer, answer.mode);
     this.#announced.set(peer, answer.addrs);
-    await this.#learnAddrs(peer, answer.addrs);
+    await this.#dialer.learn(peer, answer.addrs);
     await this.#learnMembers(answer.peers);
   }
 
@@ -535,7 +532,7 @@ export class SwarmNode {
     let fresh = false;
     for (const member of peers) {
       if (member.peerId === this.peerId || member.addrs.length === 0) continue;
-      await this.#learnAddrs(member.peerId, member.addrs);
+      await this.#dialer.learn(member.peerId, member.addrs);
       if (!this.#introduced.has(member.peerId)) fresh = true;
       this.#introduced.add(member.peerId);
     }
@@ -563,26 +560,6 @@ export class SwarmNode {
     }
   }
 
-  async #learnAddrs(peer: string, addrs: readonly string[]): Promise<void> {
-    if (peer === this.peerId || addrs.length === 0) return;
-    const key = addrs.join(" ");
-    if (this.#merged.get(peer) === key) return;
-    this.#merged.set(peer, key);
-    if (this.#merged.size > 4 * (this.#options.maxPeers ?? 64)) {
-      const oldest = this.#merged.keys().next().value;
-      if (oldest !== undefined) this.#merged.delete(oldest);
-    }
-    this.#peerStoreChanged = true;
-    let id: PeerId;
-    try {
-      id = peerIdFromString(peer);
-      const parsed = addrs.map((address) => multiaddr(address));
-      await this.libp2p.peerStore.merge(id, { multiaddrs: parsed });
-    } catch (error) {
-      this.#logger.debug({ peer, err: error }, "ignored unusable addresses");
-    }
-  }
-
   async #bootstrap(): Promise<void> {
     for (const address of this.#options.bootstrap ?? []) {
       try {
@@ -603,60 +580,7 @@ export class SwarmNode {
       this.#lastRefresh = Date.now();
       void this.#refreshMembers();
     }
-    const maxPeers = this.#options.maxPeers ?? 64;
-    if (connected.size >= maxPeers) return;
-    // Walking the peer store decodes every entry; with nothing new to dial it is only a backstop.
-    const now = Date.now();
-    if (!this.#peerStoreChanged && now < this.#redialAt && now - this.#lastPeerStoreScan < PEER_STORE_SCAN_MS)
-      return;
-    this.#peerStoreChanged = false;
-    this.#lastPeerStoreScan = now;
-    this.#redialAt = Infinity;
-    for (const peer of await this.libp2p.peerStore.all()) {
-      const id = peer.id.toString();
-      if (
-        id === this.peerId ||
-        connected.has(id) ||
-        this.authorizer.isDenied(id) ||
-        peer.addresses.length === 0
-      )
-        continue;
-      const speaksHello = peer.protocols.includes(protocolId(this.#options.experimentId, helloMethod.name));
-      if (!speaksHello && !this.#introduced.has(id)) continue;
-      const backoff = this.#dialBackoff.get(id);
-      if (backoff !== undefined && Date.now() < backoff.nextAt) {
-        this.#redialAt = Math.min(this.#redialAt, backoff.nextAt);
-        continue;
-      }
-      const addresses = peer.addresses.map((address) => address.multiaddr.toString());
-      void this.libp2p.dial(peer.id, { signal: stallAwareSignal(10_000) }).then(
-        () => this.#dialBackoff.delete(id),
-        (error: unknown) => {
-          this.#dialFailed(id, addresses, error);
-        },
-      );
-    }
-  }
-
-  /**
-   * A member we could not dial waits before the next try, twice as long each time up to
-   * MAX_DIAL_BACKOFF_MS, so an unreachable member (behind NAT, announcing private addresses) costs
-   * a few connection attempts, not one every two seconds. The first failure, and then every fourth,
-   * is logged with the addresses tried and why.
-   */
-  #dialFailed(peer: string, addresses: readonly string[], error: unknown): void {
-    if (!this.#running) return;
-    const previous = this.#dialBackoff.get(peer);
-    const delayMs = Math.min((previous?.delayMs ?? FIRST_DIAL_BACKOFF_MS / 2) * 2, MAX_DIAL_BACKOFF_MS);
-    const failures = (previous?.failures ?? 0) + 1;
-    this.#dialBackoff.set(peer, { nextAt: Date.now() + delayMs, delayMs, failures });
-    this.#redialAt = Math.min(this.#redialAt, Date.now() + delayMs);
-    if (failures % 4 !== 1) return;
-    const reason = error instanceof Error ? error.message : String(error);
-    this.#logger.warn(
-      { peer, addresses, failures, retryInSeconds: delayMs / 1000, reason },
-      `could not reach member ${peer} at the addresses it announced (${reason}); trying again in ${Math.round(delayMs / 1000)} s. A member behind NAT can only be reached through a relay`,
-    );
+    await this.#dialer.dialKnown(connected);
   }
 }
 
