@@ -3,18 +3,13 @@ import type { TransportManager } from "@libp2p/interface-internal";
 import { type GossipSub } from "@libp2p/gossipsub";
 import { peerIdFromString } from "@libp2p/peer-id";
 import { multiaddr } from "@multiformats/multiaddr";
-import {
-  type AccessPassVerifier,
-  isProtocolError,
-  ProtocolErrorCode,
-  type RevocationList,
-} from "@barnraise/protocol";
+import { type AccessPassVerifier, ProtocolErrorCode, type RevocationList } from "@barnraise/protocol";
 import type { Logger } from "pino";
-import { isSwarmError, SwarmError, SwarmErrorCode } from "../errors.ts";
+import { SwarmError, SwarmErrorCode } from "../errors.ts";
 import { DialBackServer, type Reachability } from "../net/reachability.ts";
 import type { AuthorityKeys } from "../platform/authority-keys.ts";
-import { isCredentialRefusal, Libp2pRpc, protocolId } from "../rpc/libp2p-rpc.ts";
-import { checkModeFitsRole, HELLO_MAX_PEERS, helloMethod, type AveragingMode } from "./hello.ts";
+import { Libp2pRpc, protocolId } from "../rpc/libp2p-rpc.ts";
+import { helloMethod, type AveragingMode } from "./hello.ts";
 import { PassHolder } from "./pass-holder.ts";
 import { PeerAuthorizer } from "./peer-authorizer.ts";
 import { type PassGateService } from "./pass-gate-service.ts";
@@ -22,21 +17,13 @@ import { RefusalLog } from "./refusal-log.ts";
 import { unrefTimer } from "../time/unref-timer.ts";
 import { createSwarmLibp2p } from "./swarm-libp2p.ts";
 import { MemberDialer } from "./member-dialer.ts";
+import { Membership } from "./membership.ts";
 import { ReachabilityKeeper } from "./reachability-keeper.ts";
 import type { Connectivity, ReachabilityState, SwarmNodeOptions } from "./swarm-node-options.ts";
-import { createSwarmRpc, REFUSED_DENY_MS, UNTRUSTED_KEY_DENY_MS } from "./swarm-rpc.ts";
+import { createSwarmRpc, REFUSED_DENY_MS } from "./swarm-rpc.ts";
 
 export type { RevocationList } from "@barnraise/protocol";
 export type { Connectivity, ReachabilityState, SwarmNodeOptions } from "./swarm-node-options.ts";
-
-/** How often a node asks a random member for the member list. */
-const MEMBER_REFRESH_MS = 5_000;
-/**
- * A refresh that brings no member this node did not know doubles the wait before the next, up to
- * this. Newcomers dial the members they learn of, so a meshed swarm hears of them anyway; the
- * refresh only repairs what those dials missed, and at 64 members each answer is a few KB.
- */
-const MAX_MEMBER_REFRESH_MS = 60_000;
 
 /**
  * One member of an experiment's private swarm: a libp2p 3 node (TCP + WebSockets, Noise, Yamux,
@@ -52,6 +39,10 @@ const MAX_MEMBER_REFRESH_MS = 60_000;
  * matched by the leaders over the rpc layer, and progress spreads by gossip. A DHT would add its
  * periodic routing-table refreshes and random walks to every member's traffic and find nothing
  * those do not, so the node runs none.
+ *
+ * The node wires its parts, one concept each: libp2p and gossipsub (`swarm-libp2p.ts`), the signed
+ * RPC (`swarm-rpc.ts`), reachability and relays (`reachability-keeper.ts`), the hello and who the
+ * members are (`membership.ts`), and dial upkeep (`member-dialer.ts`).
  */
 export class SwarmNode {
   readonly libp2p: Libp2p<{ passGate: PassGateService; pubsub: GossipSub }>;
@@ -67,21 +58,9 @@ export class SwarmNode {
   readonly #reach: ReachabilityKeeper;
   readonly #options: SwarmNodeOptions;
   readonly #logger: Logger;
-  readonly #helloInFlight = new Map<string, Promise<boolean>>();
-  readonly #modes = new Map<string, AveragingMode>();
-  /** Members other peers told us about in hello answers; maintenance dials them. */
-  readonly #introduced = new Set<string>();
-  /** The addresses each member announced in its hello (relayed ones included). */
-  readonly #announced = new Map<string, string[]>();
-  readonly #greetedListeners = new Set<(peer: string) => void>();
-  /** The path last logged per member (direct or relayed), so a change of path is logged once. */
-  readonly #paths = new Map<string, "direct" | "relayed">();
-  /** Members whose relayed connection became a direct one (hole punched). */
-  readonly #upgraded = new Set<string>();
+  readonly #membership: Membership;
   readonly #dialer: MemberDialer;
   #maintenance: NodeJS.Timeout | undefined;
-  #lastRefresh = 0;
-  #refreshWaitMs = MEMBER_REFRESH_MS;
   #running = false;
   /** Stops following the authority's rotations (see #followedRotation). */
   readonly #unfollow: () => void;
@@ -120,7 +99,23 @@ export class SwarmNode {
       helloProtocol: protocolId(options.experimentId, helloMethod.name),
       running: () => this.#running,
       isDenied: (peer) => authorizer.isDenied(peer),
-      introduced: (peer) => this.#introduced.has(peer),
+      introduced: (peer) => this.#membership.wasIntroduced(peer),
+    });
+    this.#membership = new Membership({
+      libp2p,
+      rpc,
+      authorizer,
+      dialer: this.#dialer,
+      logger: options.logger,
+      running: () => this.#running,
+      mode: () => this.mode,
+      ownAddrs: () => this.#reach.ownAddrs(),
+      greeted: (peer) => {
+        this.#reach.greeted(peer);
+      },
+      maintainSoon: () => {
+        void this.#maintain();
+      },
     });
     this.#reach = new ReachabilityKeeper(
       {
@@ -131,9 +126,9 @@ export class SwarmNode {
         modeOf: (peer) => this.modeOf(peer),
         multiaddrs: () => this.multiaddrs(),
         connections: (peer) => libp2p.getConnections(peerIdFromString(peer)),
-        announced: (peer) => this.#announced.get(peer),
+        announced: (peer) => this.#membership.announcedBy(peer),
         transportManager: () => transports.manager,
-        announce: () => this.#announce(),
+        announce: () => this.#membership.announce(),
       },
       options,
     );
@@ -205,38 +200,18 @@ export class SwarmNode {
 
   /** Connected peers that have shown a valid pass. */
   members(): string[] {
-    const connected = new Set(this.libp2p.getPeers().map((peer) => peer.toString()));
-    return this.authorizer.admittedPeers().filter((peer) => connected.has(peer));
+    return this.#membership.members();
   }
 
   async start(): Promise<void> {
     if (this.mode === "aux") this.#dialBack.start();
-    this.rpc.handle(helloMethod, async (incoming) => {
-      try {
-        checkModeFitsRole(incoming.head.mode, incoming.from.pass.role, "a hello");
-      } catch (error) {
-        // A valid pass greeting in a mode not its own: an attempt, gated like another's pass.
-        this.#refuseMode(incoming.from.peerId, error);
-        throw error;
-      }
-      this.#modes.set(incoming.from.peerId, incoming.head.mode);
-      this.#announced.set(incoming.from.peerId, incoming.head.addrs);
-      await incoming.respond({
-        mode: this.mode,
-        addrs: this.#reach.ownAddrs(),
-        peers: this.#knownPeers(incoming.from.peerId),
-      });
-      await this.#dialer.learn(incoming.from.peerId, incoming.head.addrs);
-      this.#greeted(incoming.from.peerId);
-    });
+    this.#membership.serve();
     this.libp2p.addEventListener("connection:open", (event) => {
       this.#onConnection(event.detail);
     });
     this.libp2p.addEventListener("peer:disconnect", (event) => {
       this.#dialer.changed();
-      // Whoever connects next under that PeerId may be another process (an aux restarted with its
-      // identity): it knows nothing of this node, so the next connection says hello again.
-      this.#modes.delete(event.detail.toString());
+      this.#membership.disconnected(event.detail.toString());
     });
     // Running before libp2p starts: relay reservations are dialed inside start(), and the relay
     // lets them through only after our hello.
@@ -270,7 +245,7 @@ export class SwarmNode {
   async connect(address: string): Promise<string> {
     const connection = await this.libp2p.dial(multiaddr(address), { signal: AbortSignal.timeout(15_000) });
     const peer = connection.remotePeer.toString();
-    if (!(await this.#hello(peer))) {
+    if (!(await this.#membership.hello(peer))) {
       throw new SwarmError(
         SwarmErrorCode.UNAUTHORIZED_PEER,
         `${address} did not accept us or showed no valid pass: ${this.authorizer.denialOf(peer) ?? this.refusedBy.of(peer)?.reason ?? "hello failed"}`,
@@ -320,11 +295,10 @@ export class SwarmNode {
     if (!this.#running) return;
     for (const id of this.libp2p.getPeers()) {
       const peer = id.toString();
-      if (!this.authorizer.isAdmitted(peer)) void this.#hello(peer);
+      if (!this.authorizer.isAdmitted(peer)) void this.#membership.hello(peer);
     }
     this.#dialer.changed();
-    this.#refreshWaitMs = MEMBER_REFRESH_MS;
-    this.#lastRefresh = 0;
+    this.#membership.refreshSoon();
     void this.#maintain();
   }
 
@@ -333,17 +307,12 @@ export class SwarmNode {
    * connects, and at each member-list refresh); returns the unsubscribe function.
    */
   onGreeted(listener: (peer: string) => void): () => void {
-    this.#greetedListeners.add(listener);
-    return () => this.#greetedListeners.delete(listener);
+    return this.#membership.onGreeted(listener);
   }
 
   /** How this node is connected to `peer`: directly, through a relay, or not at all. */
   pathTo(peer: string): "direct" | "relayed" | undefined {
-    const connections = this.libp2p.getConnections(peerIdFromString(peer));
-    if (connections.length === 0) return undefined;
-    return connections.some((connection) => !connection.remoteAddr.toString().includes("/p2p-circuit"))
-      ? "direct"
-      : "relayed";
+    return this.#membership.pathTo(peer);
   }
 
   /** This node's mode and how many members it reaches by each path (see Connectivity). */
@@ -352,7 +321,7 @@ export class SwarmNode {
     for (const peer of this.members()) {
       const path = this.pathTo(peer);
       if (path === "relayed") counts.relayed += 1;
-      else if (path === "direct") counts[this.#upgraded.has(peer) ? "upgraded" : "direct"] += 1;
+      else if (path === "direct") counts[this.#membership.isUpgraded(peer) ? "upgraded" : "direct"] += 1;
     }
     return { mode: this.mode, reachability: this.reachability, ...counts };
   }
@@ -367,50 +336,9 @@ export class SwarmNode {
     return this.#reach.check();
   }
 
-  /** Tells every connected member this node's mode and addresses again (after they changed). */
-  async #announce(): Promise<void> {
-    await Promise.all(
-      this.members().map(async (peer) => {
-        try {
-          await this.#exchangeHello(peer);
-        } catch (error) {
-          this.#logger.debug({ peer, err: error }, "could not tell a member our new addresses");
-        }
-      }),
-    );
-  }
-
-  #greeted(peer: string): void {
-    const path = this.pathTo(peer);
-    const before = this.#paths.get(peer);
-    if (path !== undefined && before !== path) {
-      this.#paths.set(peer, path);
-      const upgraded = before === "relayed" && path === "direct";
-      if (upgraded) this.#upgraded.add(peer);
-      else if (path === "relayed") this.#upgraded.delete(peer);
-      const how = upgraded
-        ? "directly: the relayed connection was upgraded (hole punched)"
-        : path === "direct"
-          ? "directly"
-          : "through an aux peer's relay";
-      this.#logger.info(
-        { peer, mode: this.modeOf(peer), path: upgraded ? "upgraded" : path },
-        `connected to member ${peer} (${this.modeOf(peer) ?? "unknown mode"}) ${how}`,
-      );
-    }
-    this.#reach.greeted(peer);
-    for (const listener of this.#greetedListeners) {
-      try {
-        listener(peer);
-      } catch (error) {
-        this.#logger.warn({ peer, err: error }, "a hello listener threw");
-      }
-    }
-  }
-
   /** The averaging mode a member announced in its hello (undefined before the hello). */
   modeOf(peer: string): AveragingMode | undefined {
-    return this.#modes.get(peer);
+    return this.#membership.modeOf(peer);
   }
 
   #onConnection(connection: Connection): void {
@@ -418,7 +346,7 @@ export class SwarmNode {
     if (!this.#running) return;
     this.#dialer.reached(peer);
     if (connection.direction === "outbound") {
-      void this.#hello(peer);
+      void this.#membership.hello(peer);
       return;
     }
     // An inbound peer must say hello (show its pass) in time, or it is dropped.
@@ -442,124 +370,6 @@ export class SwarmNode {
     });
   }
 
-  /** Gates and drops a peer whose hello named a mode its pass's role does not allow. */
-  #refuseMode(peer: string, error: unknown): void {
-    const reason = error instanceof Error ? error.message : String(error);
-    this.authorizer.deny(peer, reason);
-    this.#logger.warn({ peer, reason }, `refused member ${peer}: ${reason}`);
-    void this.libp2p.hangUp(peerIdFromString(peer)).catch(() => undefined);
-  }
-
-  /** Tells `peer` this node's mode and addresses, and learns its own and the members it knows. */
-  async #exchangeHello(peer: string): Promise<void> {
-    const answer = await this.rpc.request(peer, helloMethod, {
-      mode: this.mode,
-      addrs: this.#reach.ownAddrs(),
-    });
-    const role = this.authorizer.passOf(peer)?.role;
-    if (role === undefined) {
-      throw new SwarmError(
-        SwarmErrorCode.UNAUTHORIZED_PEER,
-        `${peer} answered the hello without a valid pass`,
-      );
-    }
-    try {
-      checkModeFitsRole(answer.mode, role, "a hello answer");
-    } catch (error) {
-      this.#refuseMode(peer, error);
-      throw error;
-    }
-    this.#modes.set(peer, answer.mode);
-    this.#announced.set(peer, answer.addrs);
-    await this.#dialer.learn(peer, answer.addrs);
-    await this.#learnMembers(answer.peers);
-  }
-
-  async #hello(peer: string): Promise<boolean> {
-    if (this.authorizer.isAdmitted(peer) && this.#modes.has(peer)) return true;
-    const inFlight = this.#helloInFlight.get(peer);
-    if (inFlight !== undefined) return inFlight;
-    const attempt = (async () => {
-      try {
-        await this.#exchangeHello(peer);
-        this.#greeted(peer);
-        return true;
-      } catch (error) {
-        if (!this.#running) return false;
-        const reason = isSwarmError(error) || error instanceof Error ? error.message : String(error);
-        this.#logger.info({ peer, reason }, "hello failed; disconnecting");
-        // An invalid pass of the peer's is gated for a while; a slow or vanished peer may simply
-        // retry, and so may one that refused ours (the fault is this node's pass, not that peer).
-        const refusedOurs =
-          isSwarmError(error, SwarmErrorCode.REMOTE_ERROR) &&
-          error.remoteCode !== undefined &&
-          isCredentialRefusal(error.remoteCode);
-        const transient =
-          refusedOurs ||
-          isSwarmError(error, SwarmErrorCode.TIMEOUT) ||
-          isSwarmError(error, SwarmErrorCode.PEER_UNREACHABLE);
-        if (isProtocolError(error) && isKeyRefusal(error.code)) {
-          // Its pass may be of a key the authority rotated to: gated, and let in on the rotation.
-          this.authorizer.denyForKey(peer, reason, UNTRUSTED_KEY_DENY_MS);
-        } else if (!transient) this.authorizer.deny(peer, reason);
-        await this.libp2p.hangUp(peerIdFromString(peer)).catch(() => undefined);
-        return false;
-      } finally {
-        this.#helloInFlight.delete(peer);
-      }
-    })();
-    this.#helloInFlight.set(peer, attempt);
-    return attempt;
-  }
-
-  /** Other members and how to reach them: what they announced, else where we reached them. */
-  #knownPeers(except: string): Array<{ peerId: string; addrs: string[] }> {
-    const result: Array<{ peerId: string; addrs: string[] }> = [];
-    for (const peer of this.members()) {
-      if (peer === except || result.length >= HELLO_MAX_PEERS) continue;
-      const dialed = this.libp2p
-        .getConnections(peerIdFromString(peer))
-        .filter((connection) => connection.direction === "outbound")
-        .map((connection) => connection.remoteAddr.toString());
-      const addrs = [...new Set([...(this.#announced.get(peer) ?? []), ...dialed])].slice(0, 16);
-      result.push({ peerId: peer, addrs });
-    }
-    return result;
-  }
-
-  /** Remembers members listed in a hello answer and dials the ones we are not connected to. */
-  async #learnMembers(peers: ReadonlyArray<{ peerId: string; addrs: string[] }>): Promise<void> {
-    let fresh = false;
-    for (const member of peers) {
-      if (member.peerId === this.peerId || member.addrs.length === 0) continue;
-      await this.#dialer.learn(member.peerId, member.addrs);
-      if (!this.#introduced.has(member.peerId)) fresh = true;
-      this.#introduced.add(member.peerId);
-    }
-    if (fresh) {
-      this.#refreshWaitMs = MEMBER_REFRESH_MS;
-      void this.#maintain();
-    }
-  }
-
-  /** Asks one random member for its member list, so peers that joined later are found. */
-  async #refreshMembers(): Promise<void> {
-    const members = this.members().filter((peer) => this.modeOf(peer) !== "client");
-    const peer = members[Math.floor(Math.random() * members.length)];
-    if (peer === undefined) return;
-    // Back off while refreshes bring nothing new; #learnMembers resets this when one does.
-    this.#refreshWaitMs = Math.min(MAX_MEMBER_REFRESH_MS, this.#refreshWaitMs * 2);
-    try {
-      const answer = await this.rpc.request(peer, helloMethod, {
-        mode: this.mode,
-        addrs: this.#reach.ownAddrs(),
-      });
-      await this.#learnMembers(answer.peers);
-    } catch (error) {
-      this.#logger.debug({ peer, err: error }, "member list refresh failed");
-    }
-  }
-
   async #bootstrap(): Promise<void> {
     for (const address of this.#options.bootstrap ?? []) {
       try {
@@ -576,15 +386,7 @@ export class SwarmNode {
     this.#reach.upkeep();
     const connected = new Set(this.libp2p.getPeers().map((peer) => peer.toString()));
     if (connected.size === 0) await this.#bootstrap();
-    else if (Date.now() - this.#lastRefresh >= this.#refreshWaitMs) {
-      this.#lastRefresh = Date.now();
-      void this.#refreshMembers();
-    }
+    else this.#membership.refreshIfDue(Date.now());
     await this.#dialer.dialKnown(connected);
   }
-}
-
-/** A pass refused for its signing key: maybe one the authority rotated to and this node has not followed yet. */
-function isKeyRefusal(code: string): boolean {
-  return code === ProtocolErrorCode.PASS_BAD_SIGNATURE || code === ProtocolErrorCode.PASS_KEY_ROTATED;
 }
