@@ -73,6 +73,21 @@ function workspaceRules() {
   });
 }
 
+/**
+ * A package whose core runs in a browser too: nothing in it imports its Node.js adapters (node/);
+ * only its Node.js entry point (node.ts) does, and the programs get them from @barnraise/<pkg>/node.
+ */
+function coreNotNode(pkg, what) {
+  const root = `packages/${pkg}/src`;
+  return {
+    name: `${pkg}-core-not-node`,
+    comment: `${what} (${root}) runs in a browser too: only node.ts imports the Node.js adapters (node/), for @barnraise/${pkg}/node.`,
+    severity: "error",
+    from: { path: `^${escape(root)}/`, pathNot: under(root, ["node", "node.ts"]) },
+    to: { path: under(root, ["node"]) },
+  };
+}
+
 export default {
   forbidden: [
     {
@@ -114,22 +129,8 @@ export default {
       },
       to: { path: "^packages/swarm/src/session/" },
     },
-    {
-      name: "swarm-core-not-node",
-      comment:
-        "The engine runs in a browser too: nothing in it imports the Node.js adapters (node/); only the Node.js entry point (node.ts) does, and the programs get them from @barnraise/swarm/node.",
-      severity: "error",
-      from: { path: "^packages/swarm/src/", pathNot: "^packages/swarm/src/(node/|node\\.ts$)" },
-      to: { path: "^packages/swarm/src/node/" },
-    },
-    {
-      name: "models-core-not-node",
-      comment:
-        "The models run in a browser too: nothing in them imports their Node.js adapters (node/); only the Node.js entry point (node.ts) does.",
-      severity: "error",
-      from: { path: "^packages/models/src/", pathNot: "^packages/models/src/(node/|node\\.ts$)" },
-      to: { path: "^packages/models/src/node/" },
-    },
+    coreNotNode("swarm", "The engine"),
+    coreNotNode("models", "The models package"),
     {
       name: "web-api-is-the-contract",
       comment:

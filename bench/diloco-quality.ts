@@ -346,7 +346,7 @@ async function runModel(name: keyof typeof BENCH_MODELS): Promise<ModelReport> {
   const samples = overrides.samples ?? defaults.samples;
   const started = performance.now();
   log(`${name}: preparing ${flags["data-dir"]}`);
-  const dataset = await prepareBenchDataset(flags["data-dir"], bench.model.preset);
+  const dataset = await prepareBenchDataset(flags["data-dir"], bench.model.kind);
   const dedlocConfig = parseExperimentConfig(
     variantConfig("dedloc", { bench, h, learningRate, outerLearningRate, outerMomentum }),
   );
@@ -435,7 +435,7 @@ function printReport(report: ModelReport): void {
       `${result.agreed}/${peerCount}`,
     ];
   });
-  const accuracy = report.bench.model.preset === "mnist-mlp" ? "accuracy" : "masked acc.";
+  const accuracy = report.bench.model.kind === "mnist-mlp" ? "accuracy" : "masked acc.";
   console.log();
   console.log(
     `${report.name}: ${peerCount} peers, T = ${report.bench.targetBatchSize}, H = ${report.h} (DiLoCo rounds of ` +

@@ -51,14 +51,14 @@ const WORKLOADS: readonly Workload[] = [
   {
     name: "mnist-mlp",
     batchSize: 32,
-    model: parseExperimentConfig({ model: { preset: "mnist-mlp" } }).model,
+    model: parseExperimentConfig({ model: { kind: "mnist-mlp" } }).model,
   },
   {
     name: "albert-mlm (small)",
     batchSize: 8,
     model: parseExperimentConfig({
       model: {
-        preset: "albert-mlm",
+        kind: "albert-mlm",
         vocabSize: 1024,
         embeddingSize: 32,
         hiddenSize: 64,

@@ -172,7 +172,7 @@ async function stopPeers(peers: readonly RunningPeer[]): Promise<void> {
 async function measureSwarm(platform: BenchPlatform, n: number): Promise<RunResult> {
   const experimentId = `swarm-${n}`;
   await platform.createExperiment(experimentId, {
-    model: { preset: "mnist-mlp" },
+    model: { kind: "mnist-mlp" },
     training: { targetBatchSize, localBatchSize },
     optimizer: { name: "adam" },
   });

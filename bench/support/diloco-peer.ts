@@ -136,7 +136,7 @@ async function train(
   startAt: number,
 ): Promise<DilocoPeerReport> {
   const config = parseExperimentConfig(spec.config);
-  const preset = config.model.preset;
+  const preset = config.model.kind;
   if (!isBenchModel(preset)) throw new Error(`the DiLoCo benches train the presets only, not ${preset}`);
   const dataset = await prepareBenchDataset(spec.dataDir, preset);
   const clock: ComputeClock = { intervals: [] };

@@ -7,10 +7,10 @@ import { readFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import {
-  presetDataset,
+  builtInModelDataset,
   type DatasetManifest,
   type ExperimentConfigInput,
-  type PresetModelConfig,
+  type BuiltInModelConfig,
 } from "@barnraise/protocol";
 import { DirectoryDatasetSource } from "../../packages/models/test/support/directory-dataset-source.ts";
 import type { Batch, TrainableModel } from "@barnraise/models";
@@ -21,12 +21,12 @@ import { LocalObjectStore } from "../../apps/web/src/server/storage/local-object
 export const DEFAULT_DATA_DIR = join(tmpdir(), "barnraise-bench-data");
 
 /** A preset the benches train; an uploaded model needs a platform to download it from, so none is benched. */
-export type BenchPreset = PresetModelConfig["preset"];
+export type BenchPreset = BuiltInModelConfig["kind"];
 
 /** The models the benches train, by preset name, with their bench defaults. */
 export interface BenchModel {
   /** The `model` of the experiment config. */
-  readonly model: ExperimentConfigInput["model"] & { preset: BenchPreset };
+  readonly model: ExperimentConfigInput["model"] & { kind: BenchPreset };
   /** DeDLOC's target batch (the swarm's samples per collaborative step). */
   readonly targetBatchSize: number;
   readonly localBatchSize: number;
@@ -39,7 +39,7 @@ export interface BenchModel {
 export const BENCH_MODELS: Readonly<Record<BenchPreset, BenchModel>> = {
   // The preset as it ships: 784 → 128 → 64 → 10, 109,386 parameters.
   "mnist-mlp": {
-    model: { preset: "mnist-mlp" },
+    model: { kind: "mnist-mlp" },
     targetBatchSize: 256,
     localBatchSize: 32,
     h: 100,
@@ -50,7 +50,7 @@ export const BENCH_MODELS: Readonly<Record<BenchPreset, BenchModel>> = {
   // still holds several DiLoCo rounds.
   "albert-mlm": {
     model: {
-      preset: "albert-mlm",
+      kind: "albert-mlm",
       embeddingSize: 32,
       hiddenSize: 32,
       numLayers: 2,
@@ -129,9 +129,9 @@ export interface BenchDataset {
   readonly manifest: DatasetManifest;
 }
 
-/** Prepares (or finds up to date) the dataset of `preset` under `dataDir`. */
-export async function prepareBenchDataset(dataDir: string, preset: BenchPreset): Promise<BenchDataset> {
-  const dataset = presetDataset[preset];
+/** Prepares (or finds up to date) the dataset of model `kind` under `dataDir`. */
+export async function prepareBenchDataset(dataDir: string, kind: BenchPreset): Promise<BenchDataset> {
+  const dataset = builtInModelDataset[kind];
   await prepareDatasets({ storage: new LocalObjectStore(dataDir), datasets: [dataset] });
   const source = new DirectoryDatasetSource({ dir: join(datasetsDir(dataDir), dataset), dataset });
   return { source, manifest: await source.manifest() };

@@ -37,7 +37,7 @@ export async function publishRun(organizer: Page, run: SmallRun): Promise<void> 
   await organizer.getByLabel("Experiment id").fill(run.id);
   await organizer.getByLabel("Name", { exact: true }).fill(run.name);
   await organizer.getByLabel("Description").fill("A small MLP on MNIST digits, trained by volunteers.");
-  await organizer.getByLabel("Model preset").selectOption("mnist-mlp");
+  await organizer.getByLabel("Model kind").selectOption("mnist-mlp");
   await organizer.getByLabel("Hidden layer sizes").fill(String(run.hiddenUnits ?? 32));
   await organizer.getByLabel("Target batch size").fill(String(run.targetBatch));
   await organizer.getByRole("checkbox", { name: /^Automatic/ }).uncheck();

@@ -60,7 +60,7 @@ test("an organizer publishes a DiLoCo run with top-k, and the dashboard charts b
     await organizer.getByLabel("Experiment id").fill(experimentId);
     await organizer.getByLabel("Name", { exact: true }).fill(experimentName);
     await organizer.getByLabel("Description").fill("An MLP on MNIST, averaged once per round.");
-    await organizer.getByLabel("Model preset").selectOption("mnist-mlp");
+    await organizer.getByLabel("Model kind").selectOption("mnist-mlp");
     await organizer.getByLabel("Hidden layer sizes").fill(String(HIDDEN_UNITS));
     await expect(organizer.getByLabel("Target batch size")).toHaveValue("1024");
 

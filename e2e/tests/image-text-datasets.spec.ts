@@ -36,7 +36,7 @@ test("an organizer imports an image archive and a text through the form", async 
   await page.goto("/experiments/new");
   await page.getByLabel("Experiment id").fill(experimentId);
   await page.getByLabel("Name", { exact: true }).fill(`Stories ${suffix}`);
-  await page.getByLabel("Model preset").selectOption("layers");
+  await page.getByLabel("Model kind").selectOption("uploaded");
 
   await test.step("an archive without class folders is refused with the reason", async () => {
     await page.getByLabel("Kind of data").selectOption("images");
@@ -83,7 +83,7 @@ test("an organizer imports an image archive and a text through the form", async 
   });
 
   await test.step("a plain text becomes the masked language model's dataset, and the run is published", async () => {
-    await page.getByLabel("Model preset").selectOption("albert-mlm");
+    await page.getByLabel("Model kind").selectOption("albert-mlm");
     await page.getByLabel("Kind of data").selectOption("text");
     const text = "The quick brown fox jumps over the lazy dog.\nA second line of the story, with a comma.\n";
     await page
@@ -100,9 +100,9 @@ test("an organizer imports an image archive and a text through the form", async 
     await page.getByRole("button", { name: "Create experiment" }).click();
     await page.waitForURL(`${baseURL}/experiments/${experimentId}/manage`);
     const experiment = (await (await page.request.get(`/api/v1/experiments/${experimentId}`)).json()) as {
-      config: { model: { preset: string }; dataset: { name: string } };
+      config: { model: { kind: string }; dataset: { name: string } };
     };
-    expect(experiment.config.model.preset).toBe("albert-mlm");
+    expect(experiment.config.model.kind).toBe("albert-mlm");
     expect(experiment.config.dataset.name).toBe(textName);
   });
 });

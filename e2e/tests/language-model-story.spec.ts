@@ -72,7 +72,7 @@ test("an organizer trains their own next-token model on their own text", async (
     await organizer.goto("/experiments/new");
     await organizer.getByLabel("Experiment id").fill(experimentId);
     await organizer.getByLabel("Name", { exact: true }).fill(`Counting ${suffix}`);
-    await organizer.getByLabel("Model preset").selectOption("layers");
+    await organizer.getByLabel("Model kind").selectOption("uploaded");
     await organizer
       .getByLabel("Model files (model.json and its .bin weights)")
       .setInputFiles([join(files, "model.json"), join(files, "weights.bin")]);
@@ -101,7 +101,7 @@ test("an organizer trains their own next-token model on their own text", async (
     const { config } = await getJson<{
       config: { model: Record<string, unknown>; dataset: { name: string } };
     }>(request, `/api/v1/experiments/${experimentId}`);
-    expect(config.model).toMatchObject({ preset: "layers", task: "next-token", metrics: ["perplexity"] });
+    expect(config.model).toMatchObject({ kind: "uploaded", task: "next-token", metrics: ["perplexity"] });
     expect(config.dataset.name).toBe(datasetName);
   });
 

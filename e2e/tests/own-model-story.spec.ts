@@ -101,7 +101,7 @@ test("an organizer trains their own TF.js model on their own CSV, and the checkp
     await organizer.goto("/experiments/new");
     await organizer.getByLabel("Experiment id").fill(experimentId);
     await organizer.getByLabel("Name", { exact: true }).fill(`Colours ${suffix}`);
-    await organizer.getByLabel("Model preset").selectOption("layers");
+    await organizer.getByLabel("Model kind").selectOption("uploaded");
 
     const modelFiles = organizer.getByLabel("Model files (model.json and its .bin weights)");
     await modelFiles.setInputFiles([join(files, "broken", "model.json"), join(files, "weights.bin")]);
@@ -139,7 +139,7 @@ test("an organizer trains their own TF.js model on their own CSV, and the checkp
       config: { model: Record<string, unknown>; dataset: { name: string } };
     }>(request, `/api/v1/experiments/${experimentId}`);
     expect(config.model).toMatchObject({
-      preset: "layers",
+      kind: "uploaded",
       task: "classification",
       loss: "sparse-categorical-crossentropy",
     });

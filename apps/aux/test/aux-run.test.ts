@@ -16,7 +16,7 @@ import { Scrape } from "../../web/test/support/prometheus.ts";
 
 const AUX_CLI = new URL("../src/cli.ts", import.meta.url).pathname;
 const config = {
-  model: { preset: "mnist-mlp" as const, hiddenUnits: [32] },
+  model: { kind: "mnist-mlp" as const, hiddenUnits: [32] },
   // Steps of a second or two: time for the aux to learn the model's size and join rounds.
   training: { targetBatchSize: 8192, localBatchSize: 64 },
   optimizer: { name: "adam" as const, learningRate: 0.003 },

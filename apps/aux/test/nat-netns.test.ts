@@ -26,7 +26,7 @@ import { startPlatformServer, type PlatformServer } from "../../web/test/support
 const AUX_CLI = new URL("../src/cli.ts", import.meta.url).pathname;
 const PLATFORM_PORT = 8080;
 const config = {
-  model: { preset: "mnist-mlp" as const, hiddenUnits: [32] },
+  model: { kind: "mnist-mlp" as const, hiddenUnits: [32] },
   training: { targetBatchSize: 1024, localBatchSize: 64 },
   optimizer: { name: "adam" as const, learningRate: 0.003 },
   averaging: { matchmakingTimeoutMs: 4_000, allreduceTimeoutMs: 8_000 },

@@ -39,7 +39,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
   const { config, experiment } = node.joined;
   reporter.log("info", `joined experiment "${experiment.name}"`, {
     experimentId: experiment.id,
-    model: config.model.preset,
+    model: config.model.kind,
     targetBatchSize: config.training.targetBatchSize,
     strategy: config.averaging.strategy,
     compression: config.compression.method,

@@ -33,7 +33,7 @@ const CLI = new URL("../src/cli.ts", import.meta.url).pathname;
 
 /** Small enough that nothing here would take long even if a case got as far as training. */
 const config = {
-  model: { preset: "mnist-mlp" as const, hiddenUnits: [16] },
+  model: { kind: "mnist-mlp" as const, hiddenUnits: [16] },
   training: { targetBatchSize: 64, localBatchSize: 16, maxSteps: 2 },
 };
 

@@ -18,7 +18,7 @@ import { PeerCliProcess, writeEvents, type LogRecord } from "./support/peer-cli-
 // step on a loaded machine (steps take about 0.3 s here).
 const MAX_STEPS = 80;
 const config = {
-  model: { preset: "mnist-mlp" as const, hiddenUnits: [64] },
+  model: { kind: "mnist-mlp" as const, hiddenUnits: [64] },
   // Steps of a few tenths of a second: long enough for a late joiner's state download to land before
   // the swarm has moved on (with steps of 0.1 s on a loaded machine, it may chase the swarm forever).
   training: { targetBatchSize: 4096, localBatchSize: 64, maxSteps: MAX_STEPS },

@@ -48,7 +48,7 @@ const machine = (name: string) => [
 
 describe("barnraise-peer doctor", () => {
   it("passes a good machine: every check ok, with the backend's speed and the link's rates", async () => {
-    const experiment = await platform.createExperiment({ model: { preset: "mnist-mlp", hiddenUnits: [16] } });
+    const experiment = await platform.createExperiment({ model: { kind: "mnist-mlp", hiddenUnits: [16] } });
     aux = new PeerCliProcess(
       "aux",
       [

@@ -38,7 +38,7 @@ import { modelKindOf } from "@barnraise/models";
 const STEPS = 24;
 const SEED = 1234;
 const configInput = {
-  model: { preset: "mnist-mlp" as const, hiddenUnits: [32] },
+  model: { kind: "mnist-mlp" as const, hiddenUnits: [32] },
   training: { targetBatchSize: 512, localBatchSize: 32, maxSteps: STEPS },
   optimizer: { name: "adam" as const, learningRate: 0.003 },
   averaging: { matchmakingTimeoutMs: 4_000, allreduceTimeoutMs: 8_000 },

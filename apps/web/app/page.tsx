@@ -20,9 +20,10 @@ const steps = [
   },
 ] as const;
 
-const presetNames: Record<string, string> = {
+const modelNames: Record<string, string> = {
   "mnist-mlp": "MNIST MLP",
   "albert-mlm": "ALBERT masked LM",
+  uploaded: "Uploaded TF.js model",
 };
 
 export default async function LandingPage() {
@@ -83,8 +84,7 @@ export default async function LandingPage() {
                   </h3>
                   <p>
                     <ExperimentStatusBadge status={experiment.status} />{" "}
-                    {presetNames[experiment.modelPreset] ?? experiment.modelPreset} · by{" "}
-                    {experiment.organizer}
+                    {modelNames[experiment.modelKind] ?? experiment.modelKind} · by {experiment.organizer}
                   </p>
                   {experiment.description ? <p>{truncate(experiment.description, 160)}</p> : null}
                   <p>

@@ -162,7 +162,7 @@ describe.each(testDatabaseProviders())("seed factories on %s", (provider) => {
     const first = await seedDemo(app.ctx, input);
     expect(first.created).toEqual({ organizer: true, experiment: true });
     expect(first.experiment).toMatchObject({ id: "demo", organizer: "demo-organizer", configVersion: 1 });
-    expect(first.experiment.config.model.preset).toBe("mnist-mlp");
+    expect(first.experiment.config.model.kind).toBe("mnist-mlp");
 
     const second = await seedDemo(app.ctx, { ...input, organizerPassword: "demo password 2" });
     expect(second.created).toEqual({ organizer: false, experiment: false });

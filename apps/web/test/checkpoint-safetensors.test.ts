@@ -130,7 +130,7 @@ describe.each(testDatabaseProviders())("checkpoint as safetensors (%s)", (provid
 
   it("holds every named tensor of the model with the checkpoint's numbers, as Python's reader sees them", async () => {
     const config = parseExperimentConfig({});
-    if (config.model.preset !== "mnist-mlp") throw new Error("the default model is mnist-mlp");
+    if (config.model.kind !== "mnist-mlp") throw new Error("the default model is mnist-mlp");
     const tensors = modelTensors(config.model);
     const size = tensors.reduce((sum, tensor) => sum + elementCount(tensor.shape), 0);
     const parameters = Float32Array.from({ length: size }, (_, i) => Math.sin(i) * (1 + (i % 7)));
@@ -164,7 +164,7 @@ describe.each(testDatabaseProviders())("checkpoint as safetensors (%s)", (provid
     const stored = await storeUploadedModel(app, buildLayersModel());
     const layers = await setUpAux(app);
     const input = {
-      model: { preset: "layers" as const, sha256: stored.sha256 },
+      model: { kind: "uploaded" as const, sha256: stored.sha256 },
       dataset: { name: "sensors" },
     };
     await setExperimentConfig(app, layers.experimentId, input);

@@ -167,7 +167,7 @@ describe.each(testDatabaseProviders())("checkpoint as a TF.js model (%s)", (prov
   ])(
     "loads an mnist-mlp ($activation, $hiddenUnits) that predicts the checkpoint's logits",
     async (model) => {
-      const config = { model: { preset: "mnist-mlp" as const, ...model } };
+      const config = { model: { kind: "mnist-mlp" as const, ...model } };
       const setup = await experiment(config);
       const tensors = modelTensors(parseExperimentConfig(config).model as Parameters<typeof modelTensors>[0]);
       const parameters = parameterValues(tensors, 0.08);
@@ -251,7 +251,7 @@ describe.each(testDatabaseProviders())("checkpoint as a TF.js model (%s)", (prov
     const original = buildLayersModel();
     const stored = await storeUploadedModel(app, original);
     const setup = await experiment({
-      model: { preset: "layers", sha256: stored.sha256 },
+      model: { kind: "uploaded", sha256: stored.sha256 },
       dataset: { name: "sensors" },
     });
     const tensors = layersModelTensors(stored.model);
@@ -339,7 +339,7 @@ describe.each(testDatabaseProviders())("checkpoint as a TF.js model (%s)", (prov
   });
 
   it("refuses an ALBERT run (no TF.js form) and lists its checkpoints without a TF.js URL", async () => {
-    const setup = await experiment({ model: { preset: "albert-mlm" } });
+    const setup = await experiment({ model: { kind: "albert-mlm" } });
     const view = await uploaded(setup, 3, new Uint8Array(64).fill(1));
     expect(view.tfjsUrl).toBeNull();
     const list = await callRoute(listRoute, `/api/v1/experiments/${setup.experimentId}/checkpoints`, {
@@ -360,7 +360,7 @@ describe.each(testDatabaseProviders())("checkpoint as a TF.js model (%s)", (prov
   });
 
   it("refuses a checkpoint that does not hold the experiment's model, and knows no other", async () => {
-    const setup = await experiment({ model: { preset: "mnist-mlp", hiddenUnits: [8] } });
+    const setup = await experiment({ model: { kind: "mnist-mlp", hiddenUnits: [8] } });
     const other = await uploaded(setup, 1, checkpointBlob(new Float32Array(1000).fill(1), 1));
     expect((await get(modelJsonRoute, setup, other, "model.json")).status).toBe(409);
     expect((await get(weightsRoute, setup, other, "weights.bin")).status).toBe(409);

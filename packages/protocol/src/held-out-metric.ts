@@ -1,4 +1,4 @@
-import { isLanguageModelTask, LAYERS_MODEL, ModelTask, type ModelConfig } from "./experiment-config.ts";
+import { isLanguageModelTask, UPLOADED_MODEL, ModelTask, type ModelConfig } from "./experiment-config.ts";
 
 /**
  * The figure a checkpoint's held-out evaluation reports (the aux scores every checkpoint on the
@@ -24,12 +24,12 @@ export const HELD_OUT_METRICS = [
  * Both the aux (which computes it) and the platform (which refuses any other) call this.
  */
 export function heldOutMetricOf(model: ModelConfig): HeldOutMetric {
-  switch (model.preset) {
+  switch (model.kind) {
     case "mnist-mlp":
       return HeldOutMetric.accuracy;
     case "albert-mlm":
       return HeldOutMetric.perplexity;
-    case LAYERS_MODEL:
+    case UPLOADED_MODEL:
       if (isLanguageModelTask(model.task)) return HeldOutMetric.perplexity;
       return model.task === ModelTask.regression ? HeldOutMetric.mae : HeldOutMetric.accuracy;
   }

@@ -1,6 +1,6 @@
-import { ModelPreset, type PresetModelConfig } from "./experiment-config.ts";
+import { BuiltInModel, type BuiltInModelConfig } from "./experiment-config.ts";
 
-/** One named parameter tensor of a model preset: what the swarm's flat vector holds, in order. */
+/** One named parameter tensor of a model kind: what the swarm's flat vector holds, in order. */
 export interface ModelTensor {
   readonly name: string;
   /** Row-major dimensions. */
@@ -30,13 +30,13 @@ export const MNIST_DIGIT_CLASSES = 10;
  *    `mlm.output.bias` [V] (the output projection itself is `embeddings.word`ᵀ, tied).
  * numLayers does not appear: depth reuses the shared layer.
  */
-export function modelTensors(model: PresetModelConfig): ModelTensor[] {
+export function modelTensors(model: BuiltInModelConfig): ModelTensor[] {
   const tensors: ModelTensor[] = [];
   const dense = (prefix: string, rows: number, columns: number): void => {
     tensors.push({ name: `${prefix}.kernel`, shape: [rows, columns] });
     tensors.push({ name: `${prefix}.bias`, shape: [columns] });
   };
-  if (model.preset === ModelPreset.mnistMlp) {
+  if (model.kind === BuiltInModel.mnistMlp) {
     const widths = [MNIST_IMAGE_PIXELS, ...model.hiddenUnits, MNIST_DIGIT_CLASSES];
     for (let i = 0; i + 1 < widths.length; i++) {
       dense(i + 2 === widths.length ? "output" : `hidden${i}`, widths[i] ?? 0, widths[i + 1] ?? 0);

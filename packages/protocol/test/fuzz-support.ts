@@ -156,7 +156,7 @@ export function newResponse(): string {
   return signResponse(nodeCrypto, bob, { pass: bobPass, requestNonce, body: responseBody });
 }
 
-const exampleConfig = parseExperimentConfig({ model: { preset: "albert-mlm" }, optimizer: { name: "lamb" } });
+const exampleConfig = parseExperimentConfig({ model: { kind: "albert-mlm" }, optimizer: { name: "lamb" } });
 export function newConfig(): string {
   return signExperimentConfig(nodeCrypto, authority, {
     experimentId: EXPERIMENT,

@@ -15,16 +15,16 @@ function metricOf(input: ExperimentConfigInput): string {
 describe("held-out metric", () => {
   it("judges classifiers by accuracy, language models by perplexity and a regression by its MAE", () => {
     expect(metricOf({})).toBe("accuracy");
-    expect(metricOf({ model: { preset: "albert-mlm" }, optimizer: { name: "lamb" } })).toBe("perplexity");
-    expect(metricOf({ model: { preset: "layers", sha256 }, dataset: { name: "iris" } })).toBe("accuracy");
+    expect(metricOf({ model: { kind: "albert-mlm" }, optimizer: { name: "lamb" } })).toBe("perplexity");
+    expect(metricOf({ model: { kind: "uploaded", sha256 }, dataset: { name: "iris" } })).toBe("accuracy");
     expect(
       metricOf({
-        model: { preset: "layers", sha256, task: "regression", metrics: ["mean-squared-error"] },
+        model: { kind: "uploaded", sha256, task: "regression", metrics: ["mean-squared-error"] },
         dataset: { name: "houses" },
       }),
     ).toBe("mae");
     for (const task of ["next-token", "masked-tokens"] as const) {
-      expect(metricOf({ model: { preset: "layers", sha256, task }, dataset: { name: "poems" } })).toBe(
+      expect(metricOf({ model: { kind: "uploaded", sha256, task }, dataset: { name: "poems" } })).toBe(
         "perplexity",
       );
     }

@@ -295,25 +295,25 @@ describe("the layers model config", () => {
 
   it("fills in the task's loss and metric, and needs the dataset named", () => {
     const parsed = safeParseExperimentConfig({
-      model: { preset: "layers", sha256 },
+      model: { kind: "uploaded", sha256 },
       dataset: { name: "iris" },
     });
     expect(parsed.ok && parsed.config.model).toEqual({
-      preset: "layers",
+      kind: "uploaded",
       sha256,
       task: "classification",
       loss: "sparse-categorical-crossentropy",
       metrics: ["accuracy"],
     });
     const regression = safeParseExperimentConfig({
-      model: { preset: "layers", sha256, task: "regression" },
+      model: { kind: "uploaded", sha256, task: "regression" },
       dataset: { name: "houses" },
     });
     expect(regression.ok && regression.config.model).toMatchObject({
       loss: "mean-squared-error",
       metrics: ["mean-absolute-error"],
     });
-    const unnamed = safeParseExperimentConfig({ model: { preset: "layers", sha256 } });
+    const unnamed = safeParseExperimentConfig({ model: { kind: "uploaded", sha256 } });
     expect(unnamed.ok ? [] : unnamed.issues).toEqual([
       { path: "dataset.name", message: "an uploaded model needs the dataset it trains on" },
     ]);
@@ -322,7 +322,7 @@ describe("the layers model config", () => {
   it("refuses a loss or metric that does not fit the task, and a malformed hash", () => {
     const wrong = safeParseExperimentConfig({
       model: {
-        preset: "layers",
+        kind: "uploaded",
         sha256,
         task: "regression",
         loss: "sparse-categorical-crossentropy",
@@ -332,7 +332,7 @@ describe("the layers model config", () => {
     });
     expect(wrong.ok ? [] : wrong.issues.map((issue) => issue.path)).toEqual(["model.loss", "model.metrics"]);
     const badHash = safeParseExperimentConfig({
-      model: { preset: "layers", sha256: "xyz" },
+      model: { kind: "uploaded", sha256: "xyz" },
       dataset: { name: "d" },
     });
     expect(badHash.ok ? [] : badHash.issues.map((issue) => issue.path)).toEqual(["model.sha256"]);
@@ -340,11 +340,11 @@ describe("the layers model config", () => {
 
   it("offers the language-model tasks with cross-entropy, perplexity and accuracy, and masking only where tokens are masked", () => {
     const nextToken = safeParseExperimentConfig({
-      model: { preset: "layers", sha256, task: "next-token" },
+      model: { kind: "uploaded", sha256, task: "next-token" },
       dataset: { name: "poems" },
     });
     expect(nextToken.ok && nextToken.config.model).toEqual({
-      preset: "layers",
+      kind: "uploaded",
       sha256,
       task: "next-token",
       loss: "sparse-categorical-crossentropy",
@@ -352,7 +352,7 @@ describe("the layers model config", () => {
     });
     const masked = safeParseExperimentConfig({
       model: {
-        preset: "layers",
+        kind: "uploaded",
         sha256,
         task: "masked-tokens",
         maskProbability: 0.2,
@@ -366,7 +366,7 @@ describe("the layers model config", () => {
     });
     const wrong = safeParseExperimentConfig({
       model: {
-        preset: "layers",
+        kind: "uploaded",
         sha256,
         task: "next-token",
         loss: "mean-squared-error",
@@ -385,7 +385,7 @@ describe("the layers model config", () => {
       },
     ]);
     const perplexityOfRows = safeParseExperimentConfig({
-      model: { preset: "layers", sha256, metrics: ["perplexity"] },
+      model: { kind: "uploaded", sha256, metrics: ["perplexity"] },
       dataset: { name: "iris" },
     });
     expect(perplexityOfRows.ok ? [] : perplexityOfRows.issues.map((issue) => issue.path)).toEqual([
@@ -394,7 +394,7 @@ describe("the layers model config", () => {
   });
 
   it("still ties each preset to its dataset", () => {
-    const parsed = safeParseExperimentConfig({ model: { preset: "mnist-mlp" }, dataset: { name: "iris" } });
+    const parsed = safeParseExperimentConfig({ model: { kind: "mnist-mlp" }, dataset: { name: "iris" } });
     expect(parsed.ok ? [] : parsed.issues).toEqual([
       { path: "dataset.name", message: "model mnist-mlp trains on mnist, not iris" },
     ]);

@@ -43,7 +43,7 @@ describe("parseExperimentConfig", () => {
   const baseConfigs = [
     parseExperimentConfig({}),
     parseExperimentConfig({
-      model: { preset: "albert-mlm" },
+      model: { kind: "albert-mlm" },
       optimizer: { name: "lamb" },
       training: { maxSteps: 10 },
     }),
@@ -122,9 +122,9 @@ describe("parseExperimentConfig", () => {
       [],
       [{}],
       { model: null },
-      { model: { preset: "gpt-5" } },
+      { model: { kind: "gpt-5" } },
       { optimizer: { name: "adam", beta1: 1 } },
-      { model: { preset: "mnist-mlp", hiddenUnits: [] } },
+      { model: { kind: "mnist-mlp", hiddenUnits: [] } },
       { compression: { method: "zip" } },
     ];
     for (const value of invalid) expectProtocolError(() => parseExperimentConfig(value), [C.CONFIG_INVALID]);
@@ -132,7 +132,7 @@ describe("parseExperimentConfig", () => {
 
   it("accepts the empty config, with every default filled in", () => {
     const config = parseExperimentConfig({});
-    expect(config.model.preset).toBe("mnist-mlp");
+    expect(config.model.kind).toBe("mnist-mlp");
     expect(config.dataset.name).toBe("mnist");
   });
 });

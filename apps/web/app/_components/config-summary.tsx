@@ -18,9 +18,9 @@ export function ConfigSummary({
   const { model, training, optimizer, averaging } = config;
   const diloco = averaging.strategy === AveragingStrategy.diloco;
   const modelText =
-    model.preset === "mnist-mlp"
+    model.kind === "mnist-mlp"
       ? `MNIST MLP, hidden layers ${model.hiddenUnits.join("–")}`
-      : model.preset === "layers"
+      : model.kind === "uploaded"
         ? `Uploaded TF.js model ${model.sha256.slice(0, 12)}…, ${model.task} with ${model.loss}`
         : `ALBERT MLM, ${model.numLayers} shared layers × ${model.hiddenSize} (${model.numHeads} heads), vocabulary ${formatCount(model.vocabSize)}`;
   const averagingText = [

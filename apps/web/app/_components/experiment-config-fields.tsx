@@ -1,5 +1,5 @@
 import { AveragingStrategy } from "@barnraise/protocol";
-import { LAYERS_MODEL } from "@barnraise/protocol";
+import { UPLOADED_MODEL } from "@barnraise/protocol";
 import { DatasetUpload } from "./dataset-upload.tsx";
 import { AveragingFields } from "./experiment-averaging-fields.tsx";
 import {
@@ -7,7 +7,7 @@ import {
   DILOCO_TARGET_BATCH_SIZE,
   Field,
   lossOptions,
-  presetOptions,
+  modelKindOptions,
   taskOptions,
   type FieldErrors,
   type FormValues,
@@ -34,22 +34,22 @@ export function ConfigFields({ values, errors, set, changeOptimizer, changeStrat
       <fieldset>
         <legend>Model</legend>
         <div className="stack">
-          <Labelled path={Field.preset} label="Model preset" error={errors[Field.preset]}>
+          <Labelled path={Field.kind} label="Model kind" error={errors[Field.kind]}>
             <select
-              {...field(Field.preset)}
-              value={values.preset}
+              {...field(Field.kind)}
+              value={values.kind}
               onChange={(event) => {
-                set("preset", event.target.value as FormValues["preset"]);
+                set("kind", event.target.value as FormValues["kind"]);
               }}
             >
-              {presetOptions.map((option) => (
+              {modelKindOptions.map((option) => (
                 <option key={option.value} value={option.value}>
                   {option.label}
                 </option>
               ))}
             </select>
           </Labelled>
-          {values.preset === "mnist-mlp" ? (
+          {values.kind === "mnist-mlp" ? (
             <Labelled
               path={Field.hiddenUnits}
               label="Hidden layer sizes"
@@ -65,7 +65,7 @@ export function ConfigFields({ values, errors, set, changeOptimizer, changeStrat
                 inputMode="numeric"
               />
             </Labelled>
-          ) : values.preset === LAYERS_MODEL ? (
+          ) : values.kind === UPLOADED_MODEL ? (
             <OwnModelFields values={values} errors={errors} set={set} />
           ) : (
             <div className="stack">

@@ -2,10 +2,10 @@ import {
   Aggregation,
   AveragingStrategy,
   CompressionMethod,
-  LAYERS_MODEL,
-  ModelPreset,
+  UPLOADED_MODEL,
+  BuiltInModel,
   ModelTask,
-  presetDataset,
+  builtInModelDataset,
   taskChoices,
   safeParseExperimentConfig,
   type ExperimentConfig,
@@ -23,7 +23,7 @@ export const Field = {
   id: "id",
   name: "name",
   description: "description",
-  preset: "config.model.preset",
+  kind: "config.model.kind",
   hiddenUnits: "config.model.hiddenUnits",
   modelSha256: "config.model.sha256",
   task: "config.model.task",
@@ -84,9 +84,9 @@ export interface FormValues {
   id: string;
   name: string;
   description: string;
-  preset: ExperimentConfig["model"]["preset"];
+  kind: ExperimentConfig["model"]["kind"];
   hiddenUnits: string;
-  /** An uploaded model's SHA-256 (preset "layers"). */
+  /** An uploaded model's SHA-256 (model kind "uploaded"). */
   modelSha256: string;
   task: ModelTask;
   /** "" for the task's default loss. */
@@ -144,10 +144,10 @@ export const compressionOptions: readonly { value: FormValues["compression"]; la
   { value: CompressionMethod.topk, label: "Top-k 1.5 % + error feedback" },
 ];
 
-export const presetOptions: readonly { value: FormValues["preset"]; label: string }[] = [
-  { value: ModelPreset.mnistMlp, label: "MNIST MLP: handwritten digits, fast" },
-  { value: ModelPreset.albertMlm, label: "ALBERT masked language model on the Brown corpus" },
-  { value: LAYERS_MODEL, label: "Your own model (TensorFlow.js Layers) on your own data" },
+export const modelKindOptions: readonly { value: FormValues["kind"]; label: string }[] = [
+  { value: BuiltInModel.mnistMlp, label: "MNIST MLP: handwritten digits, fast" },
+  { value: BuiltInModel.albertMlm, label: "ALBERT masked language model on the Brown corpus" },
+  { value: UPLOADED_MODEL, label: "Your own model (TensorFlow.js Layers) on your own data" },
 ];
 
 export const taskOptions: readonly { value: ModelTask; label: string }[] = [
@@ -219,8 +219,8 @@ export function defaultLearningRate(optimizer: FormValues["optimizer"]): number 
 }
 
 const albertDefaults = (() => {
-  const parsed = safeParseExperimentConfig({ model: { preset: ModelPreset.albertMlm } });
-  if (!parsed.ok || parsed.config.model.preset !== ModelPreset.albertMlm) {
+  const parsed = safeParseExperimentConfig({ model: { kind: BuiltInModel.albertMlm } });
+  if (!parsed.ok || parsed.config.model.kind !== BuiltInModel.albertMlm) {
     throw new Error("the default albert-mlm config does not validate");
   }
   return parsed.config.model;
@@ -231,19 +231,19 @@ export function formValuesOf(
   config: ExperimentConfig,
 ): FormValues {
   const { model, averaging } = config;
-  const albert = model.preset === ModelPreset.albertMlm ? model : albertDefaults;
+  const albert = model.kind === BuiltInModel.albertMlm ? model : albertDefaults;
   return {
     id: experiment.id,
     name: experiment.name,
     description: experiment.description,
-    preset: model.preset,
-    hiddenUnits: model.preset === ModelPreset.mnistMlp ? model.hiddenUnits.join(", ") : "128, 64",
-    modelSha256: model.preset === LAYERS_MODEL ? model.sha256 : "",
-    task: model.preset === LAYERS_MODEL ? model.task : ModelTask.classification,
-    loss: model.preset === LAYERS_MODEL ? model.loss : "",
+    kind: model.kind,
+    hiddenUnits: model.kind === BuiltInModel.mnistMlp ? model.hiddenUnits.join(", ") : "128, 64",
+    modelSha256: model.kind === UPLOADED_MODEL ? model.sha256 : "",
+    task: model.kind === UPLOADED_MODEL ? model.task : ModelTask.classification,
+    loss: model.kind === UPLOADED_MODEL ? model.loss : "",
     // A preset's own dataset shows as empty; an uploaded model's, or an imported text's, by name.
     datasetName:
-      model.preset === LAYERS_MODEL || config.dataset.name !== presetDataset[model.preset]
+      model.kind === UPLOADED_MODEL || config.dataset.name !== builtInModelDataset[model.kind]
         ? config.dataset.name
         : "",
     albert: {
@@ -300,37 +300,37 @@ export function buildConfig(values: FormValues, base: ExperimentConfig): BuildRe
   };
 
   let model: Record<string, unknown>;
-  if (values.preset === ModelPreset.mnistMlp) {
+  if (values.kind === BuiltInModel.mnistMlp) {
     const parts = values.hiddenUnits.split(/[\s,]+/).filter((part) => part !== "");
     const units = parts.map(Number);
     if (parts.length === 0 || units.some((unit) => !Number.isFinite(unit))) {
       errors[Field.hiddenUnits] = "Enter layer sizes as numbers separated by commas, e.g. 128, 64.";
     }
     model = {
-      ...(base.model.preset === values.preset ? base.model : {}),
-      preset: values.preset,
+      ...(base.model.kind === values.kind ? base.model : {}),
+      kind: values.kind,
       hiddenUnits: units,
     };
-  } else if (values.preset === LAYERS_MODEL) {
+  } else if (values.kind === UPLOADED_MODEL) {
     if (values.modelSha256 === "") errors[Field.modelSha256] = "Upload the model’s files first.";
     if (values.datasetName.trim() === "")
       errors[Field.datasetName] = "Upload a dataset, or name one already uploaded.";
     const loss = lossOptions(values.task).includes(values.loss) ? values.loss : undefined;
     model = {
-      preset: values.preset,
+      kind: values.kind,
       sha256: values.modelSha256,
       task: values.task,
       ...(loss === undefined ? {} : { loss }),
     };
   } else {
-    model = { ...(base.model.preset === values.preset ? base.model : {}), preset: values.preset };
+    model = { ...(base.model.kind === values.kind ? base.model : {}), kind: values.kind };
     for (const { key } of albertSizes) model[key] = number(Field[key], values.albert[key]);
   }
 
   const localBatchSize = values.localBatchAuto ? "auto" : number(Field.localBatchSize, values.localBatchSize);
   const maxSteps = values.maxSteps.trim() === "" ? undefined : number(Field.maxSteps, values.maxSteps);
   const { maxSteps: _previousMaxSteps, ...training } = base.training;
-  const { name: _presetDataset, ...dataset } = base.dataset;
+  const { name: _builtInModelDataset, ...dataset } = base.dataset;
   const config = {
     ...base,
     model,
@@ -379,8 +379,8 @@ export function buildConfig(values: FormValues, base: ExperimentConfig): BuildRe
     // A preset's dataset follows from it (the schema fills it in); an uploaded model names its own.
     // The masked LM may name an imported text instead.
     dataset:
-      values.preset === LAYERS_MODEL ||
-      (values.preset === ModelPreset.albertMlm && values.datasetName.trim() !== "")
+      values.kind === UPLOADED_MODEL ||
+      (values.kind === BuiltInModel.albertMlm && values.datasetName.trim() !== "")
         ? { ...dataset, name: values.datasetName.trim() }
         : dataset,
     checkpoints: { ...base.checkpoints, everySteps: number(Field.checkpointEvery, values.checkpointEvery) },

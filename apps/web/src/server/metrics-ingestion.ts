@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { parseExperimentConfig } from "@barnraise/protocol";
+import { storedConfigOf } from "./stored-config.ts";
 import { groupCommit, Prisma, type Database } from "@barnraise/prisma";
 import type DataLoader from "dataloader";
 import type { MetricsIngested, MetricsReport } from "../api/schemas/peer.ts";
@@ -299,7 +300,7 @@ export const MIN_CREDIT_RATE = 100;
 
 function targetBatchSizeOf(config: string): number {
   try {
-    return parseExperimentConfig(JSON.parse(config)).training.targetBatchSize;
+    return storedConfigOf({ config }).training.targetBatchSize;
   } catch {
     return parseExperimentConfig({}).training.targetBatchSize;
   }

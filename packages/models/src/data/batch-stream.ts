@@ -5,7 +5,7 @@ import {
   type DatasetSplit,
   type ExperimentConfig,
   type ImageManifest,
-  type LayersModelConfig,
+  type UploadedModelConfig,
   type TabularManifest,
   type TokenManifest,
 } from "@barnraise/protocol";
@@ -127,7 +127,7 @@ export async function* maskedSentenceBatches(
  */
 export function uploadedModelBatches(
   records: DatasetRecords,
-  model: LayersModelConfig,
+  model: UploadedModelConfig,
   shape: UploadedModelShape,
 ): AsyncGenerator<Batch> {
   return isLanguageModelTask(model.task)
@@ -167,7 +167,7 @@ function tokenRecords(
  */
 async function* languageModelBatches(
   records: DatasetRecords,
-  model: LayersModelConfig,
+  model: UploadedModelConfig,
   shape: UploadedModelShape,
 ): AsyncGenerator<Batch> {
   // Every id must fit the Embedding that reads it and the output that predicts it.
@@ -207,7 +207,7 @@ async function* languageModelBatches(
  */
 async function* tabularBatches(
   records: DatasetRecords,
-  model: LayersModelConfig,
+  model: UploadedModelConfig,
   shape: UploadedModelShape,
 ): AsyncGenerator<TabularBatch> {
   const { manifest } = records;
@@ -237,7 +237,7 @@ async function* tabularBatches(
 
 /** The classes of a classifier's labels (undefined for a regression), once they fit the model. */
 function tabularClasses(
-  model: LayersModelConfig,
+  model: UploadedModelConfig,
   manifest: TabularManifest,
   shape: UploadedModelShape,
 ): number | undefined {
@@ -271,7 +271,11 @@ function tabularClasses(
 }
 
 /** The classes of an image dataset, once its images fill the model's input and its classes its output. */
-function imageClasses(model: LayersModelConfig, manifest: ImageManifest, shape: UploadedModelShape): number {
+function imageClasses(
+  model: UploadedModelConfig,
+  manifest: ImageManifest,
+  shape: UploadedModelShape,
+): number {
   const { image, label } = manifest.record;
   const pixels = image.height * image.width * image.channels;
   if (pixels !== shape.features) {

@@ -1,9 +1,7 @@
 import {
   heldOutMetricOf,
   HeldOutMetric,
-  LAYERS_MODEL,
   MetricName,
-  taskChoices,
   type DatasetManifest,
   type ExperimentConfig,
   type ModelConfig,
@@ -12,7 +10,7 @@ import { createBatchStream } from "../data/batch-stream.ts";
 import { CachedDatasetSource } from "../data/cached-dataset-source.ts";
 import type { DatasetSource } from "../data/dataset-source.ts";
 import { HttpDatasetSource } from "../data/http-dataset-source.ts";
-import { loadModel } from "../models/create-model.ts";
+import { heldOutModelConfig, loadModel } from "../models/model-kinds.ts";
 import type { TrainableModel } from "../models/trainable-model.ts";
 import { hashName } from "../seeded-random.ts";
 import type { BlobStore } from "../storage/blob-store.ts";
@@ -71,15 +69,6 @@ export function heldOutScore(model: ModelConfig, evaluation: Evaluation): HeldOu
     );
   }
   return { metric, value, loss: evaluation.loss, samples: evaluation.predictions };
-}
-
-/**
- * The model config to evaluate with: an uploaded model reports every metric of its task, so a
- * regression's mean absolute error is there even when the organizer chose only the squared error.
- */
-export function heldOutModelConfig(model: ModelConfig): ModelConfig {
-  if (model.preset !== LAYERS_MODEL) return model;
-  return { ...model, metrics: [...taskChoices[model.task].metrics] };
 }
 
 export interface HeldOutEvaluatorOptions {

@@ -12,7 +12,7 @@ import type { ModelKind } from "./model-kind.ts";
 import { albertMlmKind } from "./albert-mlm-kind.ts";
 
 /**
- * The "albert-mlm" preset: an ALBERT-style masked language model (Lan et al. 2019) — factorized
+ * The "albert-mlm" kind: an ALBERT-style masked language model (Lan et al. 2019) — factorized
  * embeddings, one transformer layer shared across all depths, and an MLM head tied to the token
  * embeddings. The loss is the cross-entropy averaged over the cells whose label is ≥ 0.
  *

@@ -3,7 +3,7 @@ import { ModelError, ModelErrorCode } from "./model-error.ts";
 import type { Initializer, ParameterSpec } from "./variable-set.ts";
 
 /** The `model` part of a config with preset "albert-mlm". */
-export type AlbertMlmConfig = Extract<ModelConfig, { preset: "albert-mlm" }>;
+export type AlbertMlmConfig = Extract<ModelConfig, { kind: "albert-mlm" }>;
 
 /** Standard deviation of ALBERT's (and BERT's) truncated-normal initializer. */
 export const ALBERT_INIT_STD = 0.02;

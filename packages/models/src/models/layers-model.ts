@@ -4,7 +4,7 @@ import { io, loadLayersModel, type LayersModel, type LayerVariable } from "@tens
 import {
   layersModelTensors,
   MetricName,
-  type LayersModelConfig,
+  type UploadedModelConfig,
   type ModelTensor,
 } from "@barnraise/protocol";
 import { ParameterLayout } from "@barnraise/swarm";
@@ -26,7 +26,7 @@ import type { ModelKind } from "./model-kind.ts";
 import { uploadedModelKind } from "./uploaded-model-kind.ts";
 
 /**
- * An organizer's uploaded TF.js Layers model (`model.preset: "layers"`), built by tfjs-layers from
+ * An organizer's uploaded TF.js Layers model (`model.kind: "uploaded"`), built by tfjs-layers from
  * its verified files. The flat vector is the trainable weights in the manifest's order (the
  * protocol's `layersModelTensors`), which is how every peer, checkpoint and export names them;
  * each maps to the built model's variable of the same original name. Every peer starts from the
@@ -38,7 +38,7 @@ import { uploadedModelKind } from "./uploaded-model-kind.ts";
  * masks come from TF.js's generator, which takes no seed.
  */
 export class UploadedLayersModel implements TrainableModel {
-  readonly config: LayersModelConfig;
+  readonly config: UploadedModelConfig;
   readonly kind: ModelKind;
   readonly layout: ParameterLayout;
   readonly uploaded: UploadedModelShape;
@@ -49,7 +49,7 @@ export class UploadedLayersModel implements TrainableModel {
   #disposed = false;
 
   private constructor(
-    config: LayersModelConfig,
+    config: UploadedModelConfig,
     model: LayersModel,
     tensors: readonly ModelTensor[],
     variables: readonly tf.Variable[],
@@ -72,7 +72,7 @@ export class UploadedLayersModel implements TrainableModel {
    * Throws MODEL_INVALID when TF.js cannot build it, when its trainable weights are not the
    * manifest's, or when its output does not fit the config's task and loss.
    */
-  static async load(config: LayersModelConfig, artifact: LayersArtifact): Promise<UploadedLayersModel> {
+  static async load(config: UploadedModelConfig, artifact: LayersArtifact): Promise<UploadedLayersModel> {
     if (artifact.sha256 !== config.sha256) {
       throw new ModelError(
         ModelErrorCode.INVALID_CONFIG,

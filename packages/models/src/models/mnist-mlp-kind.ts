@@ -17,7 +17,7 @@ import { FLOAT_BYTES, type ModelKind } from "./model-kind.ts";
  * with GELU, whose tanh approximation is six ops), the 10 logits 12 times (softmax cross-entropy and
  * its one-hot targets).
  */
-export function mnistMlpKind(config: Extract<ModelConfig, { preset: "mnist-mlp" }>): ModelKind {
+export function mnistMlpKind(config: Extract<ModelConfig, { kind: "mnist-mlp" }>): ModelKind {
   const perHiddenUnit = config.activation === "gelu" ? 32 : 8;
   const hiddenUnits = config.hiddenUnits.reduce((sum, units) => sum + units, 0);
   return {

@@ -11,7 +11,7 @@ import type { ModelKind } from "./model-kind.ts";
 import { mnistMlpKind } from "./mnist-mlp-kind.ts";
 
 /** The `model` part of a config with preset "mnist-mlp". */
-export type MnistMlpConfig = Extract<ModelConfig, { preset: "mnist-mlp" }>;
+export type MnistMlpConfig = Extract<ModelConfig, { kind: "mnist-mlp" }>;
 
 /**
  * The parameters of the MNIST multilayer perceptron 784 → hiddenUnits… → 10, in the protocol's
@@ -36,7 +36,7 @@ export function mnistMlpParameterSpecs(config: MnistMlpConfig): ParameterSpec[] 
 }
 
 /**
- * The "mnist-mlp" preset: a dense network on flattened 28×28 digits, trained with softmax
+ * The "mnist-mlp" kind: a dense network on flattened 28×28 digits, trained with softmax
  * cross-entropy. It has no dropout, so `computeGradients` ignores its seed (but still checks it).
  */
 export class MnistMlp implements TrainableModel {

@@ -1,4 +1,4 @@
-import { DEFAULT_MASK_PROBABILITY, isLanguageModelTask, type LayersModelConfig } from "@barnraise/protocol";
+import { DEFAULT_MASK_PROBABILITY, isLanguageModelTask, type UploadedModelConfig } from "@barnraise/protocol";
 import { uploadedModelBatches } from "../data/batch-stream.ts";
 import { syntheticNextTokens, syntheticRows, syntheticSentences } from "../data/synthetic-batch.ts";
 import {
@@ -21,7 +21,7 @@ import type { UploadedModelShape } from "./trainable-model.ts";
  * ids or values, or full rows of random tokens for a language model (masked as the masked LM's, or
  * each labelled with the next).
  */
-export function uploadedModelKind(config: LayersModelConfig, shape: UploadedModelShape): ModelKind {
+export function uploadedModelKind(config: UploadedModelConfig, shape: UploadedModelShape): ModelKind {
   const rows = isLanguageModelTask(config.task)
     ? Math.floor(HELD_OUT_TOKENS_PER_BATCH / shape.features)
     : HELD_OUT_BATCH_SIZE;

@@ -15,11 +15,11 @@ import {
   sha256,
   tokenDataset,
 } from "./dataset-fixture.ts";
-import { modelKindOf } from "../../src/models/model-kind-of.ts";
+import { modelKindOf } from "../../src/models/model-kinds.ts";
 
 const mnistConfig = parseExperimentConfig({ dataset: { shuffleBufferSize: 16 } });
 const albertConfig = parseExperimentConfig({
-  model: { preset: "albert-mlm", vocabSize: 1000, maxSequenceLength: 16 },
+  model: { kind: "albert-mlm", vocabSize: 1000, maxSequenceLength: 16 },
   optimizer: { name: "lamb" },
   dataset: { shuffleBufferSize: 32 },
 });
@@ -158,7 +158,7 @@ describe("createBatchStream", () => {
     });
     await expect(wrongFormat.next()).rejects.toThrow(/mnist-mlp needs mnist-u8 records, not tokens-u16le/);
     const smallVocab = parseExperimentConfig({
-      model: { preset: "albert-mlm", vocabSize: 64 },
+      model: { kind: "albert-mlm", vocabSize: 64 },
       optimizer: { name: "lamb" },
     });
     const error: unknown = await createBatchStream({

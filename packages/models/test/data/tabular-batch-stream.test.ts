@@ -12,17 +12,17 @@ import {
   serveDataset,
   tabularDataset,
 } from "./dataset-fixture.ts";
-import { modelKindOf } from "../../src/models/model-kind-of.ts";
+import { modelKindOf } from "../../src/models/model-kinds.ts";
 
 /** Batches for an uploaded model: tabular rows, once the dataset is known to fit the model. */
 
 const SHA = "ab".repeat(32);
 const classifier = parseExperimentConfig({
-  model: { preset: "layers", sha256: SHA },
+  model: { kind: "uploaded", sha256: SHA },
   dataset: { name: "tabular-test", shuffleBufferSize: 8 },
 });
 const regression = parseExperimentConfig({
-  model: { preset: "layers", sha256: SHA, task: "regression" },
+  model: { kind: "uploaded", sha256: SHA, task: "regression" },
   dataset: { name: "tabular-test" },
 });
 /** A 2×2 input (4 features) and 3 outputs. */
@@ -133,7 +133,7 @@ describe("createBatchStream for an uploaded model", () => {
     const dataset = rows();
     const mnistLike = { ...dataset, manifest: { ...dataset.manifest, name: "mnist" } } as Dataset;
     const config = parseExperimentConfig({
-      model: { preset: "layers", sha256: SHA },
+      model: { kind: "uploaded", sha256: SHA },
       dataset: { name: "mnist" },
     });
     server = await serveDataset(mnistLike, {
@@ -190,7 +190,7 @@ describe("createBatchStream for an uploaded model", () => {
 describe("createBatchStream for an uploaded model on images", () => {
   const imageConfig = (task: "classification" | "regression" = "classification") =>
     parseExperimentConfig({
-      model: { preset: "layers", sha256: SHA, task },
+      model: { kind: "uploaded", sha256: SHA, task },
       dataset: { name: "image-test", shuffleBufferSize: 8 },
     });
   /** 4×4 grey images (16 values): image i has every byte 10·i, class i % 3. */

@@ -3,15 +3,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseExperimentConfig } from "@barnraise/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  HeldOutEvaluator,
-  heldOutModelConfig,
-  heldOutScore,
-} from "../../src/evaluation/held-out-evaluation.ts";
+import { HeldOutEvaluator, heldOutScore } from "../../src/evaluation/held-out-evaluation.ts";
 import { serveDataset, tokenDataset, type DatasetServer } from "../data/dataset-fixture.ts";
 import { directoryStore } from "../../src/node/directory-store.ts";
 import { nodeBackendLoaders } from "../../src/node/node-backends.ts";
-import { modelKindOf } from "../../src/models/model-kind-of.ts";
+import { heldOutModelConfig, modelKindOf } from "../../src/models/model-kinds.ts";
 
 /**
  * The held-out score the aux records for each checkpoint: the metric each task is judged by, and
@@ -31,7 +27,7 @@ describe("heldOutScore", () => {
       loss: 0.5,
       samples: 40,
     });
-    const albert = parseExperimentConfig({ model: { preset: "albert-mlm" }, optimizer: { name: "lamb" } });
+    const albert = parseExperimentConfig({ model: { kind: "albert-mlm" }, optimizer: { name: "lamb" } });
     expect(heldOutScore(albert.model, evaluation)).toEqual({
       metric: "perplexity",
       value: Math.exp(0.5),
@@ -39,7 +35,7 @@ describe("heldOutScore", () => {
       samples: 40,
     });
     const regression = parseExperimentConfig({
-      model: { preset: "layers", sha256, task: "regression" },
+      model: { kind: "uploaded", sha256, task: "regression" },
       dataset: { name: "houses" },
     }).model;
     expect(
@@ -51,7 +47,7 @@ describe("heldOutScore", () => {
     const model = parseExperimentConfig({}).model;
     expect(() => heldOutScore(model, { ...evaluation, loss: NaN })).toThrow(/not finite/);
     const regression = parseExperimentConfig({
-      model: { preset: "layers", sha256, task: "regression" },
+      model: { kind: "uploaded", sha256, task: "regression" },
       dataset: { name: "houses" },
     }).model;
     expect(() => heldOutScore(regression, { ...evaluation, accuracy: NaN })).toThrow(/mae undefined/);
@@ -59,7 +55,7 @@ describe("heldOutScore", () => {
 
   it("asks an uploaded regression for its mean absolute error even when the organizer chose another metric", () => {
     const model = parseExperimentConfig({
-      model: { preset: "layers", sha256, task: "regression", metrics: ["mean-squared-error"] },
+      model: { kind: "uploaded", sha256, task: "regression", metrics: ["mean-squared-error"] },
       dataset: { name: "houses" },
     }).model;
     expect(heldOutModelConfig(model)).toMatchObject({
@@ -75,7 +71,7 @@ describe("heldOutBatchSize", () => {
     expect(modelKindOf(parseExperimentConfig({}).model).heldOutBatchSize).toBe(128);
     const albert = (maxSequenceLength: number) =>
       parseExperimentConfig({
-        model: { preset: "albert-mlm", maxSequenceLength },
+        model: { kind: "albert-mlm", maxSequenceLength },
         optimizer: { name: "lamb" },
       }).model;
     expect(modelKindOf(albert(64)).heldOutBatchSize).toBe(16);
@@ -84,7 +80,7 @@ describe("heldOutBatchSize", () => {
 
   it("keeps an uploaded model's batch within 1024 tokens and 4 MiB of activations", () => {
     const uploaded = (task: "classification" | "next-token") =>
-      parseExperimentConfig({ model: { preset: "layers", sha256, task }, dataset: { name: "d" } }).model;
+      parseExperimentConfig({ model: { kind: "uploaded", sha256, task }, dataset: { name: "d" } }).model;
     const shape = (features: number, activationFloats: number) => ({
       inputShape: [features],
       features,
@@ -104,7 +100,7 @@ describe("heldOutBatchSize", () => {
 describe("HeldOutEvaluator on the masked LM", () => {
   const config = parseExperimentConfig({
     model: {
-      preset: "albert-mlm",
+      kind: "albert-mlm",
       vocabSize: 1000,
       embeddingSize: 16,
       hiddenSize: 16,

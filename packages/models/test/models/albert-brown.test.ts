@@ -14,7 +14,7 @@ import { AlbertMlm } from "../../src/models/albert-mlm.ts";
 import type { MaskedTokenBatch } from "../../src/models/batch.ts";
 import { selectNodeBackend } from "../../src/node/node-backends.ts";
 import { DirectoryDatasetSource } from "../support/directory-dataset-source.ts";
-import { modelKindOf } from "../../src/models/model-kind-of.ts";
+import { modelKindOf } from "../../src/models/model-kinds.ts";
 
 /**
  * The albert-mlm preset trained for real: the Brown corpus prepared by the platform's own
@@ -30,7 +30,7 @@ const BATCH_SIZE = 32;
 
 const config = experimentConfigSchema.parse({
   model: {
-    preset: "albert-mlm",
+    kind: "albert-mlm",
     vocabSize: VOCAB_SIZE,
     embeddingSize: 32,
     hiddenSize: 32,
@@ -47,7 +47,7 @@ const config = experimentConfigSchema.parse({
   dataset: { shuffleBufferSize: 2000 },
 });
 const model = config.model;
-if (model.preset !== "albert-mlm") throw new Error("the config must parse as albert-mlm");
+if (model.kind !== "albert-mlm") throw new Error("the config must parse as albert-mlm");
 
 let root = "";
 let source: DirectoryDatasetSource;

@@ -5,7 +5,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { AlbertMlm } from "../../src/models/albert-mlm.ts";
 import type { AlbertMlmConfig } from "../../src/models/albert-parameters.ts";
 import type { MaskedTokenBatch } from "../../src/models/batch.ts";
-import { createModel } from "../../src/models/create-model.ts";
+import { createModel } from "../../src/models/model-kinds.ts";
 import { isModelError } from "../../src/models/model-error.ts";
 import { SeededRandom } from "../../src/seeded-random.ts";
 
@@ -19,7 +19,7 @@ const SEP = 2;
 const MASK = 3;
 
 const tiny: AlbertMlmConfig = {
-  preset: "albert-mlm",
+  kind: "albert-mlm",
   vocabSize: 64,
   embeddingSize: 8,
   hiddenSize: 8,
@@ -94,8 +94,8 @@ function expectModelError(run: () => unknown, code: string, message: RegExp): vo
 
 describe("albert-mlm layout", () => {
   it("has the analytic parameter count for the default config", () => {
-    const config = parseExperimentConfig({ model: { preset: "albert-mlm" } }).model;
-    if (config.preset !== "albert-mlm") throw new Error("preset");
+    const config = parseExperimentConfig({ model: { kind: "albert-mlm" } }).model;
+    if (config.kind !== "albert-mlm") throw new Error("kind");
     const model = createModel(config);
     expect(model.layout.size).toBe(analyticCount(config));
     expect(model.layout.size).toBe(419_648);

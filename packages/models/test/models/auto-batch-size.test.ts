@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import type { AlbertMlmConfig } from "../../src/models/albert-parameters.ts";
 import type { Batch } from "../../src/models/batch.ts";
 import { checkImageBatch, checkMaskedTokenBatch } from "../../src/models/batch-checks.ts";
-import { createModel } from "../../src/models/create-model.ts";
+import { createModel } from "../../src/models/model-kinds.ts";
 import type { GradientResult, TrainableModel } from "../../src/models/trainable-model.ts";
 import {
   type ChooseBatchSizeOptions,
@@ -14,16 +14,16 @@ import {
   resolveBatchSize,
 } from "../../src/models/auto-batch-size.ts";
 import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
-import { modelKindOf } from "../../src/models/model-kind-of.ts";
+import { modelKindOf } from "../../src/models/model-kinds.ts";
 
 beforeAll(async () => {
   await tf.setBackend("cpu");
 });
 
-const mlpConfig: ModelConfig = { preset: "mnist-mlp", hiddenUnits: [128, 64], activation: "relu" };
+const mlpConfig: ModelConfig = { kind: "mnist-mlp", hiddenUnits: [128, 64], activation: "relu" };
 
 const tinyAlbert: AlbertMlmConfig = {
-  preset: "albert-mlm",
+  kind: "albert-mlm",
   vocabSize: 64,
   embeddingSize: 8,
   hiddenSize: 8,
@@ -205,7 +205,7 @@ describe("chooseBatchSize", () => {
   });
 
   it("leaks no tensors and leaves the parameters of a real model unchanged", async () => {
-    const model = createModel({ preset: "mnist-mlp", hiddenUnits: [16], activation: "relu" });
+    const model = createModel({ kind: "mnist-mlp", hiddenUnits: [16], activation: "relu" });
     model.setParameters(model.initialParameters(11));
     const probe = syntheticBatch(model.kind, 16, 99);
     const before = (await model.evaluate(probe)).loss;
@@ -277,15 +277,15 @@ describe("estimateBytesPerSample", () => {
 
   it("is an upper estimate within twice the measured peak growth", async () => {
     const configs: [ModelConfig, number, number][] = [
-      [{ preset: "mnist-mlp", hiddenUnits: [16], activation: "relu" }, 64, 256],
-      [{ preset: "mnist-mlp", hiddenUnits: [64], activation: "gelu" }, 64, 256],
+      [{ kind: "mnist-mlp", hiddenUnits: [16], activation: "relu" }, 64, 256],
+      [{ kind: "mnist-mlp", hiddenUnits: [64], activation: "gelu" }, 64, 256],
       [tinyAlbert, 4, 20],
     ];
     for (const [config, small, large] of configs) {
       const measured = await measuredBytesPerSample(config, small, large);
       const estimate = modelKindOf(config).bytesPerSample;
-      expect(estimate, config.preset).toBeGreaterThanOrEqual(measured);
-      expect(estimate, config.preset).toBeLessThanOrEqual(2 * measured);
+      expect(estimate, config.kind).toBeGreaterThanOrEqual(measured);
+      expect(estimate, config.kind).toBeLessThanOrEqual(2 * measured);
     }
   });
 
@@ -310,7 +310,7 @@ describe("estimateBytesPerSample", () => {
 
 describe("syntheticBatch", () => {
   it("builds image batches the mnist-mlp model accepts, the same for the same seed", async () => {
-    const model = createModel({ preset: "mnist-mlp", hiddenUnits: [8], activation: "relu" });
+    const model = createModel({ kind: "mnist-mlp", hiddenUnits: [8], activation: "relu" });
     model.setParameters(model.initialParameters(1));
     const batch = syntheticBatch(model.kind, 5, 7);
     const images = checkImageBatch(batch);

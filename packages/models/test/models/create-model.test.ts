@@ -3,7 +3,7 @@ import "@tensorflow/tfjs-backend-cpu";
 import { parseExperimentConfig } from "@barnraise/protocol";
 import { beforeAll, describe, expect, it } from "vitest";
 import { AlbertMlm } from "../../src/models/albert-mlm.ts";
-import { createModel } from "../../src/models/create-model.ts";
+import { createModel } from "../../src/models/model-kinds.ts";
 import { MnistMlp } from "../../src/models/mnist-mlp.ts";
 
 beforeAll(async () => {
@@ -14,9 +14,9 @@ describe("createModel", () => {
   it("builds the preset a parsed config names, with its hyperparameters", () => {
     const mlp = createModel(parseExperimentConfig({}).model);
     expect(mlp).toBeInstanceOf(MnistMlp);
-    expect(mlp.config).toEqual({ preset: "mnist-mlp", hiddenUnits: [128, 64], activation: "relu" });
+    expect(mlp.config).toEqual({ kind: "mnist-mlp", hiddenUnits: [128, 64], activation: "relu" });
     const albertConfig = parseExperimentConfig({
-      model: { preset: "albert-mlm", vocabSize: 100, hiddenSize: 16, numHeads: 2, intermediateSize: 32 },
+      model: { kind: "albert-mlm", vocabSize: 100, hiddenSize: 16, numHeads: 2, intermediateSize: 32 },
     }).model;
     const albert = createModel(albertConfig);
     expect(albert).toBeInstanceOf(AlbertMlm);
@@ -26,7 +26,7 @@ describe("createModel", () => {
   });
 
   it("two models of one preset live side by side without variable-name clashes", async () => {
-    const config = parseExperimentConfig({ model: { preset: "mnist-mlp", hiddenUnits: [4] } }).model;
+    const config = parseExperimentConfig({ model: { kind: "mnist-mlp", hiddenUnits: [4] } }).model;
     const a = createModel(config);
     const b = createModel(config);
     a.setParameters(a.initialParameters(1));

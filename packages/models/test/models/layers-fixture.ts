@@ -6,7 +6,7 @@ import {
   canonicalLayersModelJson,
   layersWeightsFileName,
   parseLayersModelJson,
-  type LayersModelConfig,
+  type UploadedModelConfig,
   parseExperimentConfig,
 } from "@barnraise/protocol";
 
@@ -94,11 +94,11 @@ export function regressionModel(): tf.LayersModel {
 /** The config of an uploaded model. */
 export function layersConfig(
   sha: string,
-  model: Partial<Omit<LayersModelConfig, "preset" | "sha256">> = {},
+  model: Partial<Omit<UploadedModelConfig, "kind" | "sha256">> = {},
   dataset = "tabular-test",
 ): ReturnType<typeof parseExperimentConfig> {
   return parseExperimentConfig({
-    model: { preset: "layers", sha256: sha, ...model },
+    model: { kind: "uploaded", sha256: sha, ...model },
     dataset: { name: dataset },
   });
 }

@@ -3,10 +3,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as tf from "@tensorflow/tfjs-core";
 import * as tfl from "@tensorflow/tfjs";
-import type { LayersModelConfig } from "@barnraise/protocol";
+import type { UploadedModelConfig } from "@barnraise/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TabularBatch } from "../../src/models/batch.ts";
-import { createModel, loadModel } from "../../src/models/create-model.ts";
+import { createModel, loadModel } from "../../src/models/model-kinds.ts";
 import { verifyModelJson, verifyWeights, type LayersArtifact } from "../../src/models/layers-artifact.ts";
 import { UploadedLayersModel } from "../../src/models/layers-model.ts";
 import { isModelError, ModelErrorCode } from "../../src/models/model-error.ts";
@@ -39,9 +39,9 @@ async function artifactOf(stored: StoredModel): Promise<LayersArtifact> {
   return verifyWeights(json, new Uint8Array(stored.weights));
 }
 
-function modelConfig(stored: StoredModel, model: Partial<Omit<LayersModelConfig, "preset" | "sha256">> = {}) {
+function modelConfig(stored: StoredModel, model: Partial<Omit<UploadedModelConfig, "kind" | "sha256">> = {}) {
   const { model: config } = layersConfig(stored.sha256, model);
-  if (config.preset !== "layers") throw new Error("not a layers config");
+  if (config.kind !== "uploaded") throw new Error("not a layers config");
   return config;
 }
 

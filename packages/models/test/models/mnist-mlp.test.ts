@@ -4,7 +4,7 @@ import "@tensorflow/tfjs-backend-cpu";
 import { isSwarmError } from "@barnraise/swarm";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { ImageBatch } from "../../src/models/batch.ts";
-import { createModel } from "../../src/models/create-model.ts";
+import { createModel } from "../../src/models/model-kinds.ts";
 import { isModelError } from "../../src/models/model-error.ts";
 import { MnistMlp, type MnistMlpConfig } from "../../src/models/mnist-mlp.ts";
 import { SeededRandom } from "../../src/seeded-random.ts";
@@ -17,7 +17,7 @@ const config = (
   hiddenUnits: number[],
   activation: MnistMlpConfig["activation"] = "relu",
 ): MnistMlpConfig => ({
-  preset: "mnist-mlp",
+  kind: "mnist-mlp",
   hiddenUnits,
   activation,
 });
@@ -68,7 +68,7 @@ function expectModelError(run: () => unknown, code: string, message: RegExp): vo
 
 describe("mnist-mlp layout and initialization", () => {
   it("lays out the analytic parameter count in the documented order", () => {
-    const model = createModel({ preset: "mnist-mlp", hiddenUnits: [128, 64], activation: "relu" });
+    const model = createModel({ kind: "mnist-mlp", hiddenUnits: [128, 64], activation: "relu" });
     expect(model.layout.size).toBe(784 * 128 + 128 + 128 * 64 + 64 + 64 * 10 + 10);
     expect(model.layout.size).toBe(109_386);
     expect(model.layout.slots.map((slot) => slot.name)).toEqual([

@@ -6,7 +6,7 @@ import * as tf from "@tensorflow/tfjs-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createBatchStream } from "../../src/data/batch-stream.ts";
 import { HttpDatasetSource } from "../../src/data/http-dataset-source.ts";
-import { loadModel } from "../../src/models/create-model.ts";
+import { loadModel } from "../../src/models/model-kinds.ts";
 import type { TrainableModel } from "../../src/models/trainable-model.ts";
 import { selectNodeBackend } from "../../src/node/node-backends.ts";
 import { ensureBackendTrains } from "../../src/tf/backend-kernels.ts";
@@ -16,7 +16,7 @@ import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
 import { type DatasetServer, serveDataset, SPECIALS, textDataset } from "../data/dataset-fixture.ts";
 import { layersConfig, type ModelServer, serveModels, storeModel } from "./layers-fixture.ts";
 import { directoryStore } from "../../src/node/directory-store.ts";
-import { modelKindOf } from "../../src/models/model-kind-of.ts";
+import { modelKindOf } from "../../src/models/model-kinds.ts";
 
 /**
  * Uploaded language models (`next-token`, `masked-tokens`) on one peer over real HTTP: a Keras-style
@@ -312,7 +312,7 @@ describe("refusals", () => {
       );
     });
     await withModel(bigramModel(), "masked-tokens", (model, config) => {
-      if (config.model.preset !== "layers") throw new Error("not an uploaded model");
+      if (config.model.kind !== "uploaded") throw new Error("not an uploaded model");
       // A batch of the other language-model kind is refused before it reaches TF.js.
       const wrong = syntheticBatch(
         modelKindOf({ ...config.model, task: "next-token" }, model.uploaded),

@@ -6,7 +6,7 @@ import * as tf from "@tensorflow/tfjs-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createBatchStream } from "../../src/data/batch-stream.ts";
 import { HttpDatasetSource } from "../../src/data/http-dataset-source.ts";
-import { loadModel } from "../../src/models/create-model.ts";
+import { loadModel } from "../../src/models/model-kinds.ts";
 import { SeededRandom } from "../../src/seeded-random.ts";
 import { selectNodeBackend } from "../../src/node/node-backends.ts";
 import { ensureBackendTrains } from "../../src/tf/backend-kernels.ts";

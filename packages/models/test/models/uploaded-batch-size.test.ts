@@ -7,7 +7,7 @@ import { UploadedLayersModel } from "../../src/models/layers-model.ts";
 import { resolveBatchSize } from "../../src/models/auto-batch-size.ts";
 import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
 import { classifierModel, layersConfig, regressionModel, storeModel } from "./layers-fixture.ts";
-import { modelKindOf } from "../../src/models/model-kind-of.ts";
+import { modelKindOf } from "../../src/models/model-kinds.ts";
 
 /** The automatic batch size for an uploaded model: synthetic rows of its shape and its activation estimate. */
 
@@ -19,7 +19,7 @@ async function load(model: tfl.LayersModel, task: "classification" | "regression
   const stored = await storeModel(model);
   const json = await verifyModelJson(new Uint8Array(stored.modelJson), stored.sha256);
   const config = layersConfig(stored.sha256, { task }).model;
-  if (config.preset !== "layers") throw new Error("not a layers config");
+  if (config.kind !== "uploaded") throw new Error("not a layers config");
   return UploadedLayersModel.load(config, await verifyWeights(json, new Uint8Array(stored.weights)));
 }
 

@@ -1,10 +1,10 @@
 import * as tf from "@tensorflow/tfjs-core";
 import { parseExperimentConfig, type ModelConfig } from "@barnraise/protocol";
 import { beforeAll, describe, expect, it } from "vitest";
-import { createModel } from "../../src/models/create-model.ts";
+import { createModel } from "../../src/models/model-kinds.ts";
 import { selectNodeBackend } from "../../src/node/node-backends.ts";
 import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
-import { modelKindOf } from "../../src/models/model-kind-of.ts";
+import { modelKindOf } from "../../src/models/model-kinds.ts";
 
 /**
  * Every preset trains on the WebAssembly backend (the one most volunteers get) and computes the
@@ -13,10 +13,10 @@ import { modelKindOf } from "../../src/models/model-kind-of.ts";
  */
 
 const configs: Record<string, ModelConfig> = {
-  "mnist-mlp": parseExperimentConfig({ model: { preset: "mnist-mlp", hiddenUnits: [16] } }).model,
+  "mnist-mlp": parseExperimentConfig({ model: { kind: "mnist-mlp", hiddenUnits: [16] } }).model,
   "albert-mlm": parseExperimentConfig({
     model: {
-      preset: "albert-mlm",
+      kind: "albert-mlm",
       vocabSize: 64,
       embeddingSize: 8,
       hiddenSize: 8,

@@ -1,11 +1,11 @@
 import * as tf from "@tensorflow/tfjs-core";
 import { parseExperimentConfig, type ModelConfig } from "@barnraise/protocol";
 import { beforeAll, describe, expect, it } from "vitest";
-import { createModel } from "../../src/models/create-model.ts";
+import { createModel } from "../../src/models/model-kinds.ts";
 import { describeBackend, type SelectedBackend } from "../../src/tf/backend.ts";
 import { selectNodeBackend } from "../../src/node/node-backends.ts";
 import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
-import { modelKindOf } from "../../src/models/model-kind-of.ts";
+import { modelKindOf } from "../../src/models/model-kinds.ts";
 
 /**
  * The WebGPU backend for real: Dawn's Node binding with whatever adapter it finds. On a machine
@@ -14,7 +14,7 @@ import { modelKindOf } from "../../src/models/model-kind-of.ts";
  */
 
 const config: ModelConfig = parseExperimentConfig({
-  model: { preset: "mnist-mlp", hiddenUnits: [32] },
+  model: { kind: "mnist-mlp", hiddenUnits: [32] },
 }).model;
 
 async function use(backend: "wasm" | "webgpu"): Promise<void> {

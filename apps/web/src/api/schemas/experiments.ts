@@ -1,4 +1,4 @@
-import { experimentConfigSchema, ModelPreset } from "@barnraise/protocol";
+import { BuiltInModel, experimentConfigSchema, UPLOADED_MODEL } from "@barnraise/protocol";
 import { z } from "zod";
 import { swarmStatusSchema } from "./public.ts";
 import { experimentIdSchema } from "@barnraise/protocol";
@@ -163,7 +163,7 @@ export const experimentSummarySchema = z
     description: z.string(),
     status,
     organizer: z.string(),
-    modelPreset: z.enum([ModelPreset.mnistMlp, ModelPreset.albertMlm]),
+    modelKind: z.enum([BuiltInModel.mnistMlp, BuiltInModel.albertMlm, UPLOADED_MODEL]),
     peersOnline: z.number().int().nonnegative().meta({ description: "Peers seen in the last 2 minutes" }),
     createdAt: timestamp,
     updatedAt: timestamp,

@@ -50,7 +50,7 @@ export async function seedDemo(ctx: AppContext, input: SeedDemoInput): Promise<S
     name: DEMO_EXPERIMENT_NAME,
     description: DEMO_EXPERIMENT_DESCRIPTION,
     config: parseExperimentConfig({
-      model: { preset: "mnist-mlp", hiddenUnits: [128, 64] },
+      model: { kind: "mnist-mlp", hiddenUnits: [128, 64] },
       // Steps of a second or so with two local peers; a checkpoint about every minute.
       training: { targetBatchSize: 4096 },
       checkpoints: { everySteps: 50 },

@@ -1,13 +1,13 @@
 import {
   elementCount,
   isLanguageModelTask,
-  LAYERS_MODEL,
+  UPLOADED_MODEL,
   layersModelLayers,
-  ModelPreset,
-  presetDataset,
+  BuiltInModel,
+  builtInModelDataset,
   type DatasetManifest,
   type ExperimentConfig,
-  type LayersModelConfig,
+  type UploadedModelConfig,
   type LayersModelJson,
 } from "@barnraise/protocol";
 import { AppError, AppErrorCode, type InputIssue } from "../app-error.ts";
@@ -28,9 +28,9 @@ export async function checkModelFitsDataset(ctx: AppContext, config: ExperimentC
   const { model } = config;
   const issues: InputIssue[] = [];
   const refuse = (path: string, message: string) => issues.push({ path: `config.${path}`, message });
-  if (model.preset === ModelPreset.albertMlm) {
-    if (config.dataset.name !== presetDataset[model.preset]) await checkTextDataset(ctx, config, refuse);
-  } else if (model.preset === LAYERS_MODEL) {
+  if (model.kind === BuiltInModel.albertMlm) {
+    if (config.dataset.name !== builtInModelDataset[model.kind]) await checkTextDataset(ctx, config, refuse);
+  } else if (model.kind === UPLOADED_MODEL) {
     await checkUploadedModel(ctx, config, model, refuse);
   }
   if (issues.length > 0) {
@@ -43,12 +43,12 @@ type Refuse = (path: string, message: string) => void;
 /** The masked LM on an imported text: a `tokens-u16le` dataset whose vocabulary the model embeds. */
 async function checkTextDataset(ctx: AppContext, config: ExperimentConfig, refuse: Refuse): Promise<void> {
   const { model } = config;
-  if (model.preset !== ModelPreset.albertMlm) return;
+  if (model.kind !== BuiltInModel.albertMlm) return;
   const manifest = await notFoundAsUndefined(getDatasetManifest(ctx.storage, config.dataset.name));
   if (manifest === undefined) {
     refuse("dataset.name", `dataset ${config.dataset.name} does not exist; upload and convert it first`);
   } else if (manifest.format !== "tokens-u16le") {
-    refuse("dataset.name", `${model.preset} trains on a text dataset, not ${manifest.format}`);
+    refuse("dataset.name", `${model.kind} trains on a text dataset, not ${manifest.format}`);
   } else if (manifest.vocabulary.size > model.vocabSize) {
     refuse(
       "model.vocabSize",
@@ -60,7 +60,7 @@ async function checkTextDataset(ctx: AppContext, config: ExperimentConfig, refus
 async function checkUploadedModel(
   ctx: AppContext,
   config: ExperimentConfig,
-  model: LayersModelConfig,
+  model: UploadedModelConfig,
   refuse: Refuse,
 ): Promise<void> {
   const [storedModel, manifest] = await Promise.all([
@@ -193,7 +193,7 @@ function languageModelLayerProblem(
  * token, see none after their own).
  */
 function checkLanguageModel(
-  model: LayersModelConfig,
+  model: UploadedModelConfig,
   stored: LayersModelJson | undefined,
   manifest: DatasetManifest,
   refuse: Refuse,
@@ -248,7 +248,7 @@ function checkLanguageModel(
 
 /** A classifier: at least two classes, one output unit each, probabilities or logits out. */
 function checkClassifierOutput(
-  model: LayersModelConfig,
+  model: UploadedModelConfig,
   stored: { outputUnits: number; outputActivation: string },
   dataset: string,
   classes: number,

@@ -1,4 +1,4 @@
-import { canonicalJson, newRunConfig, type ExperimentConfig } from "@barnraise/protocol";
+import { newRunConfig } from "@barnraise/protocol";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import { isUniqueViolation } from "@barnraise/prisma";
 import { newAuthorityKey } from "../authority-keys.ts";
@@ -8,17 +8,13 @@ import { toExperimentView, type ExperimentView } from "./read-experiment.ts";
 import type { SessionUser } from "../records.ts";
 import { ExperimentStatus } from "../../api/schemas/experiments.ts";
 import type { CreateExperimentInput } from "../../api/schemas/experiments.ts";
+import { canonicalConfigText } from "../stored-config.ts";
 
 /**
  * An organizer publishes a training run. The config is validated with the protocol's schema (the
  * same one every peer verifies), so errors carry field paths like `config.training.targetBatchSize`,
  * and it is stored as the canonical JSON of the complete config, defaults applied.
  */
-
-/** The stored form of a config: its canonical JSON (RFC 8785), so equal configs have equal text. */
-export function canonicalConfigText(config: ExperimentConfig): string {
-  return new TextDecoder().decode(canonicalJson(config));
-}
 
 export async function createExperiment(
   ctx: AppContext,

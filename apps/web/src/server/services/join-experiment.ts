@@ -1,7 +1,6 @@
 import {
   encodePublicKey,
   issueAccessPass,
-  parseExperimentConfig,
   peerIdFromEd25519PublicKey,
   PeerRole,
   signExperimentConfig,
@@ -17,6 +16,7 @@ import { SWARM_SEEN_WITHIN_MS } from "./peer-status.ts";
 import { readAuthorityRotations } from "./read-authority-rotations.ts";
 import { hashPeerToken, isWellFormedPeerToken } from "./peer-tokens.ts";
 import type { ExperimentRecord } from "../records.ts";
+import { storedConfigOf } from "../stored-config.ts";
 
 /**
  * A node joins an experiment with a peer token and its public key (DeDLOC I.5): the platform checks
@@ -133,7 +133,7 @@ async function admitNode(
     experimentId: experiment.id,
     version: experiment.configVersion,
     issuedAt: now,
-    config: parseExperimentConfig(JSON.parse(experiment.config)),
+    config: storedConfigOf(experiment),
   });
 
   await registerPeer(ctx, {

@@ -4,6 +4,7 @@ import type { AppContext } from "../context.ts";
 import { findExperiment } from "./experiment-access.ts";
 import { hasTfjsExport } from "./read-checkpoint-tfjs.ts";
 import type { ExperimentRecord } from "../records.ts";
+import { storedConfigOf } from "../stored-config.ts";
 
 /** The experiment's checkpoints for the public page and for peers, newest step first. */
 export async function listCheckpoints(ctx: AppContext, experimentId: string): Promise<CheckpointList> {
@@ -43,8 +44,7 @@ export function toCheckpointView(
 
 /** Whether the experiment's checkpoints have a TF.js export (every model but ALBERT's). */
 function tfjsExportOf(experiment: Pick<ExperimentRecord, "config">): boolean {
-  const config = JSON.parse(experiment.config) as { model?: { preset?: unknown } };
-  return hasTfjsExport({ preset: String(config.model?.preset) });
+  return hasTfjsExport(storedConfigOf(experiment).model);
 }
 
 function checkpointView(row: CheckpointRow, tfjs: boolean): CheckpointView {

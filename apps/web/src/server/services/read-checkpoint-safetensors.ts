@@ -1,9 +1,8 @@
 import {
   elementCount,
-  LAYERS_MODEL,
+  UPLOADED_MODEL,
   layersModelTensors,
   modelTensors,
-  parseExperimentConfig,
   safetensorsHeader,
   type ModelConfig,
   type ModelTensor,
@@ -13,6 +12,7 @@ import type { AppContext } from "../context.ts";
 import { readStoredModel, type StoredModel } from "../models/model-store.ts";
 import { readObjectBytes, type ObjectStore } from "../storage/object-store.ts";
 import { findCheckpointFile } from "./read-checkpoint-file.ts";
+import { storedConfigOf } from "../stored-config.ts";
 
 /** The most a stored state blob's header may take (it is a few hundred bytes of CBOR). */
 const MAX_BLOB_HEADER_BYTES = 1 << 20;
@@ -37,7 +37,7 @@ export interface SafetensorsExport {
 export interface CheckpointParameters {
   readonly checkpoint: { readonly step: number; readonly sha256: string };
   readonly model: ModelConfig;
-  /** The uploaded model, for an experiment that trains one (`model.preset` "layers"). */
+  /** The uploaded model, for an experiment that trains one (`model.kind` "uploaded"). */
   readonly stored: StoredModel | null;
   /** The named tensors of the flat vector, in order. */
   readonly tensors: readonly ModelTensor[];
@@ -72,11 +72,11 @@ export async function readCheckpointParameters(
     where: { id: experimentId },
     select: { config: true },
   });
-  const { model } = parseExperimentConfig(JSON.parse(experiment.config));
+  const { model } = storedConfigOf(experiment);
   accept(model);
   let stored: StoredModel | null = null;
   let tensors: ModelTensor[];
-  if (model.preset === LAYERS_MODEL) {
+  if (model.kind === UPLOADED_MODEL) {
     stored = await readStoredModel(ctx.storage, model.sha256);
     tensors = layersModelTensors(stored.model);
   } else {
@@ -88,7 +88,7 @@ export async function readCheckpointParameters(
   if (start > file.size || !Number.isInteger(slots) || slots < 1 || slots > 4) {
     throw new AppError(
       AppErrorCode.CONFLICT,
-      `checkpoint ${checkpointId} does not hold the parameters of this experiment's ${model.preset} model ` +
+      `checkpoint ${checkpointId} does not hold the parameters of this experiment's ${model.kind} model ` +
         `(${parameterBytes} bytes of float32 and its optimizer state)`,
     );
   }

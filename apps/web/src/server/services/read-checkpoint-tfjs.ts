@@ -4,7 +4,7 @@ import {
   layersModelJsonBytes,
   MNIST_DIGIT_CLASSES,
   MNIST_IMAGE_PIXELS,
-  ModelPreset,
+  BuiltInModel,
   type ModelConfig,
   type ModelTensor,
 } from "@barnraise/protocol";
@@ -21,7 +21,7 @@ import { readCheckpointParameters, type CheckpointParameters } from "./read-chec
  * of one group) and `…/tfjs/weights.bin` beside it, so `tf.loadLayersModel("…/tfjs/model.json")`
  * loads the checkpoint's weights into a model ready for `predict`.
  *
- * - An uploaded model ("layers"): its stored topology, and every weight of its stored manifest in
+ * - An uploaded model ("uploaded"): its stored topology, and every weight of its stored manifest in
  *   manifest order; the trainable ones come from the checkpoint's flat vector, the frozen ones
  *   (which checkpoints do not hold) from the uploaded weights.
  * - mnist-mlp: Dense layers named as the swarm names them (`hidden0`, …, `output`; weights
@@ -57,7 +57,7 @@ export interface TfjsExport {
 
 /** Refuses a model whose weights have no TF.js Layers form. */
 function acceptTfjs(model: ModelConfig): void {
-  if (model.preset === ModelPreset.albertMlm) {
+  if (model.kind === BuiltInModel.albertMlm) {
     throw new AppError(
       AppErrorCode.CONFLICT,
       "the ALBERT preset (albert-mlm) has no TF.js Layers equivalent; use the checkpoint's safetensors export instead",
@@ -66,8 +66,8 @@ function acceptTfjs(model: ModelConfig): void {
 }
 
 /** Whether checkpoints of an experiment with this model have a TF.js export. */
-export function hasTfjsExport(model: { readonly preset: string }): boolean {
-  return model.preset !== ModelPreset.albertMlm;
+export function hasTfjsExport(model: { readonly kind: string }): boolean {
+  return model.kind !== BuiltInModel.albertMlm;
 }
 
 /**
@@ -103,7 +103,7 @@ export async function readCheckpointTfjs(
 
 function presetExport(parameters: CheckpointParameters): { modelJson: Uint8Array; weights: ObjectSegment[] } {
   const { model } = parameters;
-  if (model.preset !== ModelPreset.mnistMlp) throw new Error(`no TF.js export for ${model.preset}`);
+  if (model.kind !== BuiltInModel.mnistMlp) throw new Error(`no TF.js export for ${model.kind}`);
   const tensors = parameters.tensors.map(({ name, shape }) => ({ name: tfjsWeightName(name), shape }));
   const modelJson = layersModelJsonBytes(
     { generatedBy: "Barnraise", convertedBy: null, modelTopology: mnistMlpTopology(model) },
@@ -123,7 +123,7 @@ function tfjsWeightName(name: string): string {
   return `${name.slice(0, dot)}/${name.slice(dot + 1)}`;
 }
 
-type MnistMlpConfig = Extract<ModelConfig, { preset: typeof ModelPreset.mnistMlp }>;
+type MnistMlpConfig = Extract<ModelConfig, { kind: typeof BuiltInModel.mnistMlp }>;
 
 /**
  * The Keras topology of an mnist-mlp: Dense layers `hidden0`, …, `output` (linear: logits) on a

@@ -1,4 +1,4 @@
-import { parseExperimentConfig, type ExperimentConfig } from "@barnraise/protocol";
+import { type ExperimentConfig } from "@barnraise/protocol";
 import { swarmSplitReportSchema } from "../../api/schemas/peer.ts";
 import { SWARM_FRESH_MS, type SwarmStatusView } from "../../api/schemas/public.ts";
 import type { AppContext } from "../context.ts";
@@ -6,6 +6,7 @@ import { findExperiment, parseExperimentStatus } from "./experiment-access.ts";
 import { STALE_AFTER_MS } from "./peer-status.ts";
 import type { ExperimentRecord } from "../records.ts";
 import type { ExperimentStatus } from "../../api/schemas/experiments.ts";
+import { storedConfigOf } from "../stored-config.ts";
 
 /** The public view of experiments: the list on the landing page and one experiment's details. */
 
@@ -35,7 +36,7 @@ export interface ExperimentSummary {
   readonly description: string;
   readonly status: ExperimentStatus;
   readonly organizer: string;
-  readonly modelPreset: ExperimentConfig["model"]["preset"];
+  readonly modelKind: ExperimentConfig["model"]["kind"];
   /** Peers seen within the last two minutes. */
   readonly peersOnline: number;
   readonly createdAt: string;
@@ -53,7 +54,7 @@ export function toExperimentView(
     description: experiment.description,
     status: parseExperimentStatus(experiment.status),
     organizer,
-    config: parseExperimentConfig(JSON.parse(experiment.config)),
+    config: storedConfigOf(experiment),
     configVersion: experiment.configVersion,
     authorityPublicKey: experiment.authorityPublicKey,
     authorityKeyVersion: experiment.authorityKeyVersion,
@@ -142,14 +143,14 @@ export async function listExperiments(ctx: AppContext): Promise<ExperimentSummar
   ]);
   const onlineBy = new Map(online.map((row) => [row.experimentId, row._count._all]));
   return experiments.map((experiment) => {
-    const config = parseExperimentConfig(JSON.parse(experiment.config));
+    const config = storedConfigOf(experiment);
     return {
       id: experiment.id,
       name: experiment.name,
       description: experiment.description,
       status: parseExperimentStatus(experiment.status),
       organizer: experiment.organizer.username,
-      modelPreset: config.model.preset,
+      modelKind: config.model.kind,
       peersOnline: onlineBy.get(experiment.id) ?? 0,
       createdAt: experiment.createdAt.toISOString(),
       updatedAt: experiment.updatedAt.toISOString(),

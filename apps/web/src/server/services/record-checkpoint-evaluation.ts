@@ -1,10 +1,11 @@
-import { heldOutMetricOf, parseExperimentConfig } from "@barnraise/protocol";
+import { heldOutMetricOf } from "@barnraise/protocol";
 import type { CheckpointEvaluationRequest } from "../../api/schemas/peer.ts";
 import type { CheckpointView } from "../../api/schemas/public.ts";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
 import { toCheckpointView } from "./list-checkpoints.ts";
 import type { AuxCaller } from "../records.ts";
+import { storedConfigOf } from "../stored-config.ts";
 
 /**
  * The organizer's aux peer records its held-out evaluation of a checkpoint (`POST
@@ -23,7 +24,7 @@ export async function recordCheckpointEvaluation(
   evaluation: CheckpointEvaluationRequest,
 ): Promise<CheckpointView> {
   const experiment = caller.experiment;
-  const expected = heldOutMetricOf(parseExperimentConfig(JSON.parse(experiment.config)).model);
+  const expected = heldOutMetricOf(storedConfigOf(experiment).model);
   if (evaluation.metric !== expected) {
     throw new AppError(
       AppErrorCode.INVALID_INPUT,

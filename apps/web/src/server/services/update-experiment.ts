@@ -1,7 +1,7 @@
-import { parseExperimentConfig, trainedStateConflicts, type ExperimentConfig } from "@barnraise/protocol";
+import { trainedStateConflicts, type ExperimentConfig } from "@barnraise/protocol";
 import { AppError, AppErrorCode } from "../app-error.ts";
 import type { AppContext } from "../context.ts";
-import { canonicalConfigText } from "./create-experiment.ts";
+import { canonicalConfigText, storedConfigOf } from "../stored-config.ts";
 import { checkModelFitsDataset } from "./check-model-fit.ts";
 import { requireOrganizer } from "./experiment-access.ts";
 import { experimentViewOf, type ExperimentView } from "./read-experiment.ts";
@@ -47,13 +47,10 @@ export async function updateExperiment(
   }
   if (input.config !== undefined) {
     const text = canonicalConfigText(input.config);
-    if (text !== experiment.config) {
-      await refuseStateConflicts(
-        ctx,
-        experiment.id,
-        parseExperimentConfig(JSON.parse(experiment.config)),
-        input.config,
-      );
+    // Compared as read, not as stored: a config stored in an older form is not a change.
+    const stored = storedConfigOf(experiment);
+    if (text !== canonicalConfigText(stored)) {
+      await refuseStateConflicts(ctx, experiment.id, stored, input.config);
       await checkModelFitsDataset(ctx, input.config);
       data.config = text;
       data.configVersion = { increment: 1 };
