@@ -123,6 +123,27 @@ export function followSwarmContact(options: SwarmContactOptions): SwarmContact {
       );
     }
   };
+  const stopPrivateSteps = dropPrivateStepsOnRejoin(options, () => platformAlive);
+  const timer = setInterval(check, CHECK_EVERY_MS);
+  timer.unref();
+  return {
+    note: () => noteOf(verdict),
+    stop: () => {
+      clearInterval(timer);
+      stopPrivateSteps();
+    },
+  };
+}
+
+/**
+ * Marks the steps taken alone while cut off as private, and drops them when an aux peer greets this
+ * node again (see followSwarmContact). Returns the unsubscribe function.
+ */
+function dropPrivateStepsOnRejoin(
+  options: Pick<SwarmContactOptions, "swarm" | "optimizer" | "reporter" | "auxListed">,
+  platformAlive: () => number | undefined,
+): () => void {
+  const { swarm, optimizer, reporter } = options;
   // Private steps: taken alone while cut off from the swarm.
   let privateSteps = 0;
   // Cut off, as the guard sees it: refused by the members it had, or no aux peer reached while the
@@ -132,7 +153,7 @@ export function followSwarmContact(options: SwarmContactOptions): SwarmContact {
     const members = swarm.node.members();
     if (members.length === 0 && swarm.node.refusedBy.recent(30_000).length > 0) return true;
     const auxReached = members.some((peer) => swarm.node.modeOf(peer) === "aux");
-    return options.auxListed() && !auxReached && platformAlive !== undefined && platformAlive > 0;
+    return options.auxListed() && !auxReached && (platformAlive() ?? 0) > 0;
   };
   optimizer.treatSoloStepsAsPrivate(isolated);
   const unsubscribeSteps = optimizer.on((event) => {
@@ -153,14 +174,8 @@ export function followSwarmContact(options: SwarmContactOptions): SwarmContact {
       { droppedSteps: steps, backToStep: backTo },
     );
   });
-  const timer = setInterval(check, CHECK_EVERY_MS);
-  timer.unref();
-  return {
-    note: () => noteOf(verdict),
-    stop: () => {
-      clearInterval(timer);
-      unsubscribeSteps();
-      unsubscribeGreeted();
-    },
+  return () => {
+    unsubscribeSteps();
+    unsubscribeGreeted();
   };
 }
