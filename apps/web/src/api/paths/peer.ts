@@ -5,6 +5,7 @@ import {
   checkpointEvaluationRequestSchema,
   checkpointUploadQuerySchema,
   forkTimelineRequestSchema,
+  browserJoinRequestSchema,
   joinRequestSchema,
   joinResponseSchema,
   metricsIngestedSchema,
@@ -124,6 +125,36 @@ export const peerPaths: ZodOpenApiPathsObject = {
         "404": errorResponse("NOT_FOUND: no such experiment"),
         "409": errorResponse(
           "EXPERIMENT_PAUSED, TOO_MANY_NODES (the token or its owner runs as many machines as the organizer allows), or CONFLICT: the public key belongs to another user",
+        ),
+        "429": errorResponse("RATE_LIMITED"),
+      },
+    },
+  },
+  "/api/v1/experiments/{id}/browser-join": {
+    post: {
+      tags: ["peer"],
+      summary: "Join from the signed-in volunteer's browser: an access pass for the browser's key",
+      description:
+        "The session is the credential (Contribute from this browser). The key's first join makes a " +
+        "token for it that is never shown (`browser` in the volunteer's token list); revoking that " +
+        "token stops the browser, whose later joins with the key are TOKEN_REVOKED. Also how the " +
+        "browser refreshes its pass. Rate-limited per client address.",
+      requestParams: { path: experimentIdParamSchema },
+      requestBody: { required: true, content: jsonContent(browserJoinRequestSchema) },
+      responses: {
+        "200": { description: "Joined", content: jsonContent(joinResponseSchema) },
+        "400": errorResponse(
+          "INVALID_INPUT: malformed body, or a public key that is not a usable Ed25519 key",
+        ),
+        "401": errorResponse(
+          "UNAUTHENTICATED (no session), TOKEN_REVOKED (the browser's token for this key)",
+        ),
+        "403": errorResponse(
+          "BANNED, NOT_ALLOWLISTED, NODE_RETIRED (its owner retired this key), CROSS_SITE_REQUEST",
+        ),
+        "404": errorResponse("NOT_FOUND: no such experiment"),
+        "409": errorResponse(
+          "EXPERIMENT_PAUSED, TOO_MANY_NODES (the volunteer runs as many machines as the organizer allows), or CONFLICT: the public key belongs to another user",
         ),
         "429": errorResponse("RATE_LIMITED"),
       },

@@ -39,6 +39,11 @@ export const joinRequestSchema = z
   .meta({ id: "JoinRequest" });
 export type JoinRequest = z.output<typeof joinRequestSchema>;
 
+export const browserJoinRequestSchema = z
+  .strictObject({ publicKey: peerPublicKeySchema })
+  .meta({ id: "BrowserJoinRequest" });
+export type BrowserJoinRequest = z.output<typeof browserJoinRequestSchema>;
+
 /** The latest authority rotation certificates, as join and run control answers carry them. */
 const authorityRotationsSchema = z
   .array(z.string())

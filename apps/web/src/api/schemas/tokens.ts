@@ -19,6 +19,10 @@ const summaryShape = {
   id: z.string(),
   label: z.string(),
   role: z.enum(["trainer", "aux"]),
+  browser: z.boolean().meta({
+    description:
+      "Issued to a browser of the signed-in volunteer (Contribute from this browser), for one key; its secret is never shown",
+  }),
   prefix: z.string().meta({ description: "The token's first characters, to tell tokens apart" }),
   createdAt: z.iso.datetime(),
   lastUsedAt: z.iso.datetime().nullable(),

@@ -55,7 +55,7 @@ export async function joinExperiment(
 }
 
 /** Counts a join (or pass refresh) as admitted, or refused with its error code, in the platform's metrics. */
-async function counted(ctx: AppContext, join: () => Promise<JoinResponse>): Promise<JoinResponse> {
+export async function counted(ctx: AppContext, join: () => Promise<JoinResponse>): Promise<JoinResponse> {
   try {
     const response = await join();
     ctx.metrics.joins.inc({ outcome: "admitted", code: "" });
@@ -84,30 +84,43 @@ export async function joinWithToken(ctx: AppContext, input: JoinRequest): Promis
   });
 }
 
-type PeerTokenRecord = NonNullable<Awaited<ReturnType<typeof findPeerToken>>>;
+/** What a join reads of the token it is made on. */
+export const PEER_TOKEN_FIELDS = {
+  id: true,
+  experimentId: true,
+  userId: true,
+  role: true,
+  revokedAt: true,
+  user: { select: { username: true } },
+} as const;
+
+export interface PeerTokenRecord {
+  readonly id: string;
+  readonly experimentId: string;
+  readonly userId: string;
+  readonly role: string;
+  readonly revokedAt: Date | null;
+  readonly user: { readonly username: string };
+}
 
 /** The token's row, looked up by its hash; null for a malformed or unknown token. */
-async function findPeerToken(ctx: AppContext, token: string) {
+async function findPeerToken(ctx: AppContext, token: string): Promise<PeerTokenRecord | null> {
   if (!isWellFormedPeerToken(token)) return null;
   return ctx.db.peerToken.findUnique({
     where: { tokenHash: hashPeerToken(token) },
-    select: {
-      id: true,
-      experimentId: true,
-      userId: true,
-      role: true,
-      revokedAt: true,
-      user: { select: { username: true } },
-    },
+    select: PEER_TOKEN_FIELDS,
   });
 }
 
-/** Checks the token's standing in `experiment` and issues the pass: the part both routes share. */
-async function admitNode(
+/**
+ * Checks the token's standing in `experiment` and issues the pass for the key: the part every join
+ * shares (by token, and from a signed-in browser).
+ */
+export async function admitNode(
   ctx: AppContext,
   experiment: ExperimentRecord,
   token: PeerTokenRecord,
-  input: JoinRequest,
+  input: Pick<JoinRequest, "publicKey">,
 ): Promise<JoinResponse> {
   const role = parsePeerRole(token.role);
   await requireStanding(ctx, experiment, { userId: token.userId, role, revokedAt: token.revokedAt });
@@ -244,7 +257,7 @@ async function isKnownNode(
   ctx: AppContext,
   experimentId: string,
   userId: string,
-  input: JoinRequest,
+  input: Pick<JoinRequest, "publicKey">,
 ): Promise<boolean> {
   const known = await ctx.db.peer.count({
     where: { experimentId, userId, publicKey: encodePublicKey(input.publicKey) },

@@ -9,6 +9,8 @@ export interface PeerTokenSummary {
   readonly id: string;
   readonly label: string;
   readonly role: PeerRole;
+  /** Issued to one key of the volunteer's browser, not a token to copy (see join-from-browser.ts). */
+  readonly browser: boolean;
   /** The token's first characters, to tell tokens apart. */
   readonly prefix: string;
   readonly createdAt: string;
@@ -20,6 +22,7 @@ export function toPeerTokenSummary(token: {
   id: string;
   label: string;
   role: string;
+  browser: boolean;
   prefix: string;
   createdAt: Date;
   lastUsedAt: Date | null;
@@ -29,6 +32,7 @@ export function toPeerTokenSummary(token: {
     id: token.id,
     label: token.label,
     role: parsePeerRole(token.role),
+    browser: token.browser,
     prefix: token.prefix,
     createdAt: token.createdAt.toISOString(),
     lastUsedAt: token.lastUsedAt?.toISOString() ?? null,
@@ -54,6 +58,7 @@ export async function listPeerTokens(
       id: true,
       label: true,
       role: true,
+      browser: true,
       prefix: true,
       createdAt: true,
       lastUsedAt: true,
