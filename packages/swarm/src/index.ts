@@ -10,6 +10,7 @@ export {
   SwarmNode,
   type Connectivity,
   type SwarmNodeOptions,
+  type SwarmTransports,
   type RevocationList,
 } from "./p2p/swarm-node.ts";
 export { PeerAuthorizer } from "./p2p/peer-authorizer.ts";

@@ -53,7 +53,7 @@ export function createSwarmLibp2p(options: SwarmNodeOptions, parts: SwarmLibp2pP
       listen,
       ...(options.announce === undefined ? {} : { announce: options.announce }),
     },
-    transports: [tcp(), webSockets(), circuitRelayTransport()],
+    transports: [...(options.transports ?? [tcp(), webSockets()]), circuitRelayTransport()],
     connectionEncrypters: [noise()],
     streamMuxers: [yamux()],
     connectionGater: authorizer.gater(helloTimeoutMs),

@@ -1,5 +1,6 @@
 import type { MetricsRegister } from "@libp2p/gossipsub/metrics";
 import type { KeyPair } from "@barnraise/protocol";
+import type { Libp2pOptions } from "libp2p";
 import type { Logger } from "pino";
 import type { AuthorityKeys } from "../platform/authority-keys.ts";
 import type { AveragingMode } from "./hello.ts";
@@ -12,6 +13,9 @@ import type { AveragingMode } from "./hello.ts";
  * reduce a part or lead matchmaking, so all-reduce traffic never goes through the relay.
  */
 export type ReachabilityState = "unknown" | "direct" | "relayed";
+
+/** libp2p transports (`tcp()`, `webSockets()`, …), as a runtime has them. */
+export type SwarmTransports = NonNullable<Libp2pOptions["transports"]>;
 
 /** How a node is connected to its members, for the volunteer's status line and logs. */
 export interface Connectivity {
@@ -38,6 +42,11 @@ export interface SwarmNodeOptions {
    * only (reachable through relays). aux: a public helper — relay server, reducer with weight 0.
    */
   mode: AveragingMode;
+  /**
+   * The transports the node dials and listens on, besides circuit relay v2 (which every node has):
+   * default TCP and WebSockets, what Node.js has. A browser has WebSockets (and WebRTC), not TCP.
+   */
+  transports?: SwarmTransports;
   /** Listen multiaddrs; default TCP on all interfaces with a free port (none in client mode). */
   listen?: string[];
   /** Addresses to announce instead of the listen addresses (e.g. a public IP behind port forwarding). */

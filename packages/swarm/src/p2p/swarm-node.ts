@@ -23,7 +23,12 @@ import type { Connectivity, ReachabilityState, SwarmNodeOptions } from "./swarm-
 import { createSwarmRpc, REFUSED_DENY_MS } from "./swarm-rpc.ts";
 
 export type { RevocationList } from "@barnraise/protocol";
-export type { Connectivity, ReachabilityState, SwarmNodeOptions } from "./swarm-node-options.ts";
+export type {
+  Connectivity,
+  ReachabilityState,
+  SwarmNodeOptions,
+  SwarmTransports,
+} from "./swarm-node-options.ts";
 
 /**
  * One member of an experiment's private swarm: a libp2p 3 node (TCP + WebSockets, Noise, Yamux,

@@ -1,6 +1,7 @@
 import { toBase64Url, type PeerRole } from "@barnraise/protocol";
 import type { Logger } from "pino";
 import type { AveragingMode } from "../p2p/hello.ts";
+import type { SwarmTransports } from "../p2p/swarm-node.ts";
 import { AuthorityKeys } from "../platform/authority-keys.ts";
 import { JoinError, JoinErrorCode } from "../platform/join-error.ts";
 import { joinExperiment } from "../platform/join-experiment.ts";
@@ -101,6 +102,8 @@ export type RoleSwarmOptions = Pick<SwarmOptions, "getState" | "loadCheckpoint" 
 
 export interface NodeSessionOptions {
   readonly mode: AveragingMode;
+  /** The runtime's libp2p transports besides circuit relay; TCP and WebSockets by default (Node.js). */
+  readonly transports?: SwarmTransports;
   /** Listen multiaddrs; the swarm's default when empty. */
   readonly listen: readonly string[];
   /** Addresses to announce instead of the listen addresses (an aux's public name). */
@@ -190,6 +193,7 @@ export async function openNodeSession(node: JoinedNode, options: NodeSessionOpti
       return pass;
     },
     mode: options.mode,
+    ...(options.transports === undefined ? {} : { transports: options.transports }),
     ...(options.listen.length > 0 ? { listen: [...options.listen] } : {}),
     ...(options.announce !== undefined && options.announce.length > 0
       ? { announce: [...options.announce] }

@@ -1,3 +1,4 @@
+import { webSockets } from "@libp2p/websockets";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { defineMethod } from "../../src/rpc/rpc.ts";
@@ -48,6 +49,21 @@ describe("SwarmNode", () => {
     const { stream, from } = await at(others, 1).rpc.call(at(others, 2).peerId, echo, { text: "x" });
     expect(from.pass.username).toBe("user3");
     await stream.closeWrite();
+  });
+
+  it("runs on the transports its runtime gives it: a WebSockets-only client meets a node at its WebSocket address", async () => {
+    const authority = new TestAuthority();
+    const member = await start(authority, { listen: ["/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/tcp/0/ws"] });
+    // As in a browser: WebSockets (and the relay), no TCP.
+    const tab = await start(authority, { mode: "client", transports: [webSockets()] });
+    const tcp = member.multiaddrs().find((address) => !address.includes("/ws/"));
+    const ws = member.multiaddrs().find((address) => address.includes("/ws/"));
+    if (tcp === undefined || ws === undefined)
+      throw new Error(`no TCP or WebSocket address: ${member.multiaddrs().join(" ")}`);
+    await expect(tab.connect(tcp)).rejects.toThrow();
+    expect(await tab.connect(ws)).toBe(member.peerId);
+    await eventually(() => member.members().includes(tab.peerId), "the node counts the client a member");
+    expect(tab.modeOf(member.peerId)).toBe("node");
   });
 
   it("refuses and disconnects a peer whose pass is from another authority", async () => {

@@ -132,6 +132,7 @@ export async function startNode(authority: TestAuthority, options: TestNodeOptio
     helloTimeoutMs: options.helloTimeoutMs ?? 10_000,
     ...(options.now === undefined ? {} : { now: options.now }),
     ...(options.maxPeers === undefined ? {} : { maxPeers: options.maxPeers }),
+    ...(options.transports === undefined ? {} : { transports: options.transports }),
   });
   await node.start();
   return node;
