@@ -18,6 +18,7 @@ fi
 # The reference Prometheus text-format parser (the Python client's, from Debian) reads the scrapes.
 /usr/bin/python3 -c 'import prometheus_client.parser' >/dev/null 2>&1 ||
   install_debian_package python3-prometheus-client "the Prometheus scrape parser in the tests" || exit 1
+[[ -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ]] || install_debian_package chromium "the browser node tests" || exit 1
 echo "[barnraise] unit and integration tests (SQLite and PostgreSQL)"
 BARNRAISE_TEST_POSTGRES_URL="$(bash scripts/postgres.sh start)"
 export BARNRAISE_TEST_POSTGRES_URL

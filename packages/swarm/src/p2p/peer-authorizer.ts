@@ -144,6 +144,10 @@ export class PeerAuthorizer {
     const denied = (peer: PeerId) => this.isDenied(peer.toString());
     return {
       denyDialPeer: denied,
+      // Members announce the addresses they have, LAN and loopback ones included; a node checks
+      // the pass of whoever answers, not where it is. (libp2p's default in browsers refuses
+      // private addresses, which would keep a tab from the aux on its own machine or network.)
+      denyDialMultiaddr: () => false,
       denyInboundEncryptedConnection: denied,
       denyOutboundEncryptedConnection: denied,
       denyInboundRelayedConnection: (_relay: PeerId, remote: PeerId) => denied(remote),
