@@ -12,7 +12,7 @@
  */
 const WORKSPACE_LAYERS = [
   ["packages/protocol"],
-  ["prisma/src", "packages/netlab"],
+  ["prisma/src", "packages/netlab", "packages/browserlab"],
   ["packages/swarm"],
   ["packages/models"],
   ["apps/peer", "apps/aux", "apps/web"],

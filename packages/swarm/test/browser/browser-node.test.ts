@@ -1,8 +1,6 @@
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { generateKeyPair, toBase64Url, type KeyPair } from "@barnraise/protocol";
-import { build } from "esbuild";
-import { chromium, type Browser, type Page } from "playwright-core";
+import { BrowserLab } from "@barnraise/browserlab";
+import type { Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { SwarmNode } from "../../src/p2p/swarm-node.ts";
 import type { BrowserNode, BrowserNodeInit } from "../support/browser-node-entry.ts";
@@ -12,59 +10,30 @@ import { eventually, startNode, TestAuthority } from "../support/swarm-fixtures.
 /**
  * The engine in a real Chromium: a swarm node bundled for the browser (no Node.js, WebSockets and
  * no TCP, client mode) joins a Node.js node at its WebSocket address. Passes are checked both ways
- * as between two Node.js nodes, and signed RPCs run in both directions. Chromium is Debian's
- * (`CHROMIUM_PATH`, default /usr/bin/chromium; `npm test` installs it).
+ * as between two Node.js nodes, and signed RPCs run in both directions (@barnraise/browserlab).
  */
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const ENTRY = new URL("../support/browser-node-entry.ts", import.meta.url).pathname;
 
-let browser: Browser;
-let server: Server;
-let origin: string;
-let bundle: string;
+let lab: BrowserLab;
 const nodes: SwarmNode[] = [];
-const pages: Page[] = [];
 
 beforeAll(async () => {
-  const built = await build({
-    entryPoints: [new URL("../support/browser-node-entry.ts", import.meta.url).pathname],
-    bundle: true,
-    platform: "browser",
-    format: "esm",
-    write: false,
-    logLevel: "error",
-  });
-  bundle = built.outputFiles.map((file) => file.text).join("\n");
-  // A page of a local origin: Chromium lets it open WebSockets to this machine (a page of a
-  // public origin would need the local network access permission).
-  server = createServer((_request, response) => {
-    response.setHeader("content-type", "text/html");
-    response.end("<!doctype html><title>volunteer</title>");
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true });
+  lab = await BrowserLab.start();
 }, 60_000);
 
 afterEach(async () => {
-  await Promise.all(pages.splice(0).map((page) => page.close()));
+  await lab.closePages();
   await Promise.all(nodes.splice(0).map((node) => node.stop()));
 });
 
 afterAll(async () => {
-  await browser.close();
-  await new Promise((resolve) => server.close(resolve));
+  await lab.stop();
 });
 
 /** A page running the bundled node, started with `init`; returns the page and the tab's PeerId. */
 async function openTab(init: BrowserNodeInit): Promise<{ page: Page; peerId: string }> {
-  const page = await browser.newPage();
-  pages.push(page);
-  const errors: string[] = [];
-  page.on("pageerror", (error) => errors.push(error.message));
-  await page.goto(origin);
-  await page.addScriptTag({ content: bundle, type: "module" });
-  await page.waitForFunction(() => "browserNode" in globalThis);
+  const { page, errors } = await lab.open(ENTRY, "browserNode");
   const peerId = await page.evaluate(
     (tabInit) => (globalThis as unknown as { browserNode: BrowserNode }).browserNode.start(tabInit),
     init,

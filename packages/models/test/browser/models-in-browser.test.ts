@@ -1,0 +1,81 @@
+import { dirname, join } from "node:path";
+import { createRequire } from "node:module";
+import { BrowserLab } from "@barnraise/browserlab";
+import { parseExperimentConfig } from "@barnraise/protocol";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
+import { createModel, modelKindOf } from "../../src/models/model-kinds.ts";
+import { selectNodeBackend } from "../../src/node/node-backends.ts";
+import type { BrowserModels } from "../support/browser-models-entry.ts";
+
+/**
+ * The models in a real Chromium, as a volunteer's tab runs them: the default mnist-mlp, bundled for
+ * the browser, computes on TF.js's wasm and plain-JavaScript backends the same loss and gradient as
+ * in Node.js, from the same initial parameters (@barnraise/browserlab).
+ */
+
+const ENTRY = new URL("../support/browser-models-entry.ts", import.meta.url).pathname;
+const WASM_DIR = dirname(createRequire(import.meta.url).resolve("@tensorflow/tfjs-backend-wasm"));
+const SEED = 7;
+
+let lab: BrowserLab;
+
+beforeAll(async () => {
+  lab = await BrowserLab.start({
+    files: [
+      "tfjs-backend-wasm.wasm",
+      "tfjs-backend-wasm-simd.wasm",
+      "tfjs-backend-wasm-threaded-simd.wasm",
+    ].map((name) => join(WASM_DIR, name)),
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await lab.stop();
+});
+
+/** The loss and gradient Node.js computes on wasm. */
+async function inNode(): Promise<{ loss: number; gradient: Float32Array }> {
+  await selectNodeBackend("wasm");
+  const config = parseExperimentConfig({}).model;
+  const model = createModel(config);
+  try {
+    model.setParameters(model.initialParameters(SEED));
+    return await model.computeGradients(syntheticBatch(modelKindOf(config), 64, SEED), SEED);
+  } finally {
+    model.dispose();
+  }
+}
+
+describe("the models in Chromium", () => {
+  it.each(["wasm", "cpu"] as const)(
+    "compute on %s the loss and gradient Node.js computes",
+    async (backend) => {
+      const expected = await inNode();
+      const { page, errors } = await lab.open(ENTRY, "browserModels");
+      const result = await page.evaluate(
+        ([name, base, seed]) =>
+          (globalThis as unknown as { browserModels: BrowserModels }).browserModels.gradient(
+            name,
+            base,
+            seed,
+          ),
+        [backend, lab.origin, SEED] as const,
+      );
+      expect(errors).toEqual([]);
+      expect(result.backend).toBe(backend);
+      expect(result.loss).toBeGreaterThan(0);
+      expect(result.loss).toBeCloseTo(expected.loss, 4);
+      expect(result.gradient).toHaveLength(expected.gradient.length);
+      let largest = 0;
+      let scale = 0;
+      for (const [index, value] of result.gradient.entries()) {
+        largest = Math.max(largest, Math.abs(value - (expected.gradient[index] ?? Number.NaN)));
+        scale = Math.max(scale, Math.abs(value));
+      }
+      expect(scale).toBeGreaterThan(0);
+      expect(largest).toBeLessThan(1e-4 * scale);
+    },
+    60_000,
+  );
+});

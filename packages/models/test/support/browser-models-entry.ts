@@ -1,0 +1,44 @@
+import { parseExperimentConfig } from "@barnraise/protocol";
+import { createModel, modelKindOf } from "../../src/models/model-kinds.ts";
+import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
+import { cpuBackendLoader, selectBackend } from "../../src/tf/backend.ts";
+
+/**
+ * The models in a web page, for the browser tests: bundled for the browser with esbuild and driven
+ * through `globalThis.browserModels`.
+ */
+const browserModels = {
+  /**
+   * Selects `backend` (the wasm binaries from `wasmBase`), builds the default mnist-mlp at its
+   * initial parameters of `seed`, and computes the loss and gradient of a stand-in batch.
+   */
+  async gradient(
+    backend: "wasm" | "cpu",
+    wasmBase: string,
+    seed: number,
+  ): Promise<{ backend: string; loss: number; gradient: number[] }> {
+    const selected = await selectBackend(backend, {
+      loaders: {
+        wasm: async () => {
+          const wasm = await import("@tensorflow/tfjs-backend-wasm");
+          wasm.setWasmPaths(wasmBase);
+          return wasm;
+        },
+        cpu: cpuBackendLoader,
+      },
+    });
+    const config = parseExperimentConfig({}).model;
+    const model = createModel(config);
+    try {
+      model.setParameters(model.initialParameters(seed));
+      const result = await model.computeGradients(syntheticBatch(modelKindOf(config), 64, seed), seed);
+      return { backend: selected.name, loss: result.loss, gradient: Array.from(result.gradient) };
+    } finally {
+      model.dispose();
+    }
+  },
+};
+
+export type BrowserModels = typeof browserModels;
+
+(globalThis as { browserModels?: BrowserModels }).browserModels = browserModels;
