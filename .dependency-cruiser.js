@@ -22,8 +22,9 @@ const WORKSPACE_LAYERS = [
  * The engine's folders (packages/swarm/src), lowest layer first: a folder imports only folders of
  * lower layers, never one of its own layer or above. The files at the package's root other than
  * the shared errors (`swarm.ts`, `identity.ts`) sit on top, the node session (`session/`) above
- * them, and `index.ts` above everything the engine is. What a node needs of Node.js (`node/`: files,
- * Prometheus over HTTP, the CLI helpers) sits beside it, outside: only `node.ts` imports it.
+ * them, and `index.ts` above everything the engine is. What a node needs of its runtime sits beside
+ * it, outside: Node.js's in `node/` (files, Prometheus over HTTP, the CLI helpers), a browser's in
+ * `browser/` (IndexedDB); only `node.ts` and `browser.ts` import them.
  */
 const SWARM_LAYERS = [
   ["errors.ts", "time"],
@@ -73,19 +74,27 @@ function workspaceRules() {
   });
 }
 
+/** The runtimes a core runs in, each with its adapters (a folder) and their entry point. */
+const RUNTIMES = [
+  { runtime: "node", name: "Node.js" },
+  { runtime: "browser", name: "browser" },
+];
+
 /**
- * A package whose core runs in a browser too: nothing in it imports its Node.js adapters (node/);
- * only its Node.js entry point (node.ts) does, and the programs get them from @barnraise/<pkg>/node.
+ * A package whose core runs in Node.js and in browsers: nothing in it imports a runtime's adapters
+ * (node/, browser/), and one runtime's adapters import none of another's; only a runtime's entry
+ * point (node.ts, browser.ts) imports its adapters, and the programs get them from
+ * @barnraise/<pkg>/<runtime>.
  */
-function coreNotNode(pkg, what) {
+function coreNotRuntime(pkg, what) {
   const root = `packages/${pkg}/src`;
-  return {
-    name: `${pkg}-core-not-node`,
-    comment: `${what} (${root}) runs in a browser too: only node.ts imports the Node.js adapters (node/), for @barnraise/${pkg}/node.`,
+  return RUNTIMES.map(({ runtime, name }) => ({
+    name: `${pkg}-core-not-${runtime}`,
+    comment: `${what} (${root}) runs in Node.js and in browsers: only ${runtime}.ts imports the ${name} adapters (${runtime}/), for @barnraise/${pkg}/${runtime}.`,
     severity: "error",
-    from: { path: `^${escape(root)}/`, pathNot: under(root, ["node", "node.ts"]) },
-    to: { path: under(root, ["node"]) },
-  };
+    from: { path: `^${escape(root)}/`, pathNot: under(root, [runtime, `${runtime}.ts`]) },
+    to: { path: under(root, [runtime]) },
+  }));
 }
 
 export default {
@@ -110,27 +119,27 @@ export default {
     {
       name: "swarm-layers",
       comment:
-        "The engine's folders import none of the files on top (swarm.ts, identity.ts); only the node session (session/) and the Node.js adapters (node/) are above them.",
+        "The engine's folders import none of the files on top (swarm.ts, identity.ts); only the node session (session/) and the runtime adapters (node/, browser/) are above them.",
       severity: "error",
       from: {
         path: "^packages/swarm/src/([^/]+/|errors\\.ts$)",
-        pathNot: "^packages/swarm/src/(session|node)/",
+        pathNot: "^packages/swarm/src/(session|node|browser)/",
       },
       to: { path: "^packages/swarm/src/[^/]+\\.ts$", pathNot: "/errors\\.ts$" },
     },
     {
       name: "swarm-layers",
       comment:
-        "The node session (session/) is the engine's top: only the package's entry points and the Node.js adapters (node/) import it.",
+        "The node session (session/) is the engine's top: only the package's entry points and the runtime adapters (node/, browser/) import it.",
       severity: "error",
       from: {
         path: "^packages/swarm/src/",
-        pathNot: "^packages/swarm/src/(session/|node/|index\\.ts$|node\\.ts$)",
+        pathNot: "^packages/swarm/src/(session/|node/|browser/|index\\.ts$|node\\.ts$|browser\\.ts$)",
       },
       to: { path: "^packages/swarm/src/session/" },
     },
-    coreNotNode("swarm", "The engine"),
-    coreNotNode("models", "The models package"),
+    ...coreNotRuntime("swarm", "The engine"),
+    ...coreNotRuntime("models", "The models package"),
     {
       name: "web-api-is-the-contract",
       comment:

@@ -15,7 +15,7 @@ import { builtinModules } from "node:module";
 import { relative } from "node:path";
 import { build, type Plugin } from "esbuild";
 
-const ENTRY_POINTS = ["@barnraise/protocol", "@barnraise/swarm", "@barnraise/models"];
+const ENTRY_POINTS = ["@barnraise/protocol", "@barnraise/swarm", "@barnraise/swarm/browser", "@barnraise/models"];
 
 const root = new URL("..", import.meta.url).pathname;
 const builtins = new Set(builtinModules);

@@ -3,14 +3,15 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { basename } from "node:path";
 import { build } from "esbuild";
-import { chromium, type Browser, type Page } from "playwright-core";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 
 /**
  * A lab for code that runs in browsers: one headless Chromium (Debian's, at `CHROMIUM_PATH`, default
  * /usr/bin/chromium) and a page server on 127.0.0.1. A page opens at the server's origin, a local
  * one, so Chromium lets it open WebSockets to this machine (a page of a public origin would need the
  * local network access permission), and runs a TypeScript entry bundled by esbuild for
- * `platform: "browser"`: what it puts on `globalThis` is the test's handle.
+ * `platform: "browser"`: what it puts on `globalThis` is the test's handle. The pages share one
+ * browser profile, as the tabs of one browser do: what one stores in IndexedDB, the next finds.
  */
 
 export interface BrowserLabOptions {
@@ -28,13 +29,15 @@ const CONTENT_TYPES: Readonly<Record<string, string>> = { wasm: "application/was
 
 export class BrowserLab {
   readonly #browser: Browser;
+  readonly #context: BrowserContext;
   readonly #server: Server;
   /** The page server's origin, with a trailing slash: where `files` are served. */
   readonly origin: string;
   readonly #pages: Page[] = [];
 
-  private constructor(browser: Browser, server: Server, origin: string) {
+  private constructor(browser: Browser, context: BrowserContext, server: Server, origin: string) {
     this.#browser = browser;
+    this.#context = context;
     this.#server = server;
     this.origin = origin;
   }
@@ -67,7 +70,8 @@ export class BrowserLab {
     const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
     const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
     try {
-      return new BrowserLab(await chromium.launch({ executablePath, headless: true }), server, origin);
+      const browser = await chromium.launch({ executablePath, headless: true });
+      return new BrowserLab(browser, await browser.newContext(), server, origin);
     } catch (error) {
       server.close();
       throw error;
@@ -89,7 +93,7 @@ export class BrowserLab {
       logLevel: "error",
       external: ["node:*"],
     });
-    const page = await this.#browser.newPage();
+    const page = await this.#context.newPage();
     this.#pages.push(page);
     const errors: string[] = [];
     page.on("pageerror", (error) => errors.push(error.message));

@@ -1,0 +1,5 @@
+/**
+ * What a node needs of a browser: the runtime implementations of the engine's ports for a web page
+ * or worker. The engine itself is `@barnraise/swarm`.
+ */
+export * from "./browser/indexeddb-node-store.ts";
