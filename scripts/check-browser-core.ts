@@ -15,7 +15,13 @@ import { builtinModules } from "node:module";
 import { relative } from "node:path";
 import { build, type Plugin } from "esbuild";
 
-const ENTRY_POINTS = ["@barnraise/protocol", "@barnraise/swarm", "@barnraise/swarm/browser", "@barnraise/models"];
+const ENTRY_POINTS = [
+  "@barnraise/protocol",
+  "@barnraise/swarm",
+  "@barnraise/swarm/browser",
+  "@barnraise/models",
+  "@barnraise/models/browser",
+];
 
 const root = new URL("..", import.meta.url).pathname;
 const builtins = new Set(builtinModules);

@@ -45,8 +45,8 @@ async function importOptional(packageName: string): Promise<unknown> {
   return (await import(/* @vite-ignore */ packageName)) as unknown;
 }
 
-/** The real loaders: dynamic imports of the backend packages. */
-export const nodeBackendLoaders: BackendLoaders = {
+/** The real loaders: dynamic imports of the backend packages (WebGL is a browser's, not Node.js's). */
+export const nodeBackendLoaders: Omit<BackendLoaders, "webgl"> = {
   gpu: () => importOptional("@tensorflow/tfjs-node-gpu"),
   webgpu: createWebGpuLoader(),
   node: () => importOptional("@tensorflow/tfjs-node"),

@@ -3,25 +3,34 @@ import { benchmarkBackend, formatGflops, type BackendBenchmark } from "./benchma
 
 /**
  * Picks the TF.js backend a volunteer's machine trains on (DESIGN §5). "auto" takes the first of
- * tfjs-node-gpu, tfjs-node, WebAssembly and pure JS that works, then tries WebGPU (Dawn) and keeps
- * whichever of the two multiplies matrices faster, measured here: a real GPU beats the CPU by far,
- * while WebGPU on a software rasterizer is slower than wasm. How each package is loaded depends on
- * the runtime: the caller gives the loaders (`nodeBackendLoaders` in `@barnraise/models/node` import
- * each package dynamically, so a missing optional package is skipped, with the reason kept, instead
- * of crashing the peer). A backend without a loader is unavailable.
+ * tfjs-node-gpu, tfjs-node, WebAssembly and pure JS that works, then tries the GPU backends of the
+ * runtime (WebGPU: Dawn in Node.js, the browser's own; WebGL in a browser) and keeps whichever
+ * multiplies matrices fastest, measured here: a real GPU beats the CPU by far, while WebGPU or WebGL
+ * on a software rasterizer is slower than wasm. How each package is loaded depends on the runtime:
+ * the caller gives the loaders it has (`nodeBackendLoaders` in `@barnraise/models/node` import each
+ * package dynamically, so a missing optional package is skipped, with the reason kept, instead of
+ * crashing the peer). A backend without a loader is not one of this runtime's: asked for, it is
+ * unavailable; "auto" passes over it without a word.
  *
  * TF.js has one global engine: selection switches the active backend for the whole process, so do
  * not run two selections at the same time.
  */
 
-/** What the volunteer asks for with `--backend`. "auto" takes the fastest backend that loads. */
-export type BackendChoice = "auto" | "gpu" | "webgpu" | "node" | "wasm" | "cpu";
+/** What the volunteer asks for (`--backend`). "auto" takes the fastest backend that loads. */
+export type BackendChoice = "auto" | "gpu" | "webgpu" | "webgl" | "node" | "wasm" | "cpu";
 
 /** A concrete backend, as reported to the volunteer. */
-export type BackendName = "tensorflow-gpu" | "webgpu" | "tensorflow" | "wasm" | "cpu";
+export type BackendName = "tensorflow-gpu" | "webgpu" | "webgl" | "tensorflow" | "wasm" | "cpu";
 
-/** Every accepted `--backend` value. */
-export const BACKEND_CHOICES: readonly BackendChoice[] = ["auto", "gpu", "webgpu", "node", "wasm", "cpu"];
+/** Every `--backend` value the command-line peer accepts (WebGL is a browser's). */
+export const BACKEND_CHOICES: readonly Exclude<BackendChoice, "webgl">[] = [
+  "auto",
+  "gpu",
+  "webgpu",
+  "node",
+  "wasm",
+  "cpu",
+];
 
 /** Loads one backend package (registering its TF.js backend as a side effect). */
 export type BackendLoader = () => Promise<unknown>;
@@ -119,6 +128,13 @@ const CANDIDATES: readonly Candidate[] = [
       "Mesa's EGL: libegl1 libegl-mesa0 libgles2), or run with --backend auto",
   },
   {
+    choice: "webgl",
+    name: "webgl",
+    packageName: "@tensorflow/tfjs-backend-webgl",
+    tfName: "webgl",
+    advice: "WebGL needs a browser that has it enabled, or choose auto",
+  },
+  {
     choice: "node",
     name: "tensorflow",
     packageName: "@tensorflow/tfjs-node",
@@ -171,8 +187,9 @@ export async function selectBackend(
   }
   const skipped: { name: BackendName; reason: string }[] = [];
   const causes: unknown[] = [];
+  const ofRuntime = CANDIDATES.filter((candidate) => loaders[candidate.choice] !== undefined);
   let found: { candidate: Candidate; outcome: Activation } | undefined;
-  for (const candidate of CANDIDATES.filter((c) => c.choice !== "webgpu")) {
+  for (const candidate of ofRuntime.filter((c) => !GPU_CHOICES.has(c.choice))) {
     try {
       const outcome = await activate(candidate, loaders[candidate.choice], true);
       skipped.push(...outcome.skipped);
@@ -183,48 +200,59 @@ export async function selectBackend(
       causes.push(error);
     }
   }
-  const webgpu = candidateFor("webgpu");
-  let gpuOutcome: Activation | undefined;
-  try {
-    gpuOutcome = await activate(webgpu, loaders.webgpu, true);
-  } catch (error) {
-    skipped.push({ name: webgpu.name, reason: describeFailure(error, webgpu.packageName) });
-    causes.push(error);
+  // The GPU backends that work, each measured while it is active (the first found is measured last).
+  const measure = options.measure ?? (() => benchmarkBackend());
+  const contenders: Contender[] = [];
+  for (const candidate of ofRuntime.filter((c) => GPU_CHOICES.has(c.choice))) {
+    try {
+      const outcome = await activate(candidate, loaders[candidate.choice], true);
+      contenders.push({ candidate, outcome });
+    } catch (error) {
+      skipped.push({ name: candidate.name, reason: describeFailure(error, candidate.packageName) });
+      causes.push(error);
+    }
   }
-  if (found === undefined) {
-    if (gpuOutcome !== undefined) return { choice, ...selection(webgpu, gpuOutcome), skipped };
+  if (found === undefined && contenders.length === 0) {
     const reasons = skipped.map((s) => `${s.name}: ${s.reason}`).join("; ");
     throw new BackendUnavailableError(
       choice,
-      `no TF.js backend could be loaded (${reasons}); reinstall the peer's dependencies (\`npm ci\`)`,
+      `no TF.js backend could be loaded (${reasons || "this runtime has none"}); reinstall the peer's dependencies (\`npm ci\`)`,
       { cause: new AggregateError(causes, "every backend failed") },
     );
   }
-  if (gpuOutcome === undefined) {
-    await useBackend(found.candidate.tfName);
-    return { choice, ...selection(found.candidate, found.outcome), skipped };
+  const only =
+    contenders.length === 0
+      ? found
+      : found === undefined && contenders.length === 1
+        ? contenders[0]
+        : undefined;
+  if (only !== undefined) {
+    await useBackend(only.candidate.tfName);
+    return { choice, ...selection(only.candidate, only.outcome), skipped };
   }
-  // Both work: time each on the same matrix products and keep the faster.
-  const measure = options.measure ?? (() => benchmarkBackend());
-  const gpuSpeed = await measure();
-  await useBackend(found.candidate.tfName);
-  const otherSpeed = await measure();
-  const [winner, loser] =
-    gpuSpeed.gflops > otherSpeed.gflops
-      ? [
-          { candidate: webgpu, outcome: gpuOutcome, speed: gpuSpeed },
-          { ...found, speed: otherSpeed },
-        ]
-      : [
-          { ...found, speed: otherSpeed },
-          { candidate: webgpu, outcome: gpuOutcome, speed: gpuSpeed },
-        ];
+  // Several work: time each on the same matrix products and keep the fastest.
+  const timed: Array<Contender & { speed: BackendBenchmark }> = [];
+  for (const contender of [...contenders, ...(found === undefined ? [] : [found])]) {
+    await useBackend(contender.candidate.tfName);
+    timed.push({ ...contender, speed: await measure() });
+  }
+  const winner = timed.reduce((best, next) => (next.speed.gflops > best.speed.gflops ? next : best));
   await useBackend(winner.candidate.tfName);
-  skipped.push({
-    name: loser.outcome.name,
-    reason: `measured ${formatGflops(loser.speed.gflops)} GFLOP/s against ${winner.outcome.name}'s ${formatGflops(winner.speed.gflops)}`,
-  });
+  for (const loser of timed.filter((contender) => contender !== winner)) {
+    skipped.push({
+      name: loser.outcome.name,
+      reason: `measured ${formatGflops(loser.speed.gflops)} GFLOP/s against ${winner.outcome.name}'s ${formatGflops(winner.speed.gflops)}`,
+    });
+  }
   return { choice, ...selection(winner.candidate, winner.outcome), skipped, benchmark: winner.speed };
+}
+
+/** The GPU backends "auto" measures against the first other backend that works. */
+const GPU_CHOICES: ReadonlySet<BackendChoice> = new Set(["webgpu", "webgl"]);
+
+interface Contender {
+  readonly candidate: Candidate;
+  readonly outcome: Activation;
 }
 
 function candidateFor(choice: Exclude<BackendChoice, "auto">): Candidate {

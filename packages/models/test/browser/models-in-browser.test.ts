@@ -78,4 +78,20 @@ describe("the models in Chromium", () => {
     },
     60_000,
   );
+
+  it("choose for auto the fastest of the browser's backends that work, saying why the others were passed over", async () => {
+    const { page, errors } = await lab.open(ENTRY, "browserModels");
+    const auto = await page.evaluate(
+      (base) => (globalThis as unknown as { browserModels: BrowserModels }).browserModels.autoBackend(base),
+      lab.origin,
+    );
+    expect(errors).toEqual([]);
+    // Headless Chromium here has no WebGPU adapter; WebGL (software) and wasm both work, and one
+    // was measured against the other. Never a Node.js backend.
+    expect(["webgl", "wasm"]).toContain(auto.name);
+    expect(auto.skipped.some((line) => line.startsWith("webgpu: "))).toBe(true);
+    expect(auto.skipped.filter((line) => / measured .* GFLOP\/s against /.test(line))).toHaveLength(1);
+    expect(auto.skipped.join(" ")).not.toMatch(/tensorflow/);
+    expect(auto.line).toMatch(new RegExp(`^backend: ${auto.name} .* GFLOP/s`));
+  }, 60_000);
 });

@@ -1,13 +1,15 @@
 import { parseExperimentConfig } from "@barnraise/protocol";
 import { createModel, modelKindOf } from "../../src/models/model-kinds.ts";
 import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
-import { cpuBackendLoader, selectBackend } from "../../src/tf/backend.ts";
+import { browserBackendLoaders } from "../../src/browser/browser-backends.ts";
+import { cpuBackendLoader, describeBackend, selectBackend } from "../../src/tf/backend.ts";
 
 /**
  * The models in a web page, for the browser tests: bundled for the browser with esbuild and driven
  * through `globalThis.browserModels`.
  */
 const browserModels = {
+  autoBackend: (wasmBase: string) => autoBackend(wasmBase),
   /**
    * Selects `backend` (the wasm binaries from `wasmBase`), builds the default mnist-mlp at its
    * initial parameters of `seed`, and computes the loss and gradient of a stand-in batch.
@@ -40,5 +42,15 @@ const browserModels = {
 };
 
 export type BrowserModels = typeof browserModels;
+
+/** Selects "auto" among the browser's backends, as a volunteer's tab does; the line it reports. */
+async function autoBackend(wasmBase: string): Promise<{ name: string; skipped: string[]; line: string }> {
+  const selected = await selectBackend("auto", { loaders: browserBackendLoaders({ wasmBase }) });
+  return {
+    name: selected.name,
+    skipped: selected.skipped.map((skipped) => `${skipped.name}: ${skipped.reason}`),
+    line: describeBackend(selected, selected.benchmark),
+  };
+}
 
 (globalThis as { browserModels?: BrowserModels }).browserModels = browserModels;

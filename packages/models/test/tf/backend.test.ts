@@ -1,3 +1,4 @@
+import * as tf from "@tensorflow/tfjs-core";
 import { describe, expect, it } from "vitest";
 import { BackendUnavailableError, cpuBackendLoader, selectBackend } from "../../src/tf/backend.ts";
 
@@ -17,17 +18,43 @@ describe("selectBackend with the loaders a runtime has", () => {
     );
   });
 
-  it("takes, for auto, the first backend this runtime has a loader for", async () => {
+  it("takes, for auto, the first backend this runtime has, passing over those it has not", async () => {
     const selected = await selectBackend("auto", { loaders: { cpu: cpuBackendLoader } });
     expect(selected.name).toBe("cpu");
-    expect(selected.skipped.map((skipped) => skipped.name)).toEqual([
-      "tensorflow-gpu",
-      "tensorflow",
-      "wasm",
-      "webgpu",
+    expect(selected.skipped).toEqual([]);
+  });
+
+  it("measures, for auto, the GPU backends that work against the first other one, and keeps the fastest", async () => {
+    // Stand-ins registered under the GPU backends' names, so that a browser's choice runs here.
+    const cpuAs = (name: string) => async () => {
+      const { MathBackendCPU } = await import("@tensorflow/tfjs-backend-cpu");
+      if (!tf.engine().backendNames().includes(name)) tf.registerBackend(name, () => new MathBackendCPU());
+      for (const kernel of tf.getKernelsForBackend("cpu")) {
+        tf.registerKernel({ ...kernel, backendName: name });
+      }
+    };
+    const speeds: Record<string, number> = { webgpu: 5, webgl: 40, cpu: 20 };
+    const measured: string[] = [];
+    const selected = await selectBackend("auto", {
+      loaders: {
+        webgpu: cpuAs("webgpu"),
+        webgl: cpuAs("webgl"),
+        wasm: () => Promise.reject(new Error("no wasm binaries here")),
+        cpu: cpuBackendLoader,
+      },
+      measure: () => {
+        const name = tf.getBackend();
+        measured.push(name);
+        return Promise.resolve({ gflops: speeds[name] ?? 0, matmulSize: 64, runs: 1, milliseconds: 1 });
+      },
+    });
+    expect(selected.name).toBe("webgl");
+    expect(tf.getBackend()).toBe("webgl");
+    expect(measured).toEqual(["webgpu", "webgl", "cpu"]);
+    expect(selected.skipped).toEqual([
+      { name: "wasm", reason: "failed to load: no wasm binaries here" },
+      { name: "webgpu", reason: "measured 5.00 GFLOP/s against webgl's 40.0" },
+      { name: "cpu", reason: "measured 20.0 GFLOP/s against webgl's 40.0" },
     ]);
-    expect(selected.skipped.every((skipped) => skipped.reason === "is not available in this runtime")).toBe(
-      true,
-    );
   });
 });
