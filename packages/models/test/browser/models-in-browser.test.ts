@@ -94,4 +94,38 @@ describe("the models in Chromium", () => {
     expect(auto.skipped.join(" ")).not.toMatch(/tensorflow/);
     expect(auto.line).toMatch(new RegExp(`^backend: ${auto.name} .* GFLOP/s`));
   }, 60_000);
+
+  it("keep verified files in IndexedDB across page loads, each store within a name apart", async () => {
+    const first = (await lab.open(ENTRY, "browserModels")).page;
+    const where = await first.evaluate(() =>
+      (globalThis as unknown as { browserModels: BrowserModels }).browserModels.putBlob(
+        "cache",
+        ["datasets", "mnist", "shard-0"],
+        [1, 2, 3],
+      ),
+    );
+    expect(where).toBe("IndexedDB barnraise-blobs-cache (datasets/mnist/shard-0)");
+    await first.evaluate(() =>
+      (globalThis as unknown as { browserModels: BrowserModels }).browserModels.putBlob(
+        "cache",
+        ["shard-0"],
+        [9],
+      ),
+    );
+    await lab.closePages();
+
+    const second = (await lab.open(ENTRY, "browserModels")).page;
+    const read = (path: string[]) =>
+      second.evaluate(
+        (blobPath) =>
+          (globalThis as unknown as { browserModels: BrowserModels }).browserModels.getBlob(
+            "cache",
+            blobPath,
+          ),
+        path,
+      );
+    expect(await read(["datasets", "mnist", "shard-0"])).toEqual([1, 2, 3]);
+    expect(await read(["shard-0"])).toEqual([9]);
+    expect(await read(["datasets", "mnist", "shard-1"])).toBeUndefined();
+  }, 60_000);
 });

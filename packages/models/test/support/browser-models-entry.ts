@@ -2,6 +2,7 @@ import { parseExperimentConfig } from "@barnraise/protocol";
 import { createModel, modelKindOf } from "../../src/models/model-kinds.ts";
 import { syntheticBatch } from "../../src/data/synthetic-batch.ts";
 import { browserBackendLoaders } from "../../src/browser/browser-backends.ts";
+import { indexedDbBlobStore } from "../../src/browser/indexeddb-blob-store.ts";
 import { cpuBackendLoader, describeBackend, selectBackend } from "../../src/tf/backend.ts";
 
 /**
@@ -10,6 +11,17 @@ import { cpuBackendLoader, describeBackend, selectBackend } from "../../src/tf/b
  */
 const browserModels = {
   autoBackend: (wasmBase: string) => autoBackend(wasmBase),
+  /** Writes `bytes` as `path` (names joined by "/", the last the blob's) in the blob store `name`. */
+  async putBlob(name: string, path: string[], bytes: number[]): Promise<string> {
+    const store = path.slice(0, -1).reduce((within, part) => within.within(part), indexedDbBlobStore(name));
+    await store.put(path.at(-1) ?? "", new Uint8Array(bytes));
+    return store.describe(path.at(-1) ?? "");
+  },
+  async getBlob(name: string, path: string[]): Promise<number[] | undefined> {
+    const store = path.slice(0, -1).reduce((within, part) => within.within(part), indexedDbBlobStore(name));
+    const bytes = await store.get(path.at(-1) ?? "");
+    return bytes === undefined ? undefined : Array.from(bytes);
+  },
   /**
    * Selects `backend` (the wasm binaries from `wasmBase`), builds the default mnist-mlp at its
    * initial parameters of `seed`, and computes the loss and gradient of a stand-in batch.
