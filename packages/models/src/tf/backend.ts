@@ -236,7 +236,8 @@ export async function selectBackend(
     await useBackend(contender.candidate.tfName);
     timed.push({ ...contender, speed: await measure() });
   }
-  const winner = timed.reduce((best, next) => (next.speed.gflops > best.speed.gflops ? next : best));
+  // A GPU backend must be faster to win: on a tie the other one (measured last) stays.
+  const winner = timed.reduceRight((best, next) => (next.speed.gflops > best.speed.gflops ? next : best));
   await useBackend(winner.candidate.tfName);
   for (const loser of timed.filter((contender) => contender !== winner)) {
     skipped.push({

@@ -6,6 +6,16 @@ import { BackendUnavailableError, cpuBackendLoader, selectBackend } from "../../
  * The backend choice of the browser-ready core: the runtime gives the loaders it has, and a
  * backend without one is unavailable (the Node.js loaders are tested in test/node/node-backends.test.ts).
  */
+/** A loader of the plain JavaScript backend under another backend's name: a browser's choice, run here. */
+function cpuAs(name: string) {
+  return async () => {
+    const { MathBackendCPU } = await import("@tensorflow/tfjs-backend-cpu");
+    if (tf.engine().backendNames().includes(name)) return;
+    tf.registerBackend(name, () => new MathBackendCPU());
+    for (const kernel of tf.getKernelsForBackend("cpu")) tf.registerKernel({ ...kernel, backendName: name });
+  };
+}
+
 describe("selectBackend with the loaders a runtime has", () => {
   it("refuses a backend this runtime has no loader for, saying so", async () => {
     const error = await selectBackend("wasm", { loaders: { cpu: cpuBackendLoader } }).then(
@@ -25,14 +35,6 @@ describe("selectBackend with the loaders a runtime has", () => {
   });
 
   it("measures, for auto, the GPU backends that work against the first other one, and keeps the fastest", async () => {
-    // Stand-ins registered under the GPU backends' names, so that a browser's choice runs here.
-    const cpuAs = (name: string) => async () => {
-      const { MathBackendCPU } = await import("@tensorflow/tfjs-backend-cpu");
-      if (!tf.engine().backendNames().includes(name)) tf.registerBackend(name, () => new MathBackendCPU());
-      for (const kernel of tf.getKernelsForBackend("cpu")) {
-        tf.registerKernel({ ...kernel, backendName: name });
-      }
-    };
     const speeds: Record<string, number> = { webgpu: 5, webgl: 40, cpu: 20 };
     const measured: string[] = [];
     const selected = await selectBackend("auto", {
@@ -56,5 +58,15 @@ describe("selectBackend with the loaders a runtime has", () => {
       { name: "webgpu", reason: "measured 5.00 GFLOP/s against webgl's 40.0" },
       { name: "cpu", reason: "measured 20.0 GFLOP/s against webgl's 40.0" },
     ]);
+  });
+
+  it("keeps, for auto, the other backend when a GPU backend is no faster", async () => {
+    const selected = await selectBackend("auto", {
+      loaders: { webgl: cpuAs("webgl"), cpu: cpuBackendLoader },
+      measure: () => Promise.resolve({ gflops: 10, matmulSize: 64, runs: 1, milliseconds: 1 }),
+    });
+    expect(selected.name).toBe("cpu");
+    expect(tf.getBackend()).toBe("cpu");
+    expect(selected.skipped).toEqual([{ name: "webgl", reason: "measured 10.0 GFLOP/s against cpu's 10.0" }]);
   });
 });
