@@ -3,7 +3,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { basename } from "node:path";
 import { build } from "esbuild";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { chromium, type Browser, type BrowserContext, type JSHandle, type Page } from "playwright-core";
 
 /**
  * A lab for code that runs in browsers: one headless Chromium (Debian's, at `CHROMIUM_PATH`, default
@@ -19,8 +19,10 @@ export interface BrowserLabOptions {
   readonly files?: readonly string[];
 }
 
-export interface LabPage {
+export interface LabPage<T> {
   readonly page: Page;
+  /** What the entry put on `globalThis`, to drive with `handle.evaluate((it, arg) => …, arg)`. */
+  readonly handle: JSHandle<T>;
   /** The uncaught errors the page has thrown so far. */
   readonly errors: readonly string[];
 }
@@ -79,11 +81,11 @@ export class BrowserLab {
   }
 
   /**
-   * Opens a page that runs `entry` (a TypeScript file) bundled for the browser, and waits until it
-   * has set `globalThis[handle]`. Node.js built-ins imported only dynamically (as Emscripten builds
+   * Opens a page that runs `entry` (a TypeScript file) bundled for the browser, waits until it has
+   * set `globalThis[handle]`, and returns that as a handle of type `T` (the entry's own type). Node.js built-ins imported only dynamically (as Emscripten builds
    * do when they run in Node.js) are left out of the bundle.
    */
-  async open(entry: string, handle: string): Promise<LabPage> {
+  async open<T>(entry: string, handle: string): Promise<LabPage<T>> {
     const built = await build({
       entryPoints: [entry],
       bundle: true,
@@ -103,7 +105,11 @@ export class BrowserLab {
       type: "module",
     });
     await page.waitForFunction((name) => name in globalThis, handle);
-    return { page, errors };
+    const found = await page.evaluateHandle(
+      (name) => (globalThis as unknown as Record<string, unknown>)[name] as T,
+      handle,
+    );
+    return { page, handle: found, errors };
   }
 
   /** Closes the pages opened so far. */

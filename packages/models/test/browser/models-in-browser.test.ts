@@ -52,14 +52,9 @@ describe("the models in Chromium", () => {
     "compute on %s the loss and gradient Node.js computes",
     async (backend) => {
       const expected = await inNode();
-      const { page, errors } = await lab.open(ENTRY, "browserModels");
-      const result = await page.evaluate(
-        ([name, base, seed]) =>
-          (globalThis as unknown as { browserModels: BrowserModels }).browserModels.gradient(
-            name,
-            base,
-            seed,
-          ),
+      const { handle, errors } = await lab.open<BrowserModels>(ENTRY, "browserModels");
+      const result = await handle.evaluate(
+        (models, [name, base, seed]) => models.gradient(name, base, seed),
         [backend, lab.origin, SEED] as const,
       );
       expect(errors).toEqual([]);
@@ -80,11 +75,8 @@ describe("the models in Chromium", () => {
   );
 
   it("choose for auto the fastest of the browser's backends that work, saying why the others were passed over", async () => {
-    const { page, errors } = await lab.open(ENTRY, "browserModels");
-    const auto = await page.evaluate(
-      (base) => (globalThis as unknown as { browserModels: BrowserModels }).browserModels.autoBackend(base),
-      lab.origin,
-    );
+    const { handle, errors } = await lab.open<BrowserModels>(ENTRY, "browserModels");
+    const auto = await handle.evaluate((models, base) => models.autoBackend(base), lab.origin);
     expect(errors).toEqual([]);
     // Headless Chromium here has no WebGPU adapter; WebGL (software) and wasm both work, and one
     // was measured against the other. Never a Node.js backend.
@@ -96,34 +88,17 @@ describe("the models in Chromium", () => {
   }, 60_000);
 
   it("keep verified files in IndexedDB across page loads, each store within a name apart", async () => {
-    const first = (await lab.open(ENTRY, "browserModels")).page;
-    const where = await first.evaluate(() =>
-      (globalThis as unknown as { browserModels: BrowserModels }).browserModels.putBlob(
-        "cache",
-        ["datasets", "mnist", "shard-0"],
-        [1, 2, 3],
-      ),
+    const first = (await lab.open<BrowserModels>(ENTRY, "browserModels")).handle;
+    const where = await first.evaluate((models) =>
+      models.putBlob("cache", ["datasets", "mnist", "shard-0"], [1, 2, 3]),
     );
     expect(where).toBe("IndexedDB barnraise-blobs-cache (datasets/mnist/shard-0)");
-    await first.evaluate(() =>
-      (globalThis as unknown as { browserModels: BrowserModels }).browserModels.putBlob(
-        "cache",
-        ["shard-0"],
-        [9],
-      ),
-    );
+    await first.evaluate((models) => models.putBlob("cache", ["shard-0"], [9]));
     await lab.closePages();
 
-    const second = (await lab.open(ENTRY, "browserModels")).page;
+    const second = (await lab.open<BrowserModels>(ENTRY, "browserModels")).handle;
     const read = (path: string[]) =>
-      second.evaluate(
-        (blobPath) =>
-          (globalThis as unknown as { browserModels: BrowserModels }).browserModels.getBlob(
-            "cache",
-            blobPath,
-          ),
-        path,
-      );
+      second.evaluate((models, blobPath) => models.getBlob("cache", blobPath), path);
     expect(await read(["datasets", "mnist", "shard-0"])).toEqual([1, 2, 3]);
     expect(await read(["shard-0"])).toEqual([9]);
     expect(await read(["datasets", "mnist", "shard-1"])).toBeUndefined();

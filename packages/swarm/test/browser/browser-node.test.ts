@@ -1,6 +1,6 @@
 import { generateKeyPair, toBase64Url, type KeyPair } from "@barnraise/protocol";
 import { BrowserLab } from "@barnraise/browserlab";
-import type { Page } from "playwright-core";
+import type { JSHandle } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { SwarmNode } from "../../src/p2p/swarm-node.ts";
 import type { BrowserNode, BrowserNodeInit } from "../support/browser-node-entry.ts";
@@ -31,15 +31,12 @@ afterAll(async () => {
   await lab.stop();
 });
 
-/** A page running the bundled node, started with `init`; returns the page and the tab's PeerId. */
-async function openTab(init: BrowserNodeInit): Promise<{ page: Page; peerId: string }> {
-  const { page, errors } = await lab.open(ENTRY, "browserNode");
-  const peerId = await page.evaluate(
-    (tabInit) => (globalThis as unknown as { browserNode: BrowserNode }).browserNode.start(tabInit),
-    init,
-  );
+/** A page running the bundled node, started with `init`; returns the node's handle and its PeerId. */
+async function openTab(init: BrowserNodeInit): Promise<{ tab: JSHandle<BrowserNode>; peerId: string }> {
+  const { handle, errors } = await lab.open<BrowserNode>(ENTRY, "browserNode");
+  const peerId = await handle.evaluate((node, tabInit) => node.start(tabInit), init);
   expect(errors).toEqual([]);
-  return { page, peerId };
+  return { tab: handle, peerId };
 }
 
 function tabInit(
@@ -77,15 +74,12 @@ describe("a swarm node in Chromium", () => {
     const authority = new TestAuthority();
     const { member, ws } = await startMember(authority);
     const identity = generateKeyPair();
-    const { page, peerId } = await openTab(
+    const { tab, peerId } = await openTab(
       tabInit(authority, identity, authority.pass(identity, { username: "tab" }), ws),
     );
 
     await eventually(() => member.members().includes(peerId), "the Node.js node admits the tab");
     expect(member.modeOf(peerId)).toBe("client");
-    const tab = await page.evaluateHandle(
-      () => (globalThis as unknown as { browserNode: BrowserNode }).browserNode,
-    );
     expect(await tab.evaluate((node) => node.members())).toEqual([member.peerId]);
     expect(await tab.evaluate((node, peer) => node.modeOf(peer), member.peerId)).toBe("node");
     // Signed both ways: each side answers with the username of the caller's pass.
@@ -104,14 +98,10 @@ describe("a swarm node in Chromium", () => {
     const { member, ws } = await startMember(authority);
     const stranger = new TestAuthority(authority.experimentId);
     const identity = generateKeyPair();
-    const { page, peerId } = await openTab(tabInit(stranger, identity, stranger.pass(identity), ws));
+    const { tab, peerId } = await openTab(tabInit(stranger, identity, stranger.pass(identity), ws));
 
     await eventually(() => member.authorizer.isDenied(peerId), "the Node.js node denies the tab");
     expect(member.members()).toEqual([]);
-    expect(
-      await page.evaluate(() =>
-        (globalThis as unknown as { browserNode: BrowserNode }).browserNode.members(),
-      ),
-    ).toEqual([]);
+    expect(await tab.evaluate((node) => node.members())).toEqual([]);
   }, 60_000);
 });

@@ -26,8 +26,7 @@ afterAll(async () => {
 
 /** The store's handle in a newly loaded page (of the lab's one browser profile). */
 async function loadPage(): Promise<JSHandle<BrowserStore>> {
-  const { page } = await lab.open(ENTRY, "browserStore");
-  return page.evaluateHandle(() => (globalThis as unknown as { browserStore: BrowserStore }).browserStore);
+  return (await lab.open<BrowserStore>(ENTRY, "browserStore")).handle;
 }
 
 /** A database name no other test uses. */

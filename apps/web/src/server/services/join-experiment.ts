@@ -94,17 +94,10 @@ export const PEER_TOKEN_FIELDS = {
   user: { select: { username: true } },
 } as const;
 
-export interface PeerTokenRecord {
-  readonly id: string;
-  readonly experimentId: string;
-  readonly userId: string;
-  readonly role: string;
-  readonly revokedAt: Date | null;
-  readonly user: { readonly username: string };
-}
+export type PeerTokenRecord = NonNullable<Awaited<ReturnType<typeof findPeerToken>>>;
 
 /** The token's row, looked up by its hash; null for a malformed or unknown token. */
-async function findPeerToken(ctx: AppContext, token: string): Promise<PeerTokenRecord | null> {
+async function findPeerToken(ctx: AppContext, token: string) {
   if (!isWellFormedPeerToken(token)) return null;
   return ctx.db.peerToken.findUnique({
     where: { tokenHash: hashPeerToken(token) },
