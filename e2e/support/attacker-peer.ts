@@ -16,6 +16,7 @@ import * as tf from "@tensorflow/tfjs-core";
 import { PeerExitCode, reportFailure } from "../../apps/peer/src/cli.ts";
 import { runPeer } from "../../apps/peer/src/run-peer.ts";
 import { createReporter } from "../../apps/peer/src/ui/create-reporter.ts";
+import { peerToken } from "@barnraise/swarm";
 
 const { values } = parseArgs({
   options: {
@@ -61,7 +62,7 @@ let code: number = PeerExitCode.ok;
 try {
   await runPeer({
     server: new URL(values.server),
-    token,
+    credential: peerToken(token),
     identityPath: values.identity,
     dataDir: values["data-dir"],
     backend: "wasm",

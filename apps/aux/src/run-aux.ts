@@ -1,5 +1,5 @@
 import { StateHolder } from "./roles/state-holder.ts";
-import { joinAsNode, logInto, openNodeSession } from "@barnraise/swarm";
+import { joinAsNode, logInto, openNodeSession, peerToken } from "@barnraise/swarm";
 import { fileNodeStore, prometheusNodeMetrics } from "@barnraise/swarm/node";
 import { AuxPlatformClient } from "./platform-client.ts";
 import type { AuxRunOptions } from "./aux-run-options.ts";
@@ -28,7 +28,7 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
   const { logger, stopSignal } = options;
   const node = await joinAsNode({
     server: options.server,
-    token: options.token,
+    credential: peerToken(options.token),
     store: fileNodeStore(options.identityPath),
     role: "aux",
     log: logInto(logger),

@@ -6,7 +6,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { generateKeyPair, peerIdFromEd25519PublicKey, type KeyPair } from "@barnraise/protocol";
-import { AuthorityKeys, joinPlatform, type JoinedExperiment } from "@barnraise/swarm";
+import { AuthorityKeys, type JoinedExperiment, joinPlatform, peerToken } from "@barnraise/swarm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startPlatformServer, type PlatformServer } from "../../web/test/support/platform-server.ts";
 import {
@@ -50,7 +50,7 @@ afterAll(async () => {
 
 async function joinWith(token: string): Promise<Node> {
   const keyPair = generateKeyPair();
-  const joined = await joinPlatform({ server: platform.url, token, keyPair });
+  const joined = await joinPlatform({ server: platform.url, credential: peerToken(token), keyPair });
   return { keyPair, peerId: peerIdFromEd25519PublicKey(keyPair.publicKey).toString(), joined };
 }
 

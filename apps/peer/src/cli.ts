@@ -30,6 +30,7 @@ import { runPeer } from "./run-peer.ts";
 import { TrainingAbortedError } from "./training/trainer.ts";
 import { createReporter, parseLogLevel } from "./ui/create-reporter.ts";
 import type { Reporter } from "./ui/peer-status.ts";
+import { peerToken } from "@barnraise/swarm";
 
 const program = "barnraise-peer";
 const home = join(homedir(), ".barnraise", "peer");
@@ -180,7 +181,7 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
   try {
     const result = await runPeer({
       server,
-      token,
+      credential: peerToken(token),
       identityPath: values.identity,
       dataDir: values["data-dir"],
       backend,

@@ -28,7 +28,7 @@ export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
   const startUp = AbortSignal.any([options.stopSignal, abortSignal]);
   const node = await joinAsNode({
     server: options.server,
-    token: options.token,
+    credential: options.credential,
     store: fileNodeStore(options.identityPath),
     role: "trainer",
     log: (level, message, fields) => {

@@ -18,6 +18,7 @@ import type { Logger } from "pino";
 import { type BackendChoice, describeBackend, HttpDatasetSource } from "@barnraise/models";
 import { selectPeerBackend } from "@barnraise/models/node";
 import { formatMbit } from "../ui/units.ts";
+import { peerToken } from "@barnraise/swarm";
 
 /**
  * `barnraise-peer doctor`: can this machine contribute to the run? Each check says what it found, a
@@ -224,7 +225,7 @@ async function checkToken(
     const identity = await loadOrCreateIdentity(options.identityPath);
     const joined = await joinPlatform({
       server: options.server,
-      token: options.token,
+      credential: peerToken(options.token),
       keyPair: identity.keyPair,
       now,
       ...(options.signal === undefined ? {} : { signal: options.signal }),
@@ -239,7 +240,7 @@ async function checkToken(
       joined,
       options: {
         server: options.server,
-        token: options.token,
+        credential: peerToken(options.token),
         store: fileNodeStore(options.identityPath),
         role: "trainer",
         log: logInto(options.logger),

@@ -78,7 +78,7 @@ async function rediscover(session: NodeSession, options: PeerRunOptions): Promis
   try {
     const fresh = await joinPlatform({
       server: options.server,
-      token: options.token,
+      credential: options.credential,
       keyPair,
       experimentId: joined.experiment.id,
       pinnedAuthority: swarm.node.authority.publicKey,

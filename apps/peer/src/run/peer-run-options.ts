@@ -1,11 +1,12 @@
-import type { AveragerPort, AveragingMode, JoinedExperiment } from "@barnraise/swarm";
+import type { AveragerPort, AveragingMode, JoinCredential, JoinedExperiment } from "@barnraise/swarm";
 import type { BackendChoice, Evaluation } from "@barnraise/models";
 import type { TrainResult } from "../training/trainer.ts";
 import type { Reporter } from "../ui/peer-status.ts";
 
 export interface PeerRunOptions {
   readonly server: URL;
-  readonly token: string;
+  /** The volunteer's peer token, or (in a browser tab) the signed-in session. */
+  readonly credential: JoinCredential;
   readonly identityPath: string;
   /** Verified shards are cached here, per dataset, and uploaded models under `models/`. */
   readonly dataDir: string;

@@ -4,9 +4,11 @@ import { JoinError, JoinErrorCode, joinErrorFromResponse, parseRetryAfter } from
 import { verifyJoinResponse, type JoinedExperiment } from "./join-response.ts";
 
 /**
- * The node's side of `POST /api/v1/join` (DESIGN §3): trade a peer token and the node's public key
- * for an access pass, the signed experiment config and initial peers, and verify all of it before
- * returning. The same call refreshes the pass.
+ * The node's side of the join (DESIGN §3): trade a credential and the node's public key for an
+ * access pass, the signed experiment config and initial peers, and verify all of it before
+ * returning. The same call refreshes the pass. A program's credential is a peer token
+ * (`POST /api/v1/join`); a browser tab's is the volunteer's signed-in session on the platform that
+ * serves its page (`POST /api/v1/experiments/{id}/browser-join`, the session cookie sent along).
  */
 
 /** Responses larger than this are refused unread (a join response is a few KiB). */
@@ -14,11 +16,34 @@ export const MAX_JOIN_RESPONSE_BYTES = 1024 * 1024;
 export const DEFAULT_JOIN_TIMEOUT_MS = 30_000;
 export const JOIN_PATH = "api/v1/join";
 
+/** What a node joins with. */
+export type JoinCredential = PeerTokenCredential | SessionCredential;
+
+/** The peer token (brp_…) shown once on the experiment's page: the CLI's credential. */
+export interface PeerTokenCredential {
+  readonly kind: "token";
+  readonly token: string;
+}
+
+/**
+ * The signed-in session of the page the node runs in ("Contribute from this browser"): the browser
+ * sends its session cookie to the platform's own origin, so there is no token to keep. The
+ * platform issues a pass for the experiment named here only.
+ */
+export interface SessionCredential {
+  readonly kind: "session";
+  readonly experimentId: string;
+}
+
+/** A peer token as a credential. */
+export function peerToken(token: string): PeerTokenCredential {
+  return { kind: "token", token };
+}
+
 export interface JoinOptions {
   /** The platform's base URL (a path prefix is kept: https://host/barnraise/ → …/barnraise/api/v1/join). */
   server: URL;
-  /** The peer token (brp_…), shown once on the experiment's page. */
-  token: string;
+  credential: JoinCredential;
   /** The node's identity: the pass binds this key. */
   keyPair: KeyPair;
   /** Authority key pinned on first use; a different key is refused with AUTHORITY_CHANGED. */
@@ -32,18 +57,19 @@ export interface JoinOptions {
   timeoutMs?: number;
 }
 
-/** Joins the experiment the token names and returns it verified. Throws JoinError. */
+/** Joins the experiment the credential names and returns it verified. Throws JoinError. */
 export async function joinPlatform(options: JoinOptions): Promise<JoinedExperiment> {
   const now = options.now ?? Date.now;
-  const url = joinUrl(options.server);
-  if (options.token.trim() === "") {
+  const { credential } = options;
+  const url = joinUrl(options.server, credential);
+  const publicKey = encodePublicKey(options.keyPair.publicKey);
+  if (credential.kind === "token" && credential.token.trim() === "") {
     throw new JoinError(JoinErrorCode.TOKEN_INVALID, "no peer token given: pass --token with your token");
   }
-  const body = JSON.stringify({
-    token: options.token,
-    publicKey: encodePublicKey(options.keyPair.publicKey),
-  });
-  const response = await send(url, body, options);
+  const body = JSON.stringify(
+    credential.kind === "token" ? { token: credential.token, publicKey } : { publicKey },
+  );
+  const response = await send(url, body, credential, options);
   const text = await readBounded(response, options.signal);
   if (response.status !== 200) {
     const retryAfterMs = parseRetryAfter(response.headers.get("retry-after"), now());
@@ -63,12 +89,14 @@ export async function joinPlatform(options: JoinOptions): Promise<JoinedExperime
     publicKey: options.keyPair.publicKey,
     now: now(),
     pinnedAuthority: options.pinnedAuthority,
-    experimentId: options.experimentId,
+    // A session joins the experiment it names, and no other.
+    experimentId:
+      options.experimentId ?? (credential.kind === "session" ? credential.experimentId : undefined),
   });
 }
 
-/** The join route's URL under `server`, refusing anything but http and https. */
-export function joinUrl(server: URL): URL {
+/** The credential's join route under `server`, refusing anything but http and https. */
+export function joinUrl(server: URL, credential: JoinCredential): URL {
   if (server.protocol !== "http:" && server.protocol !== "https:") {
     throw new JoinError(
       JoinErrorCode.SERVER_UNREACHABLE,
@@ -79,10 +107,16 @@ export function joinUrl(server: URL): URL {
   base.search = "";
   base.hash = "";
   if (!base.pathname.endsWith("/")) base.pathname += "/";
-  return new URL(JOIN_PATH, base);
+  if (credential.kind === "token") return new URL(JOIN_PATH, base);
+  return new URL(`api/v1/experiments/${encodeURIComponent(credential.experimentId)}/browser-join`, base);
 }
 
-async function send(url: URL, body: string, options: JoinOptions): Promise<Response> {
+async function send(
+  url: URL,
+  body: string,
+  credential: JoinCredential,
+  options: JoinOptions,
+): Promise<Response> {
   throwIfAborted(options.signal);
   const timeout = AbortSignal.timeout(options.timeoutMs ?? DEFAULT_JOIN_TIMEOUT_MS);
   const signal = options.signal === undefined ? timeout : AbortSignal.any([options.signal, timeout]);
@@ -92,7 +126,9 @@ async function send(url: URL, body: string, options: JoinOptions): Promise<Respo
       method: "POST",
       headers: { "content-type": "application/json", accept: "application/json" },
       body,
-      // The body carries the token: never let a redirect send it to another address.
+      // A token travels in the body; a session only in the cookie the browser sends to its own origin.
+      credentials: credential.kind === "session" ? "same-origin" : "omit",
+      // The request carries the credential: never let a redirect send it to another address.
       redirect: "manual",
       signal,
     });

@@ -1,5 +1,6 @@
 import { equalBytes, type KeyPair } from "@barnraise/protocol";
 import type { AuthorityPinStore } from "./authority-pin.ts";
+import type { JoinCredential } from "./join-client.ts";
 import { JoinError, JoinErrorCode } from "./join-error.ts";
 import type { JoinedExperiment } from "./join-response.ts";
 import { abortableSleep, joinWithRetry, type JoinRetryOptions } from "./join-retry.ts";
@@ -9,7 +10,7 @@ export const PAUSED_RETRY_MS = 30_000;
 
 export interface JoinExperimentOptions {
   readonly server: URL;
-  readonly token: string;
+  readonly credential: JoinCredential;
   readonly keyPair: KeyPair;
   /** Where the node keeps its authority pin (a file beside its identity file). */
   readonly pins: AuthorityPinStore;
@@ -18,7 +19,7 @@ export interface JoinExperimentOptions {
   readonly onRetry?: JoinRetryOptions["onRetry"];
   /** Told when the experiment is paused, before waiting `retryMs` to ask again. */
   readonly onPaused?: (error: JoinError, retryMs: number) => void;
-  /** Told when the token is for another experiment than the pinned one, whose key is pinned instead. */
+  /** Told when the credential is for another experiment than the pinned one, whose key is pinned instead. */
   readonly onRepinned?: (previousExperimentId: string, experimentId: string) => void;
   /** Default PAUSED_RETRY_MS. */
   readonly pausedRetryMs?: number;
@@ -44,7 +45,7 @@ export async function joinExperiment(options: JoinExperimentOptions): Promise<Jo
     try {
       joined = await joinWithRetry({
         server: options.server,
-        token: options.token,
+        credential: options.credential,
         keyPair: options.keyPair,
         ...(signal === undefined ? {} : { signal }),
         ...(options.onRetry === undefined ? {} : { onRetry: options.onRetry }),

@@ -4,6 +4,7 @@ import type { AveragingMode } from "../p2p/hello.ts";
 import type { SwarmTransports } from "../p2p/swarm-node.ts";
 import { AuthorityKeys } from "../platform/authority-keys.ts";
 import { JoinError, JoinErrorCode } from "../platform/join-error.ts";
+import type { JoinCredential } from "../platform/join-client.ts";
 import { joinExperiment } from "../platform/join-experiment.ts";
 import type { JoinedExperiment } from "../platform/join-response.ts";
 import { createPassRefresher } from "../platform/pass-refresher.ts";
@@ -38,7 +39,8 @@ export function logInto(logger: Logger): NodeLog {
 
 export interface NodeJoinOptions {
   readonly server: URL;
-  readonly token: string;
+  /** A program's peer token, or the signed-in session of the page a browser node runs in. */
+  readonly credential: JoinCredential;
   /** Where the node keeps its identity and authority pin. */
   readonly store: NodeStore;
   /** The pass role this program runs as: a volunteer's token for a trainer, an aux token for an aux. */
@@ -56,8 +58,8 @@ export interface JoinedNode {
 }
 
 /**
- * Loads (or creates) the node's identity and joins the experiment its token names. Throws
- * JoinError when the platform refuses the token for good or the token is of another role, and
+ * Loads (or creates) the node's identity and joins the experiment its credential names. Throws
+ * JoinError when the platform refuses the credential for good or a token is of another role, and
  * what the store throws for an identity it cannot use.
  */
 export async function joinAsNode(options: NodeJoinOptions): Promise<JoinedNode> {
@@ -69,7 +71,7 @@ export async function joinAsNode(options: NodeJoinOptions): Promise<JoinedNode> 
   });
   const joined = await joinExperiment({
     server: options.server,
-    token: options.token,
+    credential: options.credential,
     keyPair: identity.keyPair,
     pins: store.pins,
     signal: options.signal,
@@ -157,7 +159,7 @@ export interface NodeSession {
  */
 export async function openNodeSession(node: JoinedNode, options: NodeSessionOptions): Promise<NodeSession> {
   const { identity, joined } = node;
-  const { log, server, token, store } = node.options;
+  const { log, server, credential, store } = node.options;
   const refusal = refusalLatch(log);
   const { refuse } = refusal;
   const meters = options.metrics?.meters ?? silentMetrics();
@@ -174,7 +176,7 @@ export async function openNodeSession(node: JoinedNode, options: NodeSessionOpti
   const id = toBase64Url(crypto.getRandomValues(new Uint8Array(9)));
   const refresh = createPassRefresher({
     server,
-    token,
+    credential,
     keyPair: identity.keyPair,
     authority,
     onRefused: refuse,

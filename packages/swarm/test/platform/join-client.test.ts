@@ -3,10 +3,11 @@ import type { AddressInfo } from "node:net";
 import { encodePublicKey, keyPairFromSeed, parseExperimentConfig } from "@barnraise/protocol";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
+  type JoinOptions,
   joinPlatform,
   joinUrl,
   MAX_JOIN_RESPONSE_BYTES,
-  type JoinOptions,
+  peerToken,
 } from "../../src/platform/join-client.ts";
 import { JoinError, JoinErrorCode } from "../../src/platform/join-error.ts";
 import { TestAuthority } from "../support/swarm-fixtures.ts";
@@ -32,7 +33,7 @@ afterEach(async () => {
 });
 
 function options(extra: Partial<JoinOptions> = {}): JoinOptions {
-  return { server: platform.url, token: TOKEN, keyPair, now: () => platform.now, ...extra };
+  return { server: platform.url, credential: peerToken(TOKEN), keyPair, now: () => platform.now, ...extra };
 }
 
 /** The JoinError that `promise` rejects with. */
@@ -71,12 +72,40 @@ describe("joinPlatform", () => {
   it("keeps a path prefix of the server URL", async () => {
     await joinPlatform(options({ server: new URL("barnraise", platform.url) }));
     expect(platform.calls[0]?.path).toBe("/barnraise/api/v1/join");
-    expect(joinUrl(new URL("https://example.org/x/?q=1#h")).href).toBe("https://example.org/x/api/v1/join");
-    expect(() => joinUrl(new URL("file:///etc/passwd"))).toThrow(/http/);
+    expect(joinUrl(new URL("https://example.org/x/?q=1#h"), peerToken(TOKEN)).href).toBe(
+      "https://example.org/x/api/v1/join",
+    );
+    expect(() => joinUrl(new URL("file:///etc/passwd"), peerToken(TOKEN))).toThrow(/http/);
+  });
+
+  it("joins with a browser's session: its experiment's browser-join route, no token in the body", async () => {
+    platform.handler = (call, p) => ({ body: p.validResponse(call) });
+    const joined = await joinPlatform(options({ credential: { kind: "session", experimentId: "exp-join" } }));
+
+    expect(platform.calls[0]).toMatchObject({
+      method: "POST",
+      path: "/api/v1/experiments/exp-join/browser-join",
+      body: { publicKey: encodePublicKey(keyPair.publicKey) },
+    });
+    expect(platform.calls[0]?.body).not.toHaveProperty("token");
+    expect(joined.experiment.id).toBe("exp-join");
+    expect(joinUrl(new URL("https://example.org/x/"), { kind: "session", experimentId: "a/b" }).href).toBe(
+      "https://example.org/x/api/v1/experiments/a%2Fb/browser-join",
+    );
+  });
+
+  it("refuses a session's join answered for another experiment than the one it asked for", async () => {
+    platform.handler = (call, p) => ({ body: p.validResponse(call) });
+    const error = await failure(
+      joinPlatform(options({ credential: { kind: "session", experimentId: "exp-other" } })),
+    );
+    expect(error.code).toBe(JoinErrorCode.AUTHORITY_CHANGED);
   });
 
   it("refuses an empty token without asking the server", async () => {
-    expect((await failure(joinPlatform(options({ token: " " })))).code).toBe(JoinErrorCode.TOKEN_INVALID);
+    expect((await failure(joinPlatform(options({ credential: peerToken(" ") })))).code).toBe(
+      JoinErrorCode.TOKEN_INVALID,
+    );
     expect(platform.calls).toHaveLength(0);
   });
 

@@ -8,6 +8,7 @@ import {
   type JoinRetryOptions,
 } from "../../src/platform/join-retry.ts";
 import { closedPort, FakePlatform, platformError, TOKEN } from "./fake-platform.ts";
+import { peerToken } from "../../src/platform/join-client.ts";
 
 const keyPair = keyPairFromSeed(new Uint8Array(32).fill(3));
 
@@ -25,7 +26,7 @@ function retrying(extra: Partial<JoinRetryOptions> = {}) {
   const retries: { attempt: number; delayMs: number; code: string }[] = [];
   const options: JoinRetryOptions = {
     server: platform.url,
-    token: TOKEN,
+    credential: peerToken(TOKEN),
     keyPair,
     now: () => platform.now,
     random: () => 0.5,

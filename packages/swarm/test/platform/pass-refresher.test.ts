@@ -2,7 +2,7 @@ import { keyPairFromSeed } from "@barnraise/protocol";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PassHolder } from "../../src/p2p/pass-holder.ts";
 import { AuthorityKeys } from "../../src/platform/authority-keys.ts";
-import { joinPlatform } from "../../src/platform/join-client.ts";
+import { joinPlatform, peerToken } from "../../src/platform/join-client.ts";
 import { JoinError, JoinErrorCode } from "../../src/platform/join-error.ts";
 import type { JoinedExperiment } from "../../src/platform/join-response.ts";
 import { createPassRefresher } from "../../src/platform/pass-refresher.ts";
@@ -21,7 +21,7 @@ afterEach(async () => {
 
 describe("createPassRefresher", () => {
   it("gives PassHolder a fresh pass from a new join and reports the new join", async () => {
-    const base = { server: platform.url, token: TOKEN, keyPair, now: () => platform.now };
+    const base = { server: platform.url, credential: peerToken(TOKEN), keyPair, now: () => platform.now };
     const first = await joinPlatform(base);
     const seen: JoinedExperiment[] = [];
     const authority = AuthorityKeys.fromJoin(first);
@@ -45,7 +45,7 @@ describe("createPassRefresher", () => {
   });
 
   it("refuses a refresh that changes the authority key or the experiment", async () => {
-    const base = { server: platform.url, token: TOKEN, keyPair, now: () => platform.now };
+    const base = { server: platform.url, credential: peerToken(TOKEN), keyPair, now: () => platform.now };
     const first = await joinPlatform(base);
     const refresh = createPassRefresher({ ...base, authority: AuthorityKeys.fromJoin(first) });
 
@@ -68,7 +68,7 @@ describe("createPassRefresher", () => {
   });
 
   it("tells onRefused of a refusal for good, not of a platform that is merely unreachable", async () => {
-    const base = { server: platform.url, token: TOKEN, keyPair, now: () => platform.now };
+    const base = { server: platform.url, credential: peerToken(TOKEN), keyPair, now: () => platform.now };
     const first = await joinPlatform(base);
     const refusals: JoinError[] = [];
     const failing = (code: JoinErrorCode) =>

@@ -11,7 +11,7 @@ import {
   saveAuthorityPin,
 } from "../../src/node/authority-pin-file.ts";
 import { AuthorityKeys } from "../../src/platform/authority-keys.ts";
-import { joinPlatform, type JoinOptions } from "../../src/platform/join-client.ts";
+import { type JoinOptions, joinPlatform, peerToken } from "../../src/platform/join-client.ts";
 import { JoinError, JoinErrorCode } from "../../src/platform/join-error.ts";
 import { joinExperiment } from "../../src/platform/join-experiment.ts";
 import { createPassRefresher } from "../../src/platform/pass-refresher.ts";
@@ -38,7 +38,7 @@ afterEach(async () => {
 });
 
 function options(extra: Partial<JoinOptions> = {}): JoinOptions {
-  return { server: platform.url, token: TOKEN, keyPair, now: () => platform.now, ...extra };
+  return { server: platform.url, credential: peerToken(TOKEN), keyPair, now: () => platform.now, ...extra };
 }
 
 async function failure(promise: Promise<unknown>): Promise<JoinError> {
@@ -133,7 +133,12 @@ describe("joining across a key rotation", () => {
     const identityPath = join(dir, "identity.json");
     const pinPath = authorityPinPath(identityPath);
     const start = () =>
-      joinExperiment({ server: platform.url, token: TOKEN, keyPair, pins: authorityPinFile(pinPath) });
+      joinExperiment({
+        server: platform.url,
+        credential: peerToken(TOKEN),
+        keyPair,
+        pins: authorityPinFile(pinPath),
+      });
     await start();
     const pinned = (await loadAuthorityPin(pinPath))?.authorityPublicKey;
     expect(pinned).toEqual(platform.authority.keyPair.publicKey);
