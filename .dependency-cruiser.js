@@ -15,6 +15,7 @@ const WORKSPACE_LAYERS = [
   ["prisma/src", "packages/netlab", "packages/browserlab"],
   ["packages/swarm"],
   ["packages/models"],
+  ["packages/volunteer"],
   ["apps/peer", "apps/aux", "apps/web"],
 ];
 

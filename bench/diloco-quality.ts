@@ -60,8 +60,8 @@ import {
   selectNodeBackend,
   type TrainableModel,
 } from "@barnraise/models/node";
-import { LossReportingProgress } from "../apps/peer/src/training/loss-reporting-progress.ts";
-import { Trainer } from "../apps/peer/src/training/trainer.ts";
+import { LossReportingProgress } from "../packages/volunteer/src/training/loss-reporting-progress.ts";
+import { Trainer } from "../packages/volunteer/src/training/trainer.ts";
 import { eventually, TestAuthority } from "../packages/swarm/test/support/swarm-fixtures.ts";
 import { startSwarm } from "../packages/swarm/test/support/swarm-harness.ts";
 import {

@@ -1,6 +1,6 @@
 /**
  * The browser check of `npm run check`: bundles the core a training node needs (the protocol, the
- * swarm engine with its node session, and the models) with esbuild for `platform: "browser"`, and
+ * swarm engine with its node session, the models, and the volunteer's run) with esbuild for `platform: "browser"`, and
  * fails when anything on that path imports a Node.js built-in (`node:fs`, `http`, …), naming the
  * importer. What the Node programs need of Node.js lives in the packages' `./node` entry points,
  * which this bundle does not include.
@@ -21,6 +21,7 @@ const ENTRY_POINTS = [
   "@barnraise/swarm/browser",
   "@barnraise/models",
   "@barnraise/models/browser",
+  "@barnraise/volunteer",
 ];
 
 const root = new URL("..", import.meta.url).pathname;

@@ -39,8 +39,8 @@ import {
 import {
   LossReportingProgress,
   type ProgressSink,
-} from "../../apps/peer/src/training/loss-reporting-progress.ts";
-import { Trainer } from "../../apps/peer/src/training/trainer.ts";
+} from "../../packages/volunteer/src/training/loss-reporting-progress.ts";
+import { Trainer } from "../../packages/volunteer/src/training/trainer.ts";
 import {
   isBenchModel,
   prepareBenchDataset,

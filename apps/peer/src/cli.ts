@@ -27,9 +27,8 @@ import {
 } from "@barnraise/models";
 import { DoctorExitCode, runDoctor } from "./doctor/doctor.ts";
 import { runPeer } from "./run-peer.ts";
-import { TrainingAbortedError } from "./training/trainer.ts";
+import { type Reporter, TrainingAbortedError } from "@barnraise/volunteer";
 import { createReporter, parseLogLevel } from "./ui/create-reporter.ts";
-import type { Reporter } from "./ui/peer-status.ts";
 import { peerToken } from "@barnraise/swarm";
 
 const program = "barnraise-peer";

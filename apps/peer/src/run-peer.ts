@@ -1,71 +1,46 @@
-import { joinAsNode } from "@barnraise/swarm";
-import { fileNodeStore } from "@barnraise/swarm/node";
-import { Cleanups } from "./run/cleanups.ts";
-import { openData } from "./run/data-phase.ts";
-import { findSwarm } from "./run/find-swarm.ts";
-import { finish } from "./run/finish-phase.ts";
-import { prepareModel } from "./run/model-phase.ts";
-import type { PeerRunOptions, PeerRunResult } from "./run/peer-run-options.ts";
-import { joinSwarm } from "./run/swarm-phase.ts";
-import { train } from "./run/train-phase.ts";
+import { freemem } from "node:os";
+import { join } from "node:path";
+import { directoryStore, selectPeerBackend } from "@barnraise/models/node";
+import { fileNodeStore, prometheusNodeMetrics } from "@barnraise/swarm/node";
+import {
+  runVolunteer,
+  type VolunteerOptions,
+  type VolunteerResult,
+  type VolunteerRuntime,
+} from "@barnraise/volunteer";
 
-export type { PeerRunOptions, PeerRunResult } from "./run/peer-run-options.ts";
+/** Share of free memory the automatic batch size may fill with activations. */
+const ACTIVATION_MEMORY_SHARE = 0.25;
+/** …and never more than this: the wasm backend's heap is a 32-bit address space shared with the weights. */
+const MAX_ACTIVATION_BYTES = 1 << 30;
 
-/**
- * The volunteer's whole run (DESIGN §1), one phase after the other: join (identity, pass and config
- * verified, authority pinned) → model (backend, preset or uploaded model, batch size) → data →
- * swarm (the node session and the collaborative optimizer) → train until the run's last step or a
- * stop → finish (the held-out score, the last checkpoint). Throws JoinError,
- * BackendUnavailableError, IdentityFileError, DatasetError, ModelError … for the CLI to turn into
- * messages and exit codes; cleans up the swarm and the model whatever happens.
- */
-export async function runPeer(options: PeerRunOptions): Promise<PeerRunResult> {
-  const { reporter, abortSignal } = options;
-  const now = options.now ?? Date.now;
-  const startedAt = options.startedAt ?? now();
-  // Until training starts, a stop (first Ctrl-C) cancels whatever is waiting: the join's retries,
-  // the model and manifest downloads, the wait for the swarm.
-  const startUp = AbortSignal.any([options.stopSignal, abortSignal]);
-  const node = await joinAsNode({
-    server: options.server,
-    credential: options.credential,
-    store: fileNodeStore(options.identityPath),
-    role: "trainer",
-    log: (level, message, fields) => {
-      reporter.log(level, message, fields);
-    },
-    signal: startUp,
-  });
-  const { config, experiment } = node.joined;
-  reporter.log("info", `joined experiment "${experiment.name}"`, {
-    experimentId: experiment.id,
-    model: config.model.kind,
-    targetBatchSize: config.training.targetBatchSize,
-    strategy: config.averaging.strategy,
-    compression: config.compression.method,
-    passExpiresAt: new Date(node.joined.passExpiresAt).toISOString(),
-  });
+export interface PeerRunOptions extends Omit<VolunteerOptions, "runtime"> {
+  /** The identity file (`--identity`); the authority pin lives beside it. */
+  readonly identityPath: string;
+  /** Verified shards are cached here, per dataset, uploaded models under `models/`, the WebGPU addon under `addons/`. */
+  readonly dataDir: string;
+  /** Serve Prometheus metrics at http://host:port/metrics (`--metrics-port`, `--metrics-host`). */
+  readonly metrics?: { readonly port: number; readonly host: string };
+}
 
-  const { model, batchSize } = await prepareModel(options, config, startUp);
-  const cleanups = new Cleanups();
-  cleanups.add(() => {
-    model.dispose();
-  });
-  try {
-    const data = await openData(options, config, model, batchSize, node.identity.peerId, startUp);
-    cleanups.add(async () => {
-      await data.batches.return();
-    });
-    const member = await joinSwarm(node, model, options);
-    cleanups.add(() => member.session.close());
-    const search = await findSwarm(member.session, options);
-    cleanups.add(search.stop);
-    const trained = await train({ options, model, data, member, search, cleanups, startedAt, now });
-    const evaluation = await finish(options, trained, model, data, member);
-    return { experiment, train: trained, evaluation };
-  } finally {
-    await cleanups.run((error) => {
-      reporter.log("warn", "cleanup failed", { err: error });
-    });
-  }
+/** The volunteer's run on Node.js: `runVolunteer` with files, Node's backends and Prometheus. */
+export function runPeer(options: PeerRunOptions): Promise<VolunteerResult> {
+  const { identityPath, dataDir, metrics, ...volunteer } = options;
+  return runVolunteer({ ...volunteer, runtime: nodeRuntime(options.server, identityPath, dataDir, metrics) });
+}
+
+function nodeRuntime(
+  server: URL,
+  identityPath: string,
+  dataDir: string,
+  metrics: PeerRunOptions["metrics"],
+): VolunteerRuntime {
+  return {
+    nodeStore: fileNodeStore(identityPath),
+    blobStore: (name) => directoryStore(join(dataDir, name)),
+    selectBackend: (choice, signal, log) =>
+      selectPeerBackend(choice, { server, directory: join(dataDir, "addons"), signal, log }),
+    activationMemoryBytes: () => Math.min(freemem() * ACTIVATION_MEMORY_SHARE, MAX_ACTIVATION_BYTES),
+    metrics: prometheusNodeMetrics(metrics),
+  };
 }

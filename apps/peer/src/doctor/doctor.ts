@@ -17,7 +17,7 @@ import {
 import type { Logger } from "pino";
 import { type BackendChoice, describeBackend, HttpDatasetSource } from "@barnraise/models";
 import { selectPeerBackend } from "@barnraise/models/node";
-import { formatMbit } from "../ui/units.ts";
+import { formatMbit } from "@barnraise/volunteer";
 import { peerToken } from "@barnraise/swarm";
 
 /**

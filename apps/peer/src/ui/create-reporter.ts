@@ -4,7 +4,7 @@
  */
 import { pino } from "pino";
 import { createJsonReporter, type LogDestination } from "./json-reporter.ts";
-import type { Reporter } from "./peer-status.ts";
+import type { Reporter } from "@barnraise/volunteer";
 import { createTtyReporter, type LogThreshold, type TerminalStream } from "./tty-reporter.ts";
 
 export type { LogThreshold } from "./tty-reporter.ts";

@@ -4,7 +4,7 @@
  * same stream, so one log collector sees everything (DESIGN §1).
  */
 import { pino, type Level } from "pino";
-import type { PeerNetwork, PeerPhase, PeerStatus, Reporter } from "./peer-status.ts";
+import type { PeerNetwork, PeerPhase, PeerStatus, Reporter } from "@barnraise/volunteer";
 
 /**
  * Where the JSON lines go. It is written synchronously: for a process's stdout pass

@@ -4,7 +4,7 @@
  * it never lets the status line wrap: a wrapped line cannot be redrawn in place.
  */
 import { pino } from "pino";
-import type { PeerNetwork, PeerPhase, PeerStatus, Reporter } from "./peer-status.ts";
+import type { PeerNetwork, PeerPhase, PeerStatus, Reporter } from "@barnraise/volunteer";
 
 /** How much of the swarm engine's own logging a volunteer asks to see. */
 export type LogThreshold = "debug" | "info" | "warn" | "error";

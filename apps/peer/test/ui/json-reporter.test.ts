@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { createReporter, parseLogLevel } from "../../src/ui/create-reporter.ts";
 import { createJsonReporter, statusRecord } from "../../src/ui/json-reporter.ts";
-import type { PeerStatus } from "../../src/ui/peer-status.ts";
+import type { PeerStatus } from "@barnraise/volunteer";
 
 /** Captures what the reporter writes; every write must be exactly one JSON line. */
 class FakeDestination {

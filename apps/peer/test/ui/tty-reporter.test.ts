@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { PeerStatus } from "../../src/ui/peer-status.ts";
+import type { PeerStatus } from "@barnraise/volunteer";
 import { createTtyReporter, formatDuration, formatStatusLine } from "../../src/ui/tty-reporter.ts";
 
 /** A terminal stand-in: records every write and replays them as the screen a person would see. */

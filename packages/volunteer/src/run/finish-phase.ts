@@ -3,7 +3,7 @@ import { evaluateModel, type Evaluation, type TrainableModel } from "@barnraise/
 import { waitForFinalCheckpoint } from "../training/final-checkpoint.ts";
 import type { TrainResult } from "../training/trainer.ts";
 import type { PeerData } from "./data-phase.ts";
-import type { PeerRunOptions } from "./peer-run-options.ts";
+import type { VolunteerOptions } from "./volunteer-options.ts";
 import type { SwarmMember } from "./swarm-phase.ts";
 
 /**
@@ -12,7 +12,7 @@ import type { SwarmMember } from "./swarm-phase.ts";
  * A run that stopped early ends as it is.
  */
 export async function finish(
-  options: PeerRunOptions,
+  options: VolunteerOptions,
   trained: TrainResult,
   model: TrainableModel,
   data: PeerData,

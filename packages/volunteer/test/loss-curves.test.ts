@@ -10,10 +10,10 @@ import {
   type Swarm,
 } from "@barnraise/swarm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TestAuthority, eventually } from "../../../packages/swarm/test/support/swarm-fixtures.ts";
-import { startSwarm } from "../../../packages/swarm/test/support/swarm-harness.ts";
-import { datasetsDir, prepareDatasets } from "../../web/src/server/datasets/prepare-datasets.ts";
-import { LocalObjectStore } from "../../web/src/server/storage/local-object-store.ts";
+import { TestAuthority, eventually } from "../../swarm/test/support/swarm-fixtures.ts";
+import { startSwarm } from "../../swarm/test/support/swarm-harness.ts";
+import { datasetsDir, prepareDatasets } from "../../../apps/web/src/server/datasets/prepare-datasets.ts";
+import { LocalObjectStore } from "../../../apps/web/src/server/storage/local-object-store.ts";
 import {
   type Batch,
   createBatchStream,
@@ -24,7 +24,7 @@ import {
 } from "@barnraise/models/node";
 import { LossReportingProgress, type ProgressSink } from "../src/training/loss-reporting-progress.ts";
 import { Trainer } from "../src/training/trainer.ts";
-import { DirectoryDatasetSource } from "../../../packages/models/test/support/directory-dataset-source.ts";
+import { DirectoryDatasetSource } from "../../models/test/support/directory-dataset-source.ts";
 import { modelKindOf } from "@barnraise/models";
 
 /**

@@ -8,7 +8,7 @@ import {
   type Swarm,
 } from "@barnraise/swarm";
 import type { Trainer } from "../training/trainer.ts";
-import type { Reporter } from "../ui/peer-status.ts";
+import type { Reporter } from "../status/peer-status.ts";
 
 interface RunControlFollowerOptions {
   readonly swarm: Swarm;

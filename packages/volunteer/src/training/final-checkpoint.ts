@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from "node:timers/promises";
+import { abortableSleep } from "@barnraise/swarm";
 
 /**
  * A finished run's last step must reach a checkpoint before the trainers leave: once every peer
@@ -79,7 +79,7 @@ export async function waitForFinalCheckpoint(
       );
     }
     try {
-      await sleep(pollMs, undefined, { signal });
+      await abortableSleep(pollMs, signal);
     } catch {
       return "stopped";
     }

@@ -1,5 +1,3 @@
-import { freemem } from "node:os";
-import { join } from "node:path";
 import type { ExperimentConfig } from "@barnraise/protocol";
 import {
   describeBackend,
@@ -8,13 +6,7 @@ import {
   resolveBatchSize,
   type TrainableModel,
 } from "@barnraise/models";
-import { directoryStore, selectPeerBackend } from "@barnraise/models/node";
-import type { PeerRunOptions } from "./peer-run-options.ts";
-
-/** Share of free memory the automatic batch size may fill with activations. */
-const ACTIVATION_MEMORY_SHARE = 0.25;
-/** …and never more than this: the wasm backend's heap is a 32-bit address space shared with the weights. */
-const MAX_ACTIVATION_BYTES = 1 << 30;
+import type { VolunteerOptions } from "./volunteer-options.ts";
 
 /** The model this machine trains, on the backend it trains with, and its local batch size. */
 export interface PreparedModel {
@@ -28,23 +20,18 @@ export interface PreparedModel {
  * again when a later part of this fails.
  */
 export async function prepareModel(
-  options: PeerRunOptions,
+  options: VolunteerOptions,
   config: ExperimentConfig,
   signal: AbortSignal,
 ): Promise<PreparedModel> {
-  const { reporter } = options;
-  const { selected, benchmark } = await selectPeerBackend(options.backend, {
-    server: options.server,
-    directory: join(options.dataDir, "addons"),
-    signal,
-    log: (line) => {
-      reporter.log("info", line);
-    },
+  const { reporter, runtime } = options;
+  const { selected, benchmark } = await runtime.selectBackend(options.backend, signal, (line) => {
+    reporter.log("info", line);
   });
   reporter.log("info", describeBackend(selected, benchmark));
   const model = await loadModel(config.model, {
     server: options.server,
-    cache: directoryStore(join(options.dataDir, "models")),
+    cache: runtime.blobStore("models"),
     signal,
     log: (line) => {
       reporter.log("info", line);
@@ -67,7 +54,7 @@ export async function prepareModel(
 }
 
 async function chooseBatchSize(
-  options: PeerRunOptions,
+  options: VolunteerOptions,
   config: ExperimentConfig,
   model: TrainableModel,
 ): Promise<number> {
@@ -76,7 +63,7 @@ async function chooseBatchSize(
     requested,
     targetBatchSize: config.training.targetBatchSize,
     model,
-    memoryBytes: Math.min(freemem() * ACTIVATION_MEMORY_SHARE, MAX_ACTIVATION_BYTES),
+    memoryBytes: options.runtime.activationMemoryBytes(),
   });
   options.reporter.log("info", `local batch size ${choice.batchSize}`, {
     requested,

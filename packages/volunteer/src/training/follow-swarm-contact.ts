@@ -1,6 +1,6 @@
 import type { CollaborativeOptimizer, PlatformClient, RefusalLog, SwarmNode } from "@barnraise/swarm";
 import { z } from "zod";
-import type { Reporter } from "../ui/peer-status.ts";
+import type { Reporter } from "../status/peer-status.ts";
 import { CutOffGuard, type CutOffVerdict } from "./cut-off-guard.ts";
 import type { Trainer } from "./trainer.ts";
 

@@ -1,4 +1,3 @@
-import { join } from "node:path";
 import type { ExperimentConfig } from "@barnraise/protocol";
 import {
   CachedDatasetSource,
@@ -8,8 +7,7 @@ import {
   type Batch,
   type TrainableModel,
 } from "@barnraise/models";
-import { directoryStore } from "@barnraise/models/node";
-import type { PeerRunOptions } from "./peer-run-options.ts";
+import type { VolunteerOptions } from "./volunteer-options.ts";
 
 /** The run's dataset as this peer reads it. */
 export interface PeerData {
@@ -23,10 +21,10 @@ export interface PeerData {
 
 /**
  * Opens the dataset the experiment trains on: shards from the platform, verified by SHA-256 and
- * cached in the data directory, read in an order of this peer's own.
+ * cached in the runtime's store, read in an order of this peer's own.
  */
 export async function openData(
-  options: PeerRunOptions,
+  options: VolunteerOptions,
   config: ExperimentConfig,
   model: TrainableModel,
   batchSize: number,
@@ -36,7 +34,7 @@ export async function openData(
   const { reporter, abortSignal } = options;
   const source = new CachedDatasetSource(
     new HttpDatasetSource({ serverUrl: options.server.href, dataset: config.dataset.name }),
-    directoryStore(join(options.dataDir, config.dataset.name)),
+    options.runtime.blobStore(config.dataset.name),
     (message, error) => {
       reporter.log("warn", message, error === undefined ? {} : { err: error });
     },

@@ -1,7 +1,7 @@
 import { abortableSleep, joinPlatform, type NodeSession, type Swarm } from "@barnraise/swarm";
-import { formatMbit } from "../ui/units.ts";
-import type { Reporter } from "../ui/peer-status.ts";
-import type { PeerRunOptions } from "./peer-run-options.ts";
+import { formatMbit } from "../status/units.ts";
+import type { Reporter } from "../status/peer-status.ts";
+import type { VolunteerOptions } from "./volunteer-options.ts";
 
 /** How often a peer measures its link against an aux peer, and how soon after a failure. */
 const LINK_PROBE_EVERY_MS = 10 * 60_000;
@@ -31,7 +31,7 @@ export interface SwarmSearch {
  * sets this peer's share of each all-reduce, is measured against an aux peer now and every 10
  * minutes; the all-reduce's own traffic refines it in between.
  */
-export async function findSwarm(session: NodeSession, options: PeerRunOptions): Promise<SwarmSearch> {
+export async function findSwarm(session: NodeSession, options: VolunteerOptions): Promise<SwarmSearch> {
   const { swarm, joined } = session;
   const { reporter, abortSignal } = options;
   const looking = new AbortController();
@@ -71,7 +71,7 @@ export async function findSwarm(session: NodeSession, options: PeerRunOptions): 
  * Joins again (one attempt) for the current initial peers and dials them; failures are only logged.
  * Resolves with how many the platform listed, or undefined when it could not be asked.
  */
-async function rediscover(session: NodeSession, options: PeerRunOptions): Promise<number | undefined> {
+async function rediscover(session: NodeSession, options: VolunteerOptions): Promise<number | undefined> {
   const { swarm, joined, identity } = session;
   const { reporter } = options;
   const keyPair = identity.keyPair;

@@ -5,7 +5,7 @@ import type {
   GlobalProgressView,
 } from "@barnraise/swarm";
 import { type Batch, mixSeed, type TrainableModel } from "@barnraise/models";
-import type { PeerPhase, PeerStatus } from "../ui/peer-status.ts";
+import type { PeerPhase, PeerStatus } from "../status/peer-status.ts";
 import type { LossReportingProgress } from "./loss-reporting-progress.ts";
 
 /** What the trainer reads about the swarm for the status line. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { logOptimizerEvents } from "../../src/ui/optimizer-events.ts";
+import { logOptimizerEvents } from "../../src/status/optimizer-events.ts";
 
 function recorder() {
   const lines: { level: string; message: string; fields?: Record<string, unknown> }[] = [];

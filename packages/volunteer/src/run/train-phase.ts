@@ -2,19 +2,19 @@ import { fetchRunControl } from "@barnraise/swarm";
 import { deriveSeed, type TrainableModel } from "@barnraise/models";
 import { followSwarmContact, type SwarmContact } from "../training/follow-swarm-contact.ts";
 import { Trainer, type TrainResult } from "../training/trainer.ts";
-import { logOptimizerEvents } from "../ui/optimizer-events.ts";
+import { logOptimizerEvents } from "../status/optimizer-events.ts";
 import type { Cleanups } from "./cleanups.ts";
 import type { PeerData } from "./data-phase.ts";
 import type { SwarmSearch } from "./find-swarm.ts";
 import { followRunControl } from "./follow-run-control.ts";
-import type { PeerRunOptions } from "./peer-run-options.ts";
+import type { VolunteerOptions } from "./volunteer-options.ts";
 import type { SwarmMember } from "./swarm-phase.ts";
 
 /** How long a peer waits for the run control before its first minibatch. */
 const FIRST_CONTROL_MS = 5_000;
 
 export interface TrainPhase {
-  readonly options: PeerRunOptions;
+  readonly options: VolunteerOptions;
   readonly model: TrainableModel;
   readonly data: PeerData;
   readonly member: SwarmMember;

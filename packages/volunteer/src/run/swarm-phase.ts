@@ -5,11 +5,10 @@ import {
   type JoinedNode,
   type NodeSession,
 } from "@barnraise/swarm";
-import { prometheusNodeMetrics } from "@barnraise/swarm/node";
 import type { TrainableModel } from "@barnraise/models";
 import { hashName } from "@barnraise/models";
 import { LossReportingProgress } from "../training/loss-reporting-progress.ts";
-import type { PeerRunOptions } from "./peer-run-options.ts";
+import type { VolunteerOptions } from "./volunteer-options.ts";
 
 /** A peer that hears of no other trainer steps alone only once it has been in the swarm this long. */
 const ALONE_AFTER_MS = 10_000;
@@ -30,7 +29,7 @@ export interface SwarmMember {
 export async function joinSwarm(
   node: JoinedNode,
   model: TrainableModel,
-  options: PeerRunOptions,
+  options: VolunteerOptions,
 ): Promise<SwarmMember> {
   const { reporter } = options;
   const { joined } = node;
@@ -40,7 +39,8 @@ export async function joinSwarm(
     listen: options.listen,
     peers: options.peers,
     logger: reporter.logger,
-    metrics: prometheusNodeMetrics(options.metrics),
+    ...(options.runtime.metrics === undefined ? {} : { metrics: options.runtime.metrics }),
+    ...(options.runtime.transports === undefined ? {} : { transports: options.runtime.transports }),
     swarm: (platform) => ({
       // Peers starting together hear of each other before any of them steps alone.
       aloneAfterMs: ALONE_AFTER_MS,

@@ -13,7 +13,7 @@ import { describe, expect, it } from "vitest";
 import type { Batch, GradientResult, ImageBatch, TrainableModel } from "@barnraise/models";
 import { LossReportingProgress } from "../../src/training/loss-reporting-progress.ts";
 import { Trainer, TrainingAbortedError } from "../../src/training/trainer.ts";
-import type { PeerStatus } from "../../src/ui/peer-status.ts";
+import type { PeerStatus } from "../../src/status/peer-status.ts";
 import { modelKindOf } from "@barnraise/models";
 
 /**
