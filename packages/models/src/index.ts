@@ -53,3 +53,4 @@ export * from "./models/variable-set.ts";
 export * from "./tf/backend-kernels.ts";
 export * from "./tf/backend.ts";
 export * from "./tf/benchmark-backend.ts";
+export * from "./yield-to-events.ts";

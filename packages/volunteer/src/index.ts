@@ -8,3 +8,4 @@ export * from "./run/volunteer-options.ts";
 export * from "./status/peer-status.ts";
 export * from "./status/units.ts";
 export { TrainingAbortedError, type TrainResult } from "./training/trainer.ts";
+export * from "./training/volunteer-controls.ts";

@@ -76,6 +76,16 @@ export async function train(phase: TrainPhase): Promise<TrainResult> {
     reporter.logger.debug({ err: error }, "could not read the run control before training");
   }
   void session.followRunControl(AbortSignal.any([followControl.signal, abortSignal]));
+  // The volunteer's own pause (a tab's button, its page hidden).
+  const { controls } = options;
+  if (controls !== undefined) {
+    const follow = () => {
+      if (controls.paused) trainer.pause("volunteer");
+      else trainer.resume("volunteer");
+    };
+    follow();
+    cleanups.add(controls.onChange(follow));
+  }
   // Ctrl-C or a refused pass refresh: finish the round in flight, then leave.
   const stopping = AbortSignal.any([options.stopSignal, session.leaving]);
   const stopOnSignal = () => {
@@ -124,6 +134,7 @@ function createTrainer(phase: TrainPhase, note: () => string | undefined): Train
       swarm.metrics.peersOnline.set(status.peersOnline);
     },
     onEvent: logOptimizerEvents(reporter),
+    ...(options.controls === undefined ? {} : { dutyCycle: () => options.controls?.dutyCycle ?? 1 }),
     onFirstContribution: (samples) => {
       reporter.log("info", "first minibatch contributed", {
         samples,

@@ -15,6 +15,7 @@ import type {
   SelectedBackend,
 } from "@barnraise/models";
 import type { TrainResult } from "../training/trainer.ts";
+import type { VolunteerControls } from "../training/volunteer-controls.ts";
 import type { Reporter } from "../status/peer-status.ts";
 
 /**
@@ -56,6 +57,8 @@ export interface VolunteerOptions {
   /** Multiaddrs of peers to join through, besides the platform's initial peers. */
   readonly peers: readonly string[];
   readonly reporter: Reporter;
+  /** The volunteer's own pause and use limit (a tab's); the CLI trains flat out until stopped. */
+  readonly controls?: VolunteerControls;
   /** Graceful stop (first Ctrl-C, the tab's leave): finish the round in flight, then leave. */
   readonly stopSignal: AbortSignal;
   /** Hard stop (second Ctrl-C): abandon everything. */

@@ -4,7 +4,7 @@ import type {
   Connectivity,
   GlobalProgressView,
 } from "@barnraise/swarm";
-import { type Batch, mixSeed, type TrainableModel } from "@barnraise/models";
+import { type Batch, mixSeed, type TrainableModel, yieldToEvents } from "@barnraise/models";
 import type { PeerPhase, PeerStatus } from "../status/peer-status.ts";
 import type { LossReportingProgress } from "./loss-reporting-progress.ts";
 
@@ -41,13 +41,19 @@ export interface TrainerOptions {
   readonly now?: () => number;
   /** Told once, when the first minibatch's gradients have been accumulated. */
   readonly onFirstContribution?: (samples: number) => void;
+  /**
+   * The share of the time this machine may compute, in (0, 1] (a tab's use limit); read after
+   * every minibatch, which is then followed by a rest long enough to keep to it. Default 1.
+   */
+  readonly dutyCycle?: () => number;
 }
 
 /**
- * Why training is held: the organizer paused the run, or the peer is cut off from a swarm that
- * trains without it (see CutOffGuard).
+ * Why training is held: the organizer paused the run, the volunteer paused this machine (a tab's
+ * pause button, or its page hidden), or the peer is cut off from a swarm that trains without it
+ * (see CutOffGuard).
  */
-export type TrainingHold = "organizer" | "cut-off";
+export type TrainingHold = "organizer" | "volunteer" | "cut-off";
 
 export interface TrainResult {
   /** "max-steps": the run reached `maxSteps`; "stopped": `stop()` was called. */
@@ -143,7 +149,7 @@ export class Trainer {
   }
 
   #heldPhase(): PeerPhase {
-    return this.#holds.has("organizer") ? "paused" : "cut-off";
+    return this.#holds.has("cut-off") && this.#holds.size === 1 ? "cut-off" : "paused";
   }
 
   get stopping(): boolean {
@@ -207,14 +213,19 @@ export class Trainer {
       this.#minibatches += 1;
       progress.addLoss(epoch, result.loss);
       optimizer.accumulate(result.gradient, result.samples);
-      progress.addWork((performance.now() - computeStart) / 1000, epoch);
+      const computeMs = performance.now() - computeStart;
+      progress.addWork(computeMs / 1000, epoch);
       if (!this.#contributed) {
         this.#contributed = true;
         this.#options.onFirstContribution?.(result.samples);
       }
       this.#emitStatus();
       // The step above is synchronous; let the swarm's RPCs and timers run before the next one.
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      await yieldToEvents();
+      const restMs = restAfter(computeMs, this.#options.dutyCycle?.() ?? 1);
+      if (restMs > 0 && (await raceStop(sleep(restMs), stopped, signal)) === STOPPED) {
+        return await this.#finish("stopped");
+      }
     }
   }
 
@@ -297,6 +308,16 @@ export class Trainer {
 }
 
 const DEFAULT_RETRY_DELAY_MS = 1_000;
+
+/** The rest after `computeMs` of work that keeps the machine busy `dutyCycle` of the time. */
+export function restAfter(computeMs: number, dutyCycle: number): number {
+  if (!(dutyCycle > 0) || dutyCycle >= 1) return 0;
+  return (computeMs * (1 - dutyCycle)) / dutyCycle;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
 
 const STOPPED = Symbol("stopped");
 

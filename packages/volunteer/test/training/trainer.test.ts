@@ -12,7 +12,7 @@ import {
 import { describe, expect, it } from "vitest";
 import type { Batch, GradientResult, ImageBatch, TrainableModel } from "@barnraise/models";
 import { LossReportingProgress } from "../../src/training/loss-reporting-progress.ts";
-import { Trainer, TrainingAbortedError } from "../../src/training/trainer.ts";
+import { restAfter, Trainer, TrainingAbortedError } from "../../src/training/trainer.ts";
 import type { PeerStatus } from "../../src/status/peer-status.ts";
 import { modelKindOf } from "@barnraise/models";
 
@@ -129,7 +129,13 @@ class OnePeerSwarm {
 }
 
 function setUp(
-  options: { target?: number; batch?: number; maxSteps?: number; note?: () => string | undefined } = {},
+  options: {
+    target?: number;
+    batch?: number;
+    maxSteps?: number;
+    note?: () => string | undefined;
+    dutyCycle?: () => number;
+  } = {},
 ) {
   const target = options.target ?? 8;
   const swarm = new OnePeerSwarm(target);
@@ -165,6 +171,7 @@ function setUp(
     seed: 7,
     maxSteps: config.training.maxSteps,
     onStatus: (status) => statuses.push(status),
+    ...(options.dutyCycle === undefined ? {} : { dutyCycle: options.dutyCycle }),
   });
   return { swarm, model, optimizer, trainer, statuses };
 }
@@ -506,6 +513,38 @@ describe("Trainer holds", () => {
       trainer.stop();
       await expect(running).resolves.toMatchObject({ reason: "stopped" });
     }
+  });
+
+  it("holds while the volunteer pauses, apart from the organizer's pause", async () => {
+    const { trainer, model, statuses } = setUp();
+    const running = trainer.run();
+    await computed(model, 2);
+    trainer.pause("volunteer");
+    expect(statuses.at(-1)?.phase).toBe("paused");
+    // The volunteer's pause is not the organizer's: the run control's resume does not lift it.
+    expect(trainer.paused).toBe(false);
+    trainer.resume("organizer");
+    expect(await holds(model)).toBe(true);
+    trainer.resume("volunteer");
+    await computed(model, model.computedWith.length + 2);
+    expect(statuses.at(-1)?.phase).toBe("training");
+    trainer.stop();
+    await expect(running).resolves.toMatchObject({ reason: "stopped" });
+  });
+
+  it("rests after each minibatch to keep to the use limit, and stops during a rest", async () => {
+    expect(restAfter(100, 1)).toBe(0);
+    expect(restAfter(100, 0.5)).toBe(100);
+    expect(restAfter(100, 0.25)).toBe(300);
+    // A minibatch of the bowl model takes well under a millisecond: at 1 % it would rest ~0, so the
+    // test asks for a share that makes any minibatch of ≥ 0.05 ms rest ≥ 5 s.
+    const { trainer, model } = setUp({ dutyCycle: () => 0.00001 });
+    const running = trainer.run();
+    await computed(model, 1);
+    expect(await holds(model)).toBe(true);
+    // The stop ends the rest: the run resolves now, not after it.
+    trainer.stop();
+    await expect(running).resolves.toMatchObject({ reason: "stopped", minibatches: 1 });
   });
 
   it("holds from the start when paused before it runs, and stops while held", async () => {
