@@ -120,6 +120,7 @@ describe.each(testDatabaseProviders())("contributions per session (%s)", (provid
       bytesAggregated: 0,
       longestSessionSeconds: 600,
       peers: 1,
+      nodeKinds: ["cli"],
     });
     expect(await app.db.contribution.count()).toBe(2);
   });

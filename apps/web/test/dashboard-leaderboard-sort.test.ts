@@ -18,6 +18,7 @@ function entry(username: string, values: Partial<LeaderboardEntry> = {}): Leader
     bytesAggregated: 0,
     longestSessionSeconds: 0,
     peers: 1,
+    nodeKinds: ["cli"],
     ...values,
   };
 }

@@ -40,6 +40,7 @@ const leaderboard: Leaderboard = {
       bytesAggregated: 0,
       longestSessionSeconds: 2,
       peers: 1,
+      nodeKinds: ["browser"],
     },
   ],
 };

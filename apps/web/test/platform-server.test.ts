@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { encodePublicKey, generateKeyPair, parseExperimentConfig } from "@barnraise/protocol";
 // The join client's own module: the swarm package's entry needs a newer `lib` than this app's tsconfig.
-import { joinPlatform } from "../../../packages/swarm/src/platform/join-client.ts";
+import { joinPlatform, peerToken } from "../../../packages/swarm/src/platform/join-client.ts";
 import { isJoinError, JoinErrorCode } from "../../../packages/swarm/src/platform/join-error.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DatasetManifest } from "../src/api/schemas/datasets.ts";
@@ -235,7 +235,7 @@ describe("the platform over HTTP", () => {
     const volunteer = await platform.addVolunteer(experimentId);
     const joined = await joinPlatform({
       server: platform.url,
-      token: volunteer.token,
+      credential: peerToken(volunteer.token),
       keyPair: generateKeyPair(),
     });
     expect(joined.experiment.id).toBe(experimentId);
@@ -257,7 +257,7 @@ describe("the platform over HTTP", () => {
     expect(await errorCode(await postJoin(volunteer.token))).toEqual({ status: 403, code: "BANNED" });
     const refused = await joinPlatform({
       server: platform.url,
-      token: volunteer.token,
+      credential: peerToken(volunteer.token),
       keyPair: generateKeyPair(),
     }).catch((error: unknown) => error);
     expect(isJoinError(refused, JoinErrorCode.BANNED)).toBe(true);

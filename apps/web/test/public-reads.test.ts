@@ -92,6 +92,7 @@ describe.each(testDatabaseProviders())("public reads (%s)", (provider) => {
         bytesAggregated: 0,
         longestSessionSeconds: 60,
         peers: 1,
+        nodeKinds: ["cli"],
       },
       {
         username: alice.user.username,
@@ -100,6 +101,7 @@ describe.each(testDatabaseProviders())("public reads (%s)", (provider) => {
         bytesAggregated: 0,
         longestSessionSeconds: 400,
         peers: 2,
+        nodeKinds: ["cli"],
       },
       {
         username: setup.organizer.username,
@@ -108,6 +110,7 @@ describe.each(testDatabaseProviders())("public reads (%s)", (provider) => {
         bytesAggregated: 7_000_000_000,
         longestSessionSeconds: 3600,
         peers: 1,
+        nodeKinds: ["cli"],
       },
     ]);
   });

@@ -177,6 +177,7 @@ describe("credit", () => {
         bytesAggregated: 0,
         longestSessionSeconds: 1,
         peers: 3,
+        nodeKinds: ["cli" as const],
       },
       {
         username: "demo-organizer",
@@ -185,6 +186,7 @@ describe("credit", () => {
         bytesAggregated: 9,
         longestSessionSeconds: 1,
         peers: 1,
+        nodeKinds: ["cli" as const],
       },
     ],
   });

@@ -1,5 +1,5 @@
 import { useMemo, useState, type ReactNode } from "react";
-import type { LeaderboardEntry } from "../../../src/api/schemas/public.ts";
+import type { LeaderboardEntry, NodeKind } from "../../../src/api/schemas/public.ts";
 import { formatBytes, formatCount } from "../format.ts";
 import { formatCompactCount, formatDuration } from "./dashboard-format.ts";
 import {
@@ -50,7 +50,16 @@ const columns: readonly Column[] = [
 
 const directionWords = { asc: "ascending", desc: "descending" } as const;
 
-/** Who contributed what, sortable by any column; the rank (by samples) stays with each user. */
+/** How each kind of node reads in its label, and what the label's tooltip says it is. */
+const nodeKindLabels: Record<NodeKind, { readonly label: string; readonly title: string }> = {
+  browser: { label: "Browser", title: "Trained in a signed-in volunteer's browser tab" },
+  cli: { label: "CLI", title: "Ran as a peer on a machine, joined with a token" },
+};
+
+/**
+ * Who contributed what, sortable by any column but the node kinds; the rank (by samples) stays with
+ * each user. Each row labels the kinds of node the user's credit came from (browser tabs, machines).
+ */
 export function LeaderboardTable({ entries }: { readonly entries: readonly LeaderboardEntry[] }) {
   const [sort, setSort] = useState<LeaderboardSort>(DEFAULT_LEADERBOARD_SORT);
   const rows = useMemo(() => sortLeaderboard(rankLeaderboard(entries), sort), [entries, sort]);
@@ -99,6 +108,8 @@ export function LeaderboardTable({ entries }: { readonly entries: readonly Leade
                     </th>
                   );
                 })}
+                {/* Not sortable: a user's kinds are a set, with no order to rank by. */}
+                <th scope="col">Node kind</th>
               </tr>
             </thead>
             <tbody>
@@ -116,6 +127,15 @@ export function LeaderboardTable({ entries }: { readonly entries: readonly Leade
                       </td>
                     ),
                   )}
+                  <td data-testid="leaderboard-node-kinds">
+                    <span className="node-kinds">
+                      {entry.nodeKinds.map((kind) => (
+                        <span key={kind} className="badge" title={nodeKindLabels[kind].title}>
+                          {nodeKindLabels[kind].label}
+                        </span>
+                      ))}
+                    </span>
+                  </td>
                 </tr>
               ))}
             </tbody>

@@ -136,6 +136,17 @@ export const swarmStatusSchema = z
   .meta({ id: "SwarmStatus", description: "The live swarm as its aux peer last reported it" });
 export type SwarmStatusView = z.infer<typeof swarmStatusSchema>;
 
+/**
+ * What kind of node a machine is, from the token it joined with (`PeerToken.browser`), never from
+ * what the node says of itself: `browser`, a signed-in volunteer's tab ("Contribute from this
+ * browser"); `cli`, a machine that joined with a token (a command-line peer or an aux peer).
+ */
+export const NodeKind = { browser: "browser", cli: "cli" } as const;
+export type NodeKind = (typeof NodeKind)[keyof typeof NodeKind];
+
+/** Every node kind, in the order `nodeKinds` lists them. */
+export const NODE_KINDS = [NodeKind.browser, NodeKind.cli] as const;
+
 export const leaderboardEntrySchema = z
   .strictObject({
     username: z.string(),
@@ -147,6 +158,11 @@ export const leaderboardEntrySchema = z
       .nonnegative()
       .meta({ description: "The longest uninterrupted session of any of the user's nodes" }),
     peers: count.meta({ description: "How many of the user's nodes contributed" }),
+    nodeKinds: z.array(z.enum(NODE_KINDS)).meta({
+      description:
+        "The kinds of the nodes counted in this entry, each once, browser before cli: browser for a signed-in volunteer's tab, cli for a machine that joined with a token (a command-line or aux peer); taken from the tokens the nodes joined with",
+      examples: [["browser", "cli"]],
+    }),
   })
   .meta({ id: "LeaderboardEntry" });
 export type LeaderboardEntry = z.infer<typeof leaderboardEntrySchema>;
