@@ -2,8 +2,11 @@
  * Builds the self-contained volunteer and aux programs that the platform serves (DESIGN §5):
  * `barnraise-peer` and `barnraise-aux` as npm tarballs of compiled JavaScript with every dependency
  * bundled (esbuild) and the WebAssembly binaries they load beside it, a `bin` that runs on
- * Node.js ≥ 22 with nothing else installed. Next to them it writes `manifest.json`: each program's
- * version, file name, size and SHA-256, and the protocol version the platform speaks.
+ * Node.js ≥ 22 with nothing else installed. It also builds what a browser tab runs when a volunteer
+ * contributes from the experiment page (`tab/`): the Web Worker (apps/web/src/tab) bundled for
+ * browsers, and the wasm backend's binaries it loads. Next to them it writes `manifest.json`: each
+ * program's version, file name, size and SHA-256, the tab's files, and the protocol version the
+ * platform speaks.
  *
  *   node scripts/build-programs.ts [--out DIR] [--force]
  *
@@ -106,12 +109,34 @@ export interface AddonManifest {
   readonly files: readonly { name: string; file: string; bytes: number; sha256: string }[];
 }
 
+export interface TabFileManifest {
+  readonly file: string;
+  readonly bytes: number;
+  readonly sha256: string;
+}
+
+export interface TabManifest {
+  /** The worker's bundle, under a content-addressed name. */
+  readonly worker: TabFileManifest;
+  /** The wasm backend's binaries, under the names TF.js asks for. */
+  readonly wasm: readonly TabFileManifest[];
+}
+
 export interface ProgramsManifest {
   readonly protocolVersion: number;
   readonly inputsHash: string;
   readonly programs: readonly ProgramManifest[];
   readonly addons: readonly AddonManifest[];
+  readonly tab: TabManifest;
 }
+
+/** The tab's worker, and the wasm binaries it loads ([package, file in the package]). */
+const TAB_WORKER = "apps/web/src/tab/volunteer-worker.ts";
+const TAB_WASM: readonly (readonly [string, string])[] = [
+  ["@tensorflow/tfjs-backend-wasm", "dist/tfjs-backend-wasm.wasm"],
+  ["@tensorflow/tfjs-backend-wasm", "dist/tfjs-backend-wasm-simd.wasm"],
+  ["highs", "build/highs.wasm"],
+];
 
 const log = (line: string) => process.stdout.write(`[build-programs] ${line}\n`);
 
@@ -127,11 +152,13 @@ if (!flags.force && upToDate()) {
     if (file.endsWith(".tgz") && !built.some((p) => p.file === file)) rmSync(join(out, file));
   }
   const addons = copyWebGpuAddons();
+  const tab = await buildTab();
   const manifest: ProgramsManifest = {
     protocolVersion: PROTOCOL_VERSION,
     inputsHash,
     programs: built,
     addons,
+    tab,
   };
   writeFileSync(`${manifestPath}.tmp`, `${JSON.stringify(manifest, null, 2)}\n`);
   renameSync(`${manifestPath}.tmp`, manifestPath);
@@ -149,7 +176,9 @@ function upToDate(): boolean {
       manifest.addons.length > 0 &&
       manifest.addons.every((a: AddonManifest) =>
         a.files.every((f) => existsSync(join(out, "addons", f.file))),
-      )
+      ) &&
+      typeof manifest.tab === "object" &&
+      [manifest.tab.worker, ...manifest.tab.wasm].every((f) => existsSync(join(out, "tab", f.file)))
     );
   } catch {
     return false;
@@ -225,6 +254,57 @@ async function buildProgram(program: Program): Promise<ProgramManifest> {
 }
 
 /**
+ * Bundles the tab's Web Worker for browsers (an ES module worker; the `node:` imports that TF.js and
+ * the HiGHS solver make only when they run in Node.js are left out) under a content-addressed name,
+ * and copies the wasm binaries it fetches (TF.js's backend, the HiGHS solver) beside it into `<out>/tab`.
+ */
+async function buildTab(): Promise<TabManifest> {
+  const started = performance.now();
+  const directory = join(out, "tab");
+  mkdirSync(directory, { recursive: true });
+  const bundled = await build({
+    entryPoints: [join(root, TAB_WORKER)],
+    bundle: true,
+    platform: "browser",
+    format: "esm",
+    target: "es2022",
+    external: ["node:*"],
+    define: { "process.env.NODE_ENV": '"production"' },
+    minify: true,
+    legalComments: "eof",
+    write: false,
+    outfile: "volunteer-worker.js",
+    logLevel: "warning",
+  });
+  const code = bundled.outputFiles[0]?.contents;
+  if (code === undefined) throw new Error("esbuild wrote no worker bundle");
+  const entry = (file: string, bytes: Uint8Array): TabFileManifest => ({
+    file,
+    bytes: bytes.length,
+    sha256: createHash("sha256").update(bytes).digest("hex"),
+  });
+  const worker = entry(
+    `volunteer-worker-${createHash("sha256").update(code).digest("hex").slice(0, 12)}.js`,
+    code,
+  );
+  writeFileSync(join(directory, worker.file), code);
+  // Resolved from the worker, as its bundle resolves the packages that load them.
+  const requireFromWorker = createRequire(join(root, TAB_WORKER));
+  const wasm = TAB_WASM.map(([packageName, file]) => {
+    const bytes = readFileSync(
+      join(packageDirectory(requireFromWorker.resolve(packageName), packageName), file),
+    );
+    writeFileSync(join(directory, basename(file)), bytes);
+    return entry(basename(file), bytes);
+  });
+  const kept = new Set([worker.file, ...wasm.map((f) => f.file)]);
+  for (const file of readdirSync(directory)) if (!kept.has(file)) rmSync(join(directory, file));
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  log(`tab/${worker.file}: ${(code.length / 2 ** 20).toFixed(1)} MiB in ${seconds} s`);
+  return { worker, wasm };
+}
+
+/**
  * Copies Dawn's WebGPU binding for every platform its `webgpu` package ships (one directory per
  * platform, `dawn.node` and on Windows the DLLs beside it) into `<out>/addons`, each file under a
  * content-addressed name. The peer bundle leaves `webgpu` out (21 MB per platform, 130 MB for all):
@@ -284,6 +364,7 @@ function programInputsHash(): string {
     "package-lock.json",
     "scripts/build-programs.ts",
     ...programs.flatMap((p) => [`${p.app}/package.json`, `${p.app}/src`]),
+    "apps/web/src/tab",
     "packages",
   ]);
 }

@@ -22,6 +22,7 @@ const ENTRY_POINTS = [
   "@barnraise/models",
   "@barnraise/models/browser",
   "@barnraise/volunteer",
+  "@barnraise/volunteer/browser",
 ];
 
 const root = new URL("..", import.meta.url).pathname;

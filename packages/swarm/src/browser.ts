@@ -3,3 +3,5 @@
  * or worker. The engine itself is `@barnraise/swarm`.
  */
 export * from "./browser/indexeddb-node-store.ts";
+export * from "./browser/browser-transports.ts";
+export { setSolverWasmBase } from "./averaging/load-balancing.ts";

@@ -95,6 +95,7 @@ export * from "./platform/join-client.ts";
 export * from "./platform/join-error.ts";
 export type { JoinedExperiment } from "./platform/join-response.ts";
 export * from "./platform/join-retry.ts";
+export { unrefTimer } from "./time/unref-timer.ts";
 export * from "./platform/join-experiment.ts";
 export { readBoundedBytes, readBoundedText } from "./platform/bounded-body.ts";
 export * from "./platform/pass-refresher.ts";

@@ -34,7 +34,8 @@ export class HttpDatasetSource implements DatasetSource {
   constructor(options: HttpDatasetSourceOptions) {
     this.#base = `${options.serverUrl.replace(/\/+$/, "")}/api/v1/datasets/${encodeURIComponent(options.dataset)}`;
     this.#dataset = options.dataset;
-    this.#fetch = options.fetch ?? fetch;
+    // Bound: a browser refuses a fetch called as another object's method ("Illegal invocation").
+    this.#fetch = options.fetch ?? fetch.bind(globalThis);
     this.#retry = options.retry ?? DEFAULT_RETRY_POLICY;
   }
 

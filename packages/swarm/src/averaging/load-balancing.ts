@@ -45,10 +45,23 @@ function highsLoader(): HighsLoader {
 }
 
 let highsPromise: Promise<Highs> | undefined;
+/** Where the solver's `.wasm` is fetched from, in a runtime that does not read it beside the code. */
+let wasmBase: string | undefined;
+
+/**
+ * Tells the solver where its `highs.wasm` is served (a URL ending in "/"): a browser fetches it from
+ * there, as TF.js's wasm backend fetches its binaries. Node.js reads it from the installed package.
+ */
+export function setSolverWasmBase(base: string): void {
+  wasmBase = base;
+  highsPromise = undefined;
+}
 
 /** Loads the HiGHS Wasm module once per process; a failed load is retried by the next call. */
 function loadHighs(): Promise<Highs> {
-  highsPromise ??= highsLoader()().catch((error: unknown) => {
+  const base = wasmBase;
+  const options = base === undefined ? {} : { locateFile: (file: string) => new URL(file, base).href };
+  highsPromise ??= highsLoader()(options).catch((error: unknown) => {
     highsPromise = undefined;
     throw new SwarmError(SwarmErrorCode.LOAD_BALANCING_FAILED, "could not load the HiGHS solver", {
       cause: error,

@@ -112,7 +112,8 @@ export class PlatformClient {
     this.authority = options.authority;
     this.#options = options;
     this.#base = baseUrl(options.server);
-    this.#fetch = options.fetch ?? fetch;
+    // Bound: a browser refuses a fetch called as another object's method ("Illegal invocation").
+    this.#fetch = options.fetch ?? fetch.bind(globalThis);
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_PLATFORM_TIMEOUT_MS;
     this.#now = options.now ?? Date.now;
   }

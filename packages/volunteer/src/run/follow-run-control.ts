@@ -6,6 +6,7 @@ import {
   type CollaborativeOptimizer,
   type PlatformClient,
   type Swarm,
+  unrefTimer,
 } from "@barnraise/swarm";
 import type { Trainer } from "../training/trainer.ts";
 import type { Reporter } from "../status/peer-status.ts";
@@ -78,7 +79,7 @@ export function followRunControl(options: RunControlFollowerOptions): {
   again();
   // Also looked at now and then: a rollback whose checkpoint failed to load is tried again.
   const timer = setInterval(again, 5_000);
-  timer.unref();
+  unrefTimer(timer);
   return {
     signal: stopped.signal,
     stop: () => {

@@ -1,4 +1,10 @@
-import type { CollaborativeOptimizer, PlatformClient, RefusalLog, SwarmNode } from "@barnraise/swarm";
+import {
+  unrefTimer,
+  type CollaborativeOptimizer,
+  type PlatformClient,
+  type RefusalLog,
+  type SwarmNode,
+} from "@barnraise/swarm";
 import { z } from "zod";
 import type { Reporter } from "../status/peer-status.ts";
 import { CutOffGuard, type CutOffVerdict } from "./cut-off-guard.ts";
@@ -125,7 +131,7 @@ export function followSwarmContact(options: SwarmContactOptions): SwarmContact {
   };
   const stopPrivateSteps = dropPrivateStepsOnRejoin(options, () => platformAlive);
   const timer = setInterval(check, CHECK_EVERY_MS);
-  timer.unref();
+  unrefTimer(timer);
   return {
     note: () => noteOf(verdict),
     stop: () => {

@@ -8,7 +8,9 @@ import { listCheckpoints } from "../../../src/server/services/list-checkpoints.t
 import { readLeaderboard } from "../../../src/server/services/read-leaderboard.ts";
 import { readMembership } from "../../../src/server/services/read-membership.ts";
 import { readMetrics } from "../../../src/server/services/read-metrics.ts";
+import { readProgramCatalog, TAB_PATH } from "../../../src/server/programs/programs.ts";
 import { ConfigSummary } from "../../_components/config-summary.tsx";
+import { ContributePanel } from "../../_components/contribute-panel.tsx";
 import { ExperimentDashboard } from "../../_components/dashboard/experiment-dashboard.tsx";
 import { CHART_POINTS } from "../../_components/dashboard/live-data.ts";
 import { formatTime } from "../../_components/format.ts";
@@ -34,6 +36,18 @@ export default async function ExperimentPage({ params }: Props) {
     listCheckpoints(ctx, id),
   ]);
   const membership = user === null ? null : (await readMembership(ctx, user, id)).status;
+  // A volunteer who may train can do it from this tab, where the platform serves what a tab runs.
+  const tab =
+    membership === "approved" || membership === "organizer"
+      ? await readProgramCatalog(ctx.env.programsDir).then(
+          (catalog) => catalog?.tab,
+          (error: unknown) => {
+            // The operator's problem, in the log; the page goes on without the panel.
+            ctx.logger.error({ err: error }, "cannot read the programs manifest");
+            return undefined;
+          },
+        )
+      : undefined;
 
   return (
     <main className="page">
@@ -63,6 +77,14 @@ export default async function ExperimentPage({ params }: Props) {
         </div>
         <MembershipBox experimentId={id} status={membership} paused={experiment.status === "paused"} />
       </div>
+
+      {tab === undefined ? null : (
+        <ContributePanel
+          experimentId={id}
+          workerUrl={`${TAB_PATH}/${tab.worker.file}`}
+          wasmBase={`${TAB_PATH}/`}
+        />
+      )}
 
       <ExperimentDashboard
         experimentId={id}

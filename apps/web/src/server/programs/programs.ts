@@ -53,7 +53,17 @@ const manifestSchema = z.object({
       }),
     )
     .default([]),
+  tab: z
+    .object({
+      worker: tabFileSchema(/^volunteer-worker-[0-9a-f]{12}\.js$/),
+      wasm: z.array(tabFileSchema(/^(tfjs-backend-wasm(-simd)?|highs)\.wasm$/)).min(1),
+    })
+    .optional(),
 });
+
+function tabFileSchema(name: RegExp) {
+  return z.object({ file: z.string().regex(name), bytes: z.number().int().positive(), sha256: sha256Schema });
+}
 
 export interface ServedProgram {
   readonly name: ProgramName;
@@ -86,11 +96,26 @@ export interface ServedAddon {
   readonly files: readonly ServedAddonFile[];
 }
 
+/** A file of what a browser tab runs to contribute (its worker, the wasm backend's binaries). */
+export interface ServedTabFile {
+  readonly file: string;
+  readonly bytes: number;
+  readonly sha256: string;
+}
+
+/** What a browser tab runs when its volunteer contributes from the experiment page. */
+export interface ServedTab {
+  readonly worker: ServedTabFile;
+  readonly wasm: readonly ServedTabFile[];
+}
+
 export interface ProgramCatalog {
   /** The wire-format version of the programs (PROTOCOL_VERSION of @barnraise/protocol). */
   readonly protocolVersion: number;
   readonly programs: readonly ServedProgram[];
   readonly addons: readonly ServedAddon[];
+  /** Absent from a manifest built before tabs could contribute. */
+  readonly tab?: ServedTab | undefined;
 }
 
 let cached:
@@ -159,3 +184,30 @@ export function findServedAddonFile(catalog: ProgramCatalog, file: string): Serv
 export function servedFileUrl(origin: string, file: string): string {
   return `${origin}${PROGRAMS_PATH}/${file}`;
 }
+
+/** Where the tab's files are served, under the platform's origin. */
+export const TAB_PATH = "/api/v1/tab";
+
+/** The tab file a request names, or NOT_FOUND (a request never reaches another file). */
+export function findServedTabFile(catalog: ProgramCatalog, file: string): ServedTabFile {
+  const tab = catalog.tab;
+  const found = tab === undefined ? undefined : [tab.worker, ...tab.wasm].find((f) => f.file === file);
+  if (found === undefined) throw new AppError(AppErrorCode.NOT_FOUND, `no tab file "${file}" is served here`);
+  return found;
+}
+
+/**
+ * What the worker may do, and nothing else: run its own script and compile the wasm backend
+ * (`'wasm-unsafe-eval'`, no `eval`), fetch from the platform (the join with the page's session, the
+ * dataset's shards, models and checkpoints, the wasm binaries), and open WebSockets to the swarm's
+ * members, whose addresses are wherever their volunteers are. A dedicated worker's policy is the one
+ * delivered with its script.
+ */
+export const TAB_WORKER_CSP = [
+  "default-src 'none'",
+  "script-src 'self' 'wasm-unsafe-eval'",
+  "connect-src 'self' ws: wss:",
+  "worker-src 'none'",
+  "base-uri 'none'",
+  "form-action 'none'",
+].join("; ");

@@ -1,0 +1,5 @@
+/**
+ * What the volunteer's run needs of a browser: the runtime a tab's Web Worker gives `runVolunteer`.
+ * The run itself is `@barnraise/volunteer`.
+ */
+export * from "./browser/browser-runtime.ts";
