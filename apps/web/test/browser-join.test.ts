@@ -2,7 +2,12 @@ import {
   AccessPassVerifier,
   decodePublicKey,
   generateKeyPair,
+  MemoryNonceStore,
   PeerRole,
+  ProtocolErrorCode,
+  ReplayGuard,
+  RequestVerifier,
+  signRequest,
   toBase64Url,
   verifyExperimentConfig,
 } from "@barnraise/protocol";
@@ -105,6 +110,35 @@ describe.each(testDatabaseProviders())("joining from a signed-in browser (%s)", 
     ).toBe(token?.id);
     expect((await browserJoin(user, generateKeyPair().publicKey)).status).toBe(200);
     expect(await browserTokens(user.id)).toHaveLength(2);
+  });
+
+  it("binds the tab's pass to its key: another key that replays it is refused, as every member checks it", async () => {
+    const user = await volunteer("approved");
+    const tabKey = generateKeyPair();
+    const join = joinResponseSchema.parse(await (await browserJoin(user, tabKey.publicKey)).json());
+    const authorityPublicKey = decodePublicKey(join.authorityPublicKey);
+    const member = generateKeyPair();
+    const verifier = new RequestVerifier({
+      crypto: nodeCrypto,
+      passes: new AccessPassVerifier({ crypto: nodeCrypto, authorityPublicKey, experimentId }),
+      recipientPublicKey: member.publicKey,
+      replayGuard: new ReplayGuard({ maxSkewMs: 30_000, store: new MemoryNonceStore() }),
+    });
+    const request = (signer: typeof tabKey) =>
+      signRequest(nodeCrypto, signer, {
+        pass: join.pass,
+        recipientPublicKey: member.publicKey,
+        scope: "swarm/hello",
+        body: new Uint8Array([1, 2, 3]),
+        time: clock,
+      });
+    const check = { scope: "swarm/hello", body: new Uint8Array([1, 2, 3]), now: clock };
+    // The tab itself is taken …
+    expect((await verifier.verify(request(tabKey), check)).pass.username).toBe(user.username);
+    // … the same pass signed by any other key is not.
+    await expect(verifier.verify(request(generateKeyPair()), check)).rejects.toMatchObject({
+      code: ProtocolErrorCode.REQUEST_BAD_SIGNATURE,
+    });
   });
 
   it("refuses a visitor, another site, and a volunteer who may not train, and makes them no token", async () => {

@@ -197,7 +197,7 @@ export function ContributePanel({ experimentId, workerUrl, wasmBase }: Contribut
               {backend ?? "measuring…"}
             </Fact>
             <Fact label="This tab" testId="tab-speed">
-              {status === null ? "–" : `${status.localSamplesPerSecond.toFixed(1)} samples/s`}
+              {status === null ? "–" : `${formatCount(Math.round(status.localSamplesPerSecond))} samples/s`}
             </Fact>
             <Fact label="Swarm's next step" testId="tab-swarm-progress">
               {status === null
@@ -216,6 +216,7 @@ export function ContributePanel({ experimentId, workerUrl, wasmBase }: Contribut
                   step <span data-testid="tab-step">{lastStep.step}</span> with{" "}
                   <span data-testid="tab-group-size">{lastStep.groupSize}</span> members, parameters{" "}
                   <code data-testid="tab-state-digest">{lastStep.stateDigest}</code>
+                  {lastStep.bytesSent === undefined ? "" : `, ${formatBytes(lastStep.bytesSent)} sent`}
                 </>
               )}
             </Fact>

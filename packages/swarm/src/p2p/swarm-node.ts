@@ -380,7 +380,13 @@ export class SwarmNode {
       try {
         await this.connect(address);
       } catch (error) {
-        this.#logger.warn({ address, err: error }, "could not reach a bootstrap peer; will retry");
+        // An address none of this runtime's transports dials (TCP in a browser): the peer's other
+        // addresses are for it; nothing to warn about.
+        const undialable = error instanceof Error && error.name === "NoValidAddressesError";
+        this.#logger[undialable ? "debug" : "warn"](
+          { address, err: error },
+          "could not reach a bootstrap peer; will retry",
+        );
       }
     }
   }
