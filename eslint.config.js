@@ -14,6 +14,8 @@ export default tseslint.config(
       "**/next-env.d.ts",
       "**/test-results/",
       "**/playwright-report/",
+      // The programs and the tab's worker the platform serves, built by scripts/build-programs.ts.
+      "apps/web/.programs/",
     ],
   },
   js.configs.recommended,
@@ -43,7 +45,13 @@ export default tseslint.config(
   {
     // The core a training node needs runs in a browser too (scripts/check-browser-core.ts bundles it
     // and refuses Node.js imports); these are the Node.js globals a bundler cannot see.
-    files: ["packages/protocol/src/**", "packages/swarm/src/**", "packages/models/src/**"],
+    files: [
+      "packages/protocol/src/**",
+      "packages/swarm/src/**",
+      "packages/models/src/**",
+      "packages/volunteer/src/**",
+      "apps/web/src/tab/**",
+    ],
     ignores: [
       "packages/protocol/src/node.ts",
       "packages/protocol/src/*.node.ts",
