@@ -208,6 +208,14 @@ test("a signed-in volunteer contributes from a browser tab alongside the demo's 
     tab = await volunteerContext.newPage();
     await tab.goto(`/experiments/${DEMO_EXPERIMENT_ID}`);
     await contribute(tab);
+    // One contributing tab per browser: a second one says so and starts nothing.
+    const second = await volunteerContext.newPage();
+    await second.goto(`/experiments/${DEMO_EXPERIMENT_ID}`);
+    await second.getByRole("button", { name: "Contribute from this browser" }).click();
+    await expect(second.getByTestId("contribute-panel").getByRole("status")).toContainText(
+      "Another tab of this browser is already contributing",
+    );
+    await second.close();
     await organizer.reload();
     await organizer
       .getByTestId(`allowlist-${username}`)
