@@ -5,8 +5,8 @@ import { isPermanentRefusal } from "./join-experiment.ts";
 import type { JoinedExperiment } from "./join-response.ts";
 
 /**
- * The `refresh` that `PassHolder` calls before the pass expires: join again with the same token and
- * key and return the new pass token. It is bound to the experiment of the first join and to the
+ * The `refresh` that `PassHolder` calls before the pass expires: join again with the same credential
+ * and key and return the new pass token. It is bound to the experiment of the first join and to the
  * authority the node trusts now (`authority`, read at each refresh), so a refresh can never move the
  * node to another experiment or to an authority key it cannot follow (AUTHORITY_CHANGED). A join
  * that returns a rotated key with certificates chaining from the key held is taken, and the holder
