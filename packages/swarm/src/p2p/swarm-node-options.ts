@@ -56,9 +56,7 @@ export interface SwarmNodeOptions {
   /**
    * Hold relay slots on the bootstrap peers even when reachable directly: for private networks
    * where the aux peers reach every node but the nodes cannot reach each other. The bootstrap peers
-   * must be relays (aux peers). Nodes that are not reachable hold one anyway. Default: hold one
-   * when the node listens on no WebSockets address, so that browser tabs (which dial nothing else)
-   * reach it through the aux's relay.
+   * must be relays (aux peers). Nodes that are not reachable hold one anyway.
    */
   listenViaRelays?: boolean;
   /** Whether to ask an aux peer to dial back at start (default true; aux peers never ask). */
