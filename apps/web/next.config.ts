@@ -10,5 +10,22 @@ export default function nextConfig(phase: string): NextConfig {
     transpilePackages: ["@barnraise/protocol", "@barnraise/prisma"],
     reactStrictMode: true,
     poweredByHeader: false,
+    // Every page and route but the tab's files, which carry their own policy.
+    headers: () =>
+      Promise.resolve([
+        {
+          source: "/:path((?!api/v1/tab/).*)",
+          headers: [{ key: "content-security-policy", value: PAGE_CSP }],
+        },
+      ]),
   };
 }
+
+/**
+ * What the platform's pages may do beyond the defaults: no page of another site frames them (a
+ * framed "Contribute from this browser" could be clicked unawares), no plugins, no base rewrite, and
+ * workers only from the platform itself (the tab's, GET /api/v1/tab/{file}, has its own policy).
+ */
+const PAGE_CSP = ["frame-ancestors 'none'", "object-src 'none'", "base-uri 'self'", "worker-src 'self'"].join(
+  "; ",
+);

@@ -18,7 +18,7 @@ import {
 } from "../support/demo.ts";
 import { ProcessSet, type LogRecord } from "../support/processes.ts";
 import { e2eRun } from "../support/run-env.ts";
-import { register, signIn } from "../support/ui.ts";
+import { PASSWORD, register, signIn, signOut } from "../support/ui.ts";
 
 // A volunteer with nothing installed lends a browser tab to the demo's run: `npm run demo` (its aux
 // and two CLI peers) trains; a new volunteer is not on the allowlist, sees no way to contribute and
@@ -59,7 +59,7 @@ test.afterEach(async () => {
 test("a signed-in volunteer contributes from a browser tab alongside the demo's CLI peers", async ({
   browser,
 }, testInfo) => {
-  test.setTimeout(7 * 60_000);
+  test.setTimeout(10 * 60_000);
   const demo = startDemo(processes, "npm-run-demo", dataDir, port);
   const username = `tabby-${Date.now().toString(36)}`;
   const organizerContext = await browser.newContext({ baseURL: base });
@@ -99,9 +99,18 @@ test("a signed-in volunteer contributes from a browser tab alongside the demo's 
 
   let tabStep = { step: 0, groupSize: 0, digest: "" };
   await test.step("one click, and within 60 s the tab averages with the CLI peers", async () => {
-    await tab.goto(`/experiments/${DEMO_EXPERIMENT_ID}`);
+    const page = await tab.goto(`/experiments/${DEMO_EXPERIMENT_ID}`);
+    // No other site may frame the page (and its button); workers only from the platform.
+    expect(page?.headers()["content-security-policy"]).toContain("frame-ancestors 'none'");
+    const started = tab.waitForEvent("worker");
     const clickedAt = Date.now();
     await tab.getByRole("button", { name: "Contribute from this browser" }).click();
+    // The worker's script comes with its own policy: its origin, wasm, and WebSockets, nothing else.
+    const workerScript = await tab.request.get((await started).url());
+    expect(workerScript.headers()["content-security-policy"]).toBe(
+      "default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; connect-src 'self' ws: wss:; " +
+        "worker-src 'none'; base-uri 'none'; form-action 'none'",
+    );
     await expect(tab.getByTestId("tab-group-size")).toBeVisible({ timeout: CLICK_TO_AVERAGE_MS });
     await expect
       .poll(async () => Number(await tab.getByTestId("tab-group-size").textContent()), {
@@ -204,10 +213,53 @@ test("a signed-in volunteer contributes from a browser tab alongside the demo's 
     }
   });
 
-  await test.step("a banned volunteer's tab is refused by the swarm within 30 s", async () => {
+  await test.step("retired under My nodes, the tab's node stops; the next click joins as a new node", async () => {
     tab = await volunteerContext.newPage();
     await tab.goto(`/experiments/${DEMO_EXPERIMENT_ID}`);
     await contribute(tab);
+    const retired = await tabPeerId(tab);
+    const myNodes = await volunteerContext.newPage();
+    await myNodes.goto("/me/nodes");
+    const row = myNodes
+      .getByRole("list", { name: "Nodes" })
+      .getByRole("listitem")
+      .filter({ has: myNodes.locator(`code[title="${retired}"]`) });
+    await row.getByRole("button", { name: /^Retire / }).click();
+    await row.getByRole("button", { name: /^Yes, retire / }).click();
+    await expect(row.getByText("Retired", { exact: true })).toBeVisible();
+    await myNodes.close();
+    const panel = tab.getByTestId("contribute-panel");
+    await expect(panel.getByRole("status")).toContainText("retired under My nodes", {
+      timeout: BAN_REFUSED_MS,
+    });
+    await contribute(tab, "Contribute again");
+    const renewed = await tabPeerId(tab);
+    expect(renewed).not.toBe(retired);
+  });
+
+  await test.step("another account in the same browser contributes with a key of its own", async () => {
+    // The volunteer's tab keeps contributing; the organizer signs in to this browser in another tab.
+    // (One contributing tab per browser, so the volunteer's tab leaves first.)
+    const volunteerNode = await tabPeerId(tab);
+    await tab.getByRole("button", { name: "Stop contributing" }).click();
+    await expect(tab.getByRole("button", { name: "Contribute again" })).toBeVisible({ timeout: 60_000 });
+    await signOut(tab);
+    await tab.goto(`/sign-in?callbackUrl=${encodeURIComponent(`/experiments/${DEMO_EXPERIMENT_ID}`)}`);
+    await signIn(tab, "demo-organizer", await demoPassword());
+    await tab.waitForURL(new RegExp(`/experiments/${DEMO_EXPERIMENT_ID}$`));
+    await contribute(tab);
+    expect(await tabPeerId(tab)).not.toBe(volunteerNode);
+    await tab.getByRole("button", { name: "Stop contributing" }).click();
+    await expect(tab.getByRole("button", { name: "Contribute again" })).toBeVisible({ timeout: 60_000 });
+    await signOut(tab);
+    await tab.goto(`/sign-in?callbackUrl=${encodeURIComponent(`/experiments/${DEMO_EXPERIMENT_ID}`)}`);
+    await signIn(tab, username, PASSWORD);
+    await tab.waitForURL(new RegExp(`/experiments/${DEMO_EXPERIMENT_ID}$`));
+    await contribute(tab);
+    expect(await tabPeerId(tab)).toBe(volunteerNode);
+  });
+
+  await test.step("a banned volunteer's tab is refused by the swarm within 30 s", async () => {
     // One contributing tab per browser: a second one says so and starts nothing.
     const second = await volunteerContext.newPage();
     await second.goto(`/experiments/${DEMO_EXPERIMENT_ID}`);
@@ -240,10 +292,17 @@ test("a signed-in volunteer contributes from a browser tab alongside the demo's 
   });
 });
 
-/** Clicks "Contribute from this browser" and waits for the tab's first step with the swarm. */
-async function contribute(page: Page): Promise<void> {
-  await page.getByRole("button", { name: "Contribute from this browser" }).click();
+/** Clicks "Contribute from this browser" (or `button`) and waits for the tab's first step with the swarm. */
+async function contribute(page: Page, button = "Contribute from this browser"): Promise<void> {
+  await page.getByRole("button", { name: button }).click();
   await expect(page.getByTestId("tab-step")).toBeVisible({ timeout: CLICK_TO_AVERAGE_MS });
+}
+
+/** The PeerId of the tab's node, as its panel shows it. */
+async function tabPeerId(page: Page): Promise<string> {
+  const id = (await page.getByTestId("tab-peer-id").textContent()) ?? "";
+  expect(id).toMatch(/^12D3Koo/);
+  return id;
 }
 
 /** POST browser-join from `page`, as its worker does (same origin, the session's cookie). */

@@ -3,3 +3,5 @@
  * The run itself is `@barnraise/volunteer`.
  */
 export * from "./browser/browser-runtime.ts";
+export { forgetIndexedDbNode as forgetBrowserNode } from "@barnraise/swarm/browser";
+export * from "./browser/tab-outcome.ts";

@@ -35,6 +35,7 @@ export async function runVolunteer(options: VolunteerOptions): Promise<Volunteer
     signal: startUp,
   });
   const { config, experiment } = node.joined;
+  reporter.event?.({ type: "joined", peerId: node.identity.peerId, experimentId: experiment.id });
   reporter.log("info", `joined experiment "${experiment.name}"`, {
     experimentId: experiment.id,
     model: config.model.kind,

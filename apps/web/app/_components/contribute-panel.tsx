@@ -13,6 +13,8 @@ const LOG_LINES = 6;
 
 export interface ContributePanelProps {
   readonly experimentId: string;
+  /** The signed-in user: the tab keeps a key of its own for each user and experiment. */
+  readonly userId: string;
   /** The worker's script on this platform (GET /api/v1/tab/{file}). */
   readonly workerUrl: string;
   /** Where the wasm backend's binaries are served, ending in "/". */
@@ -34,7 +36,7 @@ interface Running {
  * computes, and leave (the round in flight finishes first). Closing the tab ends the worker; the
  * others drop it at once.
  */
-export function ContributePanel({ experimentId, workerUrl, wasmBase }: ContributePanelProps) {
+export function ContributePanel({ experimentId, userId, workerUrl, wasmBase }: ContributePanelProps) {
   const [stage, setStage] = useState<Stage>("idle");
   const [status, setStatus] = useState<TabStatus | null>(null);
   const [lastStep, setLastStep] = useState<TabStep | null>(null);
@@ -49,7 +51,12 @@ export function ContributePanel({ experimentId, workerUrl, wasmBase }: Contribut
   const [hidden, setHidden] = useState(false);
   const [dutyCycle, setDutyCycle] = useState<number>(1);
   const running = useRef<Running | null>(null);
+  /** The start in progress (waiting for the lock), until its worker runs: a leave or unmount cancels it. */
+  const starting = useRef<{ cancelled: boolean } | null>(null);
   const paused = userPaused || (pauseWhenHidden && hidden);
+  // What the worker starts with, read when it starts (the volunteer may change both meanwhile).
+  const controls = useRef({ paused, dutyCycle });
+  controls.current = { paused, dutyCycle };
 
   const send = useCallback((message: PageMessage) => {
     running.current?.worker.postMessage(message);
@@ -95,10 +102,26 @@ export function ContributePanel({ experimentId, workerUrl, wasmBase }: Contribut
   );
 
   async function contribute() {
-    setError(null);
-    setStage("starting");
     const clickedAt = Date.now();
+    // A new run of the tab's node: nothing of the last one's figures.
+    setError(null);
+    setStatus(null);
+    setLastStep(null);
+    setBackend(null);
+    setPeerId(null);
+    setFirstSampleSeconds(null);
+    setBytesSent(0);
+    setLog([]);
+    setStage("starting");
+    const start = { cancelled: false };
+    starting.current = start;
     const releaseLock = await holdContributeLock();
+    if (start.cancelled) {
+      // Left (or the page went away) while waiting for the lock: nothing starts.
+      releaseLock?.();
+      return;
+    }
+    starting.current = null;
     if (releaseLock === null) {
       setError("Another tab of this browser is already contributing. Close it, or contribute from there.");
       setStage("idle");
@@ -118,14 +141,21 @@ export function ContributePanel({ experimentId, workerUrl, wasmBase }: Contribut
       type: "start",
       server: window.location.origin,
       experimentId,
+      userId,
       wasmBase: new URL(wasmBase, window.location.origin).href,
-      paused,
-      dutyCycle,
+      paused: controls.current.paused,
+      dutyCycle: controls.current.dutyCycle,
       clickedAt,
     });
   }
 
   function leave() {
+    if (starting.current !== null) {
+      starting.current.cancelled = true;
+      starting.current = null;
+      setStage("ended");
+      return;
+    }
     setStage("leaving");
     send({ type: "leave" });
   }
@@ -158,6 +188,7 @@ export function ContributePanel({ experimentId, workerUrl, wasmBase }: Contribut
     window.addEventListener("pagehide", onPageHide);
     return () => {
       window.removeEventListener("pagehide", onPageHide);
+      if (starting.current !== null) starting.current.cancelled = true;
       end();
     };
   }, [send, end]);
@@ -275,8 +306,8 @@ export function ContributePanel({ experimentId, workerUrl, wasmBase }: Contribut
           {status?.swarmNote === undefined ? null : <p className="notice notice-warn">{status.swarmNote}</p>}
           {peerId === null ? null : (
             <p className="muted">
-              This browser&apos;s node: <code>{peerId}</code>. It is listed under My nodes, where you can
-              revoke it.
+              This browser&apos;s node: <code data-testid="tab-peer-id">{peerId}</code>. It is listed under My
+              nodes, where you can retire it.
             </p>
           )}
         </>
@@ -304,20 +335,29 @@ function Fact({ label, testId, children }: { label: string; testId: string; chil
 
 /**
  * Holds this browser's contribute lock (Web Locks) until the returned release is called, or returns
- * null when another tab holds it.
+ * null when another tab holds it. A page that is not a secure context (plain HTTP off localhost) has
+ * no Web Locks: it contributes without the lock.
  */
 function holdContributeLock(): Promise<(() => void) | null> {
+  // Typed as always there, but absent outside secure contexts.
+  const locks = navigator.locks as LockManager | undefined;
+  if (locks === undefined) return Promise.resolve(() => undefined);
   return new Promise((resolve) => {
-    void navigator.locks.request(CONTRIBUTE_LOCK, { ifAvailable: true }, (lock) => {
-      if (lock === null) {
-        resolve(null);
-        return undefined;
-      }
-      return new Promise<void>((release) => {
-        resolve(() => {
-          release();
+    locks
+      .request(CONTRIBUTE_LOCK, { ifAvailable: true }, (lock) => {
+        if (lock === null) {
+          resolve(null);
+          return undefined;
+        }
+        return new Promise<void>((release) => {
+          resolve(() => {
+            release();
+          });
         });
+      })
+      .catch(() => {
+        // Refused by the browser (a sandboxed frame, say): contribute without the lock.
+        resolve(() => undefined);
       });
-    });
   });
 }

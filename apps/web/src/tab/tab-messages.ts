@@ -12,6 +12,8 @@ export type PageMessage =
       /** The platform's origin: the worker joins with the page's session there. */
       readonly server: string;
       readonly experimentId: string;
+      /** The signed-in user: each user of the browser has a key of their own per experiment. */
+      readonly userId: string;
       /** Where the platform serves the wasm backend's binaries (a URL ending in "/"). */
       readonly wasmBase: string;
       readonly paused: boolean;
@@ -40,7 +42,10 @@ export interface TabStatus {
   readonly swarmNote?: string;
 }
 
-/** One collaborative step the tab took part in, from its optimizer. */
+/**
+ * One collaborative step the tab took part in, from its optimizer (the run's `VolunteerStep`, which
+ * the worker posts as it is; the page's build does not compile the run's package).
+ */
 export interface TabStep {
   readonly step: number;
   readonly groupSize: number;
@@ -52,7 +57,6 @@ export interface TabStep {
   /** The digest of the parameters after the step, the same in every member that took it. */
   readonly stateDigest: string;
 }
-
 /** The worker's news. */
 export type WorkerMessage =
   | { readonly type: "status"; readonly status: TabStatus }

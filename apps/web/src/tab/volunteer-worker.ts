@@ -7,13 +7,18 @@
  */
 import { pino } from "pino";
 import { runVolunteer, VolunteerControls, type PeerStatus, type Reporter } from "@barnraise/volunteer";
-import { browserRuntime } from "@barnraise/volunteer/browser";
+import {
+  browserRuntime,
+  forgetBrowserNode,
+  needsNewIdentity,
+  tabFailure,
+} from "@barnraise/volunteer/browser";
 import type { PageMessage, TabStatus, WorkerMessage } from "./tab-messages.ts";
 
 /** At most one status message per this many milliseconds: the trainer reports every minibatch. */
 const STATUS_EVERY_MS = 250;
-/** The browser's one identity for every experiment it contributes to (one tab at a time, see the page). */
-const NODE_STORE = "tab";
+/** The verified models and shards, shared by the browser's identities (they hold nothing secret). */
+const CACHE = "tab";
 
 /** The worker's global scope, typed by hand: the web app compiles with the DOM's types, not a worker's. */
 const scope = globalThis as unknown as {
@@ -26,13 +31,16 @@ const post = (message: WorkerMessage) => {
 };
 
 let controls: VolunteerControls | undefined;
+/** The page's "Stop contributing" (or its closing): the round in flight finishes, then the node leaves. */
 const stop = new AbortController();
-const abort = new AbortController();
 
 scope.addEventListener("message", ({ data }) => {
   switch (data.type) {
     case "start":
-      if (controls === undefined) start(data);
+      if (controls === undefined) {
+        controls = new VolunteerControls({ paused: data.paused, dutyCycle: data.dutyCycle });
+        void contribute(data, controls).then(post);
+      }
       break;
     case "pause":
       controls?.pause();
@@ -49,39 +57,58 @@ scope.addEventListener("message", ({ data }) => {
   }
 });
 
-function start(order: Extract<PageMessage, { type: "start" }>): void {
-  controls = new VolunteerControls({ paused: order.paused, dutyCycle: order.dutyCycle });
-  runVolunteer({
-    server: new URL(order.server),
-    credential: { kind: "session", experimentId: order.experimentId },
-    runtime: browserRuntime({ name: NODE_STORE, wasmBase: order.wasmBase }),
-    backend: "auto",
-    // A tab cannot be dialed: it reaches the others (directly over WebSockets, or through the aux's
-    // relay) and sends and receives its parts without reducing one.
-    mode: "client",
-    listen: [],
-    peers: [],
-    reporter: tabReporter(),
-    stopSignal: stop.signal,
-    abortSignal: abort.signal,
-    startedAt: order.clickedAt,
-    controls,
-  }).then(
-    (result) => {
-      post({ type: "ended", reason: result.train.reason === "max-steps" ? "done" : "left" });
-    },
-    (error: unknown) => {
-      post({
-        type: "ended",
-        reason: "failed",
-        error: error instanceof Error ? error.message : String(error),
+/**
+ * Runs the volunteer's node until it leaves, and says how it ended. Each user has a key of their own
+ * for each experiment in this browser; when the platform refuses that key itself (the node was
+ * revoked or retired under My nodes), the tab forgets it and joins once more as a new node.
+ */
+async function contribute(
+  order: Extract<PageMessage, { type: "start" }>,
+  controls: VolunteerControls,
+): Promise<WorkerMessage> {
+  const identity = `tab-${order.userId}-${order.experimentId}`;
+  for (let attempt = 1; ; attempt++) {
+    // Set from the reporter's callback: the platform admitted this attempt's key.
+    const attemptOf = { joined: false };
+    try {
+      const result = await runVolunteer({
+        server: new URL(order.server),
+        credential: { kind: "session", experimentId: order.experimentId },
+        runtime: browserRuntime({ identity, cache: CACHE, wasmBase: order.wasmBase }),
+        backend: "auto",
+        // A tab cannot be dialed: it reaches the others (directly over WebSockets, or through the
+        // aux's relay) and sends and receives its parts without reducing one.
+        mode: "client",
+        listen: [],
+        peers: [],
+        reporter: tabReporter(() => {
+          attemptOf.joined = true;
+        }),
+        stopSignal: stop.signal,
+        // No hard stop from inside: the page ends the worker itself (terminate) when it must.
+        abortSignal: new AbortController().signal,
+        startedAt: order.clickedAt,
+        controls,
       });
-    },
-  );
+      return { type: "ended", reason: result.train.reason === "max-steps" ? "done" : "left" };
+    } catch (error) {
+      // Told to leave while starting: whatever the start-up threw on its way out, the tab left.
+      if (stop.signal.aborted) return { type: "ended", reason: "left" };
+      if (!attemptOf.joined && attempt === 1 && needsNewIdentity(error)) {
+        post({ type: "log", level: "warn", message: `${tabFailure(error)} Joining as a new node…` });
+        await forgetBrowserNode(identity);
+        continue;
+      }
+      return { type: "ended", reason: "failed", error: tabFailure(error) };
+    }
+  }
 }
 
-/** The run's reports as messages to the page: its status (throttled), its log lines, and the events the page shows. */
-function tabReporter(): Reporter {
+/**
+ * The run's reports as messages to the page: its status (throttled), its log lines, and its
+ * milestones (`onJoined` hears the platform's admission first).
+ */
+function tabReporter(onJoined: () => void): Reporter {
   let lastStatusAt = 0;
   let pending: ReturnType<typeof setTimeout> | undefined;
   let latest: PeerStatus | undefined;
@@ -113,31 +140,29 @@ function tabReporter(): Reporter {
       if (pending !== undefined) return;
       pending = setTimeout(flush, Math.max(0, lastStatusAt + STATUS_EVERY_MS - Date.now()));
     },
-    log(level, message, fields = {}) {
+    log(level, message) {
       post({ type: "log", level, message });
-      if (typeof fields.peerId === "string" && message.includes("identity")) {
-        post({ type: "joined", peerId: fields.peerId });
-      }
-      if (message.startsWith("backend: ")) post({ type: "backend", description: message.slice(9) });
-      if (typeof fields.secondsSinceStart === "number") {
-        post({ type: "first-sample", secondsSinceStart: fields.secondsSinceStart });
-      }
-      if (typeof fields.stateDigest === "string" && typeof fields.step === "number") {
-        post({
-          type: "step",
-          step: {
-            step: fields.step,
-            groupSize: Number(fields.groupSize),
-            shared: fields.shared === true,
-            localSamples: Number(fields.localSamples),
-            bytesSent: typeof fields.bytesSent === "number" ? fields.bytesSent : undefined,
-            stateDigest: fields.stateDigest,
-          },
-        });
+    },
+    event(event) {
+      switch (event.type) {
+        case "joined":
+          onJoined();
+          post({ type: "joined", peerId: event.peerId });
+          break;
+        case "backend":
+          post({ type: "backend", description: event.description });
+          break;
+        case "first-sample":
+          post({ type: "first-sample", secondsSinceStart: event.secondsSinceStart });
+          break;
+        case "step":
+          post({ type: "step", step: event.step });
+          break;
       }
     },
     close() {
       if (pending !== undefined) clearTimeout(pending);
+      pending = undefined;
     },
   };
 }

@@ -52,6 +52,25 @@ export interface BuiltAddon {
   readonly files: readonly { readonly name: string; readonly bytes: Uint8Array }[];
 }
 
+/** A browser tab's files, as build-programs lays them out under `tab/`. */
+export interface BuiltTab {
+  readonly worker: Uint8Array;
+  readonly wasm: readonly { readonly name: string; readonly bytes: Uint8Array }[];
+}
+
+async function writeTab(directory: string, tab: BuiltTab) {
+  await mkdir(directory, { recursive: true });
+  const entry = (file: string, bytes: Uint8Array) => ({ file, bytes: bytes.length, sha256: sha256(bytes) });
+  const worker = entry(`volunteer-worker-${sha256(tab.worker).slice(0, 12)}.js`, tab.worker);
+  await writeFile(join(directory, worker.file), tab.worker);
+  const wasm = [];
+  for (const { name, bytes } of tab.wasm) {
+    await writeFile(join(directory, name), bytes);
+    wasm.push(entry(name, bytes));
+  }
+  return { worker, wasm };
+}
+
 /**
  * Writes the tarballs, the add-ons' files and the manifest into `directory`; returns each program's
  * file name.
@@ -60,6 +79,7 @@ export async function writePrograms(
   directory: string,
   programs: readonly BuiltProgram[],
   addons: readonly BuiltAddon[] = [],
+  tab?: BuiltTab,
 ): Promise<string[]> {
   const entries = programs.map(({ name, bytes }) => ({
     name,
@@ -81,9 +101,16 @@ export async function writePrograms(
     }
     addonEntries.push({ name: "webgpu", version: "0.6.2", platform: addon.platform, files });
   }
+  const tabEntry = tab === undefined ? undefined : await writeTab(join(directory, "tab"), tab);
   await writeFile(
     join(directory, "manifest.json"),
-    JSON.stringify({ protocolVersion: 1, inputsHash: "test", programs: entries, addons: addonEntries }),
+    JSON.stringify({
+      protocolVersion: 1,
+      inputsHash: "test",
+      programs: entries,
+      addons: addonEntries,
+      ...(tabEntry === undefined ? {} : { tab: tabEntry }),
+    }),
   );
   return entries.map((entry) => entry.file);
 }

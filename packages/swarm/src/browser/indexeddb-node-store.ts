@@ -1,5 +1,5 @@
 import { keyPairFromSecretKey, peerIdFromEd25519PublicKey, generateKeyPair } from "@barnraise/protocol";
-import { createStore, get, set, update } from "idb-keyval";
+import { createStore, delMany, get, set, update } from "idb-keyval";
 import { z } from "zod";
 import type { Identity, NodeStore } from "../identity.ts";
 import type { AuthorityPin } from "../platform/authority-pin.ts";
@@ -27,10 +27,10 @@ export class BrowserStoreError extends Error {
   override readonly name = "BrowserStoreError";
 }
 
-/** The node store of database `barnraise-node-<name>` (one per platform and experiment, say). */
+/** The node store of database `barnraise-node-<name>` (one per user and experiment, say). */
 export function indexedDbNodeStore(name: string): NodeStore {
   const database = `barnraise-node-${name}`;
-  const store = createStore(database, "node");
+  const store = nodeDatabase(name);
   return {
     location: `IndexedDB ${database}`,
     async loadOrCreateIdentity(): Promise<Identity> {
@@ -81,4 +81,16 @@ export function indexedDbNodeStore(name: string): NodeStore {
       },
     },
   };
+}
+
+/**
+ * Forgets the identity and authority pin of `barnraise-node-<name>`: the next load creates a new key
+ * (a node whose key was revoked or retired on the platform joins again as a new machine).
+ */
+export async function forgetIndexedDbNode(name: string): Promise<void> {
+  await delMany([IDENTITY, PIN], nodeDatabase(name));
+}
+
+function nodeDatabase(name: string) {
+  return createStore(`barnraise-node-${name}`, "node");
 }

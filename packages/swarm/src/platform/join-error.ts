@@ -25,6 +25,8 @@ export const JoinErrorCode = {
   CONFIG_TAMPERED: "CONFIG_TAMPERED",
   /** The authority key (or experiment) differs from the one this node pinned on first use. */
   AUTHORITY_CHANGED: "AUTHORITY_CHANGED",
+  /** The signed-in session the node joined with has ended (a browser tab's credential). */
+  SIGNED_OUT: "SIGNED_OUT",
   /** No answer: connection refused, DNS failure, timeout. */
   SERVER_UNREACHABLE: "SERVER_UNREACHABLE",
   /** The server answered with an error that is not one of the above (5xx, 429, unknown code …). */
@@ -114,6 +116,10 @@ const refusals: Readonly<Record<string, { code: JoinErrorCode; advice: string }>
     advice:
       "this machine was retired on the experiment's volunteer page: to run it again, give it a new " +
       "identity (pass --identity with a new file, or delete this one to make a new key)",
+  },
+  UNAUTHENTICATED: {
+    code: JoinErrorCode.SIGNED_OUT,
+    advice: "the platform no longer knows this browser's session: sign in again, then contribute again",
   },
   CONFLICT: {
     code: JoinErrorCode.KEY_CONFLICT,

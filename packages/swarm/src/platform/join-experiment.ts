@@ -106,6 +106,7 @@ export function isPermanentRefusal(error: unknown): error is JoinError {
     JoinErrorCode.CONFIG_TAMPERED,
     JoinErrorCode.PASS_INVALID,
     JoinErrorCode.AUTHORITY_CHANGED,
+    JoinErrorCode.SIGNED_OUT,
   ];
   return permanent.includes(error.code);
 }

@@ -82,4 +82,19 @@ describe("the browser's node store", () => {
       /holds no valid identity; clear this site's data/,
     );
   }, 60_000);
+
+  it("forgets the identity and pin when told: the next load makes a new key", async () => {
+    const db = database("forget");
+    const page = await loadPage();
+    const first = await page.evaluate((store, name) => store.identity(name), db);
+    await page.evaluate((store, [name, key]) => store.savePin(name, "exp-1", key), [
+      db,
+      toBase64Url(generateKeyPair().publicKey),
+    ] as const);
+    await page.evaluate((store, name) => store.forget(name), db);
+    expect(await page.evaluate((store, name) => store.loadPin(name), db)).toBeUndefined();
+    const second = await page.evaluate((store, name) => store.identity(name), db);
+    expect(second.created).toBe(true);
+    expect(second.peerId).not.toBe(first.peerId);
+  }, 60_000);
 });

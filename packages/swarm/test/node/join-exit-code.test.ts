@@ -12,8 +12,8 @@ describe("a refused join as the node programs end", () => {
     expect(joinExitCode(JoinErrorCode.SERVER_ERROR)).toBe(JoinExitCode.failure);
   });
 
-  it("takes a retired machine and a full token as final: a pass refresh cannot outlive them", () => {
-    for (const code of [JoinErrorCode.NODE_RETIRED, JoinErrorCode.TOO_MANY_NODES]) {
+  it("takes a retired machine, a full token and an ended session as final: a pass refresh cannot outlive them", () => {
+    for (const code of [JoinErrorCode.NODE_RETIRED, JoinErrorCode.TOO_MANY_NODES, JoinErrorCode.SIGNED_OUT]) {
       expect(isPermanentRefusal(new JoinError(code, "refused"))).toBe(true);
     }
     expect(isPermanentRefusal(new JoinError(JoinErrorCode.SERVER_ERROR, "502"))).toBe(false);

@@ -228,6 +228,7 @@ describe("joinPlatform", () => {
       [409, "CONFLICT", JoinErrorCode.KEY_CONFLICT, /another identity file/],
       [409, "TOO_MANY_NODES", JoinErrorCode.TOO_MANY_NODES, /retire a machine you no longer use/],
       [403, "NODE_RETIRED", JoinErrorCode.NODE_RETIRED, /new identity/],
+      [401, "UNAUTHENTICATED", JoinErrorCode.SIGNED_OUT, /sign in again/],
       [400, "INVALID_INPUT", JoinErrorCode.SERVER_ERROR, /different versions/],
       [404, "NOT_FOUND", JoinErrorCode.SERVER_ERROR, /--server/],
       [418, "SOMETHING_NEW", JoinErrorCode.SERVER_ERROR, /418 SOMETHING_NEW/],

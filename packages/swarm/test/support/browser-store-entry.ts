@@ -1,6 +1,6 @@
 import { fromBase64Url, toBase64Url } from "@barnraise/protocol";
 import { set, createStore } from "idb-keyval";
-import { indexedDbNodeStore } from "../../src/browser/indexeddb-node-store.ts";
+import { forgetIndexedDbNode, indexedDbNodeStore } from "../../src/browser/indexeddb-node-store.ts";
 
 /** The browser's node store in a web page, for the browser tests (`globalThis.browserStore`). */
 const browserStore = {
@@ -28,6 +28,9 @@ const browserStore = {
     return pin === undefined
       ? undefined
       : { experimentId: pin.experimentId, authorityPublicKey: toBase64Url(pin.authorityPublicKey) };
+  },
+  async forget(name: string): Promise<void> {
+    await forgetIndexedDbNode(name);
   },
   /** Writes `value` where the identity is kept, as another program or a damaged profile might. */
   async corrupt(name: string, value: unknown): Promise<void> {

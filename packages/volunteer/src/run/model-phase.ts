@@ -28,7 +28,9 @@ export async function prepareModel(
   const { selected, benchmark } = await runtime.selectBackend(options.backend, signal, (line) => {
     reporter.log("info", line);
   });
-  reporter.log("info", describeBackend(selected, benchmark));
+  const description = describeBackend(selected, benchmark);
+  reporter.log("info", description);
+  reporter.event?.({ type: "backend", description });
   const model = await loadModel(config.model, {
     server: options.server,
     cache: runtime.blobStore("models"),

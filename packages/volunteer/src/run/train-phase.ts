@@ -136,10 +136,9 @@ function createTrainer(phase: TrainPhase, note: () => string | undefined): Train
     onEvent: logOptimizerEvents(reporter),
     ...(options.controls === undefined ? {} : { dutyCycle: () => options.controls?.dutyCycle ?? 1 }),
     onFirstContribution: (samples) => {
-      reporter.log("info", "first minibatch contributed", {
-        samples,
-        secondsSinceStart: Number(((now() - startedAt) / 1000).toFixed(2)),
-      });
+      const secondsSinceStart = Number(((now() - startedAt) / 1000).toFixed(2));
+      reporter.log("info", "first minibatch contributed", { samples, secondsSinceStart });
+      reporter.event?.({ type: "first-sample", samples, secondsSinceStart });
     },
   });
 }

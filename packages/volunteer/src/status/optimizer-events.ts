@@ -11,12 +11,23 @@ const FAILED_ROUNDS_TO_WARN = 3;
  * to check.
  */
 export function logOptimizerEvents(
-  reporter: Pick<Reporter, "log">,
+  reporter: Pick<Reporter, "log" | "event">,
 ): (event: CollaborativeOptimizerEvent) => void {
   let failedInARow = 0;
   let aloneInARow = 0;
   return (event) => {
     if (event.type === "step") {
+      reporter.event?.({
+        type: "step",
+        step: {
+          step: event.epoch,
+          groupSize: event.groupSize,
+          shared: event.shared,
+          localSamples: event.localSamples,
+          bytesSent: event.bytesSent,
+          stateDigest: event.stateDigest,
+        },
+      });
       failedInARow = 0;
       aloneInARow = event.shared ? 0 : aloneInARow + 1;
       if (aloneInARow > 0 && aloneInARow % FAILED_ROUNDS_TO_WARN === 0) {

@@ -49,12 +49,37 @@ export interface PeerNetwork {
 export type LogLevel = "info" | "warn" | "error";
 
 /**
+ * The milestones of a volunteer's run, as data (each is also logged as a line): the platform admitted
+ * the node, the backend was measured, the first minibatch went in, a collaborative step was taken.
+ */
+export type VolunteerEvent =
+  | { readonly type: "joined"; readonly peerId: string; readonly experimentId: string }
+  | { readonly type: "backend"; readonly description: string }
+  | { readonly type: "first-sample"; readonly samples: number; readonly secondsSinceStart: number }
+  | { readonly type: "step"; readonly step: VolunteerStep };
+
+/** One collaborative step this node took, from its optimizer. */
+export interface VolunteerStep {
+  readonly step: number;
+  readonly groupSize: number;
+  /** Whether this node's samples went into the swarm's model (it averaged with another trainer). */
+  readonly shared: boolean;
+  readonly localSamples: number;
+  /** Bytes this node sent in the step's all-reduce; undefined where it was not measured. */
+  readonly bytesSent: number | undefined;
+  /** The digest of the parameters after the step, the same in every member that took it. */
+  readonly stateDigest: string;
+}
+
+/**
  * Where the peer tells the volunteer what happens: a live status line on a terminal, structured JSON
  * logs otherwise (DESIGN §1). `logger` is the pino logger handed to the swarm engine; its records
  * go to the same place.
  */
 export interface Reporter {
   readonly logger: Logger;
+  /** The run's milestones as data, for a program that shows them (the tab's page); optional. */
+  event?(event: VolunteerEvent): void;
   /** Called often (every minibatch); implementations throttle their output. */
   status(status: PeerStatus): void;
   log(level: LogLevel, message: string, fields?: Readonly<Record<string, unknown>>): void;

@@ -222,10 +222,21 @@ export class Trainer {
       this.#emitStatus();
       // The step above is synchronous; let the swarm's RPCs and timers run before the next one.
       await yieldToEvents();
-      const restMs = restAfter(computeMs, this.#options.dutyCycle?.() ?? 1);
-      if (restMs > 0 && (await raceStop(sleep(restMs), stopped, signal)) === STOPPED) {
-        return await this.#finish("stopped");
-      }
+      if ((await this.#rest(computeMs, stopped, signal)) === STOPPED) return await this.#finish("stopped");
+    }
+  }
+
+  /**
+   * Rests after `computeMs` of work to keep to the use limit, in short slices: a raised limit, a
+   * pause, or a swarm that reached its target (the round must not wait for this peer) ends the
+   * rest early, and a stop ends it at once.
+   */
+  async #rest(computeMs: number, stopped: AbortSignal, signal: AbortSignal | undefined): Promise<unknown> {
+    const started = performance.now();
+    for (;;) {
+      const left = started + restAfter(computeMs, this.#options.dutyCycle?.() ?? 1) - performance.now();
+      if (left <= 0 || this.#pause !== null || this.#swarmReady()) return undefined;
+      if ((await raceStop(sleep(Math.min(left, REST_SLICE_MS)), stopped, signal)) === STOPPED) return STOPPED;
     }
   }
 
@@ -308,6 +319,8 @@ export class Trainer {
 }
 
 const DEFAULT_RETRY_DELAY_MS = 1_000;
+/** A rest is taken in slices this long, so that what ends it early is seen soon. */
+const REST_SLICE_MS = 200;
 
 /** The rest after `computeMs` of work that keeps the machine busy `dutyCycle` of the time. */
 export function restAfter(computeMs: number, dutyCycle: number): number {

@@ -9,7 +9,7 @@ import {
   type GlobalProgress,
   type LocalProgress,
 } from "@barnraise/swarm";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { Batch, GradientResult, ImageBatch, TrainableModel } from "@barnraise/models";
 import { LossReportingProgress } from "../../src/training/loss-reporting-progress.ts";
 import { restAfter, Trainer, TrainingAbortedError } from "../../src/training/trainer.ts";
@@ -87,7 +87,7 @@ class OnePeerSwarm {
   readonly bytesPerRound = 4321;
   #last: LocalProgress = { epoch: 0, samplesAccumulated: 0, samplesPerSecond: 0 };
 
-  readonly target: number;
+  target: number;
 
   constructor(target: number) {
     this.target = target;
@@ -545,6 +545,39 @@ describe("Trainer holds", () => {
     // The stop ends the rest: the run resolves now, not after it.
     trainer.stop();
     await expect(running).resolves.toMatchObject({ reason: "stopped", minibatches: 1 });
+  });
+
+  it("ends a rest early when the volunteer raises the use limit, pauses, or the swarm reaches its target", async () => {
+    // Each rest here is ≥ 5 s (see above); what ends one early is seen within a slice (200 ms).
+    const soon = { timeout: 3_000 };
+    let share = 0.00001;
+    const { trainer, model, swarm, statuses } = setUp({ target: 1_000, dutyCycle: () => share });
+    const running = trainer.run();
+    await computed(model, 1);
+    expect(await holds(model)).toBe(true);
+    share = 1;
+    await vi.waitFor(() => {
+      expect(model.computedWith.length).toBeGreaterThanOrEqual(3);
+    }, soon);
+    share = 0.00001;
+    expect(await holds(model)).toBe(true);
+    trainer.pause("volunteer");
+    await vi.waitFor(() => {
+      expect(statuses.at(-1)?.phase).toBe("paused");
+    }, soon);
+    const beforeResume = model.computedWith.length;
+    trainer.resume("volunteer");
+    await vi.waitFor(() => {
+      expect(model.computedWith.length).toBeGreaterThan(beforeResume);
+    }, soon);
+    expect(await holds(model)).toBe(true);
+    // The swarm reached its target during a rest: the peer goes to the round at once.
+    swarm.target = 1;
+    await vi.waitFor(() => {
+      expect(swarm.averageCalls).toBeGreaterThan(0);
+    }, soon);
+    trainer.stop();
+    await expect(running).resolves.toMatchObject({ reason: "stopped" });
   });
 
   it("holds from the start when paused before it runs, and stops while held", async () => {

@@ -78,9 +78,10 @@ export default async function ExperimentPage({ params }: Props) {
         <MembershipBox experimentId={id} status={membership} paused={experiment.status === "paused"} />
       </div>
 
-      {tab === undefined ? null : (
+      {tab === undefined || user === null ? null : (
         <ContributePanel
           experimentId={id}
+          userId={user.id}
           workerUrl={`${TAB_PATH}/${tab.worker.file}`}
           wasmBase={`${TAB_PATH}/`}
         />

@@ -200,14 +200,18 @@ export function findServedTabFile(catalog: ProgramCatalog, file: string): Served
  * What the worker may do, and nothing else: run its own script and compile the wasm backend
  * (`'wasm-unsafe-eval'`, no `eval`), fetch from the platform (the join with the page's session, the
  * dataset's shards, models and checkpoints, the wasm binaries), and open WebSockets to the swarm's
- * members, whose addresses are wherever their volunteers are. A dedicated worker's policy is the one
- * delivered with its script.
+ * members, whose addresses are wherever their volunteers are: secure ones only when the platform
+ * (`origin`) is served over HTTPS, as the browser allows no other from there. A dedicated worker's
+ * policy is the one delivered with its script.
  */
-export const TAB_WORKER_CSP = [
-  "default-src 'none'",
-  "script-src 'self' 'wasm-unsafe-eval'",
-  "connect-src 'self' ws: wss:",
-  "worker-src 'none'",
-  "base-uri 'none'",
-  "form-action 'none'",
-].join("; ");
+export function tabWorkerCsp(origin: string): string {
+  const sockets = new URL(origin).protocol === "https:" ? "wss:" : "ws: wss:";
+  return [
+    "default-src 'none'",
+    "script-src 'self' 'wasm-unsafe-eval'",
+    `connect-src 'self' ${sockets}`,
+    "worker-src 'none'",
+    "base-uri 'none'",
+    "form-action 'none'",
+  ].join("; ");
+}

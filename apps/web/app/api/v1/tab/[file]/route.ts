@@ -1,10 +1,11 @@
 import { join } from "node:path";
 import { fileResponse } from "../../../../../src/server/http/byte-range.ts";
 import { route } from "../../../../../src/server/http/route.ts";
+import { requestOrigin } from "../../../../../src/server/queries/public-origin.ts";
 import {
   findServedTabFile,
   requireProgramCatalog,
-  TAB_WORKER_CSP,
+  tabWorkerCsp,
 } from "../../../../../src/server/programs/programs.ts";
 
 /**
@@ -23,7 +24,7 @@ export const GET = route<{ file: string }>(async ({ req, params, ctx }) => {
     etag: file.sha256,
     cacheControl: worker ? "public, max-age=31536000, immutable" : "no-cache",
   });
-  if (worker) response.headers.set("content-security-policy", TAB_WORKER_CSP);
+  if (worker) response.headers.set("content-security-policy", tabWorkerCsp(requestOrigin(ctx, req.headers)));
   response.headers.set("x-content-type-options", "nosniff");
   return response;
 });
