@@ -178,8 +178,7 @@ if ((peers > 0)); then
   set -m
   for ((i = 1; i <= peers; i++)); do
     BARNRAISE_TOKEN="$DEMO_PEER_TOKEN" node apps/peer/src/cli.ts --server "$url" --json \
-      --listen /ip4/127.0.0.1/tcp/0 --listen /ip4/127.0.0.1/tcp/0/ws \
-      --identity "$data_dir/demo-swarm/peer-$i/identity.json" \
+      --listen /ip4/127.0.0.1/tcp/0 --identity "$data_dir/demo-swarm/peer-$i/identity.json" \
       --data-dir "$data_dir/demo-swarm/peer-$i/data" >"$logs/peer-$i.log" 2>&1 &
     swarm+=($!)
   done

@@ -17,8 +17,9 @@ export interface SwarmScriptInput {
 export async function addressesOf(node: RunningProcess): Promise<string[]> {
   const listening = await node.waitForRecord("listening", recordMatcher("listening"), 60_000);
   const peerId = String(listening.peerId);
-  const addresses = (listening.addresses as string[]).filter((address) =>
-    address.includes("/ip4/127.0.0.1/"),
+  // Its own addresses on this machine: not a relay's address for it (the aux's, with /p2p-circuit).
+  const addresses = (listening.addresses as string[]).filter(
+    (address) => address.includes("/ip4/127.0.0.1/") && !address.includes("/p2p-circuit"),
   );
   return addresses.map((address) => (address.includes("/p2p/") ? address : `${address}/p2p/${peerId}`));
 }

@@ -89,7 +89,7 @@ export class ReachabilityKeeper {
   /** At the node's start, once it is connected: takes a relay slot if it needs one, and checks. */
   async start(): Promise<void> {
     if (this.#mode === "aux") return;
-    if (this.#state === "relayed" || this.#options.listenViaRelays === true) await this.reserveRelay();
+    if (this.#holdsRelaySlot()) await this.reserveRelay();
     if (!this.#checks) return;
     await this.check().catch((error: unknown) => {
       this.#host.logger.warn(
@@ -106,7 +106,7 @@ export class ReachabilityKeeper {
   /** At every maintenance pass: keeps the relay slot, or asks again while nobody could check. */
   upkeep(): void {
     if (this.#mode === "aux") return;
-    if (this.#state === "relayed" || this.#options.listenViaRelays === true) void this.reserveRelay();
+    if (this.#holdsRelaySlot()) void this.reserveRelay();
     else if (
       this.#state === "unknown" &&
       this.#checks &&
@@ -123,6 +123,20 @@ export class ReachabilityKeeper {
     }
   }
 
+  /**
+   * Whether this node holds a relay slot on an aux peer: when it cannot be dialed, when it was asked
+   * to (`listenViaRelays`), and by default when a browser might not dial it: a web page dials only
+   * WebSockets, and a page of a platform served over HTTPS only secure ones, so a browser tab
+   * reaches a node that listens on no secure WebSockets address through the aux's relay.
+   */
+  #holdsRelaySlot(): boolean {
+    if (this.#state === "relayed") return true;
+    if (this.#options.listenViaRelays !== undefined) return this.#options.listenViaRelays;
+    return !this.#host
+      .multiaddrs()
+      .some((address) => !address.includes("/p2p-circuit") && /\/(wss|tls\/ws)(\/|$)/.test(address));
+  }
+
   /** The addresses this node tells members, by how it can be reached (at most 16). */
   ownAddrs(): string[] {
     const all = this.#host.multiaddrs();
@@ -134,7 +148,7 @@ export class ReachabilityKeeper {
         return relayed.slice(0, 16);
       case "direct": {
         const first = this.#reachedAt === undefined ? [] : [this.#reachedAt];
-        const rest = this.#options.listenViaRelays === true ? all : direct;
+        const rest = this.#holdsRelaySlot() ? all : direct;
         return [...new Set([...first, ...rest])].slice(0, 16);
       }
       case "unknown":

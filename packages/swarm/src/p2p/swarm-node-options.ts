@@ -56,7 +56,9 @@ export interface SwarmNodeOptions {
   /**
    * Hold relay slots on the bootstrap peers even when reachable directly: for private networks
    * where the aux peers reach every node but the nodes cannot reach each other. The bootstrap peers
-   * must be relays (aux peers). Nodes that are not reachable hold one anyway.
+   * must be relays (aux peers). Nodes that are not reachable hold one anyway. Default: hold one
+   * when the node listens on no secure WebSockets address, so that browser tabs (which dial nothing
+   * else, and from an HTTPS page nothing insecure) reach it through the aux's relay.
    */
   listenViaRelays?: boolean;
   /** Whether to ask an aux peer to dial back at start (default true; aux peers never ask). */

@@ -46,7 +46,8 @@ describe("reachability (real libp2p on loopback)", () => {
     const authority = new TestAuthority();
     const aux = await start(authority, { mode: "aux" });
     const lines: LogLine[] = [];
-    const node = await start(authority, { bootstrap: aux.node.multiaddrs() }, lines);
+    // Asked to hold no relay slot (as if browsers could dial it), it holds none.
+    const node = await start(authority, { bootstrap: aux.node.multiaddrs(), listenViaRelays: false }, lines);
 
     expect(node.node.reachability).toBe("direct");
     expect(node.node.mode).toBe("node");
@@ -54,6 +55,23 @@ describe("reachability (real libp2p on loopback)", () => {
     const reached = lines.find((line) => line.msg.startsWith("reachable at /ip4/127.0.0.1/tcp/"));
     expect(reached?.address).toMatch(new RegExp(`/p2p/${node.peerId}$`));
     expect(node.node.multiaddrs().some((address) => address.includes("/p2p-circuit"))).toBe(false);
+  }, 30_000);
+
+  it("a full node on TCP and plain WebSockets also holds a relay slot on the aux, for browser tabs to reach it through", async () => {
+    const authority = new TestAuthority();
+    const aux = await start(authority, { mode: "aux" });
+    const lines: LogLine[] = [];
+    // A page of a platform served over HTTPS dials neither of these.
+    const listen = ["/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/tcp/0/ws"];
+    const node = await start(authority, { bootstrap: aux.node.multiaddrs(), listen }, lines);
+
+    expect(node.node.reachability).toBe("direct");
+    expect(node.node.mode).toBe("node");
+    await eventually(
+      () => node.node.multiaddrs().some((address) => address.includes(`/p2p/${aux.peerId}/p2p-circuit`)),
+      "a relayed address through the aux",
+    );
+    expect(lines.some((line) => line.msg.startsWith("holding a relay slot on aux peer"))).toBe(true);
   }, 30_000);
 
   it("nodes the aux cannot dial back run through its relay, meet each other there, and average with the aux reducing", async () => {

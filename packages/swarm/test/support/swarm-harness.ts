@@ -24,6 +24,8 @@ export interface TestSwarmOptions {
   checkpointRetryMs?: number;
   /** Listen addresses; default TCP on 127.0.0.1 (none for a client). */
   listen?: string[];
+  /** Whether the node holds a relay slot on the aux even when reachable (default: see SwarmNodeOptions). */
+  listenViaRelays?: boolean;
   logger?: SwarmOptions["logger"];
   /** Where gossipsub counts its traffic (see gossip-counters.ts). */
   pubsubMetrics?: SwarmOptions["pubsubMetrics"];
@@ -57,6 +59,7 @@ export async function startSwarm(authority: TestAuthority, options: TestSwarmOpt
     refreshPass: () => Promise.resolve(authority.pass(identity, passInit)),
     mode,
     listen: options.listen ?? (mode === "client" ? [] : ["/ip4/127.0.0.1/tcp/0"]),
+    ...(options.listenViaRelays === undefined ? {} : { listenViaRelays: options.listenViaRelays }),
     bootstrap: options.bootstrap ?? [],
     logger: options.logger ?? silentLogger,
     helloTimeoutMs: 10_000,
