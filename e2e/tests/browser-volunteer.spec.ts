@@ -166,6 +166,19 @@ test("a signed-in volunteer contributes from a browser tab alongside the demo's 
     );
   });
 
+  await test.step("the volunteer pauses the tab, and it pauses while hidden; both resume", async () => {
+    const phase = tab.getByTestId("tab-phase");
+    await tab.getByRole("button", { name: "Pause" }).click();
+    // Shown once the node itself holds (its status says "paused"), not when the button is clicked.
+    await expect(phase).toHaveText("paused by you", { timeout: 15_000 });
+    await tab.getByRole("button", { name: "Resume" }).click();
+    await expect(phase).not.toContainText("paused", { timeout: 15_000 });
+    await setHidden(tab, true);
+    await expect(phase).toHaveText("paused while this tab is hidden", { timeout: 15_000 });
+    await setHidden(tab, false);
+    await expect(phase).not.toContainText("paused", { timeout: 15_000 });
+  });
+
   await test.step("the leaderboard credits the tab as a browser", async () => {
     await expect
       .poll(
@@ -296,6 +309,17 @@ test("a signed-in volunteer contributes from a browser tab alongside the demo's 
 async function contribute(page: Page, button = "Contribute from this browser"): Promise<void> {
   await page.getByRole("button", { name: button }).click();
   await expect(page.getByTestId("tab-step")).toBeVisible({ timeout: CLICK_TO_AVERAGE_MS });
+}
+
+/** Makes the page's document say it is hidden (or visible again), as switching tabs does. */
+async function setHidden(page: Page, hidden: boolean): Promise<void> {
+  await page.evaluate((hidden) => {
+    Object.defineProperty(document, "visibilityState", {
+      configurable: true,
+      get: () => (hidden ? "hidden" : "visible"),
+    });
+    document.dispatchEvent(new Event("visibilitychange"));
+  }, hidden);
 }
 
 /** The PeerId of the tab's node, as its panel shows it. */

@@ -193,6 +193,17 @@ export function ContributePanel({ experimentId, userId, workerUrl, wasmBase }: C
     };
   }, [send, end]);
 
+  /** What the tab's node does, as its own status says (a pause shows once the node holds). */
+  function stateText(): string {
+    if (stage === "starting" && status === null) return "joining…";
+    if (stage === "leaving") return "leaving after the round in flight…";
+    if (paused) {
+      const why = userPaused ? "paused by you" : "paused while this tab is hidden";
+      return status?.phase === "paused" ? why : `${why}: finishing the minibatch in flight…`;
+    }
+    return status?.phase ?? "joining…";
+  }
+
   const active = stage === "starting" || stage === "running" || stage === "leaving";
   return (
     <section aria-labelledby="contribute-heading" className="card stack" data-testid="contribute-panel">
@@ -216,13 +227,7 @@ export function ContributePanel({ experimentId, userId, workerUrl, wasmBase }: C
         <>
           <dl className="facts">
             <Fact label="State" testId="tab-phase">
-              {stage === "starting" && status === null
-                ? "joining…"
-                : stage === "leaving"
-                  ? "leaving after the round in flight…"
-                  : paused
-                    ? "paused by you"
-                    : (status?.phase ?? "joining…")}
+              {stateText()}
             </Fact>
             <Fact label="Backend" testId="tab-backend">
               {backend ?? "measuring…"}
