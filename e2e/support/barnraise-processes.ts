@@ -57,7 +57,11 @@ export function startAux(processes: ProcessSet, name: string, options: NodeProce
 export function startPeer(
   processes: ProcessSet,
   name: string,
-  options: NodeProcessOptions & { readonly batchSize: number },
+  options: NodeProcessOptions & {
+    readonly batchSize: number;
+    /** More of the volunteer's flags (their rules for the machine, say). */
+    readonly args?: readonly string[];
+  },
 ): RunningProcess {
   return processes.start({
     name,
@@ -77,6 +81,7 @@ export function startPeer(
       "--data-dir",
       join(options.dir, "data"),
       "--json",
+      ...(options.args ?? []),
     ],
     cwd: repoRoot,
     env: childEnv({ BARNRAISE_TOKEN: options.token }),

@@ -26,8 +26,17 @@ import {
   parseBackendChoice,
 } from "@barnraise/models";
 import { DoctorExitCode, runDoctor } from "./doctor/doctor.ts";
+import {
+  describeRules,
+  machineRuleOptions,
+  machineRules,
+  readMachineConfig,
+  type MachineRules,
+} from "./machine/machine-rules.ts";
+import { linuxSensors } from "./machine/machine-sensors.ts";
+import { MachineWatch } from "./machine/machine-watch.ts";
 import { runPeer } from "./run-peer.ts";
-import { type Reporter, TrainingAbortedError } from "@barnraise/volunteer";
+import { type Reporter, TrainingAbortedError, VolunteerControls } from "@barnraise/volunteer";
 import { createReporter, parseLogLevel } from "./ui/create-reporter.ts";
 import { peerToken } from "@barnraise/swarm";
 
@@ -85,11 +94,22 @@ Options:
   --metrics-port N      serve Prometheus metrics at http://127.0.0.1:N/metrics (0: a free port,
                         logged); see the project's docs/metrics.md
   --metrics-host HOST   the address the metrics listen on (default 127.0.0.1, this machine only)
+
+Your machine, your rules (each off unless set; also as keys of a JSON file, see the README):
+  --config FILE         read these rules from FILE (flags win over it)
+  --max-use PERCENT     compute at most this share of the time, e.g. 50% (default 100%)
+  --idle-minutes N      train only after N minutes without keyboard or mouse input
+  --busy-above PERCENT  pause while other programs use more than this share of the CPU
+  --pause-on-battery    pause while the machine runs on battery
+  --schedule WINDOWS    train only then, e.g. "mon-fri 18:00-08:00; sat,sun 00:00-24:00"
+  --gpu-max-temp C      pause above C °C on the GPU (nvidia-smi), resume 8 °C below
+  --gpu-resume-temp C   resume below C °C instead
   -h, --help            show this help
 
-doctor checks whether this machine can contribute, each check with a verdict and what to do: the
-platform answers, the clock agrees with it, the token is valid, the backend and its speed, free
-disk, whether the swarm can reach this machine, and its upload and download rate. It exits 0 when
+doctor checks whether this machine can contribute, each check with a verdict and what to do: your
+rules for the machine and what it tells them, the platform answers, the clock agrees with it, the
+token is valid, the backend and its speed, free disk, whether the swarm can reach this machine,
+and its upload and download rate. It exits 0 when
 the machine can contribute; otherwise 10-13 (token), 14 (backend), 20 (platform unreachable),
 21 (clock), 22 (disk) or 23 (cannot connect to the swarm).
 
@@ -131,6 +151,7 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
         "log-level": { type: "string", default: "info" },
         "metrics-port": { type: "string" },
         "metrics-host": { type: "string", default: "127.0.0.1" },
+        ...machineRuleOptions,
       },
     }));
   } catch (error) {
@@ -152,11 +173,13 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
   let batchSize: number | "auto" | undefined;
   let logLevel;
   let metricsPort: number | undefined;
+  let rules: MachineRules;
   try {
     backend = parseBackendChoice(values.backend);
     batchSize = parseBatchSize(values["batch-size"]);
     logLevel = parseLogLevel(values["log-level"]);
     metricsPort = parseMetricsPort(values["metrics-port"]);
+    rules = machineRules(values, values.config === undefined ? {} : await readMachineConfig(values.config));
   } catch (error) {
     return usageError(io, (error as Error).message);
   }
@@ -177,6 +200,18 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
     );
   };
   environment.stopSignal.addEventListener("abort", onStop, { once: true });
+  // The volunteer's rules for this machine: the use limit, and the reasons to pause.
+  const controls = new VolunteerControls({ dutyCycle: rules.maxUse });
+  const watch = new MachineWatch({
+    rules,
+    sensors: linuxSensors(),
+    controls,
+    log: (level, message, fields) => {
+      reporter.log(level, message, fields);
+    },
+  });
+  reporter.log("info", `controls: ${describeRules(rules).join("; ")}`);
+  watch.start();
   try {
     const result = await runPeer({
       server,
@@ -191,6 +226,7 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
       reporter,
       stopSignal: environment.stopSignal,
       abortSignal: environment.abortSignal,
+      controls,
       ...(metricsPort === undefined ? {} : { metrics: { port: metricsPort, host: values["metrics-host"] } }),
       ...(environment.startedAt === undefined ? {} : { startedAt: environment.startedAt }),
     });
@@ -202,6 +238,7 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
   } catch (error) {
     return reportFailure(reporter, error, environment);
   } finally {
+    watch.stop();
     environment.stopSignal.removeEventListener("abort", onStop);
     reporter.close();
   }
@@ -215,7 +252,7 @@ async function doctor(argv: readonly string[], environment: PeerCliEnvironment):
     ({ values } = parseArgs({
       args: [...argv],
       allowPositionals: false,
-      options: machineOptions,
+      options: { ...machineOptions, ...machineRuleOptions },
     }));
   } catch (error) {
     return usageError(io, (error as Error).message);
@@ -226,12 +263,14 @@ async function doctor(argv: readonly string[], environment: PeerCliEnvironment):
   }
   let server: URL;
   let backend: BackendChoice;
+  let rules: MachineRules;
   try {
     server = readPlatformTarget(
       { server: values.server, token: "-" },
       { BARNRAISE_SERVER: env.BARNRAISE_SERVER },
     ).server;
     backend = parseBackendChoice(values.backend);
+    rules = machineRules(values, values.config === undefined ? {} : await readMachineConfig(values.config));
   } catch (error) {
     return usageError(io, (error as Error).message);
   }
@@ -247,6 +286,7 @@ async function doctor(argv: readonly string[], environment: PeerCliEnvironment):
     identityPath: values.identity,
     client: values.client,
     listen: values.listen,
+    controls: { rules, sensors: linuxSensors() },
     // The swarm's own logs would drown the verdicts: only its errors.
     logger: pino({ name: program, level: "error" }, pino.destination({ fd: 2, sync: true })),
     signal: AbortSignal.any([environment.stopSignal, environment.abortSignal]),

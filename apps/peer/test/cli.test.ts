@@ -87,6 +87,18 @@ describe("barnraise-peer usage", () => {
     { argv: ["--server", "http://a.example", "--token", "t", "--batch-size", "x"], problem: "--batch-size" },
     { argv: ["--server", "http://a.example", "--token", "t", "--log-level", "loud"], problem: '"loud"' },
     { argv: ["--server", "http://a.example", "--token", "t", "--bogus"], problem: "--bogus" },
+    {
+      argv: ["--server", "http://a.example", "--token", "t", "--max-use", "5%"],
+      problem: "between 10 % and 100 %",
+    },
+    {
+      argv: ["--server", "http://a.example", "--token", "t", "--schedule", "weekends"],
+      problem: "--schedule",
+    },
+    {
+      argv: ["--server", "http://a.example", "--token", "t", "--config", "/nonexistent.json"],
+      problem: "config file",
+    },
     { argv: ["train"], problem: "train" },
   ])("exits 64 naming the problem: $problem", async ({ argv, problem }) => {
     // Were the arguments accepted by mistake, the run would stay off the home directory and the

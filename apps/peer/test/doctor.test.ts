@@ -69,6 +69,7 @@ describe("barnraise-peer doctor", () => {
       BARNRAISE_TOKEN: token,
     });
     expect(verdicts(result), result.stdout).toEqual({
+      controls: "ok",
       platform: "ok",
       clock: "ok",
       token: "ok",
@@ -79,6 +80,7 @@ describe("barnraise-peer doctor", () => {
     });
     expect(result.code).toBe(0);
     const summary = (name: string) => result.checks.find((check) => check.name === name)?.summary ?? "";
+    expect(summary("controls")).toBe("use at most 100 % of the time");
     expect(summary("token")).toContain("as dora");
     expect(summary("backend")).toMatch(/^wasm .* GFLOP\/s/);
     expect(summary("swarm")).toMatch(/reachable at \/ip4\/127\.0\.0\.1\/tcp\/\d+.*full node/);
@@ -139,7 +141,10 @@ describe("barnraise-peer doctor", () => {
       ...machine("nobody"),
     ]);
     expect(result.code).toBe(20);
-    expect(result.checks.map((check) => [check.name, check.verdict])).toEqual([["platform", "fail"]]);
-    expect(result.checks[0]?.advice).toMatch(/--server/);
+    expect(result.checks.map((check) => [check.name, check.verdict])).toEqual([
+      ["controls", "ok"],
+      ["platform", "fail"],
+    ]);
+    expect(result.checks[1]?.advice).toMatch(/--server/);
   });
 });

@@ -19,10 +19,14 @@ import { type BackendChoice, describeBackend, HttpDatasetSource } from "@barnrai
 import { selectPeerBackend } from "@barnraise/models/node";
 import { formatMbit } from "@barnraise/volunteer";
 import { peerToken } from "@barnraise/swarm";
+import type { MachineRules } from "../machine/machine-rules.ts";
+import type { MachineSensors } from "../machine/machine-sensors.ts";
+import { checkControls } from "./controls-check.ts";
 
 /**
  * `barnraise-peer doctor`: can this machine contribute to the run? Each check says what it found, a
- * verdict (ok, warn, fail) and, when it is not ok, what to do (DESIGN §10). In order: the platform
+ * verdict (ok, warn, fail) and, when it is not ok, what to do (DESIGN §10). In order: the
+ * volunteer's rules for the machine and what it tells them (when given); the platform
  * answers; the clock agrees with the platform's (passes and signed requests allow 30 s); the token
  * is valid (the same join the peer does, which trains nothing); the TF.js backend the peer would use
  * and its speed; free disk for the shard cache; whether the run's aux peers reach this machine
@@ -34,7 +38,7 @@ import { peerToken } from "@barnraise/swarm";
 export type Verdict = "ok" | "warn" | "fail";
 
 export interface DoctorCheck {
-  readonly name: "platform" | "clock" | "token" | "backend" | "disk" | "swarm" | "bandwidth";
+  readonly name: "controls" | "platform" | "clock" | "token" | "backend" | "disk" | "swarm" | "bandwidth";
   readonly verdict: Verdict;
   readonly summary: string;
   /** What to do about it, when the verdict is not ok. */
@@ -64,6 +68,8 @@ export interface DoctorOptions {
   readonly listen: readonly string[];
   readonly logger: Logger;
   readonly onCheck: (check: DoctorCheck) => void;
+  /** The volunteer's rules for this machine and what reads it (shown first; absent: not checked). */
+  readonly controls?: { readonly rules: MachineRules; readonly sensors: MachineSensors };
   /** Long work under way between checks (fetching the WebGPU binding). */
   readonly onProgress?: (line: string) => void;
   readonly signal?: AbortSignal;
@@ -94,6 +100,9 @@ export async function runDoctor(options: DoctorOptions): Promise<DoctorResult> {
     if (check.verdict === "fail" && exitCode === DoctorExitCode.ok && code !== undefined) exitCode = code;
   };
 
+  if (options.controls !== undefined) {
+    report(await checkControls(options.controls.rules, options.controls.sensors, new Date(now())));
+  }
   const platform = await checkPlatform(options, now);
   report(platform.check, DoctorExitCode.platformUnreachable);
   if (platform.time !== undefined) report(clockCheck(platform.time), DoctorExitCode.clock);

@@ -38,6 +38,8 @@ export interface StatusRecord {
   readonly network: PeerNetwork | null;
   /** What keeps the peer from the swarm ("refused by the swarm: …"), or null when nothing does. */
   readonly swarmNote: string | null;
+  /** The volunteer's rules that hold training (`PauseReason`s); empty when none does. */
+  readonly pauseReasons: readonly string[];
 }
 
 export function createJsonReporter(options: JsonReporterOptions): Reporter {
@@ -64,8 +66,8 @@ export function createJsonReporter(options: JsonReporterOptions): Reporter {
     status(status) {
       if (closed) return;
       const time = now();
-      // A new note (refused, cut off, back) is written at once, like a new phase.
-      const note = status.swarmNote ?? null;
+      // A new note (refused, cut off, back) or pause reason is written at once, like a new phase.
+      const note = `${status.swarmNote ?? ""}|${(status.pauseReasons ?? []).join(",")}`;
       if (status.phase === lastPhase && note === lastNote && time - lastStatusAt < statusIntervalMs) return;
       lastPhase = status.phase;
       lastNote = note;
@@ -104,6 +106,7 @@ export function statusRecord(status: PeerStatus): StatusRecord {
             upgraded: status.network.upgraded,
           },
     swarmNote: status.swarmNote ?? null,
+    pauseReasons: status.pauseReasons ?? [],
   };
 }
 

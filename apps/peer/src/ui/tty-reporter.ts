@@ -4,7 +4,13 @@
  * it never lets the status line wrap: a wrapped line cannot be redrawn in place.
  */
 import { pino } from "pino";
-import type { PeerNetwork, PeerPhase, PeerStatus, Reporter } from "@barnraise/volunteer";
+import {
+  PAUSE_REASON_TEXT,
+  type PeerNetwork,
+  type PeerPhase,
+  type PeerStatus,
+  type Reporter,
+} from "@barnraise/volunteer";
 
 /** How much of the swarm engine's own logging a volunteer asks to see. */
 export type LogThreshold = "debug" | "info" | "warn" | "error";
@@ -130,7 +136,10 @@ export function formatStatusLine(status: PeerStatus, width: number): string {
 
 function statusSegments(status: PeerStatus): Segment[] {
   const segments: Segment[] = [];
-  if (status.phase !== "training") {
+  if (status.pauseReasons !== undefined && status.pauseReasons.length > 0) {
+    const why = status.pauseReasons.map((reason) => PAUSE_REASON_TEXT[reason]).join(", ");
+    segments.push({ text: `paused: ${why}`, rank: 0, glue: SEPARATOR });
+  } else if (status.phase !== "training") {
     segments.push({ text: PHASE_LABELS[status.phase], rank: 0, glue: SEPARATOR });
   }
   segments.push({ text: `step ${status.step}`, rank: 1, glue: SEPARATOR });

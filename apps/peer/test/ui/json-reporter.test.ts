@@ -168,6 +168,7 @@ describe("createJsonReporter", () => {
       loss: 0.42,
       network: null,
       swarmNote: null,
+      pauseReasons: [],
     });
   });
 

@@ -112,6 +112,13 @@ describe("createTtyReporter status line", () => {
     expect(terminal.statusLine()).toBe("loading state… · step 0 · 1 peer");
   });
 
+  it("says why the volunteer's rules hold training, and the organizer's pause otherwise", () => {
+    expect(formatStatusLine(status({ phase: "paused", pauseReasons: ["battery", "in-use"] }), 200)).toMatch(
+      /^paused: on battery, machine in use · step 12/,
+    );
+    expect(formatStatusLine(status({ phase: "paused" }), 200)).toMatch(/^paused by the organizer · step 12/);
+  });
+
   it("omits an unknown loss and shows an unknown ETA as ?", () => {
     const line = formatStatusLine(status({ loss: undefined, etaSeconds: Infinity }), 200);
     expect(line).toBe("step 12 ▕██████░░░░▏ 61% 628/1024 · eta ? · 850 samples/s · 3 peers");

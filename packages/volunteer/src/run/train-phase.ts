@@ -128,7 +128,10 @@ function createTrainer(phase: TrainPhase, note: () => string | undefined): Train
     seed: deriveSeed(data.seed, 1),
     maxSteps: joined.config.training.maxSteps,
     onStatus: (status) => {
-      reporter.status(status);
+      const held = options.controls?.reasons ?? [];
+      reporter.status(
+        held.length > 0 && status.phase === "paused" ? { ...status, pauseReasons: held } : status,
+      );
       swarm.metrics.step.set(status.step);
       swarm.metrics.samplesPerSecond.set(status.localSamplesPerSecond);
       swarm.metrics.peersOnline.set(status.peersOnline);

@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import type { PauseReason } from "../training/volunteer-controls.ts";
 
 /** What the peer is doing, for the status line. */
 export type PeerPhase =
@@ -32,6 +33,8 @@ export interface PeerStatus {
    * new token …", or (phase "cut-off") why it holds training and what to do. Absent otherwise.
    */
   readonly swarmNote?: string;
+  /** The volunteer's own rules that hold training now (phase "paused"); absent when none does. */
+  readonly pauseReasons?: readonly PauseReason[];
 }
 
 /**

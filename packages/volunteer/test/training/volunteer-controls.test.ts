@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { MIN_DUTY_CYCLE, VolunteerControls } from "../../src/training/volunteer-controls.ts";
+import { MIN_DUTY_CYCLE, parseDutyCycle, VolunteerControls } from "../../src/training/volunteer-controls.ts";
 
 describe("VolunteerControls", () => {
   it("tells its listeners of each change, once, and not after they unsubscribe", () => {
@@ -30,5 +30,31 @@ describe("VolunteerControls", () => {
     }
     expect(controls.dutyCycle).toBe(1);
     expect(() => new VolunteerControls({ dutyCycle: 0 })).toThrow(/between 10 % and 100 %/);
+  });
+
+  it("holds training while any reason holds it, and says which", () => {
+    const controls = new VolunteerControls();
+    let changes = 0;
+    controls.onChange(() => (changes += 1));
+    controls.hold("battery");
+    controls.hold("battery");
+    controls.set("schedule", true);
+    expect(controls.reasons).toEqual(["battery", "schedule"]);
+    controls.release("battery");
+    expect(controls.paused).toBe(true);
+    controls.set("schedule", false);
+    controls.release("schedule");
+    expect([controls.paused, controls.reasons]).toEqual([false, []]);
+    expect(changes).toBe(4);
+  });
+
+  it("reads a use limit as a volunteer writes it", () => {
+    expect(parseDutyCycle("50%")).toBe(0.5);
+    expect(parseDutyCycle(" 30 % ")).toBe(0.3);
+    expect(parseDutyCycle("0.25")).toBe(0.25);
+    expect(parseDutyCycle("75")).toBe(0.75);
+    expect(() => parseDutyCycle("5%")).toThrow(/between 10 % and 100 %/);
+    expect(() => parseDutyCycle("half")).toThrow(/percentage such as 50%/);
+    expect(() => parseDutyCycle("")).toThrow(/percentage such as 50%/);
   });
 });
