@@ -42,5 +42,9 @@ function nodeRuntime(
       selectPeerBackend(choice, { server, directory: join(dataDir, "addons"), signal, log }),
     activationMemoryBytes: () => Math.min(freemem() * ACTIVATION_MEMORY_SHARE, MAX_ACTIVATION_BYTES),
     metrics: prometheusNodeMetrics(metrics),
+    cpuTimeMs: () => {
+      const { user, system } = process.cpuUsage();
+      return (user + system) / 1000;
+    },
   };
 }

@@ -95,7 +95,12 @@ async function contribute(
       // Told to leave while starting: whatever the start-up threw on its way out, the tab left.
       if (stop.signal.aborted) return { type: "ended", reason: "left" };
       if (!attemptOf.joined && attempt === 1 && needsNewIdentity(error)) {
-        post({ type: "log", level: "warn", message: `${tabFailure(error)} Joining as a new node…` });
+        post({
+          type: "log",
+          level: "warn",
+          message:
+            "The platform no longer takes this browser's earlier key (retired, revoked, or another account's): joining as a new node…",
+        });
         await forgetBrowserNode(identity);
         continue;
       }

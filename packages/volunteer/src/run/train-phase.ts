@@ -138,6 +138,7 @@ function createTrainer(phase: TrainPhase, note: () => string | undefined): Train
     },
     onEvent: logOptimizerEvents(reporter),
     ...(options.controls === undefined ? {} : { dutyCycle: () => options.controls?.dutyCycle ?? 1 }),
+    ...(options.runtime.cpuTimeMs === undefined ? {} : { cpuTimeMs: options.runtime.cpuTimeMs }),
     onFirstContribution: (samples) => {
       const secondsSinceStart = Number(((now() - startedAt) / 1000).toFixed(2));
       reporter.log("info", "first minibatch contributed", { samples, secondsSinceStart });

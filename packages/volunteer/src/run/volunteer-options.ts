@@ -40,6 +40,8 @@ export interface VolunteerRuntime {
   readonly transports?: SwarmTransports;
   /** Where the node records and serves its metrics; nowhere when absent. */
   readonly metrics?: NodeMetrics;
+  /** The CPU time this process has used (ms), where the runtime tells it: the use limit then counts all of it. */
+  readonly cpuTimeMs?: () => number;
 }
 
 export interface VolunteerOptions {

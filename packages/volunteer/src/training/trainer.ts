@@ -46,6 +46,12 @@ export interface TrainerOptions {
    * every minibatch, which is then followed by a rest long enough to keep to it. Default 1.
    */
   readonly dutyCycle?: () => number;
+  /**
+   * The CPU time this process has used, in milliseconds, where the runtime tells it (Node.js). With
+   * it the use limit counts all the process's work (averaging, serving state, the network) over a
+   * window of USE_WINDOW_MS, not only the minibatches' compute.
+   */
+  readonly cpuTimeMs?: () => number;
 }
 
 /**
@@ -157,6 +163,9 @@ export class Trainer {
   }
 
   /** A call, not a property read, so the compiler does not assume it unchanged across an await. */
+  /** Where the current use-limit window began: wall time (performance.now) and the process's CPU time. */
+  #useWindow: { wall: number; cpu: number } | undefined;
+
   #stopRequested(): boolean {
     return this.#stopController.signal.aborted;
   }
@@ -187,6 +196,8 @@ export class Trainer {
         this.#setPhase(this.#heldPhase());
         if ((await raceStop(pause.promise, stopped, signal)) === STOPPED)
           return await this.#finish("stopped");
+        // A pause is no credit: the use limit counts from the resume.
+        this.#useWindow = undefined;
         continue;
       }
       if (this.#now() >= this.#retryAt) {
@@ -229,12 +240,27 @@ export class Trainer {
   /**
    * Rests after `computeMs` of work to keep to the use limit, in short slices: a raised limit, a
    * pause, or a swarm that reached its target (the round must not wait for this peer) ends the
-   * rest early, and a stop ends it at once.
+   * rest early, and a stop ends it at once. Where the process's CPU time is known, the rest keeps
+   * all of it over the current window at the limit; otherwise the minibatch's compute time.
    */
   async #rest(computeMs: number, stopped: AbortSignal, signal: AbortSignal | undefined): Promise<unknown> {
     const started = performance.now();
+    const { cpuTimeMs } = this.#options;
+    if (
+      cpuTimeMs !== undefined &&
+      (this.#useWindow === undefined || started - this.#useWindow.wall >= USE_WINDOW_MS)
+    ) {
+      this.#useWindow = { wall: started, cpu: cpuTimeMs() };
+    }
     for (;;) {
-      const left = started + restAfter(computeMs, this.#options.dutyCycle?.() ?? 1) - performance.now();
+      const dutyCycle = this.#options.dutyCycle?.() ?? 1;
+      const window = this.#useWindow;
+      const left =
+        cpuTimeMs === undefined || window === undefined
+          ? started + restAfter(computeMs, dutyCycle) - performance.now()
+          : dutyCycle >= 1
+            ? 0
+            : (cpuTimeMs() - window.cpu) / dutyCycle - (performance.now() - window.wall);
       if (left <= 0 || this.#pause !== null || this.#swarmReady()) return undefined;
       if ((await raceStop(sleep(Math.min(left, REST_SLICE_MS)), stopped, signal)) === STOPPED) return STOPPED;
     }
@@ -321,6 +347,8 @@ export class Trainer {
 const DEFAULT_RETRY_DELAY_MS = 1_000;
 /** A rest is taken in slices this long, so that what ends it early is seen soon. */
 const REST_SLICE_MS = 200;
+/** The use limit is held over windows this long (with the process's CPU time). */
+const USE_WINDOW_MS = 10_000;
 
 /** The rest after `computeMs` of work that keeps the machine busy `dutyCycle` of the time. */
 export function restAfter(computeMs: number, dutyCycle: number): number {

@@ -135,6 +135,7 @@ function setUp(
     maxSteps?: number;
     note?: () => string | undefined;
     dutyCycle?: () => number;
+    cpuTimeMs?: () => number;
   } = {},
 ) {
   const target = options.target ?? 8;
@@ -172,6 +173,7 @@ function setUp(
     maxSteps: config.training.maxSteps,
     onStatus: (status) => statuses.push(status),
     ...(options.dutyCycle === undefined ? {} : { dutyCycle: options.dutyCycle }),
+    ...(options.cpuTimeMs === undefined ? {} : { cpuTimeMs: options.cpuTimeMs }),
   });
   return { swarm, model, optimizer, trainer, statuses };
 }
@@ -576,6 +578,19 @@ describe("Trainer holds", () => {
     await vi.waitFor(() => {
       expect(swarm.averageCalls).toBeGreaterThan(0);
     }, soon);
+    trainer.stop();
+    await expect(running).resolves.toMatchObject({ reason: "stopped" });
+  });
+
+  it("counts the process's whole CPU time against the use limit where the runtime tells it", async () => {
+    let cpu = 0;
+    const { trainer, model } = setUp({ target: 1_000, dutyCycle: () => 0.5, cpuTimeMs: () => cpu });
+    const running = trainer.run();
+    // No CPU used at all: nothing to rest for, however long the minibatches take.
+    await computed(model, 5);
+    // The process used 5 s of CPU besides (averaging, serving state): at 50 % it rests ~10 s.
+    cpu += 5_000;
+    expect(await holds(model)).toBe(true);
     trainer.stop();
     await expect(running).resolves.toMatchObject({ reason: "stopped" });
   });

@@ -1,0 +1,153 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { readFile } from "node:fs/promises";
+import { availableParallelism } from "node:os";
+import { join } from "node:path";
+import { expect, test, type Page } from "@playwright/test";
+import { startAux, startPeer } from "../support/barnraise-processes.ts";
+import { recordMatcher, type RunningProcess } from "../support/processes.ts";
+import { baseURL } from "../support/run-env.ts";
+import { createAuxToken, createPeerToken, publishRun } from "../support/runs.ts";
+import { processStory } from "../support/story.ts";
+import { register } from "../support/ui.ts";
+
+// A volunteer lends the computer they also work on, with their rules for it, set as flags of the
+// page's own `barnraise-peer` command: `--max-use 30%` keeps the peer's CPU time near 30 % of the
+// wall time while it still contributes, and `--busy-above 50` pauses it within 10 s when another
+// program loads the CPU, and resumes it within 10 s when the load ends; the organizer's peer,
+// averaging with it meanwhile, has no round fail because of it.
+
+const TARGET_BATCH = 512;
+const LOCAL_BATCH = 64;
+const MAX_USE = 0.3;
+const MEASURE_MS = 30_000;
+/** Clock ticks per second of /proc's CPU times (USER_HZ, 100 on Linux). */
+const TICKS_PER_SECOND = 100;
+
+const { processes, contexts, workDir } = processStory("machine-control");
+const loads: ChildProcess[] = [];
+
+test.afterAll(() => {
+  for (const load of loads) load.kill("SIGKILL");
+});
+
+/** A "step N" record of a round whose result held another trainer's samples. */
+const sharedStep = recordMatcher(
+  /^step \d+$/,
+  (record) => Number(record.samples) > Number(record.localSamples) && Number(record.groupSize) >= 2,
+);
+
+test("a volunteer's rules: --max-use keeps the peer near its share of the CPU, --busy-above pauses it while another program is busy", async ({
+  browser,
+}, testInfo) => {
+  test.skip(process.platform !== "linux", "reads the peer's CPU time from /proc");
+  test.setTimeout(6 * 60_000);
+  const suffix = Date.now().toString(36);
+  const newPage = async (): Promise<Page> => {
+    const context = await browser.newContext();
+    contexts.push(context);
+    return context.newPage();
+  };
+  const organizer = await newPage();
+  await register(organizer, `organizer-${suffix}`);
+  const experimentId = `machine-${suffix}`;
+  await publishRun(organizer, {
+    id: experimentId,
+    name: `Machine control ${suffix}`,
+    targetBatch: TARGET_BATCH,
+    localBatch: LOCAL_BATCH,
+    checkpointEvery: 50,
+  });
+  const aux = startAux(processes, "aux", {
+    server: baseURL,
+    token: await createAuxToken(organizer, "aux"),
+    dir: join(workDir(), "aux"),
+  });
+  await aux.waitForRecord("registered address", recordMatcher("registered address"), 60_000);
+  const peer = (name: string, token: string, args: readonly string[]): RunningProcess =>
+    startPeer(processes, name, {
+      server: baseURL,
+      token,
+      dir: join(workDir(), name),
+      batchSize: LOCAL_BATCH,
+      args,
+    });
+  // Both keep to a share of the CPU, so that the machine's own training is no "busy machine".
+  const desktop = peer("organizer-desktop", await createPeerToken(organizer, experimentId, "desktop"), [
+    "--max-use",
+    "30%",
+  ]);
+  const laptop = peer("laptop", await createPeerToken(organizer, experimentId, "laptop"), [
+    "--max-use",
+    `${MAX_USE * 100}%`,
+    "--busy-above",
+    "50",
+  ]);
+
+  await test.step("the peer says which rules are in force, and trains with the others", async () => {
+    const controls = await laptop.waitForRecord("controls", recordMatcher(/^controls: /), 60_000);
+    expect(controls.msg).toBe(
+      "controls: use at most 30 % of the time; pause while other programs use over 50 % of the CPU",
+    );
+    await laptop.waitForRecord("a shared step", sharedStep, 120_000);
+    await desktop.waitForRecord("a shared step", sharedStep, 60_000);
+  });
+
+  await test.step("--max-use 30%: the peer's CPU time stays near 30 % of the wall time, and it contributes", async () => {
+    const pid = laptop.pid ?? 0;
+    const before = await cpuSeconds(pid);
+    const startedAt = Date.now();
+    const stepsBefore = laptop.records().filter(sharedStep).length;
+    await new Promise((resolve) => setTimeout(resolve, MEASURE_MS));
+    const share = (await cpuSeconds(pid)) - before;
+    const used = share / ((Date.now() - startedAt) / 1000);
+    testInfo.annotations.push({ type: "--max-use 30%: CPU time / wall time", description: used.toFixed(3) });
+    expect(used).toBeGreaterThan(MAX_USE - 0.07);
+    expect(used).toBeLessThan(MAX_USE + 0.07);
+    expect(laptop.records().filter(sharedStep).length).toBeGreaterThan(stepsBefore);
+  });
+
+  await test.step("a CPU load beside it pauses it within 10 s, and its end resumes it within 10 s", async () => {
+    const busy = recordMatcher("pausing: other programs keep the CPU busy");
+    const over = recordMatcher('the "other programs keep the CPU busy" pause is over');
+    const loadedAt = Date.now();
+    // One busy loop per core: the machine is busy, whatever its size.
+    for (let core = 0; core < availableParallelism(); core++) {
+      loads.push(spawn(process.execPath, ["-e", "for (;;) {}"], { stdio: "ignore" }));
+    }
+    const paused = await laptop.waitForRecord("the busy pause", busy, 15_000);
+    testInfo.annotations.push({
+      type: "load to pause",
+      description: `${((Number(paused.time) - loadedAt) / 1000).toFixed(1)} s`,
+    });
+    expect(Number(paused.time) - loadedAt).toBeLessThan(10_000);
+    await laptop.waitForRecord(
+      "the paused status",
+      recordMatcher("status", (r) => r.phase === "paused"),
+      15_000,
+    );
+    for (const load of loads.splice(0)) load.kill("SIGKILL");
+    const endedAt = Date.now();
+    const resumed = await laptop.waitForRecord("the end of the pause", over, 15_000);
+    testInfo.annotations.push({
+      type: "load's end to resume",
+      description: `${((Number(resumed.time) - endedAt) / 1000).toFixed(1)} s`,
+    });
+    expect(Number(resumed.time) - endedAt).toBeLessThan(10_000);
+    const resumedSteps = laptop.records().filter(sharedStep).length;
+    await expect
+      .poll(() => laptop.records().filter(sharedStep).length, { timeout: 60_000 })
+      .toBeGreaterThan(resumedSteps);
+    // The organizer's peer went on through it all: no round failed.
+    const failed = desktop
+      .records()
+      .filter((r) => /^averaging for step \d+ failed/.test(String(r.msg)) && Number(r.time) > loadedAt);
+    expect(failed.map((r) => r.msg)).toEqual([]);
+  });
+});
+
+/** The CPU time (user and system) process `pid` has used, in seconds, from /proc/<pid>/stat. */
+async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+}
