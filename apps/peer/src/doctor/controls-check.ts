@@ -1,7 +1,14 @@
 import { describeRules, type MachineRules } from "../machine/machine-rules.ts";
 import type { MachineSensors } from "../machine/machine-sensors.ts";
 import { inSchedule } from "../machine/schedule.ts";
-import type { DoctorCheck } from "./doctor.ts";
+
+/** The doctor's check of the rules (a `DoctorCheck`). */
+export interface ControlsCheck {
+  readonly name: "controls";
+  readonly verdict: "ok" | "warn";
+  readonly summary: string;
+  readonly advice?: string;
+}
 
 /**
  * The volunteer's rules in force, and what this machine tells each of them now: a rule whose
@@ -11,7 +18,7 @@ export async function checkControls(
   rules: MachineRules,
   sensors: MachineSensors,
   now: Date,
-): Promise<DoctorCheck> {
+): Promise<ControlsCheck> {
   const readings: string[] = [];
   const blind: string[] = [];
   if (rules.schedule !== undefined) {
