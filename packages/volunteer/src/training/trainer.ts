@@ -162,10 +162,10 @@ export class Trainer {
     return this.#stopController.signal.aborted;
   }
 
-  /** A call, not a property read, so the compiler does not assume it unchanged across an await. */
   /** Where the current use-limit window began: wall time (performance.now) and the process's CPU time. */
   #useWindow: { wall: number; cpu: number } | undefined;
 
+  /** A call, not a property read, so the compiler does not assume it unchanged across an await. */
   #stopRequested(): boolean {
     return this.#stopController.signal.aborted;
   }
