@@ -29,8 +29,7 @@ import { DoctorExitCode, runDoctor } from "./doctor/doctor.ts";
 import {
   describeRules,
   machineRuleOptions,
-  machineRules,
-  readMachineConfig,
+  readMachineRules,
   type MachineRules,
 } from "./machine/machine-rules.ts";
 import { linuxSensors } from "./machine/machine-sensors.ts";
@@ -179,7 +178,7 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
     batchSize = parseBatchSize(values["batch-size"]);
     logLevel = parseLogLevel(values["log-level"]);
     metricsPort = parseMetricsPort(values["metrics-port"]);
-    rules = machineRules(values, values.config === undefined ? {} : await readMachineConfig(values.config));
+    rules = await readMachineRules(values);
   } catch (error) {
     return usageError(io, (error as Error).message);
   }
@@ -270,7 +269,7 @@ async function doctor(argv: readonly string[], environment: PeerCliEnvironment):
       { BARNRAISE_SERVER: env.BARNRAISE_SERVER },
     ).server;
     backend = parseBackendChoice(values.backend);
-    rules = machineRules(values, values.config === undefined ? {} : await readMachineConfig(values.config));
+    rules = await readMachineRules(values);
   } catch (error) {
     return usageError(io, (error as Error).message);
   }

@@ -94,6 +94,13 @@ export async function readMachineConfig(path: string): Promise<MachineConfigFile
   return parsed.data;
 }
 
+/** The rules of the flags and of `--config`'s file, when one is named (see `machineRules`). */
+export async function readMachineRules(
+  flags: MachineRuleFlags & { readonly config?: string | undefined },
+): Promise<MachineRules> {
+  return machineRules(flags, flags.config === undefined ? {} : await readMachineConfig(flags.config));
+}
+
 /** The rules from the flags over the config file; RangeError naming the flag or key that is wrong. */
 export function machineRules(flags: MachineRuleFlags, file: MachineConfigFile = {}): MachineRules {
   const maxUse = flags["max-use"] ?? file.maxUse;
