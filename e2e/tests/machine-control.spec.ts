@@ -13,8 +13,10 @@ import { register } from "../support/ui.ts";
 // A volunteer lends the computer they also work on, with their rules for it, set as flags of the
 // page's own `barnraise-peer` command: `--max-use 30%` keeps the peer's CPU time near 30 % of the
 // wall time while it still contributes, and `--busy-above 50` pauses it within 10 s when another
-// program loads the CPU, and resumes it within 10 s when the load ends; the organizer's peer,
-// averaging with it meanwhile, has no round fail because of it.
+// program loads the CPU, and resumes it within 10 s when the load ends. Meanwhile My nodes says
+// "Paused: other programs keep the CPU busy" (the swarm's view, through the aux, matches the
+// peer's own), and the organizer's peer, which averaged with it before, has no round fail because
+// of it: a paused peer is neither waited for nor led by.
 
 const TARGET_BATCH = 512;
 const LOCAL_BATCH = 64;
@@ -83,7 +85,14 @@ test("a volunteer's rules: --max-use keeps the peer near its share of the CPU, -
     "50",
   ]);
 
+  let laptopPeerId = "";
   await test.step("the peer says which rules are in force, and trains with the others", async () => {
+    const identity = await laptop.waitForRecord(
+      "identity",
+      recordMatcher(/identity/, (r) => "peerId" in r),
+      60_000,
+    );
+    laptopPeerId = String(identity.peerId);
     const controls = await laptop.waitForRecord("controls", recordMatcher(/^controls: /), 60_000);
     expect(controls.msg).toBe(
       "controls: use at most 30 % of the time; pause while other programs use over 50 % of the CPU",
@@ -125,6 +134,25 @@ test("a volunteer's rules: --max-use keeps the peer near its share of the CPU, -
       recordMatcher("status", (r) => r.phase === "paused"),
       15_000,
     );
+    // What the swarm knows reaches the platform (the aux's heartbeat, every 5 s): My nodes says
+    // the laptop is paused and why, in the words of its status line.
+    const myNodes = await organizer.context().newPage();
+    await myNodes.goto("/me/nodes");
+    const row = myNodes
+      .getByRole("list", { name: "Nodes" })
+      .getByRole("listitem")
+      .filter({ has: myNodes.locator(`code[title="${laptopPeerId}"]`) });
+    await expect(async () => {
+      await myNodes.reload();
+      await expect(row.getByText("Paused: other programs keep the CPU busy.")).toBeVisible({
+        timeout: 1_000,
+      });
+    }).toPass({ timeout: 30_000 });
+    await expect(row.getByText("Paused", { exact: true })).toBeVisible();
+    testInfo.annotations.push({
+      type: "pause to My nodes",
+      description: `${((Date.now() - Number(paused.time)) / 1000).toFixed(1)} s`,
+    });
     // A while under the load, for the others to go on without the paused peer.
     await new Promise((resolve) => setTimeout(resolve, 5_000));
     for (const load of loads.splice(0)) load.kill("SIGKILL");
@@ -135,6 +163,12 @@ test("a volunteer's rules: --max-use keeps the peer near its share of the CPU, -
       description: `${((Number(resumed.time) - endedAt) / 1000).toFixed(1)} s`,
     });
     expect(Number(resumed.time) - endedAt).toBeLessThan(10_000);
+    // Training again: My nodes no longer says it is paused.
+    await expect(async () => {
+      await myNodes.reload();
+      await expect(row.getByText("Trainer", { exact: true })).toBeVisible({ timeout: 1_000 });
+      await expect(row.getByText(/^Paused: /)).toHaveCount(0, { timeout: 1_000 });
+    }).toPass({ timeout: 30_000 });
     const resumedSteps = laptop.records().filter(sharedStep).length;
     await expect
       .poll(() => laptop.records().filter(sharedStep).length, { timeout: 60_000 })

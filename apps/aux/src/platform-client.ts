@@ -6,7 +6,7 @@ import {
   type PlatformClientOptions,
 } from "@barnraise/swarm";
 import { uploadFileAt } from "@barnraise/swarm/node";
-import type { HeldOutMetric } from "@barnraise/protocol";
+import type { HeldOutMetric, PauseReason } from "@barnraise/protocol";
 import { z } from "zod";
 import type { SplitReport } from "./monitor/split-watch.ts";
 import type { ContributionFlag } from "./roles/contribution-validator.ts";
@@ -114,8 +114,15 @@ export interface SwarmStatusBody {
   readonly samplesPerSecond: number;
   readonly step: number;
   readonly time: number;
-  /** The trainers the swarm accepts now, with whether each averages (absent: too new to tell). */
-  readonly trainers: ReadonlyArray<{ readonly peerId: string; readonly averaging?: boolean }>;
+  /**
+   * The trainers the swarm accepts now, with whether each averages (absent: too new to tell) and,
+   * while its volunteer's rules hold it, why.
+   */
+  readonly trainers: ReadonlyArray<{
+    readonly peerId: string;
+    readonly averaging?: boolean;
+    readonly paused?: readonly PauseReason[];
+  }>;
   /** Nodes whose pass this aux refused lately: code, reason and when (this aux's clock). */
   readonly refused: ReadonlyArray<{
     readonly peerId: string;

@@ -91,6 +91,18 @@ describe("peerStatus", () => {
     ).toContain("clock");
   });
 
+  it("says which of the volunteer's rules hold a paused trainer", () => {
+    const paused = peerStatus({ ...healthy, pauseReasons: ["in-use", "battery"] }, NOW);
+    expect(paused).toEqual({ counted: false, reason: "paused" });
+    expect(peerStatusMessage("paused", null, ["in-use", "battery"])).toMatch(
+      /^Paused: machine in use, on battery\. .*keeps its credit/,
+    );
+    // The swarm's report comes first: a paused node the swarm no longer sees is not in the swarm.
+    expect(
+      peerStatus({ ...healthy, pauseReasons: ["in-use"], swarmSeenAt: new Date(NOW - 3 * 60_000) }, NOW),
+    ).toEqual({ counted: false, reason: "not_in_swarm" });
+  });
+
   it("is not stale at exactly the limit", () => {
     expect(peerStatus({ ...healthy, lastSeenAt: new Date(NOW - STALE_AFTER_MS) }, NOW)).toEqual({
       counted: true,
@@ -110,6 +122,7 @@ describe("peerStatus", () => {
       swarmSeenAt: null,
       swarmRefusal: revokedRefusal(1),
       retiredAt: new Date(NOW - 1),
+      pauseReasons: ["busy"],
     };
     const order: string[] = [];
     let input = everythingWrong;
@@ -123,6 +136,7 @@ describe("peerStatus", () => {
       { lastSeenAt: new Date(NOW) },
       { swarmRefusal: null },
       { swarmSeenAt: new Date(NOW) },
+      { pauseReasons: [] },
       { averaging: false },
       { averaging: true },
     ];

@@ -270,6 +270,32 @@ describe.each(testDatabaseProviders())("swarm status (%s)", (provider) => {
       expect(await myNode(cookie, node.peerId)).toMatchObject({ counted: false, reason: "not_in_swarm" });
     });
 
+    it("shows a trainer its volunteer's rules hold as paused, with why, until the aux reports it training again", async () => {
+      const { node, cookie } = await volunteerNode();
+      await report({ trainers: [{ peerId: node.peerId, averaging: true }] });
+      expect(await myNode(cookie, node.peerId)).toMatchObject({ counted: true, pauseReasons: null });
+      clock += 5_000;
+      await report({ trainers: [{ peerId: node.peerId, averaging: true, paused: ["in-use"] }] });
+      expect(await myNode(cookie, node.peerId)).toMatchObject({
+        counted: false,
+        reason: "paused",
+        pauseReasons: ["in-use"],
+      });
+      clock += 5_000;
+      await report({ trainers: [{ peerId: node.peerId, averaging: true, paused: ["busy", "battery"] }] });
+      expect((await myNode(cookie, node.peerId)).pauseReasons).toEqual(["busy", "battery"]);
+      clock += 5_000;
+      await report({ trainers: [{ peerId: node.peerId, averaging: true }] });
+      expect(await myNode(cookie, node.peerId)).toMatchObject({ counted: true, pauseReasons: null });
+      // Reasons the platform does not know, or repeated, are refused.
+      for (const paused of [["sleepy"], ["busy", "busy"], []]) {
+        expect(await errorCode(await report({ trainers: [{ peerId: node.peerId, paused }] }))).toEqual({
+          status: 400,
+          code: "INVALID_INPUT",
+        });
+      }
+    });
+
     it("shows the swarm's refusal and its reason, until the swarm accepts the node or it joins with a new token", async () => {
       const { user, node, cookie } = await volunteerNode();
       await report({ trainers: [{ peerId: node.peerId, averaging: true }] });

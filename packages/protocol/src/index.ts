@@ -12,6 +12,7 @@ export { experimentIdSchema, grantIdSchema, NONCE_BYTES, scopeSchema, usernameSc
 export * from "./keys.ts";
 export * from "./layers-model.ts";
 export * from "./model-tensors.ts";
+export * from "./pause-reason.ts";
 export * from "./replay-guard.ts";
 export * from "./run-control.ts";
 export * from "./safetensors.ts";

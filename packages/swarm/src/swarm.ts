@@ -325,7 +325,8 @@ export class Swarm {
    * generation at most one epoch behind it (a peer further behind loads state rather than average),
    * those of another generation (one of the two is following a rollback the other has followed),
    * plus connected trainers that have not reported yet. Aux peers average but bring no gradients,
-   * so a volunteer whose only company is an aux peer, or trainers far behind it, trains alone rather
+   * and paused trainers (their volunteers' rules hold them) bring none now, so a volunteer whose
+   * only company is an aux peer, paused trainers or trainers far behind it, trains alone rather
    * than wait for a group.
    */
   #trainers(): number {
@@ -336,7 +337,8 @@ export class Swarm {
     const reported = new Set(records.map((entry) => entry.peerId));
     let trainers = 1;
     for (const { record, peerId } of records) {
-      if (record.mode === "aux") continue;
+      // A paused trainer brings nothing until it trains again.
+      if (record.mode === "aux" || record.paused !== undefined) continue;
       // A key that publishes records and has contributed nothing does not size the groups.
       if (!this.progress.hasContributed(peerId)) continue;
       // A trainer of another generation is following the same rollback (or this node is): it is
@@ -352,7 +354,7 @@ export class Swarm {
   /**
    * Whether this node may still ask for the group of `key`: not before its first progress report,
    * not once its own progress has passed the key's epoch (the round is done, or it loaded newer
-   * state) unless that epoch's delayed round is still in flight, for an aux only for the round
+   * state) unless that epoch's delayed round is still in flight, not while it is paused, for an aux only for the round
    * its record names as the one it is about to help (`averagingEpoch`), and in a Moshpit grid only
    * for the cell its plan puts it in.
    */
@@ -369,6 +371,8 @@ export class Swarm {
     // An aux names the round it is about to help as `averagingEpoch`; a trainer's delayed round in
     // flight is reported the same way.
     if (local.mode === "aux") return local.averagingEpoch === epoch;
+    // Paused by its volunteer's rules (its round in flight, if any, has finished): not this one.
+    if (local.paused !== undefined) return false;
     if (local.epoch > epoch && local.averagingEpoch !== epoch) return false;
     // In a grid, only the cell this node's plan puts it in.
     return parsed.wholeSwarm || this.#cellMembers(parsed).includes(this.node.peerId);
@@ -376,18 +380,25 @@ export class Swarm {
 
   /**
    * Who may lead the group of `key`: connected members that accept connections (aux peers, and
-   * trainers that have contributed samples); for a Moshpit grid
+   * trainers that have contributed samples and are not paused); for a Moshpit grid
    * cell, those of them the plan puts in the cell (each cell its own leader), or, when the cell
    * has none, any of them.
    */
   #leaders(key: string): string[] {
-    // A trainer that has contributed nothing (a key that only publishes records) leads nothing.
+    // A trainer that has contributed nothing (a key that only publishes records), or is paused,
+    // leads nothing.
+    const paused = new Set(
+      this.progress
+        .records()
+        .filter(({ record }) => record.paused !== undefined)
+        .map(({ peerId }) => peerId),
+    );
     const leaders = this.node
       .members()
       .filter(
         (peer) =>
           this.node.modeOf(peer) === "aux" ||
-          (this.node.modeOf(peer) === "node" && this.progress.hasContributed(peer)),
+          (this.node.modeOf(peer) === "node" && this.progress.hasContributed(peer) && !paused.has(peer)),
       );
     const parsed = parseGroupKey(key);
     if (parsed === undefined || parsed.wholeSwarm) return leaders;
@@ -404,7 +415,8 @@ export class Swarm {
   }
 
   /**
-   * The trainers of this node's run generation in the round for `epoch`, by their progress records:
+   * The trainers of this node's run generation in the round for `epoch`, by their progress records
+   * (paused ones left out):
    * at that epoch, averaging it, or just past it (they finished its round). This node is added by
    * the averager when it trains. Every member that sees the same records places them alike.
    */
@@ -415,6 +427,7 @@ export class Swarm {
       .filter(
         ({ record, peerId }) =>
           record.mode !== "aux" &&
+          record.paused === undefined &&
           generationOf(record) === generation &&
           (record.epoch === epoch || record.epoch === epoch + 1 || record.averagingEpoch === epoch) &&
           this.progress.hasContributed(peerId),
@@ -446,14 +459,16 @@ export class Swarm {
       last?.generation === generation && last.epoch === epoch - 1 ? last.members : [],
     );
     // A trainer that has contributed nothing yet (a key that only publishes records), or did not
-    // come to a recent gathering it was expected at, is not waited for; it may still join.
+    // come to a recent gathering it was expected at, is not waited for; it may still join. Nor is
+    // a paused one.
     const expected = (record: ProgressRecord, peerId: string) =>
       record.mode === "aux"
         ? record.averagingEpoch === epoch
-        : (record.epoch === epoch - 1 && finishedWithUs.has(peerId)) ||
-          ((record.epoch === epoch || record.averagingEpoch === epoch) &&
-            this.progress.hasContributed(peerId) &&
-            !this.#noShows.excused(peerId));
+        : record.paused === undefined &&
+          ((record.epoch === epoch - 1 && finishedWithUs.has(peerId)) ||
+            ((record.epoch === epoch || record.averagingEpoch === epoch) &&
+              this.progress.hasContributed(peerId) &&
+              !this.#noShows.excused(peerId)));
     return this.progress
       .records()
       .filter(

@@ -168,6 +168,58 @@ describe("Swarm (in-process, real libp2p on loopback)", () => {
     }
   }, 90_000);
 
+  it("neither waits for, counts nor follows a paused trainer: the others average at once, and one left alone steps alone", async () => {
+    const authority = new TestAuthority();
+    const first = await start(authority);
+    const bootstrap = first.node.multiaddrs();
+    const members = [first, await start(authority, { bootstrap }), await start(authority, { bootstrap })];
+    await eventually(
+      () => members.every((swarm) => swarm.node.members().length === members.length - 1),
+      "meshed",
+      45_000,
+    );
+    // The paused one is the lowest peer id: the leader every group would otherwise ask.
+    const [paused, second, third] = [...members].sort((a, b) => (a.peerId < b.peerId ? -1 : 1)) as [
+      Swarm,
+      Swarm,
+      Swarm,
+    ];
+    const weights = [3, 5, 7];
+    await reportAndSync([paused, second, third], 0, weights);
+    paused.progress.setPaused(["in-use"]);
+    const pausedIn = (swarm: Swarm) =>
+      swarm.progress
+        .records()
+        .some((entry) => entry.peerId === paused.peerId && entry.record.paused !== undefined);
+    await eventually(() => pausedIn(second) && pausedIn(third), "the others hear of the pause");
+    const view = second.progress.snapshot();
+    expect(view.alivePeers).toBe(2);
+    expect(view.peers.map((row) => row.peerId).sort()).toEqual([second.peerId, third.peerId].sort());
+
+    const random = seededRandom(5);
+    const vectors = [randomVector(500, random), randomVector(500, random)];
+    const started = performance.now();
+    const results = await Promise.all([
+      second.averager.average(0, at(vectors, 0), 5),
+      third.averager.average(0, at(vectors, 1), 7),
+    ]);
+    // Within the matchmaking deadline (4 s here): nobody waited for the paused leader.
+    expect(performance.now() - started).toBeLessThan(4_000);
+    for (const result of results) {
+      expect(result).toMatchObject({ groupSize: 2, totalWeight: 12 });
+      expect(maxAbsDifference(result.vector, weightedMean(vectors, [5, 7]))).toBeLessThan(1e-6);
+    }
+
+    // The third pauses too: the second is alone, and a lone volunteer still trains.
+    third.progress.setPaused(["battery"]);
+    await eventually(
+      () => second.progress.records().filter((entry) => entry.record.paused !== undefined).length === 2,
+      "the second hears of both pauses",
+    );
+    const alone = await second.averager.average(1, at(vectors, 0), 5);
+    expect(alone).toMatchObject({ groupSize: 1, soleTrainer: true, totalWeight: 5 });
+  }, 90_000);
+
   it("survives a peer killed in the middle of an all-reduce: the others finish or retry, inputs intact", async () => {
     const authority = new TestAuthority();
     const first = await start(authority);

@@ -1,3 +1,4 @@
+import type { PauseReason } from "@barnraise/protocol";
 import type { PeerProgressRecord, ProgressRecord } from "@barnraise/swarm";
 import { SessionCredit, type CreditShortfall, type CreditTally, type WitnessPort } from "./session-credit.ts";
 
@@ -228,25 +229,32 @@ export class StepAggregator {
   /** Fresh trainers of the current generation (less those not averaging) and their summed throughput, now. */
   liveness(): { alivePeers: number; samplesPerSecond: number } {
     const now = this.#now();
-    const fresh = this.#freshTrainers(now);
+    // A paused trainer (its volunteer's rules hold it) is in the swarm but trains nothing now.
+    const training = this.#freshTrainers(now).filter((peer) => peer.record.paused === undefined);
     return {
-      alivePeers: this.#alive(fresh, now),
-      samplesPerSecond: fresh.reduce((sum, peer) => sum + peer.record.samplesPerSecond, 0),
+      alivePeers: this.#alive(training, now),
+      samplesPerSecond: training.reduce((sum, peer) => sum + peer.record.samplesPerSecond, 0),
     };
   }
 
   /**
    * The trainers the swarm accepts now, as far as this aux sees: fresh trainer records of the
-   * current generation, each with its averaging verdict (absent: too new to tell).
+   * current generation, each with its averaging verdict (absent: too new to tell) and, while its
+   * volunteer's rules hold it, why.
    */
-  trainers(): Array<{ peerId: string; averaging?: boolean }> {
+  trainers(): Array<{ peerId: string; averaging?: boolean; paused?: PauseReason[] }> {
     const now = this.#now();
     const fresh = new Set(this.#freshTrainers(now));
     return [...this.#peers]
       .filter(([, peer]) => fresh.has(peer))
       .map(([peerId, peer]) => {
         const averaging = this.#averaging(peer, now);
-        return averaging === undefined ? { peerId } : { peerId, averaging };
+        const { paused } = peer.record;
+        return {
+          peerId,
+          ...(averaging === undefined ? {} : { averaging }),
+          ...(paused === undefined ? {} : { paused: [...paused] }),
+        };
       });
   }
 
@@ -264,8 +272,7 @@ export class StepAggregator {
     const bound = Math.min(this.#finalBound(now), this.currentStep());
     if (bound <= next) return [];
 
-    const fresh = this.#freshTrainers(now);
-    const samplesPerSecond = fresh.reduce((sum, peer) => sum + peer.record.samplesPerSecond, 0);
+    const { samplesPerSecond, alivePeers } = this.liveness();
     const finalEpochs = [...this.#loss.keys()].filter((epoch) => epoch < bound).sort((a, b) => a - b);
     const steps: AggregatedStep[] = [];
     for (const epoch of finalEpochs) {
@@ -284,7 +291,7 @@ export class StepAggregator {
         step: epoch + 1,
         loss,
         samplesPerSecond,
-        alivePeers: this.#alive(fresh, now),
+        alivePeers,
         time: now,
         ...stepTraffic([...(totals?.values() ?? [])]),
         ...(samples === undefined ? {} : { samples }),

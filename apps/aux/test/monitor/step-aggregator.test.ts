@@ -346,7 +346,7 @@ describe("StepAggregator", () => {
 });
 
 describe("StepAggregator.trainers", () => {
-  const sorted = (trainers: Array<{ peerId: string; averaging?: boolean }>) =>
+  const sorted = <T extends { peerId: string }>(trainers: T[]) =>
     [...trainers].sort((a, b) => (a.peerId < b.peerId ? -1 : 1));
 
   it("lists the fresh trainers with their averaging verdicts, and no aux peer", () => {
@@ -373,6 +373,21 @@ describe("StepAggregator.trainers", () => {
     expect(trainers[2]).not.toHaveProperty("averaging");
     // A trainer that is not averaging is still listed (it is in the swarm), but not counted alive.
     expect(aggregator.liveness().alivePeers).toBe(2);
+  });
+
+  it("lists a paused trainer with why, and counts it neither alive nor in the swarm's throughput", () => {
+    const { aggregator, push } = setup();
+    push("a", { epoch: 2, samplesPerSecond: 30 });
+    push("b", { epoch: 2, samplesPerSecond: 20, paused: ["in-use", "battery"] });
+    expect(sorted(aggregator.trainers())).toEqual([
+      { peerId: "a" },
+      { peerId: "b", paused: ["in-use", "battery"] },
+    ]);
+    expect(aggregator.liveness()).toEqual({ alivePeers: 1, samplesPerSecond: 30 });
+    // Training again: counted again, and no reasons left.
+    push("b", { epoch: 2, samplesPerSecond: 20 });
+    expect(sorted(aggregator.trainers())).toEqual([{ peerId: "a" }, { peerId: "b" }]);
+    expect(aggregator.liveness()).toEqual({ alivePeers: 2, samplesPerSecond: 50 });
   });
 
   it("leaves out a trainer whose record is older than ttlMs, and keeps one exactly ttlMs old", () => {

@@ -21,6 +21,8 @@ export function NodeList({
             <code title={node.peerId}>{shortPeerId(node.peerId)}</code>{" "}
             {node.counted ? (
               <span className="badge badge-ok">Counted</span>
+            ) : node.reason === "paused" ? (
+              <span className="badge">Paused</span>
             ) : (
               <span className="badge badge-warn">Not counted</span>
             )}
@@ -52,6 +54,7 @@ export function NodeList({
                     node.swarmRefusal === null
                       ? null
                       : { ...node.swarmRefusal, at: new Date(node.swarmRefusal.at) },
+                    node.pauseReasons ?? [],
                   )}
             </p>
           </div>

@@ -11,7 +11,7 @@ import {
   uniformPartFractions,
   type MemberCapacity,
 } from "./load-balancing.ts";
-import type { Matchmaking } from "./matchmaking.ts";
+import { isNoGroup, type Matchmaking } from "./matchmaking.ts";
 import { roundDeadlineMs, senderDeadlineMs } from "./deadlines.ts";
 import { groupKey, planGrid, type GridPlan } from "./moshpit-grid.ts";
 import { SwarmError, SwarmErrorCode } from "../errors.ts";
@@ -237,16 +237,7 @@ export class Averager {
         );
       }
       // Alone in the swarm: the average of one is its own vector, so a lone volunteer still trains.
-      options.residual?.fill(0);
-      return Promise.resolve({
-        vector: vector.slice(),
-        groupSize: 1,
-        totalWeight: weight,
-        rounds: 0,
-        soleTrainer: true,
-        bytesSent: 0,
-        bytesReceived: 0,
-      });
+      return Promise.resolve(averageOfOne(vector, weight, options.residual));
     }
     // A retry uses the same keys: matchmaking gives a peer that asks again a new group.
     const metrics = this.#options.metrics;
@@ -311,11 +302,21 @@ export class Averager {
       const { uploadBytesPerSecond, downloadBytesPerSecond } = link.current();
       // A peer left over from the grid's core brings its samples once, in round 0.
       const roundWeight = plan.contributesIn(self, round) || mode === "aux" ? currentWeight : 0;
-      const group = await this.#options.matchmaking.form(
-        key,
-        { mode, weight: roundWeight, uploadBytesPerSecond, downloadBytesPerSecond },
-        signal,
-      );
+      let group;
+      try {
+        group = await this.#options.matchmaking.form(
+          key,
+          { mode, weight: roundWeight, uploadBytesPerSecond, downloadBytesPerSecond },
+          signal,
+        );
+      } catch (error) {
+        // Nobody else came, and the trainers this peer expected are gone meanwhile (paused by their
+        // volunteers' rules, or left): it is alone now, and a lone volunteer still trains.
+        if (round === 0 && isNoGroup(error) && mode !== "aux" && this.#options.swarmSize() <= 1) {
+          if (this.#options.aloneAllowed?.() !== false) return averageOfOne(vector, weight, residual);
+        }
+        throw error;
+      }
       // Clients (behind NAT) reduce no part, so that all-reduce traffic never crosses a relay;
       // only a group of clients alone reduces among itself, through their relays.
       const onlyClients = group.members.every((member) => member.mode === "client");
@@ -449,4 +450,22 @@ export class Averager {
       }
     };
   }
+}
+
+/** The average of one: this peer's own vector, as a peer alone in the swarm steps (no error feedback kept). */
+function averageOfOne(
+  vector: Float32Array,
+  weight: number,
+  residual: Float32Array | undefined,
+): AverageOutcome {
+  residual?.fill(0);
+  return {
+    vector: vector.slice(),
+    groupSize: 1,
+    totalWeight: weight,
+    rounds: 0,
+    soleTrainer: true,
+    bytesSent: 0,
+    bytesReceived: 0,
+  };
 }

@@ -1,4 +1,4 @@
-import type { PeerRole } from "@barnraise/protocol";
+import { type PeerRole, pauseReasonsSchema } from "@barnraise/protocol";
 import { z } from "zod";
 import { SwarmError, SwarmErrorCode } from "../errors.ts";
 import { STATE_DIGEST_PATTERN } from "../state/state-digest.ts";
@@ -132,6 +132,13 @@ export const progressRecordSchema = z.strictObject({
     .optional(),
   /** Trainers: steps in a row applied with no other trainer's samples in them. */
   soloSteps: count.optional(),
+  /**
+   * Trainers: why the volunteer's rules hold this trainer now (the machine is in use, on battery,
+   * …); absent while it trains. A paused trainer brings nothing to the current epoch: it counts
+   * toward no estimate and no group, and nobody waits for it. It keeps its state, its record stays
+   * alive, and it trains again when the record no longer says so.
+   */
+  paused: pauseReasonsSchema.optional(),
   /** The peer's link capacity as it knows it (see LinkMeter), in bytes per second, and from where. */
   link: z
     .strictObject({
@@ -179,6 +186,7 @@ function auxMisfits(record: ProgressRecord): string[] {
     ["previous.minibatches", record.previous?.minibatches],
     ["previous.computeSeconds", record.previous?.computeSeconds],
     ["soloSteps", record.soloSteps],
+    ["paused", record.paused?.length],
     ["stateHash", record.stateHash === undefined ? undefined : 1],
   ];
   const misfits = claims.flatMap(([field, value]) =>

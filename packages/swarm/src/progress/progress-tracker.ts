@@ -1,4 +1,4 @@
-import type { PeerRole } from "@barnraise/protocol";
+import { type PauseReason, type PeerRole, pauseReasonsSchema } from "@barnraise/protocol";
 import { SwarmError, SwarmErrorCode } from "../errors.ts";
 import type { PeerIdString, Rpc, RpcPeer } from "../rpc/rpc.ts";
 import {
@@ -238,6 +238,8 @@ export class ProgressTracker {
   #deferred: ReturnType<typeof setTimeout> | undefined;
   #running = false;
   #lastPublishAt = -Infinity;
+  /** The volunteer's reasons for holding this trainer (see `setPaused`); empty while it trains. */
+  #paused: readonly PauseReason[] = [];
 
   constructor(options: ProgressTrackerOptions) {
     this.#target = positive(options.targetBatchSize, "targetBatchSize");
@@ -333,6 +335,7 @@ export class ProgressTracker {
       time: local.time ?? Math.round(now),
       ...(this.#session === undefined ? {} : { session: this.#session }),
       ...(this.#link === undefined ? {} : { link: this.#link() }),
+      ...(this.#paused.length === 0 ? {} : { paused: [...this.#paused] }),
     };
     const parsed = progressRecordSchema.safeParse(candidate);
     if (!parsed.success) {
@@ -342,6 +345,32 @@ export class ProgressTracker {
     this.#local = { peerId: this.#transport.self, record: parsed.data, receivedAt: now };
     const roundChanged = previous?.averagingEpoch !== parsed.data.averagingEpoch;
     if ((!sameEpoch || roundChanged) && this.#running) this.#publishSoon();
+  }
+
+  /**
+   * Says in this node's record that the volunteer's rules hold its training now (`reasons`), or,
+   * with none, that it trains again. A change goes out at once, so that the others stop counting
+   * this trainer and waiting for it (or count it again) without waiting for its next report; later
+   * reports keep it. Throws MALFORMED_MESSAGE for a repeated reason.
+   */
+  setPaused(reasons: readonly PauseReason[]): void {
+    if (reasons.length > 0 && !pauseReasonsSchema.safeParse(reasons).success) {
+      throw new SwarmError(SwarmErrorCode.MALFORMED_MESSAGE, `invalid pause reasons: ${reasons.join(", ")}`);
+    }
+    const same =
+      reasons.length === this.#paused.length && reasons.every((reason, i) => reason === this.#paused[i]);
+    if (same) return;
+    this.#paused = [...reasons];
+    const local = this.#local;
+    if (local === null) return;
+    const { paused: _was, ...record } = local.record;
+    this.#local = { ...local, record: reasons.length === 0 ? record : { ...record, paused: [...reasons] } };
+    if (this.#running) this.#publishSoon();
+  }
+
+  /** Why the volunteer's rules hold this node now, as its record says; empty while it trains. */
+  get paused(): readonly PauseReason[] {
+    return this.#paused;
   }
 
   /**
@@ -730,8 +759,11 @@ function positive(value: number, name: string): number {
   return value;
 }
 
-/** The record without the fields that never carry over (see `report`); `previous` only within an epoch. */
+/**
+ * The record without the fields that never carry over (see `report`); `previous` only within an
+ * epoch. `paused` is the tracker's own (see `setPaused`).
+ */
 function carriedOver(record: ProgressRecord, sameEpoch: boolean): Partial<ProgressRecord> {
-  const { averagingEpoch: _inFlight, previous, ...rest } = record;
+  const { averagingEpoch: _inFlight, paused: _held, previous, ...rest } = record;
   return sameEpoch && previous !== undefined ? { ...rest, previous } : rest;
 }

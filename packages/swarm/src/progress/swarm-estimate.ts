@@ -55,7 +55,7 @@ export interface SwarmEstimate {
   readonly etaSeconds: number;
   /** Σ samples/s over the counted trainers (all alive ones; for an epoch asked for, those at it). */
   readonly samplesPerSecond: number;
-  /** Alive trainers (node or client mode) of this generation, this node included unless it is an aux. */
+  /** Alive trainers (node or client mode, not paused) of this generation, this node included unless it is an aux or paused. */
   readonly alivePeers: number;
   /** Alive trainers at `epoch`, this node included when it is one of them. */
   readonly peersAtEpoch: number;
@@ -71,7 +71,8 @@ export interface SwarmEstimate {
  * since it measured them. Extrapolation alone never carries the total past the target (reported
  * samples may).
  *
- * Only trainers count. An aux peer's record names the round it is about to help or the state it
+ * Only trainers that train count: a paused trainer (its volunteer's rules hold it) brings nothing
+ * to the epoch until it says it trains again. An aux peer's record names the round it is about to help or the state it
  * serves, never progress of the swarm: counting it kept a swarm whose trainers had all left
  * "ahead" of every newcomer forever. Records of another run generation than this node's (absent
  * means 0) belong to a rolled-back or newer lineage and are ignored entirely.
@@ -90,7 +91,9 @@ export function estimateSwarm(input: SwarmEstimateInput): SwarmEstimate {
   const generation = generationOf(input.local?.record);
   const trainers: Array<{ entry: ReceivedProgress; self: boolean }> = [];
   const counts = (entry: ReceivedProgress) =>
-    entry.record.mode !== "aux" && generationOf(entry.record) === generation;
+    entry.record.mode !== "aux" &&
+    entry.record.paused === undefined &&
+    generationOf(entry.record) === generation;
   for (const entry of input.peers) {
     if (isFresh(entry, now, entry.ttlMs ?? ttlMs) && counts(entry)) trainers.push({ entry, self: false });
   }

@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import { CenteredClip } from "../../src/averaging/aggregation/centered-clip.ts";
 import { weightedMean } from "../../src/averaging/aggregation/weighted-mean.ts";
 import { Averager } from "../../src/averaging/averager.ts";
+import { SwarmError, SwarmErrorCode } from "../../src/errors.ts";
 import type {
   AllReduceResult,
   AllReduceRunOptions,
@@ -382,5 +383,53 @@ describe("Averager exclusions", () => {
     );
     await averager.average(1, new Float32Array(8), 1);
     expect(runs[0]?.aggregator).toBe(weightedMean);
+  });
+
+  it("steps alone when nobody came and the others it expected are gone meanwhile (paused or left), and fails while they are not", async () => {
+    const config = parseExperimentConfig({ averaging: { loadBalancing: false } });
+    let swarmSize = 2;
+    /** The swarm's size once the gathering is over: the trainer it expected paused meanwhile, or not. */
+    let sizeAfterGathering = 2;
+    let aloneAllowed = true;
+    const averager = new Averager({
+      self: "a",
+      mode: () => "node",
+      matchmaking: {
+        form: () => {
+          swarmSize = sizeAfterGathering;
+          return Promise.reject(new SwarmError(SwarmErrorCode.NO_GROUP, "no group formed for k"));
+        },
+      } as unknown as Matchmaking,
+      allreduce: {
+        run: () => Promise.reject(new Error("no round without a group")),
+      } as unknown as AllReduceService,
+      averaging: config.averaging,
+      compression: config.compression,
+      link: {
+        current: () => ({ uploadBytesPerSecond: MB, downloadBytesPerSecond: MB }),
+        observed: () => undefined,
+      },
+      swarmSize: () => swarmSize,
+      aloneAllowed: () => aloneAllowed,
+      roundMembers: () => ["a", "b"],
+      logger: silentLogger,
+    });
+    const vector = new Float32Array([1, 2, 3]);
+    const residual = new Float32Array([0.5, 0.5, 0.5]);
+    const average = () => {
+      swarmSize = 2;
+      return averager.average(1, vector, 4, undefined, { residual });
+    };
+    // The other trainer is still there: nobody came, and the round fails (to be tried again).
+    await expect(average()).rejects.toMatchObject({ code: SwarmErrorCode.NO_GROUP });
+    // It paused while this peer gathered: alone now, it steps alone, when a lone step is allowed.
+    sizeAfterGathering = 1;
+    aloneAllowed = false;
+    await expect(average()).rejects.toMatchObject({ code: SwarmErrorCode.NO_GROUP });
+    aloneAllowed = true;
+    const outcome = await average();
+    expect(outcome).toMatchObject({ groupSize: 1, totalWeight: 4, soleTrainer: true, rounds: 0 });
+    expect([...outcome.vector]).toEqual([1, 2, 3]);
+    expect([...residual]).toEqual([0, 0, 0]);
   });
 });

@@ -119,6 +119,42 @@ describe("ProgressTracker", () => {
     });
   });
 
+  it("says at once that the volunteer's rules hold this trainer, keeps it in later reports, and at once that it trains again", async () => {
+    const { trackers } = swarm(2);
+    const [a, b] = trackers as [ProgressTracker, ProgressTracker];
+    a.report({ epoch: 3, samplesAccumulated: 100, samplesPerSecond: 50 });
+    b.report({ epoch: 3, samplesAccumulated: 200, samplesPerSecond: 0 });
+    await settle();
+    expect(b.snapshot()).toMatchObject({ alivePeers: 2, samplesAccumulated: 300 });
+    const updates: PeerProgressRecord[] = [];
+    b.on("update", (update) => updates.push(update));
+    clock.now += 1_000;
+    a.setPaused(["in-use", "battery"]);
+    await settle();
+    // Published without waiting for the period: b counts it no more, but holds its record.
+    expect(updates.map((u) => u.record.paused)).toEqual([["in-use", "battery"]]);
+    expect(b.snapshot()).toMatchObject({ alivePeers: 1, samplesAccumulated: 200 });
+    expect(b.records().map((entry) => entry.peerId)).toEqual(["p0"]);
+    // A report while paused (a round's end, a state load) keeps saying so.
+    a.report({ epoch: 4, samplesAccumulated: 0, samplesPerSecond: 50 });
+    expect(a.localRecord()?.paused).toEqual(["in-use", "battery"]);
+    // The same reasons again send nothing.
+    clock.now += 1_000;
+    await settle();
+    const before = updates.length;
+    a.setPaused(["in-use", "battery"]);
+    await settle();
+    expect(updates.length).toBe(before);
+    a.setPaused([]);
+    await settle();
+    expect(a.localRecord()?.paused).toBeUndefined();
+    expect(updates.at(-1)?.record.paused).toBeUndefined();
+    expect(b.snapshot().alivePeers).toBe(2);
+    expect(() => {
+      a.setPaused(["busy", "busy"]);
+    }).toThrow(/pause reasons/);
+  });
+
   it("forgets a silent peer after the ttl", async () => {
     const { trackers, pushAll } = swarm(2, { intervalMs: 1000 });
     const [a, b] = trackers as [ProgressTracker, ProgressTracker];

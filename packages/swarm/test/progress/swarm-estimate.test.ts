@@ -69,6 +69,21 @@ describe("estimateSwarm", () => {
     ]);
   });
 
+  it("leaves a paused trainer out, itself too: it brings nothing until it trains again", () => {
+    const paused = peer("b", { samplesAccumulated: 600, samplesPerSecond: 40, paused: ["busy"] });
+    const result = estimate([peer("a", { samplesAccumulated: 500, samplesPerSecond: 10 }), paused]);
+    expect(result).toMatchObject({
+      alivePeers: 1,
+      peersAtEpoch: 1,
+      samplesAccumulated: 500,
+      samplesPerSecond: 10,
+    });
+    expect(result.readyToAverage).toBe(false);
+    expect(result.peers.map((row) => row.peerId)).toEqual(["a"]);
+    // Its own estimate, paused, counts the others only.
+    expect(estimate([peer("a", { samplesAccumulated: 500 })], paused).alivePeers).toBe(1);
+  });
+
   it("extrapolates each record by its samples/s times its age", () => {
     const result = estimate([
       peer("a", { samplesAccumulated: 100, samplesPerSecond: 10, time: NOW - 2_000 }, NOW - 1_500),

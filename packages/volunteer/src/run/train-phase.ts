@@ -39,7 +39,21 @@ export async function train(phase: TrainPhase): Promise<TrainResult> {
   const { swarm, platform, joined } = session;
   /** The peer's contact with the swarm, set once the trainer exists (see below). */
   const contact: { current?: SwarmContact } = {};
-  const trainer = createTrainer(phase, () => contact.current?.note());
+  const { controls } = options;
+  // While the trainer holds, its record says why the volunteer's rules hold it (none for the
+  // organizer's pause alone), so that the others neither count it nor wait for it.
+  let held = false;
+  const sayPaused = () => {
+    swarm.progress.setPaused(held ? (controls?.reasons ?? []) : []);
+  };
+  const trainer = createTrainer(
+    phase,
+    () => contact.current?.note(),
+    (holding) => {
+      held = holding;
+      sayPaused();
+    },
+  );
   // Refused by the swarm, or stepping alone for minutes while others train: say so, and hold.
   const stopContact = followSwarmContact({
     swarm,
@@ -76,12 +90,12 @@ export async function train(phase: TrainPhase): Promise<TrainResult> {
     reporter.logger.debug({ err: error }, "could not read the run control before training");
   }
   void session.followRunControl(AbortSignal.any([followControl.signal, abortSignal]));
-  // The volunteer's own pause (a tab's button, its page hidden).
-  const { controls } = options;
+  // The volunteer's own pause (a tab's button, its page hidden, the machine's rules).
   if (controls !== undefined) {
     const follow = () => {
       if (controls.paused) trainer.pause("volunteer");
       else trainer.resume("volunteer");
+      sayPaused();
     };
     follow();
     cleanups.add(controls.onChange(follow));
@@ -109,7 +123,11 @@ export async function train(phase: TrainPhase): Promise<TrainResult> {
 }
 
 /** The training loop over the peer's batches, reporting its status and events. */
-function createTrainer(phase: TrainPhase, note: () => string | undefined): Trainer {
+function createTrainer(
+  phase: TrainPhase,
+  note: () => string | undefined,
+  onHeld: (held: boolean) => void,
+): Trainer {
   const { options, model, data, member, now, startedAt } = phase;
   const { reporter } = options;
   const { progress, optimizer } = member;
@@ -137,6 +155,7 @@ function createTrainer(phase: TrainPhase, note: () => string | undefined): Train
       swarm.metrics.peersOnline.set(status.peersOnline);
     },
     onEvent: logOptimizerEvents(reporter),
+    onHeld,
     ...(options.controls === undefined ? {} : { dutyCycle: () => options.controls?.dutyCycle ?? 1 }),
     ...(options.runtime.cpuTimeMs === undefined ? {} : { cpuTimeMs: options.runtime.cpuTimeMs }),
     onFirstContribution: (samples) => {

@@ -52,6 +52,12 @@ export interface TrainerOptions {
    * window of USE_WINDOW_MS, not only the minibatches' compute.
    */
   readonly cpuTimeMs?: () => number;
+  /**
+   * Told `true` when the loop starts holding (the round in flight, and one it joined on the way, is
+   * over: nothing more is computed or averaged until the holds are lifted), and `false` when it
+   * trains again; not told when it stops while held.
+   */
+  readonly onHeld?: (held: boolean) => void;
 }
 
 /**
@@ -104,6 +110,8 @@ export class Trainer {
    */
   #pause: PromiseWithResolvers<undefined> | null = null;
   readonly #holds = new Set<TrainingHold>();
+  /** This pause has let the peer join one round on its way out (see `#handOff`). */
+  #handedOff = false;
 
   constructor(options: TrainerOptions) {
     this.#options = options;
@@ -136,6 +144,7 @@ export class Trainer {
       return;
     }
     this.#pause = null;
+    this.#handedOff = false;
     pause.resolve(undefined);
   }
 
@@ -170,6 +179,11 @@ export class Trainer {
     return this.#stopController.signal.aborted;
   }
 
+  /** Whether a hold is on (a call, for the same reason). */
+  #pausing(): boolean {
+    return this.#pause !== null;
+  }
+
   /** Trains until `maxSteps`, `stop()` or `signal` (which rejects with TrainingAbortedError). */
   async run(signal?: AbortSignal): Promise<TrainResult> {
     const { optimizer } = this.#options;
@@ -192,10 +206,12 @@ export class Trainer {
     for (;;) {
       if (this.#stopRequested()) return await this.#finish("stopped");
       const pause = this.#pause;
-      if (pause !== null) {
+      if (pause !== null && !this.#handOff()) {
         this.#setPhase(this.#heldPhase());
+        this.#options.onHeld?.(true);
         if ((await raceStop(pause.promise, stopped, signal)) === STOPPED)
           return await this.#finish("stopped");
+        this.#options.onHeld?.(false);
         // A pause is no credit: the use limit counts from the resume.
         this.#useWindow = undefined;
         continue;
@@ -205,7 +221,9 @@ export class Trainer {
         // A round (or the first state load) runs to its end even when stop() is called meanwhile.
         await optimizer.maybeStep(signal);
       }
-      if (!this.#stopRequested() && this.#pause === null) this.#setPhase("training");
+      // Pausing: the round it joined on its way out is over, and no minibatch follows.
+      if (this.#pausing()) continue;
+      if (!this.#stopRequested()) this.#setPhase("training");
       if (maxSteps !== undefined && optimizer.epoch >= maxSteps) return await this.#finish("max-steps");
       if (this.#stopRequested()) return await this.#finish("stopped");
 
@@ -264,6 +282,19 @@ export class Trainer {
       if (left <= 0 || this.#pause !== null || this.#swarmReady()) return undefined;
       if ((await raceStop(sleep(Math.min(left, REST_SLICE_MS)), stopped, signal)) === STOPPED) return STOPPED;
     }
+  }
+
+  /**
+   * Whether the volunteer's pause lets this peer join the round the swarm is about to average
+   * before it holds: once per pause, when its samples are part of a total that has reached the
+   * target (the others are gathering and count on them), so its work goes into the step rather than
+   * wait for a resume. Not for the organizer's pause (everyone holds) nor a cut-off peer.
+   */
+  #handOff(): boolean {
+    if (this.#handedOff || this.#holds.size !== 1 || !this.#holds.has("volunteer")) return false;
+    if (this.#options.optimizer.samplesAccumulated <= 0 || !this.#swarmReady()) return false;
+    this.#handedOff = true;
+    return true;
   }
 
   async #finish(reason: TrainResult["reason"]): Promise<TrainResult> {

@@ -1,23 +1,9 @@
+import type { PauseReason } from "@barnraise/protocol";
+
 /** The least share of the time a volunteer may let the machine compute; below it a step would take ages. */
 export const MIN_DUTY_CYCLE = 0.1;
 
-/**
- * Why the volunteer's machine holds training, in the volunteer's own rules: they paused it, the
- * tab is hidden, someone uses the machine, other programs keep the CPU busy, it runs on battery,
- * the schedule says not now, the GPU is too hot.
- */
-export type PauseReason = "volunteer" | "hidden" | "in-use" | "busy" | "battery" | "schedule" | "too-hot";
-
-/** Each reason as the status line, the page and My nodes say it. */
-export const PAUSE_REASON_TEXT: Readonly<Record<PauseReason, string>> = {
-  volunteer: "paused by you",
-  hidden: "this tab is hidden",
-  "in-use": "machine in use",
-  busy: "other programs keep the CPU busy",
-  battery: "on battery",
-  schedule: "outside the schedule",
-  "too-hot": "too hot",
-};
+export { PAUSE_REASON_TEXT, type PauseReason } from "@barnraise/protocol";
 
 /**
  * The volunteer's hand on the machine while it trains (a tab's pause button, "pause when this tab

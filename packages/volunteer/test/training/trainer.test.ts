@@ -136,6 +136,9 @@ function setUp(
     note?: () => string | undefined;
     dutyCycle?: () => number;
     cpuTimeMs?: () => number;
+    onHeld?: (held: boolean) => void;
+    /** Told of each status after it is recorded. */
+    onStatus?: (status: PeerStatus) => void;
   } = {},
 ) {
   const target = options.target ?? 8;
@@ -171,7 +174,11 @@ function setUp(
     },
     seed: 7,
     maxSteps: config.training.maxSteps,
-    onStatus: (status) => statuses.push(status),
+    onStatus: (status) => {
+      statuses.push(status);
+      options.onStatus?.(status);
+    },
+    ...(options.onHeld === undefined ? {} : { onHeld: options.onHeld }),
     ...(options.dutyCycle === undefined ? {} : { dutyCycle: options.dutyCycle }),
     ...(options.cpuTimeMs === undefined ? {} : { cpuTimeMs: options.cpuTimeMs }),
   });
@@ -632,5 +639,48 @@ describe("Trainer holds", () => {
     expect(plain.statuses.every((status) => !("swarmNote" in status))).toBe(true);
     plain.trainer.stop();
     await plainRun;
+  });
+
+  it("says when it holds (after the round in flight) and when it trains again, not when it stops held", async () => {
+    const held: boolean[] = [];
+    const { trainer, model } = setUp({ onHeld: (holding) => held.push(holding) });
+    const running = trainer.run();
+    await computed(model, 2);
+    trainer.pause("volunteer");
+    expect(await holds(model)).toBe(true);
+    expect(held).toEqual([true]);
+    trainer.resume("volunteer");
+    await computed(model, model.computedWith.length + 2);
+    expect(held).toEqual([true, false]);
+    trainer.pause("organizer");
+    expect(await holds(model)).toBe(true);
+    trainer.stop();
+    await expect(running).resolves.toMatchObject({ reason: "stopped" });
+    expect(held).toEqual([true, false, true]);
+  });
+
+  it("joins the round the swarm gathers for when the volunteer pauses with samples in it, then holds; not for the organizer's pause", async () => {
+    for (const hold of ["volunteer", "organizer"] as const) {
+      const held: boolean[] = [];
+      // Target 8, minibatches of 4: the second brings the swarm to its target, and the pause comes then.
+      const control: { trainer?: Trainer } = {};
+      const { trainer, model, swarm, optimizer } = setUp({
+        onHeld: (holding) => held.push(holding),
+        onStatus: (status) => {
+          if (status.phase === "training" && optimizer.samplesAccumulated === 8) control.trainer?.pause(hold);
+        },
+      });
+      control.trainer = trainer;
+      const running = trainer.run();
+      await computed(model, 2);
+      expect(await holds(model), hold).toBe(true);
+      expect(held, hold).toEqual([true]);
+      // The volunteer's pause put its 8 samples into the step; the organizer's holds everyone, so
+      // nobody averages until it is lifted.
+      expect([swarm.averageCalls, optimizer.epoch], hold).toEqual(hold === "volunteer" ? [1, 1] : [0, 0]);
+      expect(model.computedWith.length, hold).toBe(2);
+      trainer.stop();
+      await running;
+    }
   });
 });

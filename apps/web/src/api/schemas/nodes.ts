@@ -1,3 +1,4 @@
+import { PAUSE_REASONS } from "@barnraise/protocol";
 import { z } from "zod";
 
 /** "My nodes": the signed-in user's peers and whether each one counts. */
@@ -13,6 +14,7 @@ export const PeerNotCountedReason = {
   stale: "stale",
   refusedBySwarm: "refused_by_swarm",
   notInSwarm: "not_in_swarm",
+  paused: "paused",
   joining: "joining",
   notAveraging: "not_averaging",
 } as const;
@@ -46,6 +48,10 @@ export const nodeSchema = z
       })
       .nullable()
       .meta({ description: "The swarm's latest refusal of the node's pass, as an aux peer reported it" }),
+    pauseReasons: z.array(z.enum(PAUSE_REASONS)).nullable().meta({
+      description:
+        "Trainers: why its volunteer's rules hold it now (in-use, busy, battery, schedule, too-hot, hidden, volunteer), as the swarm last reported; null while it trains",
+    }),
     retiredAt: z.iso.datetime().nullable().meta({
       description: "When its owner retired the machine (its key may not join again); null while it is not",
     }),

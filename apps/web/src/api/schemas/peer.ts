@@ -3,6 +3,7 @@ import {
   HELD_OUT_METRICS,
   HeldOutMetric,
   MAX_ROTATION_CERTIFICATES,
+  pauseReasonsSchema,
 } from "@barnraise/protocol";
 import { z } from "zod";
 import { queryFiniteNumber, queryInteger } from "./public.ts";
@@ -285,6 +286,10 @@ export const swarmStatusReportSchema = z
           averaging: z.boolean().optional().meta({
             description:
               "Whether its samples went into collaborative steps lately; absent while the aux cannot tell yet",
+          }),
+          paused: pauseReasonsSchema.optional().meta({
+            description:
+              "Why its volunteer's rules hold it now (in-use, busy, battery, schedule, too-hot, hidden, volunteer), as its progress records say; absent while it trains",
           }),
         }),
       )

@@ -206,6 +206,8 @@ async function scanNodes(ctx: AppContext): Promise<void> {
         data: { alertCounted: status.counted },
       });
       if (moved.count !== 1 || peer.alertCounted !== true || status.counted) return;
+      // Held by its volunteer's own rules (the machine in use, on battery …): nothing dropped.
+      if (status.reason === PeerNotCountedReason.paused) return;
       const details = {
         node: peer.peerId,
         role,

@@ -1,4 +1,4 @@
-import type { PeerRole } from "@barnraise/protocol";
+import type { PauseReason, PeerRole } from "@barnraise/protocol";
 import type { AppContext } from "../context.ts";
 import { parseAllowlistStatus, parseExperimentStatus } from "./experiment-access.ts";
 import { parsePeerRole } from "./list-peer-tokens.ts";
@@ -30,6 +30,8 @@ export interface NodeView {
   readonly swarmRefusal: { readonly at: string; readonly code: string; readonly reason: string } | null;
   /** When its owner retired the machine; null while it is not. */
   readonly retiredAt: string | null;
+  /** Trainers: why its volunteer's rules hold it, as the swarm last reported; null while it trains. */
+  readonly pauseReasons: readonly PauseReason[] | null;
   /**
    * Whether it takes one of its token's places now: a trainer with a live pass, not retired or
    * retired but still in the swarm (see the join's limits of machines per token and per volunteer).
@@ -92,6 +94,7 @@ export async function listMyNodes(ctx: AppContext, user: SessionUser): Promise<N
           ? null
           : { ...swarm.swarmRefusal, at: swarm.swarmRefusal.at.toISOString() },
       retiredAt: peer.retiredAt?.toISOString() ?? null,
+      pauseReasons: role === "trainer" && swarm.pauseReasons.length > 0 ? swarm.pauseReasons : null,
       holdsPlace:
         role === "trainer" &&
         peer.passExpiresAt.getTime() > now &&

@@ -1,4 +1,4 @@
-import type { PeerRole } from "@barnraise/protocol";
+import { PAUSE_REASON_TEXT, PAUSE_REASONS, type PauseReason, type PeerRole } from "@barnraise/protocol";
 import type { ExperimentStatus } from "../../api/schemas/experiments.ts";
 import type { AllowlistStatus } from "../../api/schemas/allowlist.ts";
 import { PeerNotCountedReason } from "../../api/schemas/nodes.ts";
@@ -34,6 +34,8 @@ export interface PeerStatusInput {
   readonly swarmRefusal: SwarmRefusal | null;
   /** When its owner retired the machine; null or absent while it is not. */
   readonly retiredAt?: Date | null;
+  /** Trainers: why its volunteer's rules hold it, as the swarm last reported; empty or absent while it trains. */
+  readonly pauseReasons?: readonly PauseReason[];
 }
 
 /** The swarm refused a node's pass: when, its code (PASS_REVOKED …) and the refusing peer's reason. */
@@ -49,14 +51,25 @@ export function swarmViewOf(row: {
   readonly swarmRefusedAt: Date | null;
   readonly swarmRefusalCode: string | null;
   readonly swarmRefusal: string | null;
-}): Pick<PeerStatusInput, "swarmSeenAt" | "swarmRefusal"> {
+  readonly pauseReasons: string | null;
+}): Pick<PeerStatusInput, "swarmSeenAt" | "swarmRefusal"> & {
+  readonly pauseReasons: readonly PauseReason[];
+} {
   return {
     swarmSeenAt: row.swarmSeenAt,
+    pauseReasons: parsePauseReasons(row.pauseReasons),
     swarmRefusal:
       row.swarmRefusedAt === null
         ? null
         : { at: row.swarmRefusedAt, code: row.swarmRefusalCode ?? "", reason: row.swarmRefusal ?? "" },
   };
+}
+
+/** The reasons of a Peer row's `pauseReasons` column (comma-separated); unknown ones are left out. */
+export function parsePauseReasons(column: string | null): PauseReason[] {
+  if (column === null) return [];
+  const known = new Set<string>(PAUSE_REASONS);
+  return column.split(",").filter((reason): reason is PauseReason => known.has(reason));
 }
 
 export type PeerStatus =
@@ -66,7 +79,8 @@ export type PeerStatus =
  * `now` is Unix time in milliseconds. What the platform knows decides first (pause, ban, allowlist,
  * token, pass, liveness); then what the swarm did with the node, as its aux peers reported it: a
  * trainer counts only when the swarm has accepted it lately (a refusal since then says why not) and
- * its samples go into collaborative steps. Aux nodes are the swarm's own and count while they run.
+ * its samples go into collaborative steps; a trainer its volunteer's rules hold (the machine is in
+ * use, on battery …) is paused, and keeps the credit of what it did. Aux nodes are the swarm's own and count while they run.
  */
 export function peerStatus(input: PeerStatusInput, now: number): PeerStatus {
   const notCounted = (reason: PeerNotCountedReason): PeerStatus => ({ counted: false, reason });
@@ -94,6 +108,7 @@ export function peerStatus(input: PeerStatusInput, now: number): PeerStatus {
   if (seenAt === undefined || now - seenAt > SWARM_SEEN_WITHIN_MS) {
     return notCounted(PeerNotCountedReason.notInSwarm);
   }
+  if ((input.pauseReasons ?? []).length > 0) return notCounted(PeerNotCountedReason.paused);
   if (input.averaging === null) return notCounted(PeerNotCountedReason.joining);
   if (!input.averaging) return notCounted(PeerNotCountedReason.notAveraging);
   return { counted: true };
@@ -113,6 +128,8 @@ const messages: Record<PeerNotCountedReason, string> = {
   stale: "The node has not been seen for over 2 minutes; it may be stopped, offline or unreachable.",
   refused_by_swarm:
     "The swarm refuses this node's pass, so it trains a model of its own that nobody uses. Restart the node; if it is refused again, create a new token and restart it with that.",
+  paused:
+    "Paused by your rules for this machine: it stays in the swarm and trains again on its own when they allow; what it contributed keeps its credit.",
   not_in_swarm:
     "The platform let the node in, but the swarm has not heard from it in the last 2 minutes: it is still starting, or it cannot reach the aux peer. Its status line says what it waits for.",
   joining:
@@ -123,9 +140,17 @@ const messages: Record<PeerNotCountedReason, string> = {
 
 /**
  * A sentence for people saying why a node is not counted. For a refusal by the swarm, `refusal`
- * (the aux's report) makes it say what was refused and what to do about it.
+ * (the aux's report) makes it say what was refused and what to do about it; for a pause,
+ * `pauseReasons` say which of the volunteer's rules hold it ("Paused: machine in use. …").
  */
-export function peerStatusMessage(reason: PeerNotCountedReason, refusal?: SwarmRefusal | null): string {
+export function peerStatusMessage(
+  reason: PeerNotCountedReason,
+  refusal?: SwarmRefusal | null,
+  pauseReasons: readonly PauseReason[] = [],
+): string {
+  if (reason === PeerNotCountedReason.paused && pauseReasons.length > 0) {
+    return `Paused: ${pauseReasons.map((held) => PAUSE_REASON_TEXT[held]).join(", ")}. It stays in the swarm and trains again on its own when your rules for this machine allow; what it contributed keeps its credit.`;
+  }
   if (reason !== PeerNotCountedReason.refusedBySwarm || refusal === null || refusal === undefined) {
     return messages[reason];
   }

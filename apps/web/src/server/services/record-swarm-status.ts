@@ -16,7 +16,8 @@ import { AlertEventType } from "../../api/schemas/alerts.ts";
  *   heartbeat, since the experiment was created), so that is when its wait began: the public view's
  *   `waitingSince` never jumps forward while nobody trains.
  * - Which trainers the swarm accepts (`swarmSeenAt`) and whether each averages: My nodes counts a
- *   trainer only then.
+ *   trainer only then. Whether its volunteer's rules hold it, and why (`pauseReasons`): My nodes
+ *   says "paused: machine in use".
  * - Whose pass the aux refused, and why (`swarmRefused…`): My nodes says so. The aux's times are
  *   taken relative to its report's `time`, so a clock that differs from the platform's does not
  *   reorder a refusal and an acceptance.
@@ -66,17 +67,29 @@ async function markAccepted(
   trainers: SwarmStatusReport["trainers"],
   now: Date,
 ): Promise<void> {
-  const groups: Array<[boolean | undefined, string[]]> = [
-    [true, trainers.filter((t) => t.averaging === true).map((t) => t.peerId)],
-    [false, trainers.filter((t) => t.averaging === false).map((t) => t.peerId)],
-    [undefined, trainers.filter((t) => t.averaging === undefined).map((t) => t.peerId)],
-  ];
-  for (const [averaging, peerIds] of groups) {
+  // One statement per verdict and set of pause reasons (a handful in any swarm).
+  const groups = new Map<string, { averaging?: boolean; pauseReasons: string | null; peerIds: string[] }>();
+  for (const trainer of trainers) {
+    const pauseReasons = trainer.paused === undefined ? null : trainer.paused.join(",");
+    const key = `${String(trainer.averaging)}|${pauseReasons ?? ""}`;
+    const group = groups.get(key) ?? {
+      ...(trainer.averaging === undefined ? {} : { averaging: trainer.averaging }),
+      pauseReasons,
+      peerIds: [],
+    };
+    group.peerIds.push(trainer.peerId);
+    groups.set(key, group);
+  }
+  for (const { averaging, pauseReasons, peerIds } of groups.values()) {
     for (let i = 0; i < peerIds.length; i += IDS_PER_STATEMENT) {
       await db.peer.updateMany({
         where: { experimentId, role: "trainer", peerId: { in: peerIds.slice(i, i + IDS_PER_STATEMENT) } },
         // An unknown verdict keeps the last one: a restarted node is not "joining" again.
-        data: averaging === undefined ? { swarmSeenAt: now } : { swarmSeenAt: now, averaging },
+        data: {
+          swarmSeenAt: now,
+          pauseReasons,
+          ...(averaging === undefined ? {} : { averaging }),
+        },
       });
     }
   }
