@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { homedir } from "node:os";
+import { realpathSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs, type ParseArgsOptionsConfig } from "node:util";
 import {
@@ -35,6 +36,7 @@ import {
 import { linuxSensors } from "./machine/machine-sensors.ts";
 import { MachineWatch } from "./machine/machine-watch.ts";
 import { runPeer } from "./run-peer.ts";
+import { serviceCommand } from "./service/service-command.ts";
 import { type Reporter, TrainingAbortedError, VolunteerControls } from "@barnraise/volunteer";
 import { createReporter, parseLogLevel } from "./ui/create-reporter.ts";
 import { peerToken } from "@barnraise/swarm";
@@ -73,6 +75,7 @@ export const PeerExitCode = {
 const usage = `Usage: ${program} --server URL --token TOKEN [options]
        ${program} doctor --server URL [--token TOKEN] [options]
        ${program} identity [--identity FILE]
+       ${program} service install|status|uninstall [options]   (in the background; service --help)
 
 Joins a Barnraise experiment with your peer token and trains it together with the other volunteers.
 
@@ -129,6 +132,8 @@ export interface PeerCliEnvironment {
   readonly stopSignal: AbortSignal;
   readonly abortSignal: AbortSignal;
   readonly startedAt?: number;
+  /** The running program's entry (for `service install`); default: this process's, links resolved. */
+  readonly programPath?: string;
 }
 
 /** `barnraise-peer` without the process: parses `argv`, runs the peer, returns the exit code. */
@@ -138,50 +143,31 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
     return nodeCli({ program, defaultIdentityPath })(argv, io);
   }
   if (argv[0] === "doctor") return doctor(argv.slice(1), environment);
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: [...argv],
-      allowPositionals: false,
-      options: {
-        ...machineOptions,
-        "batch-size": { type: "string" },
-        peer: { type: "string", multiple: true, default: [] },
-        "log-level": { type: "string", default: "info" },
-        "metrics-port": { type: "string" },
-        "metrics-host": { type: "string", default: "127.0.0.1" },
-        ...machineRuleOptions,
+  if (argv[0] === "service") {
+    return serviceCommand(argv.slice(1), {
+      io,
+      env,
+      platform: process.platform,
+      nodePath: process.execPath,
+      programPath: environment.programPath ?? realpathSync(process.argv[1] ?? "cli.js"),
+      runOptions,
+      pathOptions: ["config", "identity", "data-dir"],
+      checkRun: async (args, serviceEnv) => {
+        await parseRun(args, serviceEnv);
       },
-    }));
+    });
+  }
+  let run: Awaited<ReturnType<typeof parseRun>>;
+  try {
+    run = await parseRun(argv, env);
   } catch (error) {
     return usageError(io, (error as Error).message);
   }
-  if (values.help) {
+  if (run === "help") {
     io.out(usage);
     return PeerExitCode.ok;
   }
-
-  let server: URL;
-  let token: string;
-  try {
-    ({ server, token } = readPlatformTarget(values, env));
-  } catch (error) {
-    return usageError(io, (error as Error).message);
-  }
-  let backend: BackendChoice;
-  let batchSize: number | "auto" | undefined;
-  let logLevel;
-  let metricsPort: number | undefined;
-  let rules: MachineRules;
-  try {
-    backend = parseBackendChoice(values.backend);
-    batchSize = parseBatchSize(values["batch-size"]);
-    logLevel = parseLogLevel(values["log-level"]);
-    metricsPort = parseMetricsPort(values["metrics-port"]);
-    rules = await readMachineRules(values);
-  } catch (error) {
-    return usageError(io, (error as Error).message);
-  }
+  const { values, server, token, backend, batchSize, logLevel, metricsPort, rules } = run;
 
   // Production mode: no debug checks, and no "install tfjs-node" banner from the pure-JS backend
   // (the start-up report already says which backend runs and why the faster ones did not load).
@@ -241,6 +227,34 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
     environment.stopSignal.removeEventListener("abort", onStop);
     reporter.close();
   }
+}
+
+/** The peer's options: how this machine takes part, its logging and metrics, and its rules. */
+const runOptions = {
+  ...machineOptions,
+  "batch-size": { type: "string" },
+  peer: { type: "string", multiple: true, default: [] as string[] },
+  "log-level": { type: "string", default: "info" },
+  "metrics-port": { type: "string" },
+  "metrics-host": { type: "string", default: "127.0.0.1" },
+  ...machineRuleOptions,
+} as const satisfies ParseArgsOptionsConfig;
+
+/** The peer's arguments, checked ("help" for --help); throws what is wrong with them. */
+async function parseRun(argv: readonly string[], env: Readonly<Record<string, string | undefined>>) {
+  const { values } = parseArgs({ args: [...argv], allowPositionals: false, options: runOptions });
+  if (values.help) return "help" as const;
+  const { server, token } = readPlatformTarget(values, env);
+  return {
+    values,
+    server,
+    token,
+    backend: parseBackendChoice(values.backend),
+    batchSize: parseBatchSize(values["batch-size"]),
+    logLevel: parseLogLevel(values["log-level"]),
+    metricsPort: parseMetricsPort(values["metrics-port"]),
+    rules: await readMachineRules(values),
+  };
 }
 
 /** `barnraise-peer doctor`: runs the checks and prints each verdict (JSON lines with --json). */
