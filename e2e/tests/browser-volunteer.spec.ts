@@ -175,6 +175,19 @@ test("a signed-in volunteer contributes from a browser tab alongside the demo's 
     await expect(phase).not.toContainText("paused", { timeout: 15_000 });
     await setHidden(tab, true);
     await expect(phase).toHaveText("paused while this tab is hidden", { timeout: 15_000 });
+    // The swarm knows why (the tab's progress records), and so does My nodes, through the aux.
+    const peerId = await tabPeerId(tab);
+    const myNodes = await volunteerContext.newPage();
+    await myNodes.goto("/me/nodes");
+    const row = myNodes
+      .getByRole("list", { name: "Nodes" })
+      .getByRole("listitem")
+      .filter({ has: myNodes.locator(`code[title="${peerId}"]`) });
+    await expect(async () => {
+      await myNodes.reload();
+      await expect(row.getByText("Paused: this tab is hidden.")).toBeVisible({ timeout: 1_000 });
+    }).toPass({ timeout: 30_000 });
+    await myNodes.close();
     await setHidden(tab, false);
     await expect(phase).not.toContainText("paused", { timeout: 15_000 });
   });

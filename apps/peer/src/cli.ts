@@ -31,6 +31,7 @@ import {
   describeRules,
   machineRuleOptions,
   readMachineRules,
+  threadEnvironment,
   type MachineRules,
 } from "./machine/machine-rules.ts";
 import { linuxSensors } from "./machine/machine-sensors.ts";
@@ -39,7 +40,7 @@ import { runPeer } from "./run-peer.ts";
 import { serviceCommand } from "./service/service-command.ts";
 import { type Reporter, TrainingAbortedError, VolunteerControls } from "@barnraise/volunteer";
 import { createReporter, parseLogLevel } from "./ui/create-reporter.ts";
-import { peerToken } from "@barnraise/swarm";
+import { peerToken, RateCap, type TrafficCaps } from "@barnraise/swarm";
 
 const program = "barnraise-peer";
 const home = join(homedir(), ".barnraise", "peer");
@@ -106,6 +107,9 @@ Your machine, your rules (each off unless set; also as keys of a JSON file, see 
   --schedule WINDOWS    train only then, e.g. "mon-fri 18:00-08:00; sat,sun 00:00-24:00"
   --gpu-max-temp C      pause above C °C on the GPU (nvidia-smi), resume 8 °C below
   --gpu-resume-temp C   resume below C °C instead
+  --threads N           compute on at most N threads (native TensorFlow; wasm and cpu use one)
+  --max-upload RATE     send at most this much, e.g. 2Mbit or 250kB/s (averaging, state, speed tests)
+  --max-download RATE   receive at most this much, e.g. 10Mbit
   -h, --help            show this help
 
 doctor checks whether this machine can contribute, each check with a verdict and what to do: your
@@ -185,7 +189,9 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
     );
   };
   environment.stopSignal.addEventListener("abort", onStop, { once: true });
-  // The volunteer's rules for this machine: the use limit, and the reasons to pause.
+  // The volunteer's rules for this machine: threads (before a native backend loads), the use
+  // limit, and the reasons to pause.
+  if (rules.threads !== undefined) Object.assign(process.env, threadEnvironment(rules.threads));
   const controls = new VolunteerControls({ dutyCycle: rules.maxUse });
   const watch = new MachineWatch({
     rules,
@@ -212,6 +218,7 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
       stopSignal: environment.stopSignal,
       abortSignal: environment.abortSignal,
       controls,
+      ...trafficCaps(rules),
       ...(metricsPort === undefined ? {} : { metrics: { port: metricsPort, host: values["metrics-host"] } }),
       ...(environment.startedAt === undefined ? {} : { startedAt: environment.startedAt }),
     });
@@ -227,6 +234,18 @@ export async function main(argv: readonly string[], environment: PeerCliEnvironm
     environment.stopSignal.removeEventListener("abort", onStop);
     reporter.close();
   }
+}
+
+/** The volunteer's upload and download caps, as the swarm takes them (none when unset). */
+function trafficCaps(rules: MachineRules): { caps?: TrafficCaps } {
+  const { maxUploadBytesPerSecond: upload, maxDownloadBytesPerSecond: download } = rules;
+  if (upload === undefined && download === undefined) return {};
+  return {
+    caps: {
+      ...(upload === undefined ? {} : { upload: new RateCap(upload) }),
+      ...(download === undefined ? {} : { download: new RateCap(download) }),
+    },
+  };
 }
 
 /** The peer's options: how this machine takes part, its logging and metrics, and its rules. */
@@ -288,6 +307,8 @@ async function doctor(argv: readonly string[], environment: PeerCliEnvironment):
     return usageError(io, (error as Error).message);
   }
   const token = values.token ?? (env.BARNRAISE_TOKEN === "" ? undefined : env.BARNRAISE_TOKEN);
+  // The backend check measures what the peer would run: with its thread cap.
+  if (rules.threads !== undefined) Object.assign(process.env, threadEnvironment(rules.threads));
   tf.enableProdMode();
   const marks = { ok: "✓", warn: "!", fail: "✗" } as const;
   if (!values.json) io.out(`Checking whether this machine can contribute to Barnraise at ${server.origin}…`);

@@ -72,6 +72,7 @@ export type { AllReduceGroup, ElementRange, GroupMember } from "./averaging/part
 export * from "./compression/index.ts";
 // The link: measured capacity and speed tests
 export * from "./net/link-meter.ts";
+export * from "./rpc/traffic-caps.ts";
 export { LinkProbe, DEFAULT_PROBE_BYTES, type LinkProbeResult } from "./net/link-probe.ts";
 // State sharing
 export { StateSharing, type StateDownloadOptions } from "./state/state-sharing.ts";

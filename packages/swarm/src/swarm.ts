@@ -90,7 +90,21 @@ export class Swarm {
     this.#options = options;
     this.#noShows = new NoShows(options.now === undefined ? {} : { now: options.now });
     this.metrics = options.metrics ?? silentMetrics();
-    this.link = new LinkMeter(options.bandwidth === undefined ? {} : { configured: options.bandwidth });
+    this.link = new LinkMeter({
+      ...(options.bandwidth === undefined ? {} : { configured: options.bandwidth }),
+      ...(options.caps === undefined
+        ? {}
+        : {
+            cap: {
+              ...(options.caps.upload === undefined
+                ? {}
+                : { uploadBytesPerSecond: options.caps.upload.bytesPerSecond }),
+              ...(options.caps.download === undefined
+                ? {}
+                : { downloadBytesPerSecond: options.caps.download.bytesPerSecond }),
+            },
+          }),
+    });
     this.linkProbe = new LinkProbe({ rpc: node.rpc });
     this.progress = new ProgressTracker({
       transport: new GossipProgressTransport({

@@ -1,7 +1,7 @@
 "use client";
 
-import { useCallback, useEffect, useRef, useState } from "react";
-import type { PageMessage, TabStatus, TabStep, WorkerMessage } from "../../src/tab/tab-messages.ts";
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import type { PageMessage, TabHold, TabStatus, TabStep, WorkerMessage } from "../../src/tab/tab-messages.ts";
 import { formatBytes, formatCount } from "./format.ts";
 
 /** One contributing tab per browser: the others see it is taken and say so. */
@@ -54,9 +54,17 @@ export function ContributePanel({ experimentId, userId, workerUrl, wasmBase }: C
   /** The start in progress (waiting for the lock), until its worker runs: a leave or unmount cancels it. */
   const starting = useRef<{ cancelled: boolean } | null>(null);
   const paused = userPaused || (pauseWhenHidden && hidden);
+  // Why it is paused, as My nodes says it ("by you", "this tab is hidden").
+  const held = useMemo(
+    (): readonly TabHold[] => [
+      ...(userPaused ? (["volunteer"] as const) : []),
+      ...(pauseWhenHidden && hidden ? (["hidden"] as const) : []),
+    ],
+    [userPaused, pauseWhenHidden, hidden],
+  );
   // What the worker starts with, read when it starts (the volunteer may change both meanwhile).
-  const controls = useRef({ paused, dutyCycle });
-  controls.current = { paused, dutyCycle };
+  const controls = useRef({ held, dutyCycle });
+  controls.current = { held, dutyCycle };
 
   const send = useCallback((message: PageMessage) => {
     running.current?.worker.postMessage(message);
@@ -143,7 +151,7 @@ export function ContributePanel({ experimentId, userId, workerUrl, wasmBase }: C
       experimentId,
       userId,
       wasmBase: new URL(wasmBase, window.location.origin).href,
-      paused: controls.current.paused,
+      held: controls.current.held,
       dutyCycle: controls.current.dutyCycle,
       clickedAt,
     });
@@ -173,8 +181,8 @@ export function ContributePanel({ experimentId, userId, workerUrl, wasmBase }: C
   }, []);
 
   useEffect(() => {
-    send({ type: paused ? "pause" : "resume" });
-  }, [paused, send]);
+    send({ type: "hold", reasons: held });
+  }, [held, send]);
 
   useEffect(() => {
     send({ type: "duty-cycle", share: dutyCycle });

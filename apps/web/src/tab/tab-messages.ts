@@ -5,6 +5,15 @@
  * from its own origin.
  */
 
+import type { PauseReason } from "@barnraise/protocol";
+
+/**
+ * Why the page holds the tab's training: the volunteer's pause button, or the page hidden while
+ * "pause when this tab is hidden" is on. My nodes says which.
+ */
+export type TabHold = Extract<PauseReason, "volunteer" | "hidden">;
+export const TAB_HOLDS: readonly TabHold[] = ["volunteer", "hidden"];
+
 /** The page's orders. */
 export type PageMessage =
   | {
@@ -16,14 +25,15 @@ export type PageMessage =
       readonly userId: string;
       /** Where the platform serves the wasm backend's binaries (a URL ending in "/"). */
       readonly wasmBase: string;
-      readonly paused: boolean;
+      /** What holds training from the start (none: it trains at once). */
+      readonly held: readonly TabHold[];
       /** The share of the time the tab may compute, in [0.1, 1]. */
       readonly dutyCycle: number;
       /** When the volunteer clicked (ms since the epoch), for the time to the first sample. */
       readonly clickedAt: number;
     }
-  | { readonly type: "pause" }
-  | { readonly type: "resume" }
+  /** What holds training now (none: train). */
+  | { readonly type: "hold"; readonly reasons: readonly TabHold[] }
   | { readonly type: "duty-cycle"; readonly share: number }
   /** Finish the round in flight, then leave the swarm. */
   | { readonly type: "leave" };

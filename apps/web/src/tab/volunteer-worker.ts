@@ -13,7 +13,13 @@ import {
   needsNewIdentity,
   tabFailure,
 } from "@barnraise/volunteer/browser";
-import type { PageMessage, TabStatus, WorkerMessage } from "./tab-messages.ts";
+import {
+  TAB_HOLDS,
+  type PageMessage,
+  type TabHold,
+  type TabStatus,
+  type WorkerMessage,
+} from "./tab-messages.ts";
 
 /** At most one status message per this many milliseconds: the trainer reports every minibatch. */
 const STATUS_EVERY_MS = 250;
@@ -31,6 +37,11 @@ const post = (message: WorkerMessage) => {
 };
 
 let controls: VolunteerControls | undefined;
+
+/** Holds training for exactly the page's `reasons`. */
+function hold(held: VolunteerControls, reasons: readonly TabHold[]): void {
+  for (const reason of TAB_HOLDS) held.set(reason, reasons.includes(reason));
+}
 /** The page's "Stop contributing" (or its closing): the round in flight finishes, then the node leaves. */
 const stop = new AbortController();
 
@@ -38,15 +49,13 @@ scope.addEventListener("message", ({ data }) => {
   switch (data.type) {
     case "start":
       if (controls === undefined) {
-        controls = new VolunteerControls({ paused: data.paused, dutyCycle: data.dutyCycle });
+        controls = new VolunteerControls({ dutyCycle: data.dutyCycle });
+        hold(controls, data.held);
         void contribute(data, controls).then(post);
       }
       break;
-    case "pause":
-      controls?.pause();
-      break;
-    case "resume":
-      controls?.resume();
+    case "hold":
+      if (controls !== undefined) hold(controls, data.reasons);
       break;
     case "duty-cycle":
       controls?.setDutyCycle(data.share);

@@ -38,6 +38,11 @@ export interface LinkMeterOptions {
   readonly configured?: { readonly uploadBytesPerSecond: number; readonly downloadBytesPerSecond: number };
   /** Rounds whose traffic counts; default 8. */
   readonly windowRounds?: number;
+  /**
+   * The volunteer's caps (`--max-upload`, `--max-download`): whatever is measured or configured,
+   * the link offers no more than this in a direction, since the node keeps to it.
+   */
+  readonly cap?: { readonly uploadBytesPerSecond?: number; readonly downloadBytesPerSecond?: number };
 }
 
 /** A round's traffic: below these it says more about latency than about bandwidth, and is ignored. */
@@ -77,12 +82,14 @@ export function isDefaultLink(link: {
 export class LinkMeter {
   readonly #configured: LinkMeterOptions["configured"];
   readonly #windowRounds: number;
+  readonly #cap: LinkMeterOptions["cap"];
   #probe: Rates | undefined;
   readonly #rounds: RoundRates[] = [];
 
   constructor(options: LinkMeterOptions = {}) {
     this.#configured = options.configured;
     this.#windowRounds = options.windowRounds ?? 8;
+    this.#cap = options.cap;
   }
 
   /** A probe's result: bytes each way and the seconds each took. */
@@ -121,7 +128,22 @@ export class LinkMeter {
     if (this.#rounds.length > this.#windowRounds) this.#rounds.shift();
   }
 
+  /** The link's capacity as far as it is known, within the volunteer's caps. */
   current(): LinkEstimate {
+    const estimate = this.#estimate();
+    const cap = this.#cap;
+    if (cap === undefined) return estimate;
+    return {
+      uploadBytesPerSecond: Math.min(estimate.uploadBytesPerSecond, cap.uploadBytesPerSecond ?? Infinity),
+      downloadBytesPerSecond: Math.min(
+        estimate.downloadBytesPerSecond,
+        cap.downloadBytesPerSecond ?? Infinity,
+      ),
+      source: estimate.source,
+    };
+  }
+
+  #estimate(): LinkEstimate {
     const configured = this.#configured;
     if (configured !== undefined) return { ...configured, source: "configured" };
     const probe = this.#probe;

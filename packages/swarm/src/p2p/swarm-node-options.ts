@@ -4,6 +4,7 @@ import type { Libp2pOptions } from "libp2p";
 import type { Logger } from "pino";
 import type { AuthorityKeys } from "../platform/authority-keys.ts";
 import type { AveragingMode } from "./hello.ts";
+import type { TrafficCaps } from "../rpc/traffic-caps.ts";
 
 /**
  * How other members reach this node. `unknown`: not checked yet (no aux peer to ask), it announces
@@ -73,4 +74,9 @@ export interface SwarmNodeOptions {
   maxPeers?: number;
   /** Where gossipsub counts its traffic (messages, bytes, control), for benches and monitoring. */
   pubsubMetrics?: MetricsRegister;
+  /**
+   * The volunteer's caps on this node's traffic: all its rpc streams (all-reduce, state sharing,
+   * speed tests) share them. Default: none.
+   */
+  caps?: TrafficCaps;
 }

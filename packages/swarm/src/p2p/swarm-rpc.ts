@@ -73,6 +73,7 @@ export function createSwarmRpc(parts: SwarmRpcParts): Libp2pRpc {
       replayGuard: new ReplayGuard({ store: new MemoryNonceStore(), maxSkewMs }),
     }),
     currentPass: () => passHolder.token(),
+    ...(options.caps === undefined ? {} : { caps: options.caps }),
     onVerifiedPeer: (peer, pass) => {
       authorizer.admit(peer, pass);
       refusals.refusedPeers.forget(peer);

@@ -1,6 +1,7 @@
 import type { Stream, StreamCloseEvent, StreamMessageEvent } from "@libp2p/interface";
 import { Uint8ArrayList } from "uint8arraylist";
 import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
+import type { TrafficCaps } from "./traffic-caps.ts";
 import type { RpcFrameStream } from "./rpc.ts";
 
 const LENGTH_BYTES = 4;
@@ -12,6 +13,10 @@ const LENGTH_BYTES = 4;
  * at most `highWaterBytes` buffered: above that the stream is paused (yamux stops granting the
  * sender window), and it resumes once the reader has caught up — so a slow reducer slows its
  * senders down instead of buffering without bound.
+ *
+ * With the volunteer's traffic caps, each frame written waits for its bytes at the upload cap, and
+ * each frame read for its bytes at the download cap: a reader held back there stops taking from
+ * the stream, which then pauses as above, so the sender is held to the cap as well.
  */
 export class Libp2pFrameStream implements RpcFrameStream {
   readonly #stream: Stream;
@@ -22,8 +27,20 @@ export class Libp2pFrameStream implements RpcFrameStream {
   #error: SwarmError | undefined;
   #wake: PromiseWithResolvers<undefined> | undefined;
   #paused = false;
+  readonly #caps: TrafficCaps;
 
-  constructor(stream: Stream, maxFrameBytes: number, highWaterBytes = Math.max(4 * maxFrameBytes, 1 << 20)) {
+  constructor(
+    stream: Stream,
+    maxFrameBytes: number,
+    options: { readonly highWaterBytes?: number; readonly caps?: TrafficCaps } = {},
+  ) {
+    // Under a download cap, a new stream may not take in a megabyte at once: two frames at most.
+    const highWaterBytes =
+      options.highWaterBytes ??
+      (options.caps?.download === undefined
+        ? Math.max(4 * maxFrameBytes, 1 << 20)
+        : Math.max(2 * (maxFrameBytes + LENGTH_BYTES), 64 << 10));
+    this.#caps = options.caps ?? {};
     this.#stream = stream;
     this.#maxFrameBytes = maxFrameBytes;
     this.#highWaterBytes = highWaterBytes;
@@ -36,7 +53,10 @@ export class Libp2pFrameStream implements RpcFrameStream {
   async read(options: { signal?: AbortSignal } = {}): Promise<Uint8Array | null> {
     for (;;) {
       const frame = this.#takeFrame();
-      if (frame !== undefined) return frame;
+      if (frame !== undefined) {
+        await this.#caps.download?.take(LENGTH_BYTES + frame.length, options.signal);
+        return frame;
+      }
       if (this.#error !== undefined) throw this.#error;
       if (this.#ended) {
         if (this.#buffer.byteLength === 0) return null;
@@ -58,6 +78,7 @@ export class Libp2pFrameStream implements RpcFrameStream {
         `frame of ${frame.length} bytes exceeds the limit of ${this.#maxFrameBytes}`,
       );
     }
+    await this.#caps.upload?.take(LENGTH_BYTES + frame.length, options.signal);
     const header = new Uint8Array(LENGTH_BYTES);
     new DataView(header.buffer).setUint32(0, frame.length);
     try {

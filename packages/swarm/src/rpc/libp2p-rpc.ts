@@ -20,6 +20,7 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
 import { decodeMessage, encodeMessage, MAX_HEAD_BYTES } from "./codec.ts";
+import type { TrafficCaps } from "./traffic-caps.ts";
 import { Libp2pFrameStream, toSwarmError } from "./frame-stream.ts";
 import {
   DEFAULT_REQUEST_TIMEOUT_MS,
@@ -70,6 +71,8 @@ export interface Libp2pRpcOptions {
   onRefusedBy?: (peerId: PeerIdString, code: string, reason: string) => void;
   logger: Logger;
   now?: () => number;
+  /** The volunteer's caps on this node's upload and download (see TrafficCaps); default none. */
+  caps?: TrafficCaps;
 }
 
 /** The protocol id of a method inside one experiment's private swarm. */
@@ -135,7 +138,9 @@ export class Libp2pRpc implements Rpc {
         },
       );
     }
-    const stream = new Libp2pFrameStream(raw, Math.max(method.maxFrameBytes, ENVELOPE_BYTES));
+    const stream = new Libp2pFrameStream(raw, Math.max(method.maxFrameBytes, ENVELOPE_BYTES), {
+      caps: this.#options.caps ?? {},
+    });
     try {
       const headBytes = encodeMessage(method.request.parse(head));
       const nonce = globalThis.crypto.getRandomValues(new Uint8Array(NONCE_BYTES));
@@ -243,7 +248,9 @@ export class Libp2pRpc implements Rpc {
   ): Promise<void> {
     const { crypto, identity, logger } = this.#options;
     const peer = connection.remotePeer.toString();
-    const stream = new Libp2pFrameStream(raw, Math.max(method.maxFrameBytes, ENVELOPE_BYTES));
+    const stream = new Libp2pFrameStream(raw, Math.max(method.maxFrameBytes, ENVELOPE_BYTES), {
+      caps: this.#options.caps ?? {},
+    });
     const signal = anySignal(this.#stopped.signal);
     const progress = { responded: false };
     let from: RpcPeer | undefined;

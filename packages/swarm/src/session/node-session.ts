@@ -99,8 +99,11 @@ export async function joinAsNode(options: NodeJoinOptions): Promise<JoinedNode> 
   return { options, identity, joined };
 }
 
-/** What the node's role gives the swarm: the state it serves, and the rest of `SwarmOptions` it sets. */
-export type RoleSwarmOptions = Pick<SwarmOptions, "getState" | "loadCheckpoint" | "aloneAfterMs">;
+/**
+ * What the node's role gives the swarm: the state it serves, the volunteer's traffic caps, and the
+ * rest of `SwarmOptions` it sets.
+ */
+export type RoleSwarmOptions = Pick<SwarmOptions, "getState" | "loadCheckpoint" | "aloneAfterMs" | "caps">;
 
 export interface NodeSessionOptions {
   readonly mode: AveragingMode;

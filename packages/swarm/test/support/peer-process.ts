@@ -26,6 +26,7 @@ import { z } from "zod";
 import { isSwarmError } from "../../src/errors.ts";
 import { AuthorityKeys } from "../../src/platform/authority-keys.ts";
 import { Swarm } from "../../src/swarm.ts";
+import { RateCap } from "../../src/rpc/traffic-caps.ts";
 import { randomVector, seededRandom } from "./swarm-harness.ts";
 
 const optionsSchema = z.strictObject({
@@ -53,6 +54,10 @@ const optionsSchema = z.strictObject({
   }),
   logLevel: z.string().default("warn"),
   progressIntervalMs: z.number().int().positive().default(200),
+  /** The volunteer's traffic caps, bytes per second (see TrafficCaps). */
+  caps: z
+    .strictObject({ upload: z.number().positive().optional(), download: z.number().positive().optional() })
+    .optional(),
 });
 
 /** The JSON a peer process is started with. */
@@ -80,6 +85,10 @@ export type PeerEvent =
       firstValues: number[];
       /** The whole result, float32 little-endian, base64. */
       vector: string;
+      /** This peer's bytes on the wire in the step, each way, and how long the step took (s). */
+      bytesSent: number;
+      bytesReceived: number;
+      seconds: number;
     }
   | { event: "connected"; address: string; peer: string }
   | { event: "dialed"; address: string; remoteAddr: string }
@@ -136,6 +145,14 @@ async function main(): Promise<void> {
     config: parseExperimentConfig(options.config),
     getState: () => null,
     progressIntervalMs: options.progressIntervalMs,
+    ...(options.caps === undefined
+      ? {}
+      : {
+          caps: {
+            ...(options.caps.upload === undefined ? {} : { upload: new RateCap(options.caps.upload) }),
+            ...(options.caps.download === undefined ? {} : { download: new RateCap(options.caps.download) }),
+          },
+        }),
   });
   await swarm.start();
   emit({ event: "ready", peerId: swarm.peerId, addrs: swarm.node.multiaddrs() });
@@ -202,7 +219,9 @@ async function main(): Promise<void> {
         const { vector, weight } = epochScript(epoch);
         const input = randomVector(vector.length, seededRandom(vector.seed));
         const { radices } = swarm.averager.plan(epoch);
+        const started = performance.now();
         const result = await swarm.averager.average(epoch, input, weight);
+        const seconds = (performance.now() - started) / 1000;
         const bytes = Buffer.from(result.vector.buffer, result.vector.byteOffset, result.vector.byteLength);
         return {
           event: "averaged",
@@ -216,6 +235,9 @@ async function main(): Promise<void> {
           bytesAggregated: swarm.averager.bytesAggregated,
           firstValues: Array.from(result.vector.subarray(0, 4)),
           vector: bytes.toString("base64"),
+          bytesSent: result.bytesSent ?? 0,
+          bytesReceived: result.bytesReceived ?? 0,
+          seconds,
         };
       } catch (error) {
         return failure("go", error, { epoch });

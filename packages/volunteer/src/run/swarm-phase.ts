@@ -44,6 +44,7 @@ export async function joinSwarm(
     swarm: (platform) => ({
       // Peers starting together hear of each other before any of them steps alone.
       aloneAfterMs: ALONE_AFTER_MS,
+      ...(options.caps === undefined ? {} : { caps: options.caps }),
       getState: () => served.optimizer?.exportState() ?? null,
       // No live donor ahead of us: the run's latest checkpoint, vouched for by the platform.
       loadCheckpoint: async (minEpoch, generation, signal) => {

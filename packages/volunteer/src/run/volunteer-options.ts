@@ -6,6 +6,7 @@ import type {
   NodeMetrics,
   NodeStore,
   SwarmTransports,
+  TrafficCaps,
 } from "@barnraise/swarm";
 import type {
   BackendBenchmark,
@@ -59,8 +60,10 @@ export interface VolunteerOptions {
   /** Multiaddrs of peers to join through, besides the platform's initial peers. */
   readonly peers: readonly string[];
   readonly reporter: Reporter;
-  /** The volunteer's own pause and use limit (a tab's); the CLI trains flat out until stopped. */
+  /** The volunteer's own pause and use limit (a tab's button, the CLI's rules for the machine). */
   readonly controls?: VolunteerControls;
+  /** The volunteer's caps on the peer's upload and download; none by default. */
+  readonly caps?: TrafficCaps;
   /** Graceful stop (first Ctrl-C, the tab's leave): finish the round in flight, then leave. */
   readonly stopSignal: AbortSignal;
   /** Hard stop (second Ctrl-C): abandon everything. */
