@@ -367,10 +367,10 @@ export class Swarm {
 
   /**
    * Whether this node may still ask for the group of `key`: not before its first progress report,
-   * not once its own progress has passed the key's epoch (the round is done, or it loaded newer
-   * state) unless that epoch's delayed round is still in flight, not while it is paused, for an aux only for the round
-   * its record names as the one it is about to help (`averagingEpoch`), and in a Moshpit grid only
-   * for the cell its plan puts it in.
+   * not while it is paused, not once its own progress has passed the key's epoch (the round is
+   * done, or it loaded newer state) unless that epoch's delayed round is still in flight, for an aux
+   * only for the round its record names as the one it is about to help (`averagingEpoch`), and in a
+   * Moshpit grid only for the cell its plan puts it in.
    */
   #willJoin(key: string): boolean {
     const parsed = parseGroupKey(key);

@@ -368,11 +368,6 @@ export class ProgressTracker {
     if (this.#running) this.#publishSoon();
   }
 
-  /** Why the volunteer's rules hold this node now, as its record says; empty while it trains. */
-  get paused(): readonly PauseReason[] {
-    return this.#paused;
-  }
-
   /**
    * Publishes the latest local record now, whatever the period, and resolves when the transport is
    * done with it. Never rejects: failures are logged at debug.
