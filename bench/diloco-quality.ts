@@ -2,29 +2,32 @@
  * DiLoCo against DeDLOC at the same number of trained samples: held-out loss and bytes on the wire,
  * measured in one run.
  *
- *   node bench/diloco-quality.ts [--models mnist-mlp,albert-mlm] [--variants dedloc,diloco-int8,diloco-topk]
- *       [--peers 4] [--backend wasm] [--samples N] [--h H] [--target-batch-size T] [--lr 1e-3]
- *       [--outer-lr LR] [--outer-momentum M] [--topk-density 0.015] [--aggregation mean]
+ *   node bench/diloco-quality.ts [--models mnist-mlp,albert-mlm]
+ *       [--variants dedloc,diloco-fp32,diloco-int8,diloco-topk] [--peers 4] [--backend wasm]
+ *       [--samples N] [--h H] [--target-batch-size T] [--lr 1e-3] [--outer-lr LR]
+ *       [--outer-momentum M] [--topk-density 0.015] [--feedback-decay 0.95] [--aggregation mean]
  *       [--data-dir DIR]
  *
  * For each model (mnist-mlp on MNIST; a small albert-mlm on the Brown corpus, see
  * bench/support/diloco-setup.ts): --peers peers in this process, each a real `Swarm` (libp2p on
  * 127.0.0.1) with a `CollaborativeOptimizer`, the real model, the real `Trainer` and
- * `LossReportingProgress`, reading its own shuffle of the prepared shards. Three variants start from
+ * `LossReportingProgress`, reading its own shuffle of the prepared shards. The variants start from
  * the same initial parameters with the same data seeds (peer k reads with seed 100 + k):
  *   dedloc       gradients averaged every T samples (the swarm's target batch), compression
  *                "adaptive" (blockwise8 at these sizes), Adam at --lr;
- *   diloco-int8  DiLoCo rounds of H × T samples: Adam at --lr for the inner steps (one per minibatch),
- *                the pseudo-gradient averaged in blockwise8, Nesterov SGD as the outer step;
- *   diloco-topk  the same with "topk" (--topk-density of each block, 2-bit values) and error feedback,
- *                and the outer step the form suggests with top-k: SGD of rate 1 without momentum
- *                (error feedback plays momentum's part, as in SparseLoCo); --outer-lr and
- *                --outer-momentum set both diloco variants' outer step.
+ *   diloco-fp32  DiLoCo rounds of H × T samples: Adam at --lr for the inner steps (one per minibatch),
+ *                the pseudo-gradient averaged uncompressed, Nesterov SGD as the outer step;
+ *   diloco-int8  the same, the pseudo-gradient averaged in blockwise8;
+ *   diloco-topk  the same with "topk" (--topk-density of each block, 2-bit values, Rice-coded
+ *                positions) and error feedback with decay --feedback-decay (the config's 0.95 by
+ *                default), and the outer step the form suggests with top-k: SGD of rate 1 without
+ *                momentum (error feedback plays momentum's part, as in SparseLoCo); --outer-lr and
+ *                --outer-momentum set every diloco variant's outer step.
  * --aggregation sets every variant's `averaging.aggregation` (mean, centered-clip): run it once with
  * each to see what robust aggregation costs an honest swarm.
- * Defaults: mnist-mlp T = 256, H = 100, 102,400 samples (4 rounds); albert-mlm T = 64, H = 16
- * (smaller, so that a few minutes on a CPU still hold 12 rounds), 12,288 samples. --samples, --h
- * and --target-batch-size override them for every model.
+ * Defaults: 32 rounds, enough for error feedback to drain (SparseLoCo's runs have hundreds):
+ * mnist-mlp T = 256, H = 25, 204,800 samples; albert-mlm T = 64, H = 16, 32,768 samples. --samples,
+ * --h and --target-batch-size override them for every model.
  *
  * Every variant trains until the swarm's step whose sample count (the steps' total weight) lands
  * nearest --samples: it stops at the first step with Σ ≥ samples − half a step. Then the shared θ
@@ -36,10 +39,11 @@
  * the state; its samples of that epoch are dropped); held-out loss and accuracy (masked tokens for
  * the masked LM); the loss gap against dedloc in % (target: within 2 %); bytes on the wire per
  * trained sample, Σ over peers of the step events' `bytesSent` ÷ the samples trained; "dedloc÷",
- * dedloc's bytes per sample ÷ the variant's (targets ≥ 100× for int8, ≥ 400× for topk at H = 100;
- * with the same codec for dedloc and diloco-int8 it is about H × T ÷ dedloc's samples per step);
- * "÷ at T", the same against dedloc's bytes per step ÷ T, what dedloc would send per sample if each
- * step averaged exactly T; "s", the variant's training wall time; "CPU/machine", the cores this
+ * dedloc's bytes per sample ÷ the variant's (with the same codec for dedloc and diloco-int8 it is
+ * about H × T ÷ dedloc's samples per step); "÷ at T", the same against dedloc's bytes per step ÷ T,
+ * what dedloc would send per sample if each step averaged exactly T; "fp32÷/round", diloco-fp32's
+ * bytes per round (a synchronization: every peer's parts and results) ÷ the variant's; "s", the
+ * variant's training wall time; "CPU/machine", the cores this
  * process used while training and the cores the whole machine kept busy (more when other work ran).
  */
 import { availableParallelism } from "node:os";
@@ -93,6 +97,7 @@ const { values: flags } = parseArgs({
     "outer-lr": { type: "string" },
     "outer-momentum": { type: "string" },
     "topk-density": { type: "string" },
+    "feedback-decay": { type: "string" },
     aggregation: { type: "string", default: "mean" },
     "data-dir": { type: "string", default: DEFAULT_DATA_DIR },
   },
@@ -135,6 +140,11 @@ if (outerMomentum !== undefined && !(outerMomentum >= 0 && outerMomentum < 1)) {
 }
 const topkDensity =
   flags["topk-density"] === undefined ? undefined : positive("topk-density", flags["topk-density"]);
+const errorFeedbackDecay =
+  flags["feedback-decay"] === undefined ? undefined : Number(flags["feedback-decay"]);
+if (errorFeedbackDecay !== undefined && !(errorFeedbackDecay >= 0 && errorFeedbackDecay <= 1)) {
+  throw new RangeError("--feedback-decay must be in [0, 1]");
+}
 
 const aggregation = flags.aggregation;
 if (!(Object.values(Aggregation) as string[]).includes(aggregation)) {
@@ -366,6 +376,7 @@ async function runModel(name: keyof typeof BENCH_MODELS): Promise<ModelReport> {
       outerLearningRate,
       outerMomentum,
       ...(topkDensity === undefined ? {} : { topkDensity }),
+      errorFeedbackDecay,
       averaging: {
         matchmakingTimeoutMs: 15_000,
         allreduceTimeoutMs: 30_000,
@@ -409,7 +420,9 @@ async function runModel(name: keyof typeof BENCH_MODELS): Promise<ModelReport> {
 
 function printReport(report: ModelReport): void {
   const dedloc = report.results.find((result) => result.variant === "dedloc");
+  const fp32 = report.results.find((result) => result.variant === "diloco-fp32");
   const perSample = (result: VariantResult) => result.bytesSent / result.samples;
+  const perRound = (result: VariantResult) => result.bytesSent / result.rounds;
   // What dedloc would send per sample if each of its steps averaged exactly T samples.
   const nominal =
     dedloc === undefined ? NaN : dedloc.bytesSent / dedloc.rounds / report.bench.targetBatchSize;
@@ -430,6 +443,9 @@ function printReport(report: ModelReport): void {
       result.variant === "dedloc" || dedloc === undefined
         ? "-"
         : `${(nominal / perSample(result)).toFixed(0)}×`,
+      result.variant === "dedloc" || fp32 === undefined
+        ? "-"
+        : `${(perRound(fp32) / perRound(result)).toFixed(0)}×`,
       result.seconds.toFixed(0),
       `${result.cpuCores.toFixed(2)}/${result.machineCores.toFixed(2)}`,
       `${result.agreed}/${peerCount}`,
@@ -442,8 +458,9 @@ function printReport(report: ModelReport): void {
       `${formatCount(report.h * report.bench.targetBatchSize)} samples), local batch ${report.bench.localBatchSize}, ` +
       `aggregation ${aggregation}, inner/DeDLOC Adam lr ${learningRate}, outer ` +
       (outerLearningRate === undefined && outerMomentum === undefined
-        ? "Nesterov SGD lr 0.7 momentum 0.9 (int8), SGD lr 1 without momentum (topk); "
-        : `SGD lr ${outerLearningRate ?? "0.7 (int8) / 1 (topk)"} momentum ${outerMomentum ?? "0.9 (int8) / 0 (topk)"}; `) +
+        ? "Nesterov SGD lr 0.7 momentum 0.9 (fp32, int8), SGD lr 1 without momentum (topk); "
+        : `SGD lr ${outerLearningRate ?? "0.7 (fp32, int8) / 1 (topk)"} momentum ${outerMomentum ?? "0.9 (fp32, int8) / 0 (topk)"}; `) +
+      `top-k error-feedback decay ${errorFeedbackDecay ?? 0.95}; ` +
       `held-out loss at the initial θ ${report.initial.loss.toFixed(4)} (${report.initial.predictions} predictions)`,
   );
   const header = [
@@ -458,6 +475,7 @@ function printReport(report: ModelReport): void {
     "B/sample",
     "dedloc÷",
     "÷ at T",
+    "fp32÷/round",
     "s",
     "CPU/machine",
     "same θ",

@@ -79,6 +79,9 @@ test("an organizer publishes a DiLoCo run with top-k, and the dashboard charts b
     ).not.toBeChecked();
     await organizer.getByLabel("Compression").selectOption("topk");
     await expect(organizer.getByLabel("Top-k density")).toHaveValue("0.015");
+    const feedbackDecay = organizer.getByLabel("Error-feedback decay");
+    await expect(feedbackDecay).toHaveValue("0.95");
+    await feedbackDecay.fill("0.9");
     // With top-k, error feedback plays the momentum's part: the form suggests SparseLoCo's outer SGD.
     await expect(organizer.getByLabel("Outer learning rate")).toHaveValue("1");
     await expect(outerMomentum).toHaveValue("0");
@@ -107,7 +110,7 @@ test("an organizer publishes a DiLoCo run with top-k, and the dashboard charts b
       outerOptimizer: { name: "sgd", learningRate: 1, momentum: 0, nesterov: true },
       delayedParameterUpdates: false,
     });
-    expect(config.compression).toMatchObject({ method: "topk", topkDensity: 0.015 });
+    expect(config.compression).toMatchObject({ method: "topk", topkDensity: 0.015, errorFeedbackDecay: 0.9 });
     expect(config.training).toMatchObject({
       targetBatchSize: SAMPLES_PER_ROUND,
       localBatchSize: LOCAL_BATCH,

@@ -77,6 +77,7 @@ describe("buildConfig", () => {
         outerNesterov: false,
         compression: "topk",
         topkDensity: "0.02",
+        errorFeedbackDecay: "0.9",
         delayedParameterUpdates: true,
       }),
       base,
@@ -87,7 +88,7 @@ describe("buildConfig", () => {
       delayedParameterUpdates: true,
     });
     expect(config.training.targetBatchSize).toBe(16_384);
-    expect(config.compression).toMatchObject({ method: "topk", topkDensity: 0.02 });
+    expect(config.compression).toMatchObject({ method: "topk", topkDensity: 0.02, errorFeedbackDecay: 0.9 });
     // The optimizer field is the inner optimizer.
     expect(config.optimizer).toEqual(base.optimizer);
   });
@@ -95,7 +96,7 @@ describe("buildConfig", () => {
   it("shows a DiLoCo run's settings and builds the same config back", () => {
     const base = parseExperimentConfig({
       training: { targetBatchSize: 8192 },
-      compression: { method: "topk", topkDensity: 0.01 },
+      compression: { method: "topk", topkDensity: 0.01, errorFeedbackDecay: 1 },
       averaging: {
         strategy: "diloco",
         outerOptimizer: { learningRate: 0.9, momentum: 0.5, nesterov: false },
@@ -111,6 +112,7 @@ describe("buildConfig", () => {
       outerNesterov: false,
       compression: "topk",
       topkDensity: "0.01",
+      errorFeedbackDecay: "1",
       delayedParameterUpdates: true,
     });
     expect(built(values, base)).toEqual(base);
@@ -122,7 +124,12 @@ describe("buildConfig", () => {
       averaging: { strategy: "dedloc", outerOptimizer: { learningRate: 0.3 } },
     });
     // Typed while DiLoCo and top-k were chosen, then switched away: not applied, not validated.
-    const values = valuesFor(base, { outerLearningRate: "fast", outerMomentum: "2", topkDensity: "" });
+    const values = valuesFor(base, {
+      outerLearningRate: "fast",
+      outerMomentum: "2",
+      topkDensity: "",
+      errorFeedbackDecay: "",
+    });
     expect(built(values, base)).toEqual(base);
   });
 
@@ -195,13 +202,23 @@ describe("buildConfig", () => {
     const base = defaultConfig();
     const values = valuesFor(base, { strategy: "diloco", compression: "topk" });
     expect(
-      buildConfig({ ...values, outerLearningRate: "0", outerMomentum: "1", topkDensity: "0" }, base),
+      buildConfig(
+        {
+          ...values,
+          outerLearningRate: "0",
+          outerMomentum: "1",
+          topkDensity: "0",
+          errorFeedbackDecay: "1.5",
+        },
+        base,
+      ),
     ).toEqual({
       ok: false,
       errors: {
         [Field.outerLearningRate]: "Must be greater than 0.",
         [Field.outerMomentum]: "Must be less than 1.",
         [Field.topkDensity]: "Must be at least 0.0001.",
+        [Field.errorFeedbackDecay]: "Must be at most 1.",
       },
       other: [],
     });

@@ -209,6 +209,12 @@ export const experimentConfigSchema = z
         adaptiveThreshold: int(1, 1 << 30).default(65_536),
         /** With "topk": the share of each chunk's elements that is sent (1.5 %, as SparseLoCo). */
         topkDensity: z.number().min(1e-4).max(1).default(0.015),
+        /**
+         * With "topk": how much of what a round did not send carries into the next (SparseLoCo's
+         * error-feedback decay β: e ← β·e + Δ, the top-k of e is sent and taken out of it). 1 keeps
+         * all of it; below 1 the feedback also acts as the outer momentum.
+         */
+        errorFeedbackDecay: z.number().min(0).max(1).default(0.95),
       })
       .prefault({}),
     averaging: z

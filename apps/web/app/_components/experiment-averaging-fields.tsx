@@ -187,6 +187,23 @@ export function AveragingFields({
             />
           </Labelled>
         ) : null}
+        {topk ? (
+          <Labelled
+            path={Field.errorFeedbackDecay}
+            label="Error-feedback decay"
+            hint="How much of what a round did not send carries into the next, from 0 to 1 (0.95, as SparseLoCo; 1 keeps all of it)."
+            error={errors[Field.errorFeedbackDecay]}
+          >
+            <input
+              {...field(Field.errorFeedbackDecay)}
+              inputMode="decimal"
+              value={values.errorFeedbackDecay}
+              onChange={(event) => {
+                set("errorFeedbackDecay", event.target.value);
+              }}
+            />
+          </Labelled>
+        ) : null}
         <Labelled
           path={Field.maxGroupSize}
           label="Largest averaging group"

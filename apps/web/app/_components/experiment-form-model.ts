@@ -47,6 +47,7 @@ export const Field = {
   learningRate: "config.optimizer.learningRate",
   compression: "config.compression.method",
   topkDensity: "config.compression.topkDensity",
+  errorFeedbackDecay: "config.compression.errorFeedbackDecay",
   maxGroupSize: "config.averaging.maxGroupSize",
   loadBalancing: "config.averaging.loadBalancing",
   delayedParameterUpdates: "config.averaging.delayedParameterUpdates",
@@ -108,6 +109,7 @@ export interface FormValues {
   compression: ExperimentConfig["compression"]["method"];
   /** Applied only with top-k compression. */
   topkDensity: string;
+  errorFeedbackDecay: string;
   maxGroupSize: string;
   loadBalancing: boolean;
   delayedParameterUpdates: boolean;
@@ -267,6 +269,7 @@ export function formValuesOf(
     learningRate: String(config.optimizer.learningRate),
     compression: config.compression.method,
     topkDensity: String(config.compression.topkDensity),
+    errorFeedbackDecay: String(config.compression.errorFeedbackDecay),
     maxGroupSize: String(averaging.maxGroupSize),
     loadBalancing: averaging.loadBalancing,
     delayedParameterUpdates: averaging.delayedParameterUpdates,
@@ -349,7 +352,10 @@ export function buildConfig(values: FormValues, base: ExperimentConfig): BuildRe
       ...base.compression,
       method: values.compression,
       ...(values.compression === CompressionMethod.topk
-        ? { topkDensity: number(Field.topkDensity, values.topkDensity) }
+        ? {
+            topkDensity: number(Field.topkDensity, values.topkDensity),
+            errorFeedbackDecay: number(Field.errorFeedbackDecay, values.errorFeedbackDecay),
+          }
         : {}),
     },
     averaging: {

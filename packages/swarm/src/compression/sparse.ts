@@ -1,10 +1,9 @@
 import {
   BLOCK_HEADER_BYTES,
-  indexBytes,
   MAX_SPARSE_BLOCK_SIZE,
+  maxIndexBytes,
   readBlockHeader,
   readBlockIndex,
-  smallestIndexBytes,
   writeBlockIndex,
 } from "./block-index.ts";
 import { halfBitsFromFloatBits, halfToFloatTable } from "./fp16.ts";
@@ -28,19 +27,21 @@ const VALUE_BYTES = 2;
 const HALF_MAGNITUDE = 0x7fff;
 const HALF_EXPONENT = 0x7c00;
 
-/** Encoded bytes of a block of `length` elements with `count` nonzeros. */
+/** The most encoded bytes of a block of `length` elements with `count` nonzeros. */
 function blockBytes(length: number, count: number): number {
-  return smallestIndexBytes(length, count) + VALUE_BYTES * count;
+  return maxIndexBytes(length, count) + VALUE_BYTES * count;
 }
 
 /**
  * Every nonzero with its fp16 value, for the averaged results of a topk round: the mean of k-sparse
  * contributions is nonzero on the union of their supports, and re-sparsifying it would drop what
  * the senders' error feedback accounted as delivered. Per block of 4,096 elements the positions of
- * the values whose fp16 is not ±0 go as a uint16 list or a bitmap, whichever is smaller, followed by
- * those values (IEEE half, round to nearest even, finite values beyond ±65504 saturate); every
- * other element decodes as 0. The size follows the data: 4 bytes per nonzero while fewer than 1/16
- * of a block is nonzero, 2 bytes per nonzero plus 1 bit per element beyond.
+ * the values whose fp16 is not ±0 go Rice-coded, as a uint16 list or as a bitmap, whichever is
+ * smallest (see `block-index.ts`), followed by those values (IEEE half, round to nearest even,
+ * finite values beyond ±65504 saturate); every other element decodes as 0. The size follows the
+ * data: at most 4 bytes per nonzero while fewer than 1/16 of a block is nonzero (about 2.8 at
+ * 6 %, the union of four 1.5 % contributions), and 2 bytes per nonzero plus 1 bit per element
+ * beyond.
  *
  * Layout after the common header: uint32 block size, then per block: uint8 index kind, uint16 count
  * (see `block-index.ts`), the index, then `count` uint16 fp16 values in index order (none ±0,
@@ -85,7 +86,7 @@ export const sparseCodec: Codec = Object.freeze({
       }
       at = valuesAt;
     }
-    return out;
+    return at === out.length ? out : out.slice(0, at);
   },
 
   estimateRatio(length: number): number {
@@ -120,12 +121,11 @@ export const sparseCodec: Codec = Object.freeze({
       const length = Math.min(blockSize, count - start);
       const header = readBlockHeader("sparse", body, view, at, block, length, 0);
       const indexAt = at + BLOCK_HEADER_BYTES;
-      const valuesAt = indexAt + indexBytes(header.kind, length, header.count);
+      const valuesAt = readBlockIndex("sparse", body, view, indexAt, block, length, header, offsets);
       const end = valuesAt + VALUE_BYTES * header.count;
       if (end > body.length) {
         throw malformed(`sparse body is truncated: ${body.length} bytes end inside block ${block}`);
       }
-      readBlockIndex("sparse", body, view, indexAt, block, length, header, offsets);
       for (let j = 0; j < header.count; j++) {
         const half = view.getUint16(valuesAt + VALUE_BYTES * j, true);
         if ((half & HALF_MAGNITUDE) === 0 || (half & HALF_EXPONENT) === HALF_EXPONENT) {

@@ -130,6 +130,8 @@ export class CollaborativeOptimizer {
    * past rounds, added back into the next round's contribution; undefined when the codec keeps all.
    */
   readonly #residual: Float32Array | undefined;
+  /** How much of the residual carries into the next round (`compression.errorFeedbackDecay`). */
+  readonly #feedbackDecay: number;
   readonly #progress: ProgressPort;
   readonly #averager: AveragerPort;
   readonly #state: StatePort;
@@ -175,6 +177,7 @@ export class CollaborativeOptimizer {
     this.#layout = layout;
     this.#strategy = createTrainingStrategy(config, layout, options.parameters);
     this.#residual = config.compression?.method === "topk" ? new Float32Array(layout.size) : undefined;
+    this.#feedbackDecay = config.compression?.errorFeedbackDecay ?? 1;
     this.#progress = options.progress;
     this.#averager = options.averager;
     this.#state = options.state;
@@ -543,7 +546,8 @@ export class CollaborativeOptimizer {
   ): Promise<boolean> {
     const revision = this.#revision;
     const localSamples = round.samples;
-    const feedback = this.#residual === undefined ? undefined : withFeedback(round, this.#residual);
+    const feedback =
+      this.#residual === undefined ? undefined : withFeedback(round, this.#residual, this.#feedbackDecay);
     let result: AveragedVector;
     try {
       const input = feedback?.input ?? round.vector;
@@ -657,19 +661,23 @@ export class CollaborativeOptimizer {
 }
 
 /**
- * Error feedback for one round: the input is the contribution plus the residual carried over, per
- * sample (the residual is kept weighted, so a round with more or fewer samples than the last still
- * adds back exactly what was left out); `unsent` receives, from the all-reduce, what the group did
- * not receive of the input; `keep` stores it weighted for the next round.
+ * Error feedback for one round (SparseLoCo's e ← β·e + Δ): the input is the contribution plus
+ * `decay` × the residual carried over, per sample (the residual is kept weighted, so a round with
+ * more or fewer samples than the last still adds back what was left out); `unsent` receives, from
+ * the all-reduce, what the group did not receive of the input; `keep` stores it weighted for the
+ * next round. With decay 1 nothing is lost over rounds but the last residual.
  */
 function withFeedback(
   round: StrategyRound,
   residual: Float32Array,
+  decay: number,
 ): { input: Float32Array; unsent: Float32Array; keep: (into: Float32Array, allApplied: boolean) => void } {
   const weight = round.samples;
   const input = round.vector.slice();
   if (weight > 0) {
-    for (let i = 0; i < input.length; i++) input[i] = (input[i] ?? 0) + (residual[i] ?? 0) / weight;
+    for (let i = 0; i < input.length; i++) {
+      input[i] = (input[i] ?? 0) + ((residual[i] ?? 0) / weight) * decay;
+    }
   }
   const unsent = new Float32Array(input.length);
   return {

@@ -57,7 +57,10 @@ describe("every codec", () => {
     for (const n of [0, 1, 255, 4095, 4096, 4097, 70_000]) {
       const compressor = compressorFor(name, n);
       const bytes = compressor.compress(normal(n, n + 1));
-      expect(compressor.estimateRatio(n) * 4 * Math.max(n, 1)).toBeCloseTo(bytes.length, 6);
+      const estimate = compressor.estimateRatio(n) * 4 * Math.max(n, 1);
+      // topk estimates its Rice-coded positions as if spread evenly; where they land moves a few bytes.
+      if (name === "topk") expect(Math.abs(estimate - bytes.length)).toBeLessThanOrEqual(0.06 * bytes.length);
+      else expect(estimate).toBeCloseTo(bytes.length, 6);
     }
   });
 
@@ -97,7 +100,7 @@ describe("every codec", () => {
       uniform8: "a2a0809535d607bb",
       quantile8: "27eb4b91e14eebe3",
       blockwise8: "a2862ac0b83c615b",
-      topk: "55f7821687cca665",
+      topk: "8037413ed40b21c4",
       sparse: "da9de0889a353272",
     });
   });

@@ -9,7 +9,7 @@ import {
   DEFAULT_TOPK_DENSITY,
   resultCompressorFor,
 } from "../../src/compression/index.ts";
-import { INDEX_BITMAP, INDEX_LIST } from "../../src/compression/block-index.ts";
+import { INDEX_BITMAP, INDEX_LIST, INDEX_RICE } from "../../src/compression/block-index.ts";
 import { keptCount, TOPK_BLOCK_SIZE, topkCodec } from "../../src/compression/topk.ts";
 import { HEADER_BYTES } from "../../src/compression/wire.ts";
 import { SwarmErrorCode, isSwarmError } from "../../src/errors.ts";
@@ -58,6 +58,40 @@ function topOffsets(values: Float32Array, start: number, end: number, k: number)
     .sort((a, b) => a - b);
 }
 
+/** Rice bits of the gaps between `offsets` (increasing) with parameter r, counted here from the format. */
+function riceBits(offsets: readonly number[], r: number): number {
+  let bits = 0;
+  let previous = -1;
+  for (const offset of offsets) {
+    bits += ((offset - previous - 1) >> r) + 1 + r;
+    previous = offset;
+  }
+  return bits;
+}
+
+/** The index the format says an encoder writes for `offsets` in a block of `length`, and its bytes with the 3-byte header. */
+function expectedIndex(length: number, offsets: readonly number[]): { kind: number; bytes: number } {
+  const list = 2 * offsets.length;
+  const bitmap = Math.ceil(length / 8);
+  let best = list <= bitmap ? { kind: INDEX_LIST, bytes: list } : { kind: INDEX_BITMAP, bytes: bitmap };
+  for (let r = 0; r <= 15; r++) {
+    const bytes = 3 + Math.ceil(riceBits(offsets, r) / 8);
+    if (bytes < best.bytes) best = { kind: INDEX_RICE, bytes };
+  }
+  return { kind: best.kind, bytes: 3 + best.bytes };
+}
+
+/** The exact topk size of `values` at `density`: per block its index, levels and 2-bit codes. */
+function expectedTopkBytes(values: Float32Array, density: number): number {
+  let bytes = HEADER_BYTES + 4;
+  for (let start = 0; start < values.length; start += TOPK_BLOCK_SIZE) {
+    const end = Math.min(values.length, start + TOPK_BLOCK_SIZE);
+    const kept = topOffsets(values, start, end, keptCount(end - start, density));
+    bytes += expectedIndex(end - start, kept).bytes + 8 + Math.ceil(kept.length / 4);
+  }
+  return bytes;
+}
+
 const f16round = (Math as unknown as { f16round: (x: number) => number }).f16round;
 
 describe("topk", () => {
@@ -95,38 +129,54 @@ describe("topk", () => {
     }
   });
 
-  it("has the exact size its parameters imply: 151 bytes per full block at 1.5 %", () => {
+  it("has the exact size its parameters and positions imply: 92 bytes per full block at 1.5 %", () => {
     const codec = topkCodec(0.015);
     expect(keptCount(TOPK_BLOCK_SIZE, 0.015)).toBe(62);
-    // Full block: 3 (index kind, k) + 8 (levels) + 124 (62 uint16 offsets) + 16 (62 2-bit codes).
-    expect(codec.bitsPerElement).toBe((151 * 8) / TOPK_BLOCK_SIZE);
-    // Last block of 100: k = 2, a 4-byte list (the bitmap would take 13), one code byte.
+    // Full block, positions spread evenly (gaps of 65): 3 (index kind, k) + 8 (levels) + 65 (Rice
+    // parameter 5, stream length, 62 × 8 bits) + 16 (62 2-bit codes): 178× smaller than float32.
+    expect(codec.bitsPerElement).toBe((92 * 8) / TOPK_BLOCK_SIZE);
+    const spread = Float32Array.from({ length: TOPK_BLOCK_SIZE }, (_, i) =>
+      i % 66 === 0 && i < 62 * 66 ? 2 + i : 1,
+    );
+    const spreadBytes = codec.compress(spread);
+    expect(spreadBytes.length).toBe(HEADER_BYTES + 4 + 92);
+    expect(spreadBytes[HEADER_BYTES + 4]).toBe(INDEX_RICE);
+    expect(nonzeroOffsets(decompress(spreadBytes, TOPK_BLOCK_SIZE))).toEqual(
+      Array.from({ length: 62 }, (_, j) => 66 * j),
+    );
+    // Random positions: each block's smallest index as the format counts it. The last block of
+    // 100 keeps 2: a 4-byte list (the bitmap would take 13, Rice at least 6), one code byte.
     const n = 3 * TOPK_BLOCK_SIZE + 100;
-    const bytes = codec.compress(noZeros(n, 2));
-    expect(bytes.length).toBe(HEADER_BYTES + 4 + 3 * 151 + (3 + 8 + 4 + 1));
-    expect(codec.estimateRatio(n) * 4 * n).toBeCloseTo(bytes.length, 6);
+    const values = noZeros(n, 2);
+    const bytes = codec.compress(values);
+    expect(bytes.length).toBe(expectedTopkBytes(values, 0.015));
+    expect(bytes.length - (HEADER_BYTES + 4 + 3 * 92)).toBeLessThan(3 + 8 + 4 + 1 + 3 * 8);
+    expect(bytes[bytes.length - (3 + 8 + 4 + 1)]).toBe(INDEX_LIST);
     // One element: k = 1, a 1-byte bitmap beats a 2-byte list.
     expect(codec.compress(Float32Array.of(-3)).length).toBe(HEADER_BYTES + 4 + 3 + 8 + 1 + 1);
     expect(decompress(codec.compress(Float32Array.of(-3)), 1)).toEqual(Float32Array.of(-3));
   });
 
-  it("honours the density, and writes the smaller of a list and a bitmap", () => {
+  it("honours the density, and writes the smallest of a list, a bitmap and a Rice code", () => {
     const n = 2 * TOPK_BLOCK_SIZE + 777;
     const values = noZeros(n, 3);
+    const kinds = new Set<number>();
     for (const density of [1e-4, 0.001, 0.015, 0.0625, 0.1, 0.5, 1]) {
       const compressor = compressorFor("topk", n, undefined, density);
       const bytes = compressor.compress(values);
-      expect(bytes.length).toBeCloseTo(compressor.estimateRatio(n) * 4 * n, 6);
+      expect(bytes.length).toBe(expectedTopkBytes(values, density));
       const decoded = decompress(bytes, n);
       for (let start = 0; start < n; start += TOPK_BLOCK_SIZE) {
         const length = Math.min(n, start + TOPK_BLOCK_SIZE) - start;
         const k = Math.max(1, Math.ceil(density * length));
         expect(nonzeroOffsets(decoded, start, start + length)).toHaveLength(k);
       }
-      // The first block's index kind: a list while 2k ≤ 4096 / 8 bytes, a bitmap beyond.
-      const k = keptCount(TOPK_BLOCK_SIZE, density);
-      expect(bytes[HEADER_BYTES + 4]).toBe(2 * k <= TOPK_BLOCK_SIZE / 8 ? INDEX_LIST : INDEX_BITMAP);
+      const first = topOffsets(values, 0, TOPK_BLOCK_SIZE, keptCount(TOPK_BLOCK_SIZE, density));
+      const kind = expectedIndex(TOPK_BLOCK_SIZE, first).kind;
+      expect(bytes[HEADER_BYTES + 4]).toBe(kind);
+      kinds.add(kind);
     }
+    expect([...kinds].sort()).toEqual([INDEX_LIST, INDEX_BITMAP, INDEX_RICE]);
     // Density 1 keeps every element: a sign and one of two levels each.
     const all = decompress(compressorFor("topk", n, undefined, 1).compress(values), n);
     expect(nonzeroOffsets(all)).toHaveLength(n);
@@ -176,6 +226,8 @@ describe("topk", () => {
     const block0 = HEADER_BYTES + 4;
     const levels0 = block0 + 3;
     const index0 = levels0 + 8;
+    expect(valid[block0]).toBe(INDEX_RICE);
+    const codes0 = index0 + 3 + new DataView(valid.buffer).getUint16(index0 + 1, true);
     const patched = (edit: (view: DataView, bytes: Uint8Array) => void): Uint8Array => {
       const bytes = valid.slice();
       edit(new DataView(bytes.buffer), bytes);
@@ -207,10 +259,10 @@ describe("topk", () => {
     );
     expectRefused(
       patched((view) => {
-        view.setUint8(block0, 2);
+        view.setUint8(block0, 3);
       }),
       5000,
-      "unknown index kind 2",
+      "unknown index kind 3",
     );
     expectRefused(
       patched((view) => {
@@ -238,28 +290,108 @@ describe("topk", () => {
       });
       expectRefused(bytes, 5000, "block 0 has levels");
     }
-    // The list must increase and stay inside the block.
-    const first = new DataView(valid.buffer).getUint16(index0, true);
+    // 62 codes fill 15.5 bytes: the last byte's high nibble is unused and must be zero.
     expectRefused(
-      patched((view) => {
+      patched((_, bytes) => (bytes[codes0 + 15] = (bytes[codes0 + 15] ?? 0) | 0x40)),
+      5000,
+      "unused code bits",
+    );
+    // The list must increase and stay inside the block (k = 3 of 4,096: a list is smallest).
+    const listed = topkCodec(0.0005).compress(values);
+    expect(listed[block0]).toBe(INDEX_LIST);
+    const editList = (edit: (view: DataView) => void): Uint8Array => {
+      const bytes = listed.slice();
+      edit(new DataView(bytes.buffer));
+      return bytes;
+    };
+    const first = new DataView(listed.buffer).getUint16(index0, true);
+    expectRefused(
+      editList((view) => {
         view.setUint16(index0 + 2, first, true);
       }),
       5000,
       "lists offset",
     );
     expectRefused(
-      patched((view) => {
-        view.setUint16(index0 + 2 * 61, 4096, true);
+      editList((view) => {
+        view.setUint16(index0 + 4, 4096, true);
       }),
       5000,
       "lists offset 4096",
     );
-    // 62 codes fill 15.5 bytes: the last byte's high nibble is unused and must be zero.
-    expectRefused(
-      patched((_, bytes) => (bytes[index0 + 124 + 15] = (bytes[index0 + 124 + 15] ?? 0) | 0x40)),
-      5000,
-      "unused code bits",
+  });
+
+  it("refuses Rice indexes that end early, run past the block or carry anything after their offsets", () => {
+    // One block of 4,096 elements keeping 62, positions spread: gaps of 65, Rice parameter 5, 8 bits each.
+    const values = Float32Array.from({ length: TOPK_BLOCK_SIZE }, (_, i) =>
+      i % 66 === 0 && i < 62 * 66 ? 2 + i : 1,
     );
+    const valid = topkCodec(0.015).compress(values);
+    const index = HEADER_BYTES + 4 + 3 + 8;
+    const stream = index + 3;
+    expect(valid[HEADER_BYTES + 4]).toBe(INDEX_RICE);
+    expect(valid[index]).toBe(5);
+    expect(new DataView(valid.buffer).getUint16(index + 1, true)).toBe(62);
+    const edited = (edit: (view: DataView, bytes: Uint8Array) => void, extra = 0): Uint8Array => {
+      const bytes = new Uint8Array(valid.length + extra);
+      bytes.set(valid.subarray(0, stream + 62));
+      bytes.set(valid.subarray(stream + 62), stream + 62 + extra);
+      edit(new DataView(bytes.buffer), bytes);
+      return bytes;
+    };
+    expect(
+      decompress(
+        edited(() => undefined),
+        TOPK_BLOCK_SIZE,
+      ),
+    ).toEqual(decompress(valid, TOPK_BLOCK_SIZE));
+    expectRefused(
+      edited((view) => {
+        view.setUint8(index, 16);
+      }),
+      TOPK_BLOCK_SIZE,
+      "Rice parameter 16",
+    );
+    // A stream one byte short loses the last offset's bits.
+    expectRefused(
+      edited((view) => {
+        view.setUint16(index + 1, 61, true);
+      }),
+      TOPK_BLOCK_SIZE,
+      "ends before its 62 offsets",
+    );
+    // A zero byte after the offsets is not the fewest bytes.
+    expectRefused(
+      edited((view) => {
+        view.setUint16(index + 1, 63, true);
+      }, 1),
+      TOPK_BLOCK_SIZE,
+      "1 bytes after its offsets",
+    );
+    // Parameter 15: the first gap (0) reads 15 bits, and the bits that follow stop being a valid code.
+    expectRefused(
+      edited((view) => {
+        view.setUint8(index, 15);
+      }),
+      TOPK_BLOCK_SIZE,
+      "Rice index",
+    );
+    // Every bit set: a unary run that leaves the block.
+    expectRefused(
+      edited((_, bytes) => bytes.fill(0xff, stream, stream + 62)),
+      TOPK_BLOCK_SIZE,
+      "past its end",
+    );
+    // Bits after the last offset: a set bit in a byte appended to the stream.
+    expectRefused(
+      edited((view, bytes) => {
+        view.setUint16(index + 1, 63, true);
+        bytes[stream + 62] = 0x80;
+      }, 1),
+      TOPK_BLOCK_SIZE,
+      "after its offsets",
+    );
+    expectRefused(valid.subarray(0, stream + 10), TOPK_BLOCK_SIZE, "truncated");
   });
 
   it("refuses bitmaps with another number of bits or bits past the block", () => {
@@ -304,15 +436,28 @@ describe("sparse", () => {
     ]);
   });
 
-  it("takes 4 bytes per nonzero while a block is sparse, a bitmap and 2 bytes per nonzero beyond", () => {
-    const block = (nonzeros: number): Float32Array =>
-      Float32Array.from({ length: 4096 }, (_, i) => (i < nonzeros ? 1 + i : 0));
+  it("takes the smallest index and 2 bytes per nonzero: under 3 bytes each at 6 %, a bitmap when dense", () => {
     const size = (values: Float32Array) => compressorFor("sparse", values.length).compress(values).length;
-    expect(size(block(0))).toBe(HEADER_BYTES + 4 + 3);
-    expect(size(block(256))).toBe(HEADER_BYTES + 4 + 3 + 256 * 4);
-    expect(size(block(257))).toBe(HEADER_BYTES + 4 + 3 + 512 + 257 * 2);
-    expect(size(block(4096))).toBe(HEADER_BYTES + 4 + 3 + 512 + 4096 * 2);
-    expect(compressorFor("sparse", 4096).estimateRatio(4096) * 4 * 4096).toBe(size(block(4096)));
+    const block = (every: number, count = 4096): Float32Array =>
+      Float32Array.from({ length: 4096 }, (_, i) => (i % every === 0 && i / every < count ? 1 + i : 0));
+    expect(size(new Float32Array(4096))).toBe(HEADER_BYTES + 4 + 3);
+    for (const values of [
+      block(16),
+      block(1, 256),
+      block(7),
+      block(2),
+      block(1),
+      sparseVector(4096, 0.06, 9),
+    ]) {
+      const offsets = nonzeroOffsets(values);
+      expect(size(values)).toBe(HEADER_BYTES + 4 + expectedIndex(4096, offsets).bytes + 2 * offsets.length);
+    }
+    // About 6 % of a block nonzero, as the union of four 1.5 % contributions: under 3 bytes per
+    // nonzero (a list would take 4).
+    const union = sparseVector(4096, 0.06, 9);
+    expect(size(union) - HEADER_BYTES - 4).toBeLessThan(3 * nonzeroOffsets(union).length);
+    expect(size(block(1))).toBe(HEADER_BYTES + 4 + 3 + 512 + 4096 * 2);
+    expect(compressorFor("sparse", 4096).estimateRatio(4096) * 4 * 4096).toBe(size(block(1)));
   });
 
   it("refuses listed zeros, non-finite values and counts past the block", () => {
@@ -458,7 +603,8 @@ describe("chunk sizes", () => {
     const elements = chunkElementsFor(8 << 10, topk);
     expect(elements).toBe(Math.floor((8 << 13) / topk.bitsPerElement));
     const bytes = topk.compress(noZeros(elements, 11)).length;
-    expect(bytes).toBeGreaterThan(8000);
+    // The estimate takes the positions as spread evenly; random ones code a little shorter.
+    expect(bytes).toBeGreaterThan(7700);
     expect(bytes).toBeLessThan(8 * 1024 + 200);
   });
 });

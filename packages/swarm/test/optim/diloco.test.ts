@@ -262,13 +262,18 @@ describe("error feedback in the collaborative optimizer", () => {
     return out;
   }
 
-  it.each(["dedloc", "diloco"] as const)(
-    "%s: what the rounds sent plus the residual kept is everything contributed",
-    async (strategy) => {
+  it.each([
+    ["dedloc", 1],
+    ["diloco", 1],
+    ["dedloc", 0.5],
+    ["diloco", 0.95],
+  ] as const)(
+    "%s, decay %s: what the rounds sent plus the residual kept is everything contributed, decayed",
+    async (strategy, decay) => {
       const cfg = config({
         training: { targetBatchSize: 8 },
         averaging: { strategy },
-        compression: { method: "topk" },
+        compression: { method: "topk", errorFeedbackDecay: decay },
       });
       const swarm = new FakeSwarm(2, 8);
       const sent: Float32Array[] = [];
@@ -285,7 +290,15 @@ describe("error feedback in the collaborative optimizer", () => {
         into[j] = (into[j] ?? 0) + value;
       };
       const samples = [4, 8, 6, 4, 12];
+      // e ← decay · e + what went in − what was sent, so both sums decay by round.
+      const decayBoth = () => {
+        for (let j = 0; j < layout.size; j++) {
+          contributed[j] = (contributed[j] ?? 0) * decay;
+          sentByPeer0[j] = (sentByPeer0[j] ?? 0) * decay;
+        }
+      };
       for (const [round, batch] of samples.entries()) {
+        decayBoth();
         for (const [i, optimizer] of peers.entries()) {
           const gradient = vector(100 * round + i);
           if (i === 0 && strategy === "dedloc")
