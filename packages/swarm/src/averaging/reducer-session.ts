@@ -2,8 +2,12 @@ import type { Logger } from "pino";
 import {
   compressWithFeedback,
   decompress,
+  encodeTopkMean,
+  isTopkEncoding,
   resultCompressorFor,
+  topkMeanBytes,
   type Compressor,
+  type TopkMeanEntry,
 } from "../compression/index.ts";
 import { SwarmError, SwarmErrorCode, isSwarmError } from "../errors.ts";
 import type { RpcFrameStream, RpcIncoming } from "../rpc/rpc.ts";
@@ -56,7 +60,9 @@ export interface ReducerSessionOptions {
   chunkElements: number;
   /**
    * The round's codec. Each averaged chunk is compressed once for every receiver in its result
-   * codec (`resultCompressorFor`: "sparse" for "topk", the same codec otherwise).
+   * codec (`resultCompressorFor`: "sparse" for "topk", the same codec otherwise). A topk chunk
+   * aggregated by the weighted mean goes instead as the contributions themselves
+   * (`encodeTopkMean`) when that is smaller, which it is at low densities.
    */
   compressor: Compressor;
   /** The local member's own values for this part, or undefined when it contributes nothing. */
@@ -135,7 +141,13 @@ interface RemoteSender {
   /** Why it was excluded for what it did on its own stream: what it is told (see `#refuse`). */
   refusal: RefusalReason | undefined;
   /** Decoded chunks waiting to be averaged. */
-  readonly chunks: Map<number, Float32Array>;
+  readonly chunks: Map<number, ReceivedChunk>;
+}
+
+/** A sender's chunk as decoded, and the codec's bytes it came in. */
+interface ReceivedChunk {
+  readonly values: Float32Array;
+  readonly payload: Uint8Array;
 }
 
 /**
@@ -364,11 +376,16 @@ export class ReducerSession {
     const contributors = new Uint8Array(bitmapBytes(plan.group.members.length));
     const points: Float32Array[] = [];
     const weights: number[] = [];
+    // Each point's codec bytes, while every point has them (a topk mean can be sent as these).
+    let encoded: TopkMeanEntry[] | undefined = compressor.name === "topk" ? [] : undefined;
     // The samples that went in, and the weights the aggregate used (capped, see `maxWeightRatio`).
     let totalWeight = 0;
-    const add = (index: number, values: Float32Array, weight: number) => {
+    const add = (index: number, values: Float32Array, weight: number, payload: Uint8Array | undefined) => {
       points.push(values);
       weights.push(Math.min(weight, this.#weightCap));
+      // A sender may send its chunk in any codec; only topk bytes can stand for it in a topk mean.
+      if (payload === undefined || !(weight > 0) || !isTopkEncoding(payload)) encoded = undefined;
+      else encoded?.push({ bytes: payload, weight: Math.min(weight, this.#weightCap) });
       totalWeight += weight;
       contributors[index >> 3] = (contributors[index >> 3] ?? 0) | (1 << (index & 7));
     };
@@ -376,18 +393,18 @@ export class ReducerSession {
       if (index === plan.selfIndex) {
         if (localValues === undefined) continue;
         const own = localValues.subarray(chunk.start, chunk.end);
-        add(
-          index,
-          localResidual === undefined
-            ? own
-            : compressWithFeedback(compressor, own, localResidual.subarray(chunk.start, chunk.end)).sent,
-          localWeight,
-        );
+        if (localResidual === undefined) {
+          add(index, own, localWeight, undefined);
+        } else {
+          const sent = compressWithFeedback(compressor, own, localResidual.subarray(chunk.start, chunk.end));
+          add(index, sent.sent, localWeight, sent.bytes);
+        }
         continue;
       }
       const sender = this.#remotes.get(index);
-      const values = sender?.chunks.get(k);
-      if (sender === undefined || values === undefined) continue;
+      const received = sender?.chunks.get(k);
+      if (sender === undefined || received === undefined) continue;
+      const { values, payload } = received;
       sender.chunks.delete(k);
       if (sender.state === "excluded") continue;
       this.#options.onContribution?.({
@@ -398,7 +415,7 @@ export class ReducerSession {
         range: { start: this.#part.start + chunk.start, end: this.#part.start + chunk.end },
         values,
       });
-      add(index, values, sender.weight);
+      add(index, values, sender.weight, payload);
       this.#outcome.bytesAggregated += length * Float32Array.BYTES_PER_ELEMENT;
     }
     if (!(totalWeight > 0)) {
@@ -407,7 +424,8 @@ export class ReducerSession {
         `no sender delivered chunk ${k} of part ${plan.selfIndex}`,
       );
     }
-    const mean = (this.#options.aggregator ?? weightedMean).aggregate(points, weights);
+    const aggregator = this.#options.aggregator ?? weightedMean;
+    const mean = aggregator.aggregate(points, weights);
     // Finite inputs can still overflow float32; such a result is never sent.
     if (!mean.every((value) => Number.isFinite(value))) {
       throw new SwarmError(
@@ -415,7 +433,12 @@ export class ReducerSession {
         `the aggregate of chunk ${k} of part ${plan.selfIndex} is not finite`,
       );
     }
-    const payload = resultCompressorFor(compressor).compress(mean);
+    const sparse = resultCompressorFor(compressor).compress(mean);
+    const payload =
+      aggregator === weightedMean && encoded !== undefined && topkMeanBytes(encoded) < sparse.length
+        ? encodeTopkMean(encoded, length)
+        : sparse;
+    // Every receiver decodes these bytes; so does this reducer, so all hold the same bits.
     this.#options.onResult(chunk, decompress(payload, length));
     this.#frames.push(encodeResultFrame(k, { totalWeight, contributors, payload }));
     this.#outcome.chunkWeights.push(totalWeight);
@@ -472,7 +495,8 @@ export class ReducerSession {
       this.#outcome.bytesReceived += frame.length;
       const chunk = this.#chunks[k] ?? { start: 0, end: 0 };
       const length = chunk.end - chunk.start;
-      const values = decompress(decodeChunkFrame(frame, k, length), length);
+      const payload = decodeChunkFrame(frame, k, length);
+      const values = decompress(payload, length);
       try {
         assertFinite(values, `chunk ${k}`);
       } catch (error) {
@@ -480,7 +504,7 @@ export class ReducerSession {
         return;
       }
       if (sender.state !== "live") return;
-      sender.chunks.set(k, values);
+      sender.chunks.set(k, { values, payload });
       this.#wake.notify();
     }
   }

@@ -2,11 +2,11 @@ import type { CompressionMethod } from "@barnraise/protocol";
 
 /**
  * A concrete wire codec: every config method but "adaptive" (which picks one of these per vector,
- * see `adaptiveCompressor`), and "sparse", which only carries a topk round's averaged results
- * (see `resultCompressorFor`).
+ * see `adaptiveCompressor`), and "sparse" and "topk-mean", which only carry a topk round's
+ * averaged results (see `resultCompressorFor` and `encodeTopkMean`).
  */
 export type CodecName =
-  Exclude<(typeof CompressionMethod)[keyof typeof CompressionMethod], "adaptive"> | "sparse";
+  Exclude<(typeof CompressionMethod)[keyof typeof CompressionMethod], "adaptive"> | "sparse" | "topk-mean";
 
 /**
  * One small interface for every codec (hivemind's compress / extract / estimate_ratio). The

@@ -8,12 +8,14 @@ import { noneCodec } from "./none.ts";
 import { quantile8Codec } from "./quantile8.ts";
 import { sparseCodec } from "./sparse.ts";
 import { topkCodec } from "./topk.ts";
+import { topkMeanDecoder } from "./topk-mean.ts";
 import { uniform8Codec } from "./uniform8.ts";
-import { decodeWire, type Codec } from "./wire.ts";
+import { decodeWire, type Codec, type CodecDecoder } from "./wire.ts";
 
 export type { CodecName, Compressor } from "./compressor.ts";
 export { DEFAULT_ADAPTIVE_THRESHOLD } from "./adaptive.ts";
 export { DEFAULT_TOPK_DENSITY } from "./topk.ts";
+export { encodeTopkMean, isTopkEncoding, topkMeanBytes, type TopkMeanEntry } from "./topk-mean.ts";
 
 /** A `compression.method` of the experiment config: a codec, or "adaptive". */
 export type CompressionMethodName = (typeof CompressionMethod)[keyof typeof CompressionMethod];
@@ -28,6 +30,9 @@ const CODECS: readonly Codec[] = [
   topkCodec(),
   sparseCodec,
 ];
+
+/** What `decompress` reads: every codec, and a topk round's mean as its contributions. */
+const DECODERS: readonly CodecDecoder[] = [...CODECS, topkMeanDecoder];
 
 /** Every concrete codec, in wire-id order ("adaptive" is a choice between two of them). */
 export const CODEC_NAMES: readonly CodecName[] = Object.freeze(CODECS.map((codec) => codec.name));
@@ -69,7 +74,7 @@ export function resultCompressorFor(compressor: Compressor): Compressor {
  * of the wrong length and never throws anything else.
  */
 export function decompress(bytes: Uint8Array, expectedLength: number): Float32Array {
-  return decodeWire(bytes, expectedLength, CODECS);
+  return decodeWire(bytes, expectedLength, DECODERS);
 }
 
 /** What `compressWithFeedback` sent: the bytes, and what the receiver decodes from them. */

@@ -29,6 +29,7 @@ export const CODEC_IDS: Readonly<Record<CodecName, number>> = Object.freeze({
   blockwise8: 4,
   topk: 5,
   sparse: 6,
+  "topk-mean": 7,
 });
 
 /** True when this machine stores typed-array elements little-endian (every mainstream platform). */

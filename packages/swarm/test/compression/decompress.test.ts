@@ -59,7 +59,7 @@ describe("decompress refuses", () => {
     const wrongVersion = encoded("fp16", [1]);
     wrongVersion[0] = WIRE_VERSION + 1;
     expectRefused(wrongVersion, 1, SwarmErrorCode.MALFORMED_MESSAGE, "unknown format byte");
-    for (const id of [7, 0xff]) {
+    for (const id of [8, 0xff]) {
       const unknown = encoded("fp16", [1]);
       unknown[1] = id;
       expectRefused(unknown, 1, SwarmErrorCode.MALFORMED_MESSAGE, `unknown codec id ${id}`);

@@ -7,8 +7,11 @@ import {
   compressWithFeedback,
   decompress,
   DEFAULT_TOPK_DENSITY,
+  encodeTopkMean,
   resultCompressorFor,
+  topkMeanBytes,
 } from "../../src/compression/index.ts";
+import { weightedMean } from "../../src/averaging/aggregation/weighted-mean.ts";
 import { INDEX_BITMAP, INDEX_LIST, INDEX_RICE } from "../../src/compression/block-index.ts";
 import { keptCount, TOPK_BLOCK_SIZE, topkCodec } from "../../src/compression/topk.ts";
 import { HEADER_BYTES } from "../../src/compression/wire.ts";
@@ -606,5 +609,61 @@ describe("chunk sizes", () => {
     // The estimate takes the positions as spread evenly; random ones code a little shorter.
     expect(bytes).toBeGreaterThan(7700);
     expect(bytes).toBeLessThan(8 * 1024 + 200);
+  });
+});
+
+describe("topk-mean", () => {
+  const n = TOPK_BLOCK_SIZE + 900;
+  const contributions = [noZeros(n, 21), noZeros(n, 22), noZeros(n, 23)].map((values) =>
+    topkCodec(0.015).compress(values),
+  );
+  const weights = [32, 7.5, 64];
+  const entries = contributions.map((bytes, i) => ({ bytes, weight: weights[i] ?? 0 }));
+
+  it("decodes to the weighted mean of its contributions, as the reducer's mean has it, bit for bit", () => {
+    const bytes = encodeTopkMean(entries, n);
+    expect(bytes.length).toBe(topkMeanBytes(entries));
+    expect(bytes[1]).toBe(7);
+    const decoded = contributions.map((contribution) => decompress(contribution, n));
+    expect(decompress(bytes, n)).toEqual(weightedMean.aggregate(decoded, weights));
+    // Smaller than the same mean in sparse once the contributions are this sparse.
+    const sparse = compressorFor("sparse", n).compress(weightedMean.aggregate(decoded, weights));
+    expect(bytes.length).toBeLessThan(0.7 * sparse.length);
+  });
+
+  it("refuses no entries, bad weights, entries in another codec or length, and truncated or trailing bytes", () => {
+    const valid = encodeTopkMean(entries, n);
+    const edited = (edit: (view: DataView) => void): Uint8Array => {
+      const bytes = valid.slice();
+      edit(new DataView(bytes.buffer));
+      return bytes;
+    };
+    expect(codeOf(() => encodeTopkMean([], n))).toMatch(/^MALFORMED_MESSAGE: .*not 0/);
+    expectRefused(
+      edited((view) => {
+        view.setUint16(HEADER_BYTES, 0, true);
+      }),
+      n,
+      "no entry",
+    );
+    for (const weight of [0, -1, Number.NaN, Infinity]) {
+      expectRefused(
+        edited((view) => {
+          view.setFloat64(HEADER_BYTES + 2, weight, true);
+        }),
+        n,
+        `entry 0 has weight ${weight}`,
+      );
+    }
+    const fp16Entry = compressorFor("fp16", n).compress(noZeros(n, 24));
+    expectRefused(encodeTopkMean([...entries, { bytes: fp16Entry, weight: 1 }], n), n, "unknown codec id 1");
+    const nested = encodeTopkMean([...entries, { bytes: valid, weight: 1 }], n);
+    expectRefused(nested, n, "unknown codec id 7");
+    const shorter = topkCodec(0.015).compress(noZeros(n - 1, 25));
+    expect(codeOf(() => decompress(encodeTopkMean([{ bytes: shorter, weight: 1 }], n), n))).toMatch(
+      /^LENGTH_MISMATCH: /,
+    );
+    expectRefused(valid.subarray(0, valid.length - 1), n, "truncated");
+    expectRefused(Uint8Array.of(...valid, 0), n, "trailing");
   });
 });
