@@ -147,6 +147,11 @@ export function writeBlockIndex(
   return start + plan.bytes;
 }
 
+/** The refusal of a sparse codec's body that ends inside block `block`. */
+export function truncated(name: CodecName, body: Uint8Array, block: number): SwarmError {
+  return malformed(`${name} body is truncated: ${body.length} bytes end inside block ${block}`);
+}
+
 /** Sets bit `bit` (LSB first) of the bytes from `start`. */
 function setBit(out: Uint8Array, start: number, bit: number): void {
   const at = start + (bit >> 3);
@@ -173,7 +178,7 @@ export function readBlockHeader(
   leastCount: number,
 ): BlockHeader {
   if (at + BLOCK_HEADER_BYTES > body.length) {
-    throw malformed(`${name} body is truncated: ${body.length} bytes end inside block ${block}`);
+    throw truncated(name, body, block);
   }
   const kind = view.getUint8(at);
   if (kind !== INDEX_LIST && kind !== INDEX_BITMAP && kind !== INDEX_RICE) {
@@ -203,10 +208,8 @@ export function readBlockIndex(
   offsets: Int32Array,
 ): number {
   const { kind, count } = header;
-  const truncated = (): SwarmError =>
-    malformed(`${name} body is truncated: ${body.length} bytes end inside block ${block}`);
   if (kind === INDEX_LIST) {
-    if (at + 2 * count > body.length) throw truncated();
+    if (at + 2 * count > body.length) throw truncated(name, body, block);
     let previous = -1;
     for (let j = 0; j < count; j++) {
       const offset = view.getUint16(at + 2 * j, true);
@@ -220,7 +223,7 @@ export function readBlockIndex(
   }
   if (kind === INDEX_RICE) return readRiceIndex(name, body, view, at, block, length, count, offsets);
   const bytes = Math.ceil(length / 8);
-  if (at + bytes > body.length) throw truncated();
+  if (at + bytes > body.length) throw truncated(name, body, block);
   let found = 0;
   for (let b = 0; b < bytes; b++) {
     let byte = body[at + b] ?? 0;
@@ -248,7 +251,7 @@ function readRiceIndex(
   offsets: Int32Array,
 ): number {
   if (at + RICE_HEADER_BYTES > body.length) {
-    throw malformed(`${name} body is truncated: ${body.length} bytes end inside block ${block}`);
+    throw truncated(name, body, block);
   }
   const r = view.getUint8(at);
   if (r > MAX_RICE_PARAMETER) {
@@ -257,7 +260,7 @@ function readRiceIndex(
   const bytes = view.getUint16(at + 1, true);
   const stream = at + RICE_HEADER_BYTES;
   if (stream + bytes > body.length) {
-    throw malformed(`${name} body is truncated: ${body.length} bytes end inside block ${block}`);
+    throw truncated(name, body, block);
   }
   const bits = 8 * bytes;
   const bitAt = (bit: number): number => ((body[stream + (bit >> 3)] ?? 0) >> (bit & 7)) & 1;

@@ -4,6 +4,7 @@ import {
   maxIndexBytes,
   readBlockHeader,
   readBlockIndex,
+  truncated,
   writeBlockIndex,
 } from "./block-index.ts";
 import { halfBitsFromFloatBits, halfToFloatTable } from "./fp16.ts";
@@ -124,7 +125,7 @@ export const sparseCodec: Codec = Object.freeze({
       const valuesAt = readBlockIndex("sparse", body, view, indexAt, block, length, header, offsets);
       const end = valuesAt + VALUE_BYTES * header.count;
       if (end > body.length) {
-        throw malformed(`sparse body is truncated: ${body.length} bytes end inside block ${block}`);
+        throw truncated("sparse", body, block);
       }
       for (let j = 0; j < header.count; j++) {
         const half = view.getUint16(valuesAt + VALUE_BYTES * j, true);

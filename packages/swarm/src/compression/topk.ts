@@ -5,6 +5,7 @@ import {
   maxIndexBytes,
   readBlockHeader,
   readBlockIndex,
+  truncated,
   typicalIndexBytes,
   writeBlockIndex,
 } from "./block-index.ts";
@@ -247,7 +248,7 @@ function decodeTopk(body: Uint8Array, count: number): Float32Array {
     const levelsAt = at + BLOCK_HEADER_BYTES;
     const indexAt = levelsAt + LEVELS_BYTES;
     if (indexAt > body.length) {
-      throw malformed(`topk body is truncated: ${body.length} bytes end inside block ${block}`);
+      throw truncated("topk", body, block);
     }
     const low = view.getFloat32(levelsAt, true);
     const high = view.getFloat32(levelsAt + 4, true);
@@ -257,7 +258,7 @@ function decodeTopk(body: Uint8Array, count: number): Float32Array {
     const codesAt = readBlockIndex("topk", body, view, indexAt, block, length, header, offsets);
     const end = codesAt + Math.ceil(header.count / 4);
     if (end > body.length) {
-      throw malformed(`topk body is truncated: ${body.length} bytes end inside block ${block}`);
+      throw truncated("topk", body, block);
     }
     for (let j = 0; j < header.count; j++) {
       const code = ((body[codesAt + (j >> 2)] ?? 0) >> (2 * (j & 3))) & 3;
