@@ -146,8 +146,8 @@ function highThreshold(sorted: Float64Array, kept: number): number {
  * rest. A kept value is sent as a sign bit and a level bit: the block's two float32 levels are the
  * mean magnitudes of the kept values below and from the error-minimizing split (see
  * `highThreshold`). The positions go Rice-coded, as a uint16 list or as a bitmap, whichever is
- * smallest (see `block-index.ts`). At 1.5 %, a full block with its positions spread is 90 bytes:
- * 0.18 bits per element, 182× smaller than float32 (SparseLoCo's 12-bit indices: 146×). Most of
+ * smallest (see `block-index.ts`). At 1.5 %, a full block with its positions spread is 92 bytes:
+ * 0.18 bits per element, 178× smaller than float32 (SparseLoCo's 12-bit indices: 146×). Most of
  * the input is dropped, so this codec is meant to be used with error feedback
  * (`compressWithFeedback`), which carries what a round did not send into the next.
  *
