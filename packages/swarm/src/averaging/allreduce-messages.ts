@@ -33,7 +33,8 @@ export const MAX_ALLREDUCE_FRAME_BYTES = (64 << 20) + (64 << 10);
  * of at most MAX_CHUNK_ELEMENTS the frame limit above holds. The sparse codecs keep it with room to
  * spare, their per-block headers and levels included: topk at any density takes at most
  * 3L/8 + 13 bytes per block of L ≤ 4,096 elements, and sparse (a topk round's results) at most
- * 17L/8 + 4, when every element is nonzero. test/compression/topk.test.ts checks each codec.
+ * 17L/8 + 4, when every element is nonzero; a topk-mean result goes only where it is smaller than
+ * the sparse one. test/compression/topk.test.ts checks each codec.
  */
 const CODEC_SLACK_BYTES = 4096;
 const CHUNK_HEADER_BYTES = 4;
