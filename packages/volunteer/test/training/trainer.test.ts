@@ -560,7 +560,14 @@ describe("Trainer holds", () => {
     // Each rest here is ≥ 5 s (see above); what ends one early is seen within a slice (200 ms).
     const soon = { timeout: 3_000 };
     let share = 0.00001;
-    const { trainer, model, swarm, statuses } = setUp({ target: 1_000, dutyCycle: () => share });
+    let held = false;
+    const { trainer, model, swarm, statuses } = setUp({
+      target: 1_000,
+      dutyCycle: () => share,
+      onHeld: (holding) => {
+        held = holding;
+      },
+    });
     const running = trainer.run();
     await computed(model, 1);
     expect(await holds(model)).toBe(true);
@@ -571,8 +578,10 @@ describe("Trainer holds", () => {
     share = 0.00001;
     expect(await holds(model)).toBe(true);
     trainer.pause("volunteer");
+    // The status says "paused" at once; the rest ends and the trainer holds within a slice.
+    expect(statuses.at(-1)?.phase).toBe("paused");
     await vi.waitFor(() => {
-      expect(statuses.at(-1)?.phase).toBe("paused");
+      expect(held).toBe(true);
     }, soon);
     const beforeResume = model.computedWith.length;
     trainer.resume("volunteer");
