@@ -381,11 +381,12 @@ export class ReducerSession {
     // The samples that went in, and the weights the aggregate used (capped, see `maxWeightRatio`).
     let totalWeight = 0;
     const add = (index: number, values: Float32Array, weight: number, payload: Uint8Array | undefined) => {
+      const capped = Math.min(weight, this.#weightCap);
       points.push(values);
-      weights.push(Math.min(weight, this.#weightCap));
+      weights.push(capped);
       // A sender may send its chunk in any codec; only topk bytes can stand for it in a topk mean.
       if (payload === undefined || !(weight > 0) || !isTopkEncoding(payload)) encoded = undefined;
-      else encoded?.push({ bytes: payload, weight: Math.min(weight, this.#weightCap) });
+      else encoded?.push({ bytes: payload, weight: capped });
       totalWeight += weight;
       contributors[index >> 3] = (contributors[index >> 3] ?? 0) | (1 << (index & 7));
     };
