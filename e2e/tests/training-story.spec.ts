@@ -173,10 +173,19 @@ test("volunteers train a run together, anyone watches it, and a ban stops their 
       )
       .toEqual({ atLeastThreeSteps: true, lossFell: true, mostAlive: 3 });
 
-    // The aux reduced a part of the rounds: the steps carry the samples it accepted into them.
-    const { points } = await getJson<Metrics>(request, `/api/v1/experiments/${experimentId}/metrics`);
-    const samples = points.flatMap((point) => (point.samples === null ? [] : [point.samples]));
-    expect(samples.length).toBeGreaterThan(0);
+    // The aux reduces a part of the rounds it is grouped into (not necessarily of the first few):
+    // those steps carry the samples it accepted into them, and only positive counts.
+    let samples: number[] = [];
+    await expect
+      .poll(
+        async () => {
+          const { points } = await getJson<Metrics>(request, `/api/v1/experiments/${experimentId}/metrics`);
+          samples = points.flatMap((point) => (point.samples === null ? [] : [point.samples]));
+          return samples.length;
+        },
+        { timeout: 90_000, intervals: [2_000] },
+      )
+      .toBeGreaterThan(0);
     for (const value of samples) expect(value).toBeGreaterThan(0);
     await visitor.reload();
     const samplesChart = visitor.getByTestId("chart-step-samples");
