@@ -34,7 +34,7 @@
  * "local work", all four with computeGradients (the rest is averaging in the foreground, waiting
  * for a group, and the trainer's loop and event loop); "swarm wait", the share inside
  * `optimizer.maybeStep`, where the training loop waits on a round in the foreground, on matchmaking
- * or on a state load (what overlapping is meant to remove); then the seconds per round,
+ * or on a state load (what overlapping is meant to remove); then the seconds per round, the samples per round (against its target),
  * the swarm's samples per second in the windows (Σ over peers of the samples each computed in its
  * window ÷ the mean window), bytes each peer sent per round, the rounds that failed, the cores the
  * peer processes used in their windows and the cores the whole machine kept busy meanwhile (a
@@ -284,7 +284,7 @@ for (const variant of variants) rows.push(await measure(variant));
 
 const mean = (values: readonly number[]): number => values.reduce((sum, v) => sum + v, 0) / values.length;
 const table = rows.map(({ variant, reports, machineCores }) => {
-  if (reports.length === 0) return [variant, ...Array.from({ length: 15 }, () => "-")];
+  if (reports.length === 0) return [variant, ...Array.from({ length: 16 }, () => "-")];
   const windows = reports.map((r) => (r.windowEnd - r.windowStart) / 1000);
   const share = (seconds: (r: DilocoPeerReport) => number): number[] =>
     reports.map((r, k) => seconds(r) / (windows[k] ?? NaN));
@@ -303,6 +303,7 @@ const table = rows.map(({ variant, reports, machineCores }) => {
     percent(share((r) => r.computeSeconds + r.innerStepSeconds + r.loadSeconds + r.dataSeconds)),
     percent(share((r) => r.swarmSeconds)),
     (mean(windows) / rounds).toFixed(2),
+    `${formatCount(reports.reduce((sum, r) => sum + r.samples, 0) / rounds)} (${formatCount(variant === "dedloc" ? bench.targetBatchSize : h * bench.targetBatchSize)})`,
     formatCount(reports.reduce((sum, r) => sum + r.samples, 0) / mean(windows)),
     formatCount(mean(reports.map((r) => r.bytesSent / Math.max(1, r.steps)))),
     String(reports.reduce((sum, r) => sum + r.failedRounds, 0)),
@@ -324,6 +325,7 @@ const header = [
   "local work",
   "swarm wait",
   "s/round",
+  "samples/round",
   "samples/s",
   "B sent/round",
   "failed",
@@ -352,7 +354,8 @@ console.log(
     `gradient sum); + load: in model.setParameters; + data: waiting for the next minibatch (the event loop runs ` +
     `background rounds and RPCs meanwhile); local work: the four together; swarm wait: in optimizer.maybeStep, the ` +
     `training loop waiting on rounds, matchmaking or state loads. ` +
-    `samples/s: the swarm's, in the windows. B sent/round: per peer. peers CPU: cores the peer processes used in their ` +
+    `samples/round: the samples the peers computed in their windows ÷ the rounds in them, with the round's target ` +
+    `in parentheses (T for dedloc, H × T for diloco). samples/s: the swarm's, in the windows. B sent/round: per peer. peers CPU: cores the peer processes used in their ` +
     `windows; machine: cores the whole machine kept busy while they trained (more: other processes ran too). ` +
     `run s: from the start to the window's end. ` +
     `Wall time ${((performance.now() - started) / 1000).toFixed(0)} s.`,

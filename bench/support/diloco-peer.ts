@@ -157,6 +157,7 @@ async function train(
       swarm.progress.report(progress);
     },
     global: () => swarm.progress.global(),
+    globalBefore: (agoMs) => swarm.progress.globalBefore(agoMs),
     at: (epoch) => swarm.progress.at(epoch),
   };
   const progress = new LossReportingProgress(sink);

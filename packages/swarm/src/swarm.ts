@@ -228,6 +228,7 @@ export class Swarm {
         this.progress.report(progress);
       },
       global: () => this.progress.global(),
+      globalBefore: (agoMs) => this.progress.globalBefore(agoMs),
       at: (epoch) => this.progress.at(epoch),
       sharedStates: (epoch) => this.progress.sharedStates(epoch),
     };

@@ -296,7 +296,8 @@ export class CollaborativeOptimizer {
    * `diloco` this is an inner optimizer step on `workingParameters`.
    */
   accumulate(gradientMean: Float32Array, samples: number): void {
-    this.#strategy.accumulate(gradientMean, samples);
+    if (this.#ahead(samples)) this.#strategy.accumulateAhead?.(gradientMean, samples);
+    else this.#strategy.accumulate(gradientMean, samples);
     const now = this.#now();
     if (this.#lastAccumulateAt !== undefined && now > this.#lastAccumulateAt) {
       const rate = (samples * 1000) / (now - this.#lastAccumulateAt);
@@ -307,6 +308,32 @@ export class CollaborativeOptimizer {
     }
     this.#lastAccumulateAt = now;
     this.#report();
+  }
+
+  /**
+   * Whether a minibatch of `samples` that just ended belongs to the step after the one forming, so
+   * that a step averages its target batch rather than the target and every minibatch that was in
+   * flight when the swarm reached it (DeDLOC's peers, each finishing its minibatch, overshot by
+   * about half a minibatch per peer). It does when the swarm, this peer's own samples counted as
+   * they are, has reached the target now, and had already at the minibatch's midpoint (the others'
+   * records extrapolated back to it, half of this minibatch counted). The first condition is the one
+   * `maybeStep` checks next, so a minibatch held back never leaves the swarm short of a step. Only
+   * strategies whose minibatches can wait (`dedloc`) and progress ports that can look back take
+   * part, and never at an epoch of this peer's own (the swarm ahead, no donor).
+   */
+  #ahead(samples: number): boolean {
+    const progress = this.#progress;
+    if (this.#strategy.accumulateAhead === undefined || progress.globalBefore === undefined) return false;
+    if (this.#noDonor !== null) return false;
+    this.#report(); // the estimate below counts this peer's own samples as they are
+    const now = progress.global();
+    if (now.epoch !== this.#epoch || now.samplesAccumulated < now.targetBatchSize) return false;
+    const rate = this.#samplesPerSecond;
+    const halfMs = rate > 0 ? (500 * samples) / rate : 0;
+    const midpoint = progress.globalBefore(halfMs);
+    return (
+      midpoint.epoch === this.#epoch && midpoint.samplesAccumulated + samples / 2 >= midpoint.targetBatchSize
+    );
   }
 
   /**

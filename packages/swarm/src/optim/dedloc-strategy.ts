@@ -45,7 +45,13 @@ export class DedlocStrategy implements TrainingStrategy {
   /** The averaged gradient being applied (our own copy: clipping writes to it). */
   readonly #gradient: Float32Array;
   #accumulator: GradientAccumulator;
-  /** A second accumulator, so a round in flight keeps its gradients while new ones come in. */
+  /**
+   * Minibatches for the step after the one forming (see `accumulateAhead`): computed at θ like the
+   * others, they are one step stale when they are applied, as DeDLOC's peers that go on computing
+   * while a round forms are.
+   */
+  #ahead: GradientAccumulator;
+  /** A third accumulator, so a round in flight keeps its gradients while new ones come in. */
   #spare: GradientAccumulator;
   #version = 0;
 
@@ -58,6 +64,7 @@ export class DedlocStrategy implements TrainingStrategy {
     this.#clipNorm = config.training.gradientClipNorm;
     this.#gradient = new Float32Array(layout.size);
     this.#accumulator = new GradientAccumulator(layout.size);
+    this.#ahead = new GradientAccumulator(layout.size);
     this.#spare = new GradientAccumulator(layout.size);
   }
 
@@ -77,9 +84,15 @@ export class DedlocStrategy implements TrainingStrategy {
     this.#accumulator.add(gradientMean, samples);
   }
 
+  accumulateAhead(gradientMean: Float32Array, samples: number): void {
+    this.#ahead.add(gradientMean, samples);
+  }
+
   take(): StrategyRound {
+    // The spare is empty: the round before this one was released or restored before a new take.
     const round = this.#accumulator;
-    this.#accumulator = this.#spare;
+    this.#accumulator = this.#ahead;
+    this.#ahead = this.#spare;
     this.#spare = round;
     const release = () => {
       round.reset();
@@ -120,6 +133,7 @@ export class DedlocStrategy implements TrainingStrategy {
     this.#optimizer.importState(optimizer);
     this.parameters.set(parameters);
     this.#accumulator.reset();
+    this.#ahead.reset();
     this.#spare.reset();
     this.#version += 1;
   }

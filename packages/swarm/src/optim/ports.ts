@@ -63,6 +63,13 @@ export interface ProgressPort {
   /** The swarm's view: the highest epoch seen and whether the target batch size is reached for it. */
   global(): GlobalProgressView;
   /**
+   * The same view as it was `agoMs` milliseconds ago, by the records held now (their throughput
+   * extrapolated to that moment). Lets the optimizer put a minibatch that was mostly computed after
+   * the swarm reached its target into the next step; without it, every minibatch joins the step
+   * that is forming.
+   */
+  globalBefore?(agoMs: number): GlobalProgressView;
+  /**
    * The view of `epoch` as if it were the swarm's epoch: only the peers at it count. Used when the
    * swarm is ahead and nobody can hand this peer newer state, so it trains on at its own epoch.
    */

@@ -20,7 +20,13 @@ export interface TrainingStrategy {
   readonly samples: number;
   /** Takes in one minibatch's mean gradient and size; refuses a bad one without changing anything. */
   accumulate(gradientMean: Float32Array, samples: number): void;
-  /** Hands what was taken in so far to a round and starts taking in afresh. */
+  /**
+   * Takes in a minibatch for the step after the next one hands out: the swarm reached its target
+   * while it was computed. It joins `samples` once `take` has handed out the round that is forming.
+   * Absent where a minibatch cannot wait (`diloco`'s inner step moves the working parameters).
+   */
+  accumulateAhead?(gradientMean: Float32Array, samples: number): void;
+  /** Hands what was taken in so far to a round, and goes on from what was taken in ahead. */
   take(): StrategyRound;
   /** The shared optimizer state (for donors and checkpoints). */
   exportOptimizer(): OptimizerState;

@@ -411,9 +411,10 @@ export class ProgressTracker {
 
   /**
    * The swarm estimate at this moment (DeDLOC §3.1): trainers of this node's generation only.
-   * With `epoch`, the estimate for that epoch as if it were the swarm's.
+   * With `epoch`, the estimate for that epoch as if it were the swarm's; with `offsetMs`, the records
+   * held now extrapolated to that many milliseconds from now (negative: a moment ago).
    */
-  snapshot(epoch?: number): SwarmEstimate {
+  snapshot(epoch?: number, offsetMs = 0): SwarmEstimate {
     // Others extrapolate this node's record up to the lifetime its period gives; so does it.
     const local =
       this.#local === null
@@ -422,7 +423,7 @@ export class ProgressTracker {
     return estimateSwarm({
       peers: [...this.#table.values()].filter((entry) => !entry.refused),
       local,
-      now: this.#now(),
+      now: this.#now() + offsetMs,
       ttlMs: this.#ttlMs,
       targetBatchSize: this.#target,
       ...(epoch === undefined ? {} : { epoch }),
@@ -432,6 +433,15 @@ export class ProgressTracker {
   /** The optimizer's view: the swarm's epoch, its samples toward the target, and the ETA. */
   global(): GlobalProgress {
     const { epoch, samplesAccumulated, targetBatchSize, etaSeconds } = this.snapshot();
+    return { epoch, samplesAccumulated, targetBatchSize, etaSeconds };
+  }
+
+  /**
+   * The optimizer's view as it was `agoMs` milliseconds ago, by the records held now: whether a
+   * minibatch that just ended was mostly computed before the swarm reached its target.
+   */
+  globalBefore(agoMs: number): GlobalProgress {
+    const { epoch, samplesAccumulated, targetBatchSize, etaSeconds } = this.snapshot(undefined, -agoMs);
     return { epoch, samplesAccumulated, targetBatchSize, etaSeconds };
   }
 

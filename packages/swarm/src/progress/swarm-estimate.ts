@@ -68,7 +68,8 @@ export interface SwarmEstimate {
 /**
  * Estimates the swarm's total toward the target batch size the way DeDLOC §3.1 does: each alive
  * trainer at the highest epoch contributes its reported samples plus its throughput times the time
- * since it measured them. Extrapolation alone never carries the total past the target (reported
+ * since it measured them, except one already averaging that epoch (its samples went into the round
+ * as it reported them). Extrapolation alone never carries the total past the target (reported
  * samples may).
  *
  * Only trainers that train count: a paused trainer (its volunteer's rules hold it) brings nothing
@@ -113,9 +114,13 @@ export function estimateSwarm(input: SwarmEstimateInput): SwarmEstimate {
     const { record } = entry;
     const atGlobalEpoch = record.epoch === epoch;
     const receiveAge = Math.max(0, now - entry.receivedAt);
-    const extra = atGlobalEpoch
-      ? (record.samplesPerSecond * extrapolationMs(entry, now, entry.ttlMs ?? ttlMs)) / 1000
-      : 0;
+    // A trainer averaging the epoch it reports has handed its samples for it to the round: they
+    // are final, and what it computes meanwhile goes to the next step.
+    const final = record.averagingEpoch === record.epoch;
+    const extra =
+      atGlobalEpoch && !final
+        ? (record.samplesPerSecond * extrapolationMs(entry, now, entry.ttlMs ?? ttlMs)) / 1000
+        : 0;
     // For an epoch asked for, peers elsewhere will not bring samples to it.
     if (input.epoch === undefined || atGlobalEpoch) samplesPerSecond += record.samplesPerSecond;
     if (atGlobalEpoch) {

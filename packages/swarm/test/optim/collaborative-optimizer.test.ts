@@ -392,6 +392,81 @@ describe("CollaborativeOptimizer", () => {
     expect(bits(p.parameters)).toEqual(bits(initialParameters()));
   });
 
+  it("puts a minibatch computed mostly after the swarm reached its target into the next step", async () => {
+    const swarm = new FakeSwarm(2, 64);
+    // The swarm's samples a moment ago, as the port's look back gives them (the fake has no clock).
+    let before = 0;
+    const lookingBack = (index: number) => {
+      const port = swarm.progress(index);
+      return { ...port, globalBefore: () => ({ ...port.global(), samplesAccumulated: before }) };
+    };
+    const [a, b] = [0, 1].map(
+      (index) =>
+        new CollaborativeOptimizer({
+          config: config(),
+          layout,
+          parameters: initialParameters(),
+          progress: lookingBack(index),
+          averager: swarm.averager(index),
+          state: new FakeState(),
+        }),
+    ) as [CollaborativeOptimizer, CollaborativeOptimizer];
+    const steps: CollaborativeOptimizerEvent[] = [];
+    b.on((event) => {
+      if (event.type === "step") steps.push(event);
+    });
+    a.accumulate(dyadicGradient(1), 32);
+    b.accumulate(dyadicGradient(2), 16);
+    b.accumulate(dyadicGradient(3), 16); // the swarm has its 64
+    // Half of the next minibatch was computed after the target was reached: it waits.
+    before = 64 - 16 / 2;
+    b.accumulate(dyadicGradient(4), 16);
+    expect(b.samplesAccumulated).toBe(32);
+    expect(swarm.reports.get(1)?.samplesAccumulated).toBe(32);
+    await Promise.all([a.maybeStep(), b.maybeStep()]);
+    expect(steps.at(-1)).toMatchObject({ totalWeight: 64, localSamples: 32 });
+    // It opens the next step, reported at once.
+    expect(b.samplesAccumulated).toBe(16);
+    expect(swarm.reports.get(1)).toMatchObject({ epoch: 1, samplesAccumulated: 16 });
+    a.accumulate(dyadicGradient(5), 48);
+    await Promise.all([a.maybeStep(), b.maybeStep()]);
+    expect(steps.at(-1)).toMatchObject({ epoch: 2, totalWeight: 64, localSamples: 16 });
+    expect(bits(a.parameters)).toEqual(bits(b.parameters));
+
+    // One mostly computed before the target joins the step that is forming.
+    a.accumulate(dyadicGradient(6), 48);
+    b.accumulate(dyadicGradient(7), 16);
+    before = 64 - 16 / 2 - 1;
+    b.accumulate(dyadicGradient(8), 16);
+    expect(b.samplesAccumulated).toBe(32);
+    await Promise.all([a.maybeStep(), b.maybeStep()]);
+    expect(steps.at(-1)).toMatchObject({ epoch: 3, totalWeight: 80, localSamples: 32 });
+    expect(b.samplesAccumulated).toBe(0);
+
+    // Nothing waits while the swarm is short of its target now, whatever the look back says.
+    before = 1_000;
+    b.accumulate(dyadicGradient(9), 16);
+    expect(b.samplesAccumulated).toBe(16);
+  });
+
+  it("takes in ahead only for dedloc: diloco's inner steps move its working parameters", () => {
+    const swarm = new FakeSwarm(1, 16);
+    const port = swarm.progress(0);
+    const progress = { ...port, globalBefore: () => port.global() };
+    const cfg = config({ averaging: { strategy: "diloco" } });
+    const optimizer = new CollaborativeOptimizer({
+      config: cfg,
+      layout,
+      parameters: initialParameters(),
+      progress,
+      averager: swarm.averager(0),
+      state: new FakeState(),
+    });
+    optimizer.accumulate(dyadicGradient(1), 16);
+    optimizer.accumulate(dyadicGradient(2), 16);
+    expect(optimizer.samplesAccumulated).toBe(32);
+  });
+
   it("estimates samples per second and reports progress", () => {
     const swarm = new FakeSwarm(2, 1000);
     let time = 0;

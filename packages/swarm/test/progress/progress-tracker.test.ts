@@ -330,6 +330,21 @@ describe("ProgressTracker", () => {
     expect(d.snapshot()).toMatchObject({ epoch: 2, generation: 1, alivePeers: 1 });
   });
 
+  it("looks back: the view a moment ago, by the records held now", async () => {
+    const { trackers, pushAll } = swarm(2, { targetBatchSize: 100 });
+    const [a, b] = trackers as [ProgressTracker, ProgressTracker];
+    a.report({ epoch: 1, samplesAccumulated: 40, samplesPerSecond: 0 });
+    b.report({ epoch: 1, samplesAccumulated: 30, samplesPerSecond: 20 });
+    await pushAll();
+    clock.now += 1_000;
+    a.report({ epoch: 1, samplesAccumulated: 40, samplesPerSecond: 0 });
+    // b's 30 samples a second ago, extrapolated at 20 samples/s: 50 now, 45 a quarter second ago
+    expect(a.global().samplesAccumulated).toBeCloseTo(90);
+    expect(a.globalBefore(250).samplesAccumulated).toBeCloseTo(85);
+    expect(a.globalBefore(2_000).samplesAccumulated).toBeCloseTo(70); // never extrapolated backwards
+    expect(a.globalBefore(0)).toEqual(a.global());
+  });
+
   it("flips readyToAverage when the swarm reaches the target", async () => {
     const { trackers, pushAll } = swarm(2, { targetBatchSize: 100 });
     const [a, b] = trackers as [ProgressTracker, ProgressTracker];

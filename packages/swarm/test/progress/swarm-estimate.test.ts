@@ -96,6 +96,19 @@ describe("estimateSwarm", () => {
     expect(result.etaSeconds).toBeCloseTo((1000 - 172) / 14);
   });
 
+  it("does not extrapolate a trainer averaging the epoch it reports: its samples went into the round", () => {
+    const averaging = { samplesAccumulated: 100, samplesPerSecond: 10, time: NOW - 2_000 };
+    const result = estimate([
+      peer("a", { ...averaging, averagingEpoch: 1 }, NOW - 1_500),
+      // a delayed round of the epoch before runs in the background: epoch 1 still grows
+      peer("b", { ...averaging, averagingEpoch: 0 }, NOW - 1_500),
+    ]);
+    expect(result.samplesAccumulated).toBeCloseTo(100 + 120);
+    expect(result.peers.map((row) => row.extrapolatedSamples)).toEqual([0, 20]);
+    // its throughput still counts for the ETA: it trains on once the round is over
+    expect(result.samplesPerSecond).toBe(20);
+  });
+
   it("clamps the extrapolation of a skewed sender clock to [receive age, ttl]", () => {
     const behind = estimate([peer("a", { samplesPerSecond: 10, time: NOW - 3_600_000 }, NOW - 1_000)]);
     expect(behind.samplesAccumulated).toBeCloseTo((10 * TTL) / 1000);

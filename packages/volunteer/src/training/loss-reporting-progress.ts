@@ -10,6 +10,7 @@ import type {
 export interface ProgressSink {
   report(progress: LocalProgress): void;
   global(): GlobalProgress;
+  globalBefore?(agoMs: number): GlobalProgress;
   at(epoch: number): EpochProgressView;
   sharedStates?(epoch: number): ReadonlyMap<string, readonly string[]>;
 }
@@ -47,11 +48,15 @@ export class LossReportingProgress implements ProgressPort {
   #last: LocalProgressReport | undefined;
   #round: { epoch: number; bytesSent: number } | undefined;
   readonly #now: () => number;
+  /** The sink's look back (`ProgressPort.globalBefore`), where it has one. */
+  readonly globalBefore?: (agoMs: number) => GlobalProgress;
 
   /** `now`: a monotonic clock in ms for the epochs' wall time; default `performance.now`. */
   constructor(sink: ProgressSink, now: () => number = () => performance.now()) {
     this.#sink = sink;
     this.#now = now;
+    if (sink.globalBefore !== undefined)
+      this.globalBefore = (agoMs) => sink.globalBefore?.(agoMs) ?? sink.global();
   }
 
   #entry(epoch: number): EpochLoss {
