@@ -47,15 +47,9 @@ import { writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { generateKeyPair, parseExperimentConfig, type ExperimentConfigInput } from "@barnraise/protocol";
+import { parseExperimentConfig, type ExperimentConfigInput } from "@barnraise/protocol";
 import { z } from "zod";
-import {
-  netlabAvailable,
-  payloadBytesPerSecond,
-  watchJsonLines,
-  type Host,
-  type JsonLineWatch,
-} from "../packages/netlab/src/index.ts";
+import { netlabAvailable, payloadBytesPerSecond, type Host } from "../packages/netlab/src/index.ts";
 import { TestAuthority } from "../packages/swarm/test/support/swarm-fixtures.ts";
 import { firstLine, log, withLab } from "./support/allreduce-peer.ts";
 import {
@@ -63,10 +57,16 @@ import {
   meshedSchema,
   readySchema,
   reportSchema,
-  type DilocoPeerCommand,
   type DilocoPeerReport,
-  type DilocoPeerSpec,
 } from "./support/diloco-peer.ts";
+import {
+  send,
+  spawnPeer,
+  stopAll,
+  waitLine,
+  type PeerOptions,
+  type RunningPeer,
+} from "./support/diloco-lab.ts";
 import {
   BENCH_MODELS,
   busyCores,
@@ -79,10 +79,6 @@ import {
 import { formatCount, formatTable } from "./support/peer-table.ts";
 
 const UTILIZATION_TARGET = 0.9;
-const PORT = 4001;
-const INIT_SEED = 1234;
-const DATA_SEED = 100;
-const PEER_SCRIPT = new URL("./support/diloco-peer.ts", import.meta.url).pathname;
 
 const VARIANTS = ["dedloc", "diloco", "diloco-overlap"] as const;
 type Variant = (typeof VARIANTS)[number];
@@ -158,21 +154,6 @@ function configOf(variant: Variant): ExperimentConfigInput {
   });
 }
 
-interface RunningPeer {
-  readonly child: ReturnType<Host["spawnNode"]>;
-  readonly watch: JsonLineWatch;
-}
-
-function send(peer: RunningPeer, command: DilocoPeerCommand): void {
-  if (peer.child.exitCode !== null || peer.child.stdin?.writable !== true) return;
-  peer.child.stdin.write(`${JSON.stringify(command)}\n`);
-}
-
-function waitLine<T extends z.ZodType>(peer: RunningPeer, schema: T, timeoutMs: number): Promise<z.infer<T>> {
-  const isWanted = (value: unknown): value is z.infer<T> => schema.safeParse(value).success;
-  return peer.watch.waitFor(isWanted, timeoutMs);
-}
-
 async function measure(variant: Variant): Promise<Row> {
   const row: Row = { variant, reports: [], machineCores: NaN };
   try {
@@ -192,36 +173,22 @@ async function run(variant: Variant, row: Row): Promise<void> {
         lab.addHost({ name: `p${i}`, uploadMbit: mbit, downloadMbit: mbit, ...delay }),
       ),
     );
-    const authority = new TestAuthority(`bench-diloco-${variant}`);
-    const rate = payloadBytesPerSecond(mbit);
     const config = configOf(variant);
     const dedloc = variant === "dedloc";
     const warmupRounds = dedloc ? 5 : 1;
     const rounds = dedloc ? dedlocRounds : dilocoRounds;
-    const spawn = (host: Host, index: number, bootstrap: string[]): RunningPeer => {
-      const keys = generateKeyPair();
-      const spec: DilocoPeerSpec = {
-        index,
-        experimentId: authority.experimentId,
-        secretKey: Buffer.from(keys.secretKey).toString("base64url"),
-        authorityPublicKey: Buffer.from(authority.keyPair.publicKey).toString("base64url"),
-        pass: authority.pass(keys, { username: `peer${index}`, role: "trainer", lifetimeMs: 6 * 3_600_000 }),
-        listen: [`/ip4/${host.address}/tcp/${PORT}`],
-        bootstrap,
-        bandwidth: { uploadBytesPerSecond: rate, downloadBytesPerSecond: rate },
-        config,
-        peers: peerCount,
-        dataDir: flags["data-dir"],
-        backend: flags.backend,
-        initSeed: INIT_SEED,
-        dataSeed: DATA_SEED,
-        warmupRounds,
-        rounds,
-      };
-      const child = host.spawnNode(PEER_SCRIPT, [JSON.stringify(spec)], { stdio: ["pipe", "pipe", "pipe"] });
-      child.stdin?.on("error", () => undefined);
-      return { child, watch: watchJsonLines(child) };
+    const options: PeerOptions = {
+      authority: new TestAuthority(`bench-diloco-${variant}`),
+      config,
+      bytesPerSecond: payloadBytesPerSecond(mbit),
+      peers: peerCount,
+      dataDir: flags["data-dir"],
+      backend: flags.backend,
+      warmupRounds,
+      rounds,
     };
+    const spawn = (host: Host, index: number, bootstrap: string[]) =>
+      spawnPeer(host, index, bootstrap, options);
     const peers: RunningPeer[] = [];
     try {
       const [firstHost, ...otherHosts] = hosts;
@@ -251,11 +218,7 @@ async function run(variant: Variant, row: Row): Promise<void> {
         return answer;
       });
     } finally {
-      for (const peer of peers) send(peer, { cmd: "stop" });
-      await Promise.race([
-        Promise.all(peers.map((peer) => peer.watch.exited)),
-        new Promise((resolve) => setTimeout(resolve, 10_000)),
-      ]);
+      await stopAll(peers);
       if (process.env.BENCH_DEBUG !== undefined) {
         peers.forEach((peer, k) => {
           writeFileSync(join(tmpdir(), `diloco-util-${variant}-p${k}.log`), peer.watch.stderr);

@@ -23,6 +23,13 @@
  * next minibatch from the shard stream.
  * After reporting, the peer stays in the swarm until told to stop, so that a slower peer can still
  * finish its last round or load the state from it.
+ *
+ * With `churn` (bench/diloco-churn.ts), it trains until it is stopped or killed and, instead of
+ * the report, prints every 500 ms how far it has come, so that a peer killed mid-run has said
+ * what it computed up to half a second before:
+ *   → {"type":"tick", at, computeSeconds, samples, epoch, stepSamples}   (cumulative since `startAt`)
+ * `stepSamples` counts the samples of this peer's that went into collaborative steps (the optimizer's
+ * step events' `localSamples`), what a killed peer's lost work is measured against.
  */
 import { createInterface } from "node:readline";
 import { keyPairFromSecretKey, parseExperimentConfig } from "@barnraise/protocol";
@@ -64,6 +71,8 @@ const specSchema = z.strictObject({
   dataSeed: z.number().int(),
   warmupRounds: z.number().int().min(0),
   rounds: z.number().int().min(1),
+  /** Train until stopped, printing ticks instead of a report (see the file comment). */
+  churn: z.boolean().optional(),
 });
 /** What the parent tells one peer process (argv[2], JSON). */
 export type DilocoPeerSpec = z.infer<typeof specSchema>;
@@ -108,6 +117,17 @@ export const reportSchema = z.object({
 });
 export type DilocoPeerReport = z.infer<typeof reportSchema>;
 export const failedSchema = z.object({ type: z.literal("failed"), message: z.string() });
+export const tickSchema = z.object({
+  type: z.literal("tick"),
+  /** Unix ms. */
+  at: z.number(),
+  computeSeconds: z.number(),
+  /** Samples of the minibatches computed so far. */
+  samples: z.number(),
+  epoch: z.number(),
+  stepSamples: z.number(),
+});
+export type DilocoPeerTick = z.infer<typeof tickSchema>;
 
 const now = (): number => performance.timeOrigin + performance.now();
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
@@ -175,6 +195,7 @@ async function train(
   const swarmClock: ComputeClock = { intervals: [] };
   optimizer.maybeStep = timed(swarmClock, optimizer.maybeStep.bind(optimizer));
   const steps: Array<{ at: number; bytesSent: number }> = [];
+  let stepSamples = 0;
   let failedRounds = 0;
   const failureReasons: Record<string, number> = {};
   optimizer.on((event) => {
@@ -183,7 +204,10 @@ async function train(
       const reason = error instanceof Error ? { reason: error.message } : {};
       process.stderr.write(`${JSON.stringify({ event: rest, at: now(), ...reason })}\n`);
     }
-    if (event.type === "step") steps.push({ at: now(), bytesSent: event.bytesSent ?? 0 });
+    if (event.type === "step") {
+      steps.push({ at: now(), bytesSent: event.bytesSent ?? 0 });
+      stepSamples += event.localSamples;
+    }
     if (event.type === "round-failed") {
       failedRounds += 1;
       const reason = isSwarmError(event.error)
@@ -214,10 +238,26 @@ async function train(
     ),
     swarm: { global: () => swarm.progress.global(), peersOnline: () => spec.peers },
     seed: spec.dataSeed + spec.index,
-    maxSteps: spec.warmupRounds + spec.rounds,
+    ...(spec.churn === true ? {} : { maxSteps: spec.warmupRounds + spec.rounds }),
   });
   await sleep(startAt - Date.now());
   progress.report({ epoch: optimizer.epoch, samplesAccumulated: 0, samplesPerSecond: 0 });
+  if (spec.churn === true) {
+    const tick = () => {
+      print({
+        type: "tick",
+        at: now(),
+        computeSeconds: secondsWithin(clock, -Infinity, Infinity),
+        samples: clock.intervals.length * batchSize,
+        epoch: optimizer.epoch,
+        stepSamples,
+      });
+    };
+    tick();
+    setInterval(tick, 500);
+    await trainer.run();
+    throw new Error("training ended before the peer was stopped");
+  }
   await trainer.run();
   model.dispose();
   const windowStart = epochSeen.get(spec.warmupRounds);

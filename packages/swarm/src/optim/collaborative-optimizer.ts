@@ -105,6 +105,11 @@ const DEFAULT_NO_DONOR_RETRY_MS = 30_000;
  * gradients and one large-batch optimizer step, or DiLoCo's local steps and an outer step on the
  * averaged pseudo-gradient. Stale or new peers catch up by downloading state from donors.
  *
+ * Steps of the target size (DeDLOC): a minibatch that was mostly computed after the swarm reached
+ * its target goes to the next step instead of the one forming (see `#ahead`), and a trainer already
+ * averaging an epoch is not extrapolated any more in the swarm's estimate, so a step averages about
+ * its target batch rather than the target plus whatever was in flight.
+ *
  * With the "topk" codec it keeps error feedback: what the all-reduce did not carry of this peer's
  * contribution (weighted by its samples) is added to the next round's, so nothing is lost over rounds.
  *
