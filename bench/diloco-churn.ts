@@ -34,11 +34,13 @@
  */
 import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
-import type { ExperimentConfigInput } from "@barnraise/protocol";
 import { netlabAvailable, payloadBytesPerSecond, type Host } from "../packages/netlab/src/index.ts";
 import { TestAuthority } from "../packages/swarm/test/support/swarm-fixtures.ts";
 import { firstLine, log, withLab } from "./support/allreduce-peer.ts";
 import {
+  labConfig,
+  parseVariants,
+  positive,
   send,
   spawnPeer,
   stopAll,
@@ -60,7 +62,6 @@ import {
   isBenchModel,
   machineJiffies,
   prepareBenchDataset,
-  variantConfig,
 } from "./support/diloco-setup.ts";
 import { formatCount, formatTable } from "./support/peer-table.ts";
 
@@ -85,18 +86,7 @@ const { values: flags } = parseArgs({
   },
 });
 
-function positive(name: string, text: string, min = 1): number {
-  const value = Number(text);
-  if (!(Number.isFinite(value) && value >= min))
-    throw new RangeError(`--${name} must be ≥ ${min}, got ${text}`);
-  return value;
-}
-const variants = flags.variants.split(",").map((name) => {
-  if (!(VARIANTS as readonly string[]).includes(name)) {
-    throw new RangeError(`--variants: unknown variant ${name} (${VARIANTS.join(", ")})`);
-  }
-  return name as Variant;
-});
+const variants = parseVariants(flags.variants, VARIANTS);
 const peerCount = positive("peers", flags.peers, 2);
 const mbit = positive("mbit", flags.mbit, 0.1);
 const intervalMs = positive("churn-every-s", flags["churn-every-s"], 5) * 1000;
@@ -142,18 +132,6 @@ interface Row {
   /** Cores the whole machine kept busy while the peers trained. */
   machineCores: number;
   stopped?: string;
-}
-
-function configOf(variant: Variant): ExperimentConfigInput {
-  return variantConfig(variant === "dedloc" ? "dedloc" : "diloco-int8", {
-    bench,
-    h,
-    learningRate: 1e-3,
-    outerLearningRate: 0.7,
-    outerMomentum: 0.9,
-    overlap: variant === "diloco-overlap",
-    averaging: { matchmakingTimeoutMs: 15_000, allreduceTimeoutMs: 60_000 },
-  });
 }
 
 function ticksOf(process: Process): DilocoPeerTick[] {
@@ -214,7 +192,7 @@ async function run(variant: Variant, row: Row): Promise<void> {
     );
     const options: PeerOptions = {
       authority: new TestAuthority(`bench-churn-${variant}`),
-      config: configOf(variant),
+      config: labConfig(variant, bench, h),
       bytesPerSecond: payloadBytesPerSecond(mbit),
       peers: peerCount,
       dataDir: flags["data-dir"],

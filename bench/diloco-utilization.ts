@@ -47,7 +47,7 @@ import { writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { parseExperimentConfig, type ExperimentConfigInput } from "@barnraise/protocol";
+import { parseExperimentConfig } from "@barnraise/protocol";
 import { z } from "zod";
 import { netlabAvailable, payloadBytesPerSecond, type Host } from "../packages/netlab/src/index.ts";
 import { TestAuthority } from "../packages/swarm/test/support/swarm-fixtures.ts";
@@ -60,6 +60,9 @@ import {
   type DilocoPeerReport,
 } from "./support/diloco-peer.ts";
 import {
+  labConfig,
+  parseVariants,
+  positive,
   send,
   spawnPeer,
   stopAll,
@@ -74,7 +77,6 @@ import {
   isBenchModel,
   machineJiffies,
   prepareBenchDataset,
-  variantConfig,
 } from "./support/diloco-setup.ts";
 import { formatCount, formatTable } from "./support/peer-table.ts";
 
@@ -100,18 +102,7 @@ const { values: flags } = parseArgs({
   },
 });
 
-function positive(name: string, text: string, min = 1): number {
-  const value = Number(text);
-  if (!(Number.isFinite(value) && value >= min))
-    throw new RangeError(`--${name} must be ≥ ${min}, got ${text}`);
-  return value;
-}
-const variants = flags.variants.split(",").map((name) => {
-  if (!(VARIANTS as readonly string[]).includes(name)) {
-    throw new RangeError(`--variants: unknown variant ${name} (${VARIANTS.join(", ")})`);
-  }
-  return name as Variant;
-});
+const variants = parseVariants(flags.variants, VARIANTS);
 const peerCount = positive("peers", flags.peers, 2);
 const mbit = positive("mbit", flags.mbit, 0.1);
 const rttMs = positive("rtt-ms", flags["rtt-ms"], 0);
@@ -142,18 +133,6 @@ interface Row {
   stopped?: string;
 }
 
-function configOf(variant: Variant): ExperimentConfigInput {
-  return variantConfig(variant === "dedloc" ? "dedloc" : "diloco-int8", {
-    bench,
-    h,
-    learningRate: 1e-3,
-    outerLearningRate: 0.7,
-    outerMomentum: 0.9,
-    overlap: variant === "diloco-overlap",
-    averaging: { matchmakingTimeoutMs: 15_000, allreduceTimeoutMs: 60_000 },
-  });
-}
-
 async function measure(variant: Variant): Promise<Row> {
   const row: Row = { variant, reports: [], machineCores: NaN };
   try {
@@ -173,7 +152,7 @@ async function run(variant: Variant, row: Row): Promise<void> {
         lab.addHost({ name: `p${i}`, uploadMbit: mbit, downloadMbit: mbit, ...delay }),
       ),
     );
-    const config = configOf(variant);
+    const config = labConfig(variant, bench, h);
     const dedloc = variant === "dedloc";
     const warmupRounds = dedloc ? 5 : 1;
     const rounds = dedloc ? dedlocRounds : dilocoRounds;

@@ -8,6 +8,7 @@ import type { z } from "zod";
 import { watchJsonLines, type Host, type JsonLineWatch } from "../../packages/netlab/src/index.ts";
 import type { TestAuthority } from "../../packages/swarm/test/support/swarm-fixtures.ts";
 import type { DilocoPeerCommand, DilocoPeerSpec } from "./diloco-peer.ts";
+import { variantConfig, type BenchModel } from "./diloco-setup.ts";
 
 const PEER_SCRIPT = new URL("./diloco-peer.ts", import.meta.url).pathname;
 /** Where every peer listens on its host. */
@@ -90,4 +91,42 @@ export async function stopAll(peers: readonly RunningPeer[]): Promise<void> {
     Promise.all(peers.map((peer) => peer.watch.exited)),
     new Promise((resolve) => setTimeout(resolve, 10_000)),
   ]);
+}
+
+/** A numeric flag `--name` of at least `min`; throws a RangeError naming it otherwise. */
+export function positive(name: string, text: string, min = 1): number {
+  const value = Number(text);
+  if (!(Number.isFinite(value) && value >= min))
+    throw new RangeError(`--${name} must be ≥ ${min}, got ${text}`);
+  return value;
+}
+
+/** The comma-separated `--variants`, each one of `known`. */
+export function parseVariants<V extends string>(text: string, known: readonly V[]): V[] {
+  return text.split(",").map((name) => {
+    if (!(known as readonly string[]).includes(name)) {
+      throw new RangeError(`--variants: unknown variant ${name} (${known.join(", ")})`);
+    }
+    return name as V;
+  });
+}
+
+/**
+ * The run of a lab variant: `dedloc` at the model's target batch (adaptive compression), or DiLoCo
+ * in blockwise8 with rounds of H × T (`diloco-overlap`: the outer all-reduce overlapped).
+ */
+export function labConfig(
+  variant: "dedloc" | "diloco" | "diloco-overlap",
+  bench: BenchModel,
+  h: number,
+): ExperimentConfigInput {
+  return variantConfig(variant === "dedloc" ? "dedloc" : "diloco-int8", {
+    bench,
+    h,
+    learningRate: 1e-3,
+    outerLearningRate: 0.7,
+    outerMomentum: 0.9,
+    overlap: variant === "diloco-overlap",
+    averaging: { matchmakingTimeoutMs: 15_000, allreduceTimeoutMs: 60_000 },
+  });
 }
