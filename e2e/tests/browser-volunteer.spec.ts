@@ -269,7 +269,10 @@ test("a signed-in volunteer contributes from a browser tab alongside the demo's 
     const volunteerNode = await tabPeerId(tab);
     await tab.getByRole("button", { name: "Stop contributing" }).click();
     await expect(tab.getByRole("button", { name: "Contribute again" })).toBeVisible({ timeout: 60_000 });
+    // The models and shards the tab cached go with the volunteer's session; its key stays.
+    expect(await tabCaches(tab)).not.toEqual([]);
     await signOut(tab);
+    expect(await tabCaches(tab)).toEqual([]);
     await tab.goto(`/sign-in?callbackUrl=${encodeURIComponent(`/experiments/${DEMO_EXPERIMENT_ID}`)}`);
     await signIn(tab, "demo-organizer", await demoPassword());
     await tab.waitForURL(new RegExp(`/experiments/${DEMO_EXPERIMENT_ID}$`));
@@ -322,6 +325,15 @@ test("a signed-in volunteer contributes from a browser tab alongside the demo's 
 async function contribute(page: Page, button = "Contribute from this browser"): Promise<void> {
   await page.getByRole("button", { name: button }).click();
   await expect(page.getByTestId("tab-step")).toBeVisible({ timeout: CLICK_TO_AVERAGE_MS });
+}
+
+/** The IndexedDB databases of the models and shards the contributing tab cached in this browser. */
+async function tabCaches(page: Page): Promise<string[]> {
+  return page.evaluate(async () =>
+    (await indexedDB.databases())
+      .map(({ name }) => name ?? "")
+      .filter((name) => name.startsWith("barnraise-blobs-tab-")),
+  );
 }
 
 /** Makes the page's document say it is hidden (or visible again), as switching tabs does. */

@@ -2,6 +2,10 @@
 
 import { signOut } from "next-auth/react";
 import { useState } from "react";
+import { clearTabCaches } from "../../src/tab/tab-storage.ts";
+
+/** How long the sign-out waits for the browser to delete the tab's caches. */
+const CLEAR_CACHES_MS = 2_000;
 
 export function SignOutButton() {
   const [busy, setBusy] = useState(false);
@@ -12,7 +16,10 @@ export function SignOutButton() {
       disabled={busy}
       onClick={() => {
         setBusy(true);
-        void signOut({ redirectTo: "/" });
+        // The models and shards a tab cached for this volunteer go with the session.
+        const cleared = clearTabCaches().catch(() => []);
+        const timeout = new Promise((resolve) => setTimeout(resolve, CLEAR_CACHES_MS));
+        void Promise.race([cleared, timeout]).then(() => signOut({ redirectTo: "/" }));
       }}
     >
       {busy ? "Signing out…" : "Sign out"}

@@ -20,11 +20,10 @@ import {
   type TabStatus,
   type WorkerMessage,
 } from "./tab-messages.ts";
+import { TAB_CACHE } from "./tab-storage.ts";
 
 /** At most one status message per this many milliseconds: the trainer reports every minibatch. */
 const STATUS_EVERY_MS = 250;
-/** The verified models and shards, shared by the browser's identities (they hold nothing secret). */
-const CACHE = "tab";
 
 /** The worker's global scope, typed by hand: the web app compiles with the DOM's types, not a worker's. */
 const scope = globalThis as unknown as {
@@ -83,7 +82,7 @@ async function contribute(
       const result = await runVolunteer({
         server: new URL(order.server),
         credential: { kind: "session", experimentId: order.experimentId },
-        runtime: browserRuntime({ identity, cache: CACHE, wasmBase: order.wasmBase }),
+        runtime: browserRuntime({ identity, cache: TAB_CACHE, wasmBase: order.wasmBase }),
         backend: "auto",
         // A tab cannot be dialed: it reaches the others (directly over WebSockets, or through the
         // aux's relay) and sends and receives its parts without reducing one.

@@ -11,7 +11,7 @@ import {
   uniformPartFractions,
   type MemberCapacity,
 } from "./load-balancing.ts";
-import { isNoGroup, type Matchmaking } from "./matchmaking.ts";
+import { isNoGroup, type FormedMember, type Matchmaking } from "./matchmaking.ts";
 import { roundDeadlineMs, senderDeadlineMs } from "./deadlines.ts";
 import { groupKey, planGrid, type GridPlan } from "./moshpit-grid.ts";
 import { SwarmError, SwarmErrorCode } from "../errors.ts";
@@ -193,6 +193,26 @@ export class Averager {
   }
 
   /**
+   * A client (a browser tab, a node behind NAT) reaches the other trainers through relays and may
+   * miss the leader they gathered at; the group it got then holds no other trainer (an aux peer
+   * alone brings no gradients) while they step without it. Applying that step would leave this
+   * peer a model of its own; it fails the round instead, and loads the swarm's state once the
+   * others have stepped. A full node in that place steps apart and takes the majority's state over
+   * afterwards (`CollaborativeOptimizer`), since the others may be the ones that cannot reach it.
+   */
+  #refuseGroupApart(epoch: number, members: readonly FormedMember[]): void {
+    const { self } = this.#options;
+    if (members.some((member) => member.peerId !== self && member.mode !== "aux")) return;
+    const others = this.#options.roundMembers(epoch).filter((peer) => peer !== self);
+    if (others.length === 0) return;
+    throw new SwarmError(
+      SwarmErrorCode.NO_GROUP,
+      `the group for step ${epoch} has no other trainer while ${others.length} train at it; ` +
+        "not stepping apart from them (their state is loaded once they step)",
+    );
+  }
+
+  /**
    * Calls `listener` with every remote sender's values for each chunk of the part this peer reduces
    * in the first round of each step, just before they are aggregated (a validator samples what each
    * peer contributes). Only the first round's senders send their own vectors; later Moshpit rounds
@@ -317,6 +337,7 @@ export class Averager {
         }
         throw error;
       }
+      if (round === 0 && dimensions === 1 && mode === "client") this.#refuseGroupApart(epoch, group.members);
       // Clients (behind NAT) reduce no part, so that all-reduce traffic never crosses a relay;
       // only a group of clients alone reduces among itself, through their relays.
       const onlyClients = group.members.every((member) => member.mode === "client");

@@ -385,6 +385,69 @@ describe("Averager exclusions", () => {
     expect(runs[0]?.aggregator).toBe(weightedMean);
   });
 
+  it("a client whose group holds no other trainer while others train at its step fails the round instead of stepping apart", async () => {
+    const config = parseExperimentConfig({ averaging: { loadBalancing: false } });
+    const member = (peerId: string, mode: FormedMember["mode"], weight: number): FormedMember => ({
+      peerId,
+      mode,
+      weight,
+      uploadBytesPerSecond: MB,
+      downloadBytesPerSecond: MB,
+    });
+    let members: FormedMember[] = [member("tab", "client", 4), member("aux", "aux", 0)];
+    let mode: "client" | "node" = "client";
+    let others = ["tab", "p1", "p2"];
+    const runs: AllReduceRunOptions[] = [];
+    const averager = new Averager({
+      self: "tab",
+      mode: () => mode,
+      matchmaking: {
+        form: () => Promise.resolve({ groupId: "g", leader: "aux", fractions: [], members }),
+      } as unknown as Matchmaking,
+      allreduce: {
+        run: (options: AllReduceRunOptions): Promise<AllReduceResult> => {
+          runs.push(options);
+          return Promise.resolve({
+            vector: options.vector.slice(),
+            totalWeight: members.reduce((sum, { weight }) => sum + weight, 0),
+            excluded: [],
+            exclusions: [],
+            bytesSent: 0,
+            bytesReceived: 0,
+            bytesAggregated: 0,
+            largestWindow: 1,
+          });
+        },
+      } as unknown as AllReduceService,
+      averaging: config.averaging,
+      compression: config.compression,
+      link: {
+        current: () => ({ uploadBytesPerSecond: MB, downloadBytesPerSecond: MB }),
+        observed: () => undefined,
+      },
+      swarmSize: () => 3,
+      roundMembers: () => others,
+      logger: silentLogger,
+    });
+    const average = () => averager.average(7, new Float32Array([1, 2]), 4);
+
+    // The CLI peers gathered elsewhere: the tab's group is itself and the aux.
+    await expect(average()).rejects.toThrow(/group for step 7 has no other trainer while 2 train at it/);
+    expect(runs).toHaveLength(0);
+    // With one of them in the group, it averages.
+    members = [member("tab", "client", 4), member("aux", "aux", 0), member("p1", "node", 4)];
+    await expect(average()).resolves.toMatchObject({ groupSize: 3, totalWeight: 8 });
+    // Nobody else trains at the step: the aux's group is the round.
+    members = [member("tab", "client", 4), member("aux", "aux", 0)];
+    others = ["tab"];
+    await expect(average()).resolves.toMatchObject({ groupSize: 2, totalWeight: 4 });
+    // A full node apart from the others steps (it takes the majority's state over afterwards).
+    others = ["tab", "p1"];
+    mode = "node";
+    await expect(average()).resolves.toMatchObject({ groupSize: 2 });
+    expect(runs).toHaveLength(3);
+  });
+
   it("steps alone when nobody came and the others it expected are gone meanwhile (paused or left), and fails while they are not", async () => {
     const config = parseExperimentConfig({ averaging: { loadBalancing: false } });
     let swarmSize = 2;
