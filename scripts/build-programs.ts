@@ -77,10 +77,13 @@ const programs: readonly Program[] = [
 
 /**
  * Packages left out of the bundle: native TensorFlow bindings the peer tries with a dynamic import
- * and skips when absent (a volunteer who wants them installs them next to the program), and Dawn's
- * WebGPU binding, which the peer fetches from the platform for its own platform (see addons).
+ * and skips when absent (a volunteer who wants them installs them next to the program), Dawn's
+ * WebGPU binding, which the peer fetches from the platform for its own platform (see addons), and
+ * libp2p's WebRTC, whose Node.js side is a native add-on (node-datachannel, 9 MB a platform): the
+ * programs load it with a dynamic import and run without WebRTC-direct where it is absent (browser
+ * tabs then reach them through the aux's relay).
  */
-const optionalNative = ["@tensorflow/tfjs-node", "@tensorflow/tfjs-node-gpu", "webgpu"];
+const optionalNative = ["@tensorflow/tfjs-node", "@tensorflow/tfjs-node-gpu", "webgpu", "@libp2p/webrtc"];
 
 /**
  * CommonJS code inside an ES module bundle still calls `require` and reads `__dirname` (Emscripten's

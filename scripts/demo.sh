@@ -155,7 +155,7 @@ if ((peers > 0)); then
   set -m
   BARNRAISE_TOKEN="$DEMO_AUX_TOKEN" node apps/aux/src/cli.ts --server "$url" \
     --listen /ip4/127.0.0.1/tcp/0 --listen /ip4/127.0.0.1/tcp/0/ws \
-    --identity "$data_dir/demo-swarm/aux/identity.json" \
+    --listen /ip4/127.0.0.1/udp/0/webrtc-direct --identity "$data_dir/demo-swarm/aux/identity.json" \
     >"$logs/aux.log" 2>&1 &
   swarm+=($!)
   set +m
@@ -178,7 +178,8 @@ if ((peers > 0)); then
   set -m
   for ((i = 1; i <= peers; i++)); do
     BARNRAISE_TOKEN="$DEMO_PEER_TOKEN" node apps/peer/src/cli.ts --server "$url" --json \
-      --listen /ip4/127.0.0.1/tcp/0 --identity "$data_dir/demo-swarm/peer-$i/identity.json" \
+      --listen /ip4/127.0.0.1/tcp/0 --listen /ip4/127.0.0.1/udp/0/webrtc-direct \
+      --identity "$data_dir/demo-swarm/peer-$i/identity.json" \
       --data-dir "$data_dir/demo-swarm/peer-$i/data" >"$logs/peer-$i.log" 2>&1 &
     swarm+=($!)
   done

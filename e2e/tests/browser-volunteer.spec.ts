@@ -150,6 +150,11 @@ test("a signed-in volunteer contributes from a browser tab alongside the demo's 
         tabStep.groupSize,
       );
     }
+    // The tab reaches the CLI peers (TCP and WebRTC-direct, no WebSockets) over WebRTC, through
+    // its page (a worker has no RTCPeerConnection of its own), not through the aux's relay.
+    await expect(tab.getByTestId("tab-bytes-sent")).toContainText(`(${PEERS} over WebRTC)`, {
+      timeout: 30_000,
+    });
     await tab.getByTestId("contribute-panel").screenshot({ path: testInfo.outputPath("tab-training.png") });
     await testInfo.attach("tab while training", {
       path: testInfo.outputPath("tab-training.png"),

@@ -21,7 +21,11 @@ import { runAux } from "./run-aux.ts";
 const program = "barnraise-aux";
 const defaultIdentityPath = join(homedir(), ".barnraise", "aux", "identity.json");
 /** A fixed port, so that the address registered with the platform survives a restart. */
-export const DEFAULT_LISTEN = ["/ip4/0.0.0.0/tcp/31337", "/ip4/0.0.0.0/tcp/31338/ws"];
+export const DEFAULT_LISTEN = [
+  "/ip4/0.0.0.0/tcp/31337",
+  "/ip4/0.0.0.0/tcp/31338/ws",
+  "/ip4/0.0.0.0/udp/31339/webrtc-direct",
+];
 
 /** Exit codes: the peer's, where the same failure can happen. */
 export const AuxExitCode = JoinExitCode;

@@ -1,6 +1,6 @@
 import { StateHolder } from "./roles/state-holder.ts";
 import { joinAsNode, logInto, openNodeSession, peerToken } from "@barnraise/swarm";
-import { fileNodeStore, prometheusNodeMetrics } from "@barnraise/swarm/node";
+import { fileNodeStore, listenable, loadNodeTransports, prometheusNodeMetrics } from "@barnraise/swarm/node";
 import { AuxPlatformClient } from "./platform-client.ts";
 import type { AuxRunOptions } from "./aux-run-options.ts";
 import { runRoles } from "./aux-roles.ts";
@@ -43,9 +43,18 @@ export async function runAux(options: AuxRunOptions): Promise<void> {
 
   // The state this aux serves as a donor, once its roles exist.
   const served: { holder?: StateHolder } = {};
+  const networking = await loadNodeTransports();
+  const { usable, dropped } = listenable(networking, options.listen);
+  if (networking.withoutWebRtc !== undefined) {
+    logger[dropped.length > 0 ? "warn" : "info"](
+      { reason: networking.withoutWebRtc, notListeningOn: dropped },
+      "no WebRTC-direct on this machine: browser tabs reach the aux over WebSockets only",
+    );
+  }
   const session = await openNodeSession(node, {
     mode: "aux",
-    listen: options.listen,
+    listen: usable,
+    transports: networking.transports,
     announce: options.announce,
     peers: options.peers,
     logger,

@@ -1,7 +1,13 @@
 import { freemem } from "node:os";
 import { join } from "node:path";
 import { directoryStore, selectPeerBackend } from "@barnraise/models/node";
-import { fileNodeStore, prometheusNodeMetrics } from "@barnraise/swarm/node";
+import {
+  fileNodeStore,
+  listenable,
+  loadNodeTransports,
+  prometheusNodeMetrics,
+  type SwarmTransports,
+} from "@barnraise/swarm/node";
 import {
   runVolunteer,
   type VolunteerOptions,
@@ -24,9 +30,25 @@ export interface PeerRunOptions extends Omit<VolunteerOptions, "runtime"> {
 }
 
 /** The volunteer's run on Node.js: `runVolunteer` with files, Node's backends and Prometheus. */
-export function runPeer(options: PeerRunOptions): Promise<VolunteerResult> {
+export async function runPeer(options: PeerRunOptions): Promise<VolunteerResult> {
   const { identityPath, dataDir, metrics, ...volunteer } = options;
-  return runVolunteer({ ...volunteer, runtime: nodeRuntime(options.server, identityPath, dataDir, metrics) });
+  const networking = await loadNodeTransports();
+  // A full node listens on TCP, and on WebRTC-direct for browser tabs; a client listens on nothing.
+  const wanted =
+    options.listen.length > 0 || options.mode === "client" ? options.listen : networking.defaultListen;
+  const { usable, dropped } = listenable(networking, wanted);
+  if (networking.withoutWebRtc !== undefined && options.mode !== "client") {
+    options.reporter.log(
+      dropped.length > 0 ? "warn" : "info",
+      `no WebRTC-direct on this machine (${networking.withoutWebRtc}): browser tabs reach this node through the aux's relay`,
+      dropped.length > 0 ? { notListeningOn: dropped } : {},
+    );
+  }
+  return runVolunteer({
+    ...volunteer,
+    listen: usable,
+    runtime: nodeRuntime(options.server, identityPath, dataDir, metrics, networking.transports),
+  });
 }
 
 function nodeRuntime(
@@ -34,8 +56,10 @@ function nodeRuntime(
   identityPath: string,
   dataDir: string,
   metrics: PeerRunOptions["metrics"],
+  transports: SwarmTransports,
 ): VolunteerRuntime {
   return {
+    transports,
     nodeStore: fileNodeStore(identityPath),
     blobStore: (name) => directoryStore(join(dataDir, name)),
     selectBackend: (choice, signal, log) =>

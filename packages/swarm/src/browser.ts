@@ -5,3 +5,5 @@
 export * from "./browser/indexeddb-node-store.ts";
 export * from "./browser/browser-transports.ts";
 export { setSolverWasmBase } from "./averaging/load-balancing.ts";
+export { installWorkerRtc } from "./browser/rtc-bridge/worker-rtc.ts";
+export { hostWorkerRtc, type RtcWorkerPort } from "./browser/rtc-bridge/page-rtc-host.ts";

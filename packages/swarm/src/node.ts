@@ -12,3 +12,4 @@ export * from "./node/cli-support.ts";
 export { PrivateFileError } from "./node/private-file.ts";
 export * from "./node/prometheus-metrics.ts";
 export * from "./node/upload-file.ts";
+export * from "./node/node-transports.ts";

@@ -5,3 +5,4 @@
 export * from "./browser/browser-runtime.ts";
 export { forgetIndexedDbNode as forgetBrowserNode } from "@barnraise/swarm/browser";
 export * from "./browser/tab-outcome.ts";
+export { installWorkerRtc } from "@barnraise/swarm/browser";

@@ -1,5 +1,6 @@
 "use client";
 
+import { hostWorkerRtc } from "@barnraise/volunteer/tab-page";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type { PageMessage, TabHold, TabStatus, TabStep, WorkerMessage } from "../../src/tab/tab-messages.ts";
 import { formatBytes, formatCount } from "./format.ts";
@@ -26,6 +27,8 @@ type Stage = "idle" | "starting" | "running" | "leaving" | "ended";
 interface Running {
   readonly worker: Worker;
   readonly releaseLock: () => void;
+  /** Closes the WebRTC connections the page holds for the worker. */
+  readonly stopRtc: () => void;
 }
 
 /**
@@ -72,6 +75,7 @@ export function ContributePanel({ experimentId, userId, workerUrl, wasmBase }: C
 
   const end = useCallback(() => {
     running.current?.worker.terminate();
+    running.current?.stopRtc();
     running.current?.releaseLock();
     running.current = null;
   }, []);
@@ -136,7 +140,9 @@ export function ContributePanel({ experimentId, userId, workerUrl, wasmBase }: C
       return;
     }
     const worker = new Worker(workerUrl, { type: "module", name: "barnraise-volunteer" });
-    running.current = { worker, releaseLock };
+    // The page holds the worker's WebRTC connections (browsers give workers none).
+    const stopRtc = hostWorkerRtc(worker);
+    running.current = { worker, releaseLock, stopRtc };
     worker.addEventListener("message", (event: MessageEvent<WorkerMessage>) => {
       onMessage(event.data);
     });
@@ -268,7 +274,9 @@ export function ContributePanel({ experimentId, userId, workerUrl, wasmBase }: C
               {formatBytes(bytesSent)}
               {status?.network === undefined
                 ? ""
-                : ` · ${status.network.direct} direct, ${status.network.relayed} relayed`}
+                : ` · ${status.network.direct} direct${
+                    status.network.webrtc > 0 ? ` (${status.network.webrtc} over WebRTC)` : ""
+                  }, ${status.network.relayed} relayed`}
             </Fact>
           </dl>
           <div className="actions">

@@ -48,7 +48,13 @@ export interface TabStatus {
   readonly samplesContributed: number;
   readonly peersOnline: number;
   readonly loss: number | undefined;
-  readonly network?: { readonly mode: string; readonly direct: number; readonly relayed: number };
+  readonly network?: {
+    readonly mode: string;
+    readonly direct: number;
+    readonly relayed: number;
+    /** Of the direct ones, those over WebRTC (the others over WebSockets). */
+    readonly webrtc: number;
+  };
   readonly swarmNote?: string;
 }
 

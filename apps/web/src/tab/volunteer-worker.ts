@@ -10,6 +10,7 @@ import { runVolunteer, VolunteerControls, type PeerStatus, type Reporter } from 
 import {
   browserRuntime,
   forgetBrowserNode,
+  installWorkerRtc,
   needsNewIdentity,
   tabFailure,
 } from "@barnraise/volunteer/browser";
@@ -21,6 +22,10 @@ import {
   type WorkerMessage,
 } from "./tab-messages.ts";
 import { TAB_CACHE } from "./tab-storage.ts";
+
+// WebRTC through the page (browsers give workers none): the tab then reaches full nodes over
+// WebRTC-direct, from any page, HTTPS ones included.
+installWorkerRtc();
 
 /** At most one status message per this many milliseconds: the trainer reports every minibatch. */
 const STATUS_EVERY_MS = 250;
@@ -197,6 +202,7 @@ function tabStatus(status: PeerStatus): TabStatus {
             mode: status.network.mode,
             direct: status.network.direct,
             relayed: status.network.relayed,
+            webrtc: status.network.webrtc ?? 0,
           },
         }),
     ...(status.swarmNote === undefined ? {} : { swarmNote: status.swarmNote }),

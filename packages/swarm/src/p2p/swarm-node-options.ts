@@ -28,6 +28,8 @@ export interface Connectivity {
   readonly direct: number;
   readonly relayed: number;
   readonly upgraded: number;
+  /** Of the members reached directly, those over WebRTC (a browser's path to full nodes); absent when none. */
+  readonly webrtc?: number;
 }
 
 export interface SwarmNodeOptions {

@@ -323,12 +323,18 @@ export class SwarmNode {
   /** This node's mode and how many members it reaches by each path (see Connectivity). */
   connectivity(): Connectivity {
     const counts = { direct: 0, relayed: 0, upgraded: 0 };
+    let webrtc = 0;
     for (const peer of this.members()) {
       const path = this.pathTo(peer);
       if (path === "relayed") counts.relayed += 1;
-      else if (path === "direct") counts[this.#membership.isUpgraded(peer) ? "upgraded" : "direct"] += 1;
+      else if (path === "direct") {
+        counts[this.#membership.isUpgraded(peer) ? "upgraded" : "direct"] += 1;
+        const connections = this.libp2p.getConnections(peerIdFromString(peer));
+        if (connections.some((connection) => connection.remoteAddr.toString().includes("/webrtc")))
+          webrtc += 1;
+      }
     }
-    return { mode: this.mode, reachability: this.reachability, ...counts };
+    return { mode: this.mode, reachability: this.reachability, ...counts, ...(webrtc > 0 ? { webrtc } : {}) };
   }
 
   /**

@@ -47,6 +47,8 @@ export interface PeerNetwork {
   readonly direct: number;
   readonly relayed: number;
   readonly upgraded: number;
+  /** Of the members reached directly, those over WebRTC (a browser tab's path); absent when none. */
+  readonly webrtc?: number;
 }
 
 export type LogLevel = "info" | "warn" | "error";

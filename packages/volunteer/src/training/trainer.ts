@@ -368,6 +368,7 @@ export class Trainer {
               direct: connectivity.direct,
               relayed: connectivity.relayed,
               upgraded: connectivity.upgraded,
+              ...(connectivity.webrtc === undefined ? {} : { webrtc: connectivity.webrtc }),
             },
           }),
       ...(note === undefined ? {} : { swarmNote: note }),
