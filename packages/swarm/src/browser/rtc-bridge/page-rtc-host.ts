@@ -125,9 +125,9 @@ export function hostWorkerRtc(worker: RtcWorkerPort): () => void {
       case "certificate":
         answer(message.call, async () => {
           const certificate = await RTCPeerConnection.generateCertificate(message.algorithm);
-          const handle = nextCertificate++;
-          certificates.set(handle, certificate);
-          return { handle, expires: certificate.expires };
+          const named = nextCertificate++;
+          certificates.set(named, certificate);
+          return { handle: named, expires: certificate.expires };
         });
         break;
       case "open":
