@@ -7,17 +7,16 @@
  *
  *   node bench/tab-transports.ts [--mib 32] [--runs 3]
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { generateKeyPair, toBase64Url } from "@barnraise/protocol";
 import { BrowserLab } from "@barnraise/browserlab";
-import { build } from "esbuild";
 import type { JSHandle } from "playwright-core";
 import { loadNodeTransports } from "../packages/swarm/src/node/node-transports.ts";
 import { serveDownloads } from "../packages/swarm/test/support/echo-method.ts";
 import { startNode, TestAuthority } from "../packages/swarm/test/support/swarm-fixtures.ts";
+import { bundleWorkerNode } from "../packages/swarm/test/support/worker-node-bundle.ts";
 import type { WorkerNodePage } from "../packages/swarm/test/support/worker-page-entry.ts";
 
 const { values } = parseArgs({
@@ -31,17 +30,9 @@ if (!(bytes > 0) || !Number.isInteger(runs) || runs < 1) {
 }
 
 const support = new URL("../packages/swarm/test/support/", import.meta.url).pathname;
-const built = await mkdtemp(join(tmpdir(), "tab-transports-"));
-await build({
-  entryPoints: { "worker-node": join(support, "worker-node-entry.ts") },
-  outdir: built,
-  bundle: true,
-  platform: "browser",
-  format: "esm",
-  logLevel: "error",
-  external: ["node:*"],
-});
-const lab = await BrowserLab.start({ files: [join(built, "worker-node.js")] });
+const bundle = await bundleWorkerNode();
+const built = bundle.directory;
+const lab = await BrowserLab.start({ files: [bundle.file] });
 const authority = new TestAuthority();
 const networking = await loadNodeTransports();
 if (networking.withoutWebRtc !== undefined)

@@ -1,14 +1,12 @@
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { rm } from "node:fs/promises";
 import { generateKeyPair, toBase64Url } from "@barnraise/protocol";
 import { BrowserLab } from "@barnraise/browserlab";
-import { build } from "esbuild";
 import type { JSHandle } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { loadNodeTransports } from "../../src/node/node-transports.ts";
 import type { SwarmNode } from "../../src/p2p/swarm-node.ts";
 import { download, echoMethod, serveDownloads } from "../support/echo-method.ts";
+import { bundleWorkerNode } from "../support/worker-node-bundle.ts";
 import type { WorkerNodePage } from "../support/worker-page-entry.ts";
 import { eventually, startNode, TestAuthority } from "../support/swarm-fixtures.ts";
 
@@ -20,26 +18,15 @@ import { eventually, startNode, TestAuthority } from "../support/swarm-fixtures.
  */
 
 const PAGE = new URL("../support/worker-page-entry.ts", import.meta.url).pathname;
-const WORKER = new URL("../support/worker-node-entry.ts", import.meta.url).pathname;
 
 let lab: BrowserLab;
 let built: string;
 const nodes: SwarmNode[] = [];
 
 beforeAll(async () => {
-  built = await mkdtemp(join(tmpdir(), "worker-rtc-"));
-  await build({
-    entryPoints: { "worker-node": WORKER },
-    outdir: built,
-    bundle: true,
-    platform: "browser",
-    format: "esm",
-    logLevel: "error",
-    external: ["node:*"],
-  });
-  lab = await BrowserLab.start({
-    files: [join(built, "worker-node.js")],
-  });
+  const bundle = await bundleWorkerNode();
+  built = bundle.directory;
+  lab = await BrowserLab.start({ files: [bundle.file] });
 }, 120_000);
 
 afterEach(async () => {

@@ -1,9 +1,9 @@
 import { webSockets } from "@libp2p/websockets";
-import { fromBase64Url } from "@barnraise/protocol";
-import { pino } from "pino";
-import { SwarmNode } from "../../src/p2p/swarm-node.ts";
-import { AuthorityKeys } from "../../src/platform/authority-keys.ts";
+import type { SwarmNode } from "../../src/p2p/swarm-node.ts";
 import { echoMethod } from "./echo-method.ts";
+import { createTabNode, type BrowserNodeInit } from "./tab-node.ts";
+
+export type { BrowserNodeInit } from "./tab-node.ts";
 
 /**
  * A swarm node in a web page, for the browser tests: bundled for the browser with esbuild and
@@ -11,40 +11,11 @@ import { echoMethod } from "./echo-method.ts";
  * volunteer's tab does.
  */
 
-export interface BrowserNodeInit {
-  readonly experimentId: string;
-  readonly authorityPublicKey: string;
-  readonly publicKey: string;
-  readonly secretKey: string;
-  readonly pass: string;
-  readonly bootstrap: string;
-}
-
 let node: SwarmNode | undefined;
 
 const browserNode = {
   async start(init: BrowserNodeInit): Promise<string> {
-    node = await SwarmNode.create({
-      experimentId: init.experimentId,
-      identity: {
-        publicKey: fromBase64Url(init.publicKey, "public key"),
-        secretKey: fromBase64Url(init.secretKey, "secret key"),
-      },
-      authority: new AuthorityKeys({
-        experimentId: init.experimentId,
-        publicKey: fromBase64Url(init.authorityPublicKey, "authority key"),
-      }),
-      pass: init.pass,
-      refreshPass: () => Promise.resolve(init.pass),
-      mode: "client",
-      transports: [webSockets()],
-      listen: [],
-      bootstrap: [init.bootstrap],
-      logger: pino({ level: "silent" }),
-    });
-    node.rpc.handle(echoMethod, async (incoming) => {
-      await incoming.respond({ text: incoming.head.text, username: incoming.from.pass.username });
-    });
+    node = await createTabNode(init, [webSockets()]);
     await node.start();
     return node.peerId;
   },

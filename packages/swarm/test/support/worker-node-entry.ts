@@ -1,11 +1,8 @@
-import { fromBase64Url } from "@barnraise/protocol";
-import { pino } from "pino";
 import { browserTransports } from "../../src/browser/browser-transports.ts";
 import { installWorkerRtc } from "../../src/browser/rtc-bridge/worker-rtc.ts";
-import { SwarmNode } from "../../src/p2p/swarm-node.ts";
-import { AuthorityKeys } from "../../src/platform/authority-keys.ts";
+import type { SwarmNode } from "../../src/p2p/swarm-node.ts";
 import { download, echoMethod, serveDownloads } from "./echo-method.ts";
-import type { BrowserNodeInit } from "./browser-node-entry.ts";
+import { createTabNode, type BrowserNodeInit } from "./tab-node.ts";
 
 /**
  * A swarm node in a dedicated Web Worker, as a volunteer's tab runs it, for the browser tests: its
@@ -19,27 +16,7 @@ let node: SwarmNode | undefined;
 
 const methods = {
   async start(init: BrowserNodeInit): Promise<{ peerId: string; installed: boolean }> {
-    node = await SwarmNode.create({
-      experimentId: init.experimentId,
-      identity: {
-        publicKey: fromBase64Url(init.publicKey, "public key"),
-        secretKey: fromBase64Url(init.secretKey, "secret key"),
-      },
-      authority: new AuthorityKeys({
-        experimentId: init.experimentId,
-        publicKey: fromBase64Url(init.authorityPublicKey, "authority key"),
-      }),
-      pass: init.pass,
-      refreshPass: () => Promise.resolve(init.pass),
-      mode: "client",
-      transports: browserTransports(),
-      listen: [],
-      bootstrap: [init.bootstrap],
-      logger: pino({ level: "silent" }),
-    });
-    node.rpc.handle(echoMethod, async (incoming) => {
-      await incoming.respond({ text: incoming.head.text, username: incoming.from.pass.username });
-    });
+    node = await createTabNode(init, browserTransports());
     serveDownloads(node.rpc);
     await node.start();
     return { peerId: node.peerId, installed };

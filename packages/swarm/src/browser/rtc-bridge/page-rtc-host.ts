@@ -1,5 +1,6 @@
 import {
   isWorkerRtcMessage,
+  plainDescription,
   type ChannelView,
   type ConnectionView,
   type PageRtcMessage,
@@ -215,10 +216,6 @@ function callMethod(
     case "addIceCandidate":
       return connection.addIceCandidate((argument ?? undefined) as RTCIceCandidateInit | undefined);
   }
-}
-
-function plainDescription(description: RTCSessionDescriptionInit): RTCSessionDescriptionInit {
-  return { type: description.type, ...(description.sdp === undefined ? {} : { sdp: description.sdp }) };
 }
 
 function connectionView(connection: RTCPeerConnection): ConnectionView {

@@ -106,3 +106,8 @@ export function isWorkerRtcMessage(data: unknown): data is WorkerRtcMessage {
 export function isPageRtcMessage(data: unknown): data is PageRtcMessage {
   return isRtcMessage(data);
 }
+
+/** A description as plain data, the form both sides post (a browser's own object does not clone). */
+export function plainDescription(description: RTCSessionDescriptionInit): RTCSessionDescriptionInit {
+  return { type: description.type, ...(description.sdp === undefined ? {} : { sdp: description.sdp }) };
+}

@@ -1,5 +1,6 @@
 import {
   isPageRtcMessage,
+  plainDescription,
   type ChannelView,
   type ConnectionView,
   type PageRtcMessage,
@@ -268,10 +269,10 @@ class BridgedPeerConnection extends EventTarget {
     return this.#call("createAnswer") as Promise<RTCSessionDescriptionInit>;
   }
   async setLocalDescription(description?: RTCSessionDescriptionInit): Promise<void> {
-    await this.#call("setLocalDescription", description === undefined ? null : plain(description));
+    await this.#call("setLocalDescription", description === undefined ? null : plainDescription(description));
   }
   async setRemoteDescription(description: RTCSessionDescriptionInit): Promise<void> {
-    await this.#call("setRemoteDescription", plain(description));
+    await this.#call("setRemoteDescription", plainDescription(description));
   }
   async addIceCandidate(candidate?: RTCIceCandidateInit | null): Promise<void> {
     const init = candidate === undefined || candidate === null ? null : new IceCandidate(candidate).toJSON();
@@ -347,10 +348,6 @@ class BridgedPeerConnection extends EventTarget {
     if (this.#view.connectionState !== "closed") this.#view = answer.view;
     return answer.result;
   }
-}
-
-function plain(description: RTCSessionDescriptionInit): RTCSessionDescriptionInit {
-  return { type: description.type, ...(description.sdp === undefined ? {} : { sdp: description.sdp }) };
 }
 
 /**
